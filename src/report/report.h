@@ -1,0 +1,44 @@
+#ifndef PROTOCOL_REPORT_REPORT_H_
+#define PROTOCOL_REPORT_REPORT_H_
+
+// Reports: efficiency-ratio tables in the methodology's layout
+// (../shared/methodology.md, "The report tables"; docs/report.md), rendered
+// from templates/ (mustache; kainjow/mustache is included only in render.cc).
+//
+//   CollectReport: store → ReportData (cells, ratios, provenance); pure logic.
+//   RenderReport:  ReportData → Markdown | HTML | JSON | CSV text.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runner/status.h"
+#include "runner/store.h"
+
+namespace protocol {
+
+struct ReportOptions {
+  std::vector<int64_t> run_ids;  // empty: every run in the store (newest result per cell wins)
+  std::string model;             // empty: every model
+  std::string baseline_system = "fsdp";
+  std::string candidate_system = "share";
+};
+
+struct ReportData;  // defined in report/report_data.h
+
+enum class ReportFormat { kMarkdown, kHtml, kJson, kCsv };
+bool ParseReportFormat(const std::string& text, ReportFormat* out);  // "md" | "html" | "json" | "csv"
+
+// Builds the report text. `template_path` empty: templates/report.<ext>.mustache
+// found via FindTemplate; ignored for json and csv.
+Result<std::string> BuildReport(Store& store, const ReportOptions& options, ReportFormat format,
+                                const std::string& template_path);
+
+// Locates a default template by file name: $PROTOCOL_TEMPLATES, then
+// <dir of executable>/../share/protocol/templates, then the source tree's
+// templates/ (compiled in). kNotFound lists where it looked.
+Result<std::string> FindTemplate(const std::string& file_name);
+
+}  // namespace protocol
+
+#endif  // PROTOCOL_REPORT_REPORT_H_

@@ -1,0 +1,28 @@
+#ifndef PROTOCOL_RUNNER_TEXT_H_
+#define PROTOCOL_RUNNER_TEXT_H_
+
+// String helpers and formatting: the one place that includes fmt.
+
+#include <fmt/format.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace protocol {
+
+std::string Join(const std::vector<std::string>& parts, std::string_view sep);
+std::vector<std::string> Split(std::string_view text, char sep);
+std::string Trim(std::string_view text);
+bool StartsWith(std::string_view text, std::string_view prefix);
+bool EndsWith(std::string_view text, std::string_view suffix);
+
+// Edit distance with adjacent transpositions (optimal string alignment).
+int EditDistance(std::string_view a, std::string_view b);
+// The candidate closest to `word` when it is close enough to be a plausible
+// typo (distance <= max(1, len/3)); empty otherwise.
+std::string DidYouMean(std::string_view word, const std::vector<std::string>& candidates);
+
+}  // namespace protocol
+
+#endif  // PROTOCOL_RUNNER_TEXT_H_
