@@ -36,13 +36,6 @@ PlanParseResult ParsePlanFile(const std::string& path, const PlanParseOptions& o
 PlanParseResult ParsePlanString(const std::string& text, const std::string& file_label,
                                 const PlanParseOptions& options = {});
 
-// Expands "{name}" placeholders in `text` from `values`; "{{" is a literal "{".
-// Unknown names are left for the caller to report (see UnknownPlaceholders).
-std::string ExpandPlaceholders(const std::string& text,
-                               const std::vector<std::pair<std::string, std::string>>& values);
-std::vector<std::string> UnknownPlaceholders(const std::string& text,
-                                             const std::vector<std::string>& known);
-
 }  // namespace protocol
 
 #endif  // PROTOCOL_RUNNER_PLAN_PARSER_H_
