@@ -139,10 +139,16 @@ TEST_CASE("Process: workdir and env are applied on top of the inherited environm
   ProcessSpec spec;
   spec.workdir = dir;
   spec.env = {{"PROTOCOL_TEST_VAR", "a b;$c"}, {"HOME", "/overridden"}};
+  spec.log_path = dir + "/case.log";
   Captured c = RunSh("pwd; echo \"$PROTOCOL_TEST_VAR\"; echo \"$PROTOCOL_TEST_INHERITED\"; echo $HOME", spec);
   ::unsetenv("PROTOCOL_TEST_INHERITED");
   CHECK(c.result.exit_code == 0);
   CHECK(c.lines == std::vector<std::string>{dir, "a b;$c", "kept", "/overridden"});
+  // The log header names the workdir and the env keys, never env values (they may be secrets).
+  std::string log = ReadFile(spec.log_path);
+  CHECK(log.find(" in " + dir + " with env HOME PROTOCOL_TEST_VAR\n") != std::string::npos);
+  CHECK(log.find("/overridden\nexit code 0") != std::string::npos);
+  CHECK(log.find("a b;$c") == log.rfind("a b;$c"));  // only the program's own output
   std::filesystem::remove_all(dir);
 }
 

@@ -198,7 +198,11 @@ class SystemProcessRunner : public ProcessRunner {
     std::string header = "$ " + QuoteCommand(spec.argv) + "\n# started " +
                          SystemClock().NowIso8601();
     if (!spec.workdir.empty()) header += " in " + spec.workdir;
-    for (const auto& [key, value] : spec.env) header += " " + key + "=" + ShellQuote(value);
+    // Names only: env values may be secrets (tokens) and logs get shared.
+    if (!spec.env.empty()) {
+      header += " with env";
+      for (const auto& entry : spec.env) header += " " + entry.first;
+    }
     WriteAll(log.get(), header + "\n");
 
     auto fail = [&](std::string error) {
@@ -326,8 +330,9 @@ class SystemProcessRunner : public ProcessRunner {
       if (!exited) {
         siginfo_t info;
         std::memset(&info, 0, sizeof info);
-        if (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
-            info.si_pid == pid) {
+        int rc = ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT);
+        // ECHILD: someone else reaped it (SIGCHLD ignored?); it is gone all the same.
+        if ((rc == 0 && info.si_pid == pid) || (rc != 0 && errno == ECHILD)) {
           exited = true;
           exited_at = now;
         }
@@ -366,9 +371,17 @@ class SystemProcessRunner : public ProcessRunner {
     // zombie here, so pgid still names our group.
     ::kill(-pgid, SIGKILL);
     int status = 0;
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    int reaped;
+    while ((reaped = ::waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
     }
     result.seconds = exited_at - start;
+    if (reaped != pid) {  // never report an exit code we did not see
+      result.ending = ProcessResult::Ending::kFailedToStart;
+      result.error = fmt::format("lost track of '{}': its exit status was taken by someone else",
+                                 spec.argv[0]);
+      WriteAll(log.get(), (log_at_line_start ? "" : "\n") + result.error + "\n");
+      return result;
+    }
     if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
     if (WIFSIGNALED(status)) result.signal = WTERMSIG(status);
     if (!ours) {
