@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -164,13 +165,13 @@ TEST_CASE("Process: a missing workdir fails to start with the reason") {
 
 TEST_CASE("Process: at timeout a child ignoring SIGTERM and its grandchild are killed") {
   ProcessSpec spec;
-  spec.timeout_seconds = 0.3;
+  spec.timeout_seconds = 1.0;  // room for the shell to print both pids on a loaded machine
   spec.kill_grace_seconds = 0.2;
   // The shell ignores TERM, and so does its background sleep (ignored
   // dispositions are inherited).
   Captured c = RunSh("trap '' TERM; sleep 30 & echo $$; echo $!; wait; wait; echo not-reached", spec);
   CHECK(c.result.ending == ProcessResult::Ending::kTimedOut);
-  CHECK(c.result.seconds >= 0.3);
+  CHECK(c.result.seconds >= 1.0);
   REQUIRE(c.lines.size() == 2);
   pid_t child = std::stoi(c.lines[0]);
   pid_t grandchild = std::stoi(c.lines[1]);
@@ -181,17 +182,24 @@ TEST_CASE("Process: at timeout a child ignoring SIGTERM and its grandchild are k
 TEST_CASE("Process: a raised StopFlag ends the run as stopped and kills the group") {
   StopFlag stop;
   ProcessSpec spec;
+  spec.argv = {"/bin/sh", "-c", "sleep 30 & echo $!; wait"};
   spec.kill_grace_seconds = 0.2;
+  std::atomic<bool> started{false};
   std::thread raiser([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    // Raise once the child has printed its grandchild's pid (at most 5 s).
+    for (int i = 0; i < 500 && !started; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     stop.Request();
   });
-  Captured c = RunSh("sleep 30 & echo $!; wait", spec, &stop);
+  std::vector<std::string> lines;
+  ProcessResult r = MakeSystemProcessRunner()->Run(spec, stop, [&](std::string_view line) {
+    lines.emplace_back(line);
+    started = true;
+  });
   raiser.join();
-  CHECK(c.result.ending == ProcessResult::Ending::kStopped);
-  CHECK(c.result.seconds < 10);  // did not wait for the 30 s sleep
-  REQUIRE(c.lines.size() == 1);
-  CHECK(DiesSoon(std::stoi(c.lines[0])));
+  CHECK(r.ending == ProcessResult::Ending::kStopped);
+  CHECK(r.seconds < 10);  // did not wait for the 30 s sleep
+  REQUIRE(lines.size() == 1);
+  CHECK(DiesSoon(std::stoi(lines[0])));
 }
 
 TEST_CASE("Process: a grandchild holding the pipe after the child exits does not hang the run") {
