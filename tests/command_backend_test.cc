@@ -129,7 +129,7 @@ class CapturingRunner : public ProcessRunner {
 
 }  // namespace
 
-TEST_CASE("Command: exit 0 is ok with exit code 0; exit 3 is a failure 'exit code 3'") {
+TEST_CASE("Command: exit 0 is ok with exit code 0 and exit 3 is a failure 'exit code 3'") {
   Fixture f;
   f.spec.command.argv = {"/bin/sh", "-c", "exit 0"};
   BackendOutcome ok = f.Run();
@@ -144,7 +144,7 @@ TEST_CASE("Command: exit 0 is ok with exit code 0; exit 3 is a failure 'exit cod
   CHECK(failed.exit_code == 3);
 }
 
-TEST_CASE("Command: a signal, a timeout, a stop and a failed start become statuses with reasons") {
+TEST_CASE("Command: a signal or timeout or stop or failed start becomes a status with a reason") {
   Fixture f;
   f.spec.command.argv = {"/bin/sh", "-c", "kill -9 $$"};
   BackendOutcome killed = f.Run();
@@ -249,7 +249,7 @@ TEST_CASE("Command: env values and workdir are expanded and applied") {
         std::vector<std::string>{f.dir + "/work/2.1.2.1", "/models/Llama 2 7b|case 2.1.2.1"});
 }
 
-TEST_CASE("Command: a hostile prompt arrives as one argument, byte for byte, without a shell") {
+TEST_CASE("Command: a hostile prompt arrives as one argument byte for byte without a shell") {
   Fixture f;
   for (const std::string& prompt : {std::string("\"; touch injected; echo \""),
                                     std::string("$(touch pwned) `touch pwned2` it's \\ *")}) {
@@ -307,7 +307,7 @@ TEST_CASE("Command: Check names unknown placeholders with a suggestion") {
         });
 }
 
-TEST_CASE("Command: Check rejects an empty argv, a split shell command and bad regexes") {
+TEST_CASE("Command: Check rejects an empty argv or a split shell command or bad regexes") {
   Fixture f;
   CHECK(f.Check() == std::vector<std::string>{
                          "command.argv is empty: give the launch command, one element per argument"});

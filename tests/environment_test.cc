@@ -37,7 +37,7 @@ class FakeProcessRunner : public ProcessRunner {
 
 }  // namespace
 
-TEST_CASE("Environment: this machine's facts are present, each key once, in the documented order") {
+TEST_CASE("Environment: this machine's facts are present once each in the documented order") {
   auto facts = CollectEnvironment();
   auto env = AsMap(facts);
   CHECK(env.size() == facts.size());  // no key twice

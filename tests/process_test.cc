@@ -84,7 +84,7 @@ TEST_CASE("Process: a child killed by a signal is reported as signaled") {
   CHECK(c.result.signal == SIGKILL);
 }
 
-TEST_CASE("Process: stdout and stderr reach the callback and the log, with header and footer") {
+TEST_CASE("Process: stdout and stderr reach the callback and the log with header and footer") {
   std::string dir = MakeTempDir();
   ProcessSpec spec;
   spec.log_path = dir + "/logs/deep/case.log";  // parent directories are created
@@ -106,7 +106,7 @@ TEST_CASE("Process: stdout and stderr reach the callback and the log, with heade
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("Process: CR LF, lone CR and LF all end lines; empty lines are kept") {
+TEST_CASE("Process: CR LF and lone CR and LF all end lines and empty lines are kept") {
   Captured c = RunSh("printf 'a\\r\\nb\\rc\\n\\nd'");
   CHECK(c.lines == std::vector<std::string>{"a", "b", "c", "", "d"});
 }
