@@ -1,0 +1,133 @@
+// The environment probe (environment.h). Each fact comes from one named
+// source; a fact whose source is missing is left out.
+//
+//   hostname          gethostname()
+//   os                /etc/os-release PRETTY_NAME + uname (sysname release machine)
+//   cpu_model         first "model name" of /proc/cpuinfo
+//   cpu_cores         online logical CPUs, sysconf(_SC_NPROCESSORS_ONLN)
+//   memory_bytes      physical memory, sysconf(_SC_PHYS_PAGES * _SC_PAGESIZE)
+//   protocol_version, git_revision, build_type, compiler   runner/build_info.h
+//   libtorch_version  TORCH_VERSION of the libtorch headers this was built with
+//   gpu_count, gpu_names ("; "-joined), gpu_driver   nvidia-smi --query-gpu (gpu_probe.h)
+//   cuda_available    only where nvidia-smi lists GPUs: whether libtorch can use them
+//   cuda_version      only with GPUs: the CUDA version the driver supports (libcuda)
+//   nccl_version      only with GPUs: the libnccl.so.2 the loader finds
+//   blas_library      the BLAS loaded in this process, else the system libblas.so.3
+
+#include "backends/environment.h"
+
+#include <link.h>
+#include <sys/utsname.h>
+#include <torch/cuda.h>
+#include <torch/version.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "backends/gpu_probe.h"
+#include "runner/build_info.h"
+#include "runner/process.h"
+#include "runner/text.h"
+
+namespace protocol {
+namespace {
+
+// The value of `key` in a "key: value" (cpuinfo) or key=value (os-release)
+// file: the first line whose key matches; empty when none.
+std::string ReadKey(const std::string& path, const std::string& key, char separator) {
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    size_t at = line.find(separator);
+    if (at == std::string::npos || Trim(line.substr(0, at)) != key) continue;
+    std::string value = Trim(line.substr(at + 1));
+    if (value.size() >= 2 && value.front() == '"' && value.back() == '"')
+      value = value.substr(1, value.size() - 2);
+    return value;
+  }
+  return "";
+}
+
+std::string OsDescription() {
+  std::string pretty = ReadKey("/etc/os-release", "PRETTY_NAME", '=');
+  struct utsname u;
+  std::string kernel;
+  if (::uname(&u) == 0) kernel = fmt::format("{} {} {}", u.sysname, u.release, u.machine);
+  if (pretty.empty()) return kernel;
+  if (kernel.empty()) return pretty;
+  return pretty + "; " + kernel;
+}
+
+// The first loaded shared object whose file name says it is a BLAS.
+int FindLoadedBlas(struct dl_phdr_info* info, size_t, void* data) {
+  std::string path = info->dlpi_name ? info->dlpi_name : "";
+  std::string file = std::filesystem::path(path).filename().string();
+  bool blas = file.find("blas") != std::string::npos || StartsWith(file, "libmkl_rt");
+  bool gpu = StartsWith(file, "libcublas") || StartsWith(file, "libnvblas");
+  if (!blas || gpu) return 0;
+  *static_cast<std::string*>(data) = path;
+  return 1;  // stop
+}
+
+std::string BlasLibrary() {
+  std::string loaded;
+  dl_iterate_phdr(&FindLoadedBlas, &loaded);
+  std::error_code ec;
+  if (!loaded.empty()) {
+    std::filesystem::path real = std::filesystem::canonical(loaded, ec);
+    return ec ? loaded : real.string();
+  }
+  // Not loaded (e.g. libtorch links its BLAS statically): the system default.
+  const char* system_blas = "/usr/lib/x86_64-linux-gnu/libblas.so.3";
+  std::filesystem::path real = std::filesystem::canonical(system_blas, ec);
+  if (ec) return "";
+  return real.string() + " (system libblas.so.3; not loaded by this process)";
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> CollectEnvironment() {
+  std::vector<std::pair<std::string, std::string>> facts;
+  auto add = [&](const char* key, std::string value) {
+    if (!value.empty()) facts.emplace_back(key, std::move(value));
+  };
+
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) == 0) add("hostname", host);
+  add("os", OsDescription());
+  add("cpu_model", ReadKey("/proc/cpuinfo", "model name", ':'));
+  long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
+  if (cpus > 0) add("cpu_cores", std::to_string(cpus));
+  long pages = ::sysconf(_SC_PHYS_PAGES);
+  long page_size = ::sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page_size > 0)
+    add("memory_bytes", std::to_string(static_cast<long long>(pages) * page_size));
+
+  const BuildInfoData& build = BuildInfo();
+  add("protocol_version", build.version ? build.version : "");
+  add("git_revision", build.git_revision ? build.git_revision : "");
+  add("build_type", build.build_type ? build.build_type : "");
+  add("compiler", build.compiler ? build.compiler : "");
+  add("libtorch_version", TORCH_VERSION);
+
+  std::string nvidia_smi = FindProgram("nvidia-smi");
+  std::optional<GpuFacts> gpus;
+  if (!nvidia_smi.empty()) {
+    auto processes = MakeSystemProcessRunner();
+    gpus = ProbeGpus(*processes, nvidia_smi);
+  }
+  if (gpus) {
+    add("cuda_available", torch::cuda::is_available() ? "true" : "false");
+    add("cuda_version", CudaDriverVersion());
+    add("nccl_version", NcclVersion());
+    add("gpu_count", std::to_string(gpus->names.size()));
+    add("gpu_names", Join(gpus->names, "; "));
+    add("gpu_driver", gpus->driver);
+  }
+  add("blas_library", BlasLibrary());
+  return facts;
+}
+
+}  // namespace protocol

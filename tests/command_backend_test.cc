@@ -1,0 +1,393 @@
+// The command backend: placeholders, quoting, outcomes, metrics and steps.
+// Real /bin/sh children where the shell matters (injection), a fake
+// ProcessRunner where only the mapping of results matters.
+
+#include <doctest/doctest.h>
+#include <signal.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "backends/command_backend.h"
+#include "runner/text.h"
+
+using namespace protocol;
+
+namespace {
+
+class RecordingEvents : public CaseEvents {
+ public:
+  void OnStep(const StepSample& step) override { steps.push_back(step); }
+  void OnRequest(const RequestSample& request) override { requests.push_back(request); }
+  void OnStatusLine(const std::string& text) override { status_lines.push_back(text); }
+  std::vector<StepSample> steps;
+  std::vector<RequestSample> requests;
+  std::vector<std::string> status_lines;
+};
+
+// Returns the scripted times, one per call (the last one repeats).
+class ScriptedClock : public Clock {
+ public:
+  explicit ScriptedClock(std::vector<double> times) : times_(std::move(times)) {}
+  double NowSeconds() override {
+    double t = times_[std::min(next_, times_.size() - 1)];
+    ++next_;
+    return t;
+  }
+  std::string NowIso8601() override { return "2026-01-02T03:04:05Z"; }
+
+ private:
+  std::vector<double> times_;
+  size_t next_ = 0;
+};
+
+// Records the spec it was given, plays `lines`, returns `result`.
+class FakeProcessRunner : public ProcessRunner {
+ public:
+  ProcessResult Run(const ProcessSpec& spec, const StopFlag&, const LineCallback& on_line) override {
+    seen = spec;
+    ++calls;
+    for (const auto& line : lines) on_line(line);
+    return result;
+  }
+  ProcessSpec seen;
+  int calls = 0;
+  std::vector<std::string> lines;
+  ProcessResult result;
+};
+
+std::string MakeTempDir() {
+  std::string pattern = (std::filesystem::temp_directory_path() / "protocol-command-XXXXXX").string();
+  REQUIRE(mkdtemp(pattern.data()) != nullptr);
+  return std::filesystem::canonical(pattern).string();
+}
+
+// A plan with one model and one dataset, and a pretrain case for the command backend.
+struct Fixture {
+  Fixture() {
+    dir = MakeTempDir();
+    plan.file = dir + "/plans/smoke.yaml";
+    plan.models["llama2-7b"] = ModelSpec{"llama2-7b", "llama2-7b", "/models/Llama 2 7b", "", {}};
+    plan.datasets["dolly"] = DatasetSpec{"dolly", "dolly", "/data/dolly 15k.jsonl", {}};
+    spec.id = "2.1.2.1";
+    spec.backend = "command";
+    spec.system = "fsdp";
+    spec.model = "llama2-7b";
+    spec.dataset = "dolly";
+    spec.nodes = 2;
+    spec.topology.parts = {{"rig0", 4, 2}, {"rig1", 4, 2}};
+    spec.network = "10G";
+    spec.length = Length{Length::Unit::kSteps, 1000};
+    spec.inference.prompt = "Can there be life?";
+    spec.inference.max_new_tokens = {100, 110, 120};
+  }
+  ~Fixture() { std::filesystem::remove_all(dir); }
+
+  BackendOutcome Run(ProcessRunner& runner, Clock& clock) {
+    BackendContext context{plan,   spec, 1,      dir + "/logs/case.log", dir + "/out/2.1.2.1",
+                           stop,   runner, clock, events};
+    return MakeCommandBackend()->Run(context);
+  }
+  BackendOutcome Run() {
+    auto runner = MakeSystemProcessRunner();
+    return Run(*runner, SystemClock());
+  }
+  std::vector<std::string> Check() { return MakeCommandBackend()->Check(plan, spec); }
+
+  std::string dir;
+  Plan plan;
+  CaseSpec spec;
+  StopFlag stop;
+  RecordingEvents events;
+};
+
+// argv of a script that prints "argc=$#" and then "arg=[...]" for each argument.
+std::vector<std::string> PrintArgs() {
+  return {"/bin/sh", "-c", "printf '%s\\n' \"argc=$#\"; for a in \"$@\"; do printf 'arg=[%s]\\n' \"$a\"; done",
+          "sh"};
+}
+
+// Runs the fixture's case with a runner that forwards to the system one and
+// keeps the output lines.
+class CapturingRunner : public ProcessRunner {
+ public:
+  ProcessResult Run(const ProcessSpec& spec, const StopFlag& stop, const LineCallback& on_line) override {
+    seen = spec;
+    return real_->Run(spec, stop, [&](std::string_view line) {
+      lines.emplace_back(line);
+      on_line(line);
+    });
+  }
+  ProcessSpec seen;
+  std::vector<std::string> lines;
+
+ private:
+  std::unique_ptr<ProcessRunner> real_ = MakeSystemProcessRunner();
+};
+
+}  // namespace
+
+TEST_CASE("Command: exit 0 is ok with exit code 0 and exit 3 is a failure 'exit code 3'") {
+  Fixture f;
+  f.spec.command.argv = {"/bin/sh", "-c", "exit 0"};
+  BackendOutcome ok = f.Run();
+  CHECK(ok.status == CaseStatus::kOk);
+  CHECK(ok.reason == "");
+  CHECK(ok.exit_code == 0);
+
+  f.spec.command.argv = {"/bin/sh", "-c", "echo failing; exit 3"};
+  BackendOutcome failed = f.Run();
+  CHECK(failed.status == CaseStatus::kFailed);
+  CHECK(failed.reason == "exit code 3");
+  CHECK(failed.exit_code == 3);
+}
+
+TEST_CASE("Command: a signal or timeout or stop or failed start becomes a status with a reason") {
+  Fixture f;
+  f.spec.command.argv = {"/bin/sh", "-c", "kill -9 $$"};
+  BackendOutcome killed = f.Run();
+  CHECK(killed.status == CaseStatus::kFailed);
+  CHECK(killed.reason == "killed by signal 9 (SIGKILL)");
+  CHECK_FALSE(killed.exit_code.has_value());
+
+  f.spec.command.argv = {"sleep", "30"};
+  f.spec.timeout_seconds = 0.2;
+  BackendOutcome timed_out = f.Run();
+  CHECK(timed_out.status == CaseStatus::kTimeout);
+  CHECK(timed_out.reason == "timed out after 0.2 s; process group killed");
+
+  f.spec.timeout_seconds = 0;
+  f.stop.Request();
+  BackendOutcome stopped = f.Run();
+  CHECK(stopped.status == CaseStatus::kInterrupted);
+  CHECK(stopped.reason == "stopped by request (Ctrl-C / SIGTERM); process group killed");
+  f.stop.Reset();
+
+  f.spec.command.argv = {"fdsp", "--nodes", "{nodes}"};
+  BackendOutcome missing = f.Run();
+  CHECK(missing.status == CaseStatus::kFailed);
+  CHECK(missing.reason == "cannot run 'fdsp': No such file or directory");
+  CHECK_FALSE(missing.exit_code.has_value());
+}
+
+TEST_CASE("Command: outcome mapping of every process ending (fake runner)") {
+  Fixture f;
+  f.spec.command.argv = {"train"};
+  f.spec.timeout_seconds = 60;
+  FakeProcessRunner runner;
+  ScriptedClock clock({0});
+
+  runner.result.ending = ProcessResult::Ending::kTimedOut;
+  CHECK(f.Run(runner, clock).reason == "timed out after 60 s; process group killed");
+  CHECK(runner.seen.timeout_seconds == 60);
+  CHECK(runner.seen.log_path == f.dir + "/logs/case.log");
+
+  runner.result.ending = ProcessResult::Ending::kSignaled;
+  runner.result.signal = 63;
+  CHECK(f.Run(runner, clock).reason == "killed by signal 63");
+  runner.result.signal = SIGSEGV;
+  CHECK(f.Run(runner, clock).reason == "killed by signal 11 (SIGSEGV)");
+
+  runner.result.ending = ProcessResult::Ending::kFailedToStart;
+  runner.result.error = "cannot change directory to '/x': No such file or directory";
+  BackendOutcome bad_dir = f.Run(runner, clock);
+  CHECK(bad_dir.status == CaseStatus::kFailed);
+  CHECK(bad_dir.reason == "cannot change directory to '/x': No such file or directory");
+}
+
+TEST_CASE("Command: every placeholder expands inside its own argv element") {
+  Fixture f;
+  f.spec.command.argv = PrintArgs();
+  for (const char* name : {"case_id", "repeat", "model", "model_path", "dataset", "dataset_path",
+                           "output_dir", "steps", "epochs", "nodes", "topology", "network",
+                           "prompt", "max_new_tokens", "plan_dir"})
+    f.spec.command.argv.push_back(std::string(name) + "={" + name + "}");
+  f.spec.command.argv.push_back("{{literal}}");
+  REQUIRE(f.Check().empty());
+  CapturingRunner runner;
+  BackendOutcome outcome = f.Run(runner, SystemClock());
+  REQUIRE(outcome.status == CaseStatus::kOk);
+  CHECK(runner.lines == std::vector<std::string>{
+                           "argc=16",
+                           "arg=[case_id=2.1.2.1]",
+                           "arg=[repeat=1]",
+                           "arg=[model=llama2-7b]",
+                           "arg=[model_path=/models/Llama 2 7b]",
+                           "arg=[dataset=dolly]",
+                           "arg=[dataset_path=/data/dolly 15k.jsonl]",
+                           "arg=[output_dir=" + f.dir + "/out/2.1.2.1]",
+                           "arg=[steps=1000]",
+                           "arg=[epochs=]",
+                           "arg=[nodes=2]",
+                           "arg=[topology=rig0:4x2 rig1:4x2]",
+                           "arg=[network=10G]",
+                           "arg=[prompt=Can there be life?]",
+                           "arg=[max_new_tokens=100,110,120]",
+                           "arg=[plan_dir=" + f.dir + "/plans]",
+                           "arg=[{literal}]",
+                       });
+
+  f.spec.length = Length{Length::Unit::kEpochs, 1};
+  f.spec.command.argv = {"/bin/sh", "-c", "echo \"[$1][$2]\"", "sh", "{steps}", "{epochs}"};
+  runner.lines.clear();
+  f.Run(runner, SystemClock());
+  CHECK(runner.lines == std::vector<std::string>{"[][1]"});
+}
+
+TEST_CASE("Command: env values and workdir are expanded and applied") {
+  Fixture f;
+  std::filesystem::create_directories(f.dir + "/work/2.1.2.1");
+  f.spec.command.argv = {"/bin/sh", "-c", "pwd; echo \"$MODEL_DIR|$CASE\""};
+  f.spec.command.env = {{"MODEL_DIR", "{model_path}"}, {"CASE", "case {case_id}"}};
+  f.spec.command.workdir = f.dir + "/work/{case_id}";
+  CapturingRunner runner;
+  BackendOutcome outcome = f.Run(runner, SystemClock());
+  CHECK(outcome.status == CaseStatus::kOk);
+  CHECK(runner.lines ==
+        std::vector<std::string>{f.dir + "/work/2.1.2.1", "/models/Llama 2 7b|case 2.1.2.1"});
+}
+
+TEST_CASE("Command: a hostile prompt arrives as one argument byte for byte without a shell") {
+  Fixture f;
+  for (const std::string& prompt : {std::string("\"; touch injected; echo \""),
+                                    std::string("$(touch pwned) `touch pwned2` it's \\ *")}) {
+    f.spec.inference.prompt = prompt;
+    f.spec.command.argv = PrintArgs();
+    f.spec.command.argv.push_back("{prompt}");
+    f.spec.command.workdir = f.dir;
+    CapturingRunner runner;
+    REQUIRE(f.Run(runner, SystemClock()).status == CaseStatus::kOk);
+    CHECK(runner.lines == std::vector<std::string>{"argc=1", "arg=[" + prompt + "]"});
+    CHECK(runner.seen.argv.back() == prompt);
+  }
+  CHECK_FALSE(std::filesystem::exists(f.dir + "/injected"));
+  CHECK_FALSE(std::filesystem::exists(f.dir + "/pwned"));
+  CHECK_FALSE(std::filesystem::exists(f.dir + "/pwned2"));
+}
+
+TEST_CASE("Command: with shell: true a hostile prompt is quoted and stays one word") {
+  Fixture f;
+  for (const std::string& prompt : {std::string("\"; touch injected; echo \""),
+                                    std::string("$(touch pwned) `touch pwned2` it's \\ * '' \n2nd")}) {
+    f.spec.inference.prompt = prompt;
+    f.spec.command.shell = true;
+    f.spec.command.argv = {"set -- {prompt}; printf '%s\\n' \"argc=$#\"; printf 'arg=[%s]' \"$1\""};
+    f.spec.command.workdir = f.dir;
+    REQUIRE(f.Check().empty());
+    CapturingRunner runner;
+    REQUIRE(f.Run(runner, SystemClock()).status == CaseStatus::kOk);
+    REQUIRE(runner.seen.argv.size() == 3);
+    CHECK(runner.seen.argv[0] == "/bin/sh");
+    CHECK(runner.seen.argv[1] == "-c");
+    // Reassemble the output: the prompt may itself contain a newline.
+    std::string output;
+    for (const auto& line : runner.lines) output += line + "\n";
+    CHECK(output == "argc=1\narg=[" + prompt + "]\n");
+  }
+  CHECK_FALSE(std::filesystem::exists(f.dir + "/injected"));
+  CHECK_FALSE(std::filesystem::exists(f.dir + "/pwned"));
+  CHECK_FALSE(std::filesystem::exists(f.dir + "/pwned2"));
+}
+
+TEST_CASE("Command: Check names unknown placeholders with a suggestion") {
+  Fixture f;
+  f.spec.command.argv = {"train", "--steps", "{stpes}", "{zzz}"};
+  f.spec.command.env = {{"OUT", "{outptu_dir}"}};
+  f.spec.command.workdir = "{plandir}";
+  CHECK(f.Check() ==
+        std::vector<std::string>{
+            "unknown placeholder '{stpes}' in command.argv[2] (did you mean '{steps}'?)",
+            "unknown placeholder '{zzz}' in command.argv[3] (known: {case_id} {repeat} {model} "
+            "{model_path} {dataset} {dataset_path} {output_dir} {steps} {epochs} {nodes} "
+            "{topology} {network} {prompt} {max_new_tokens} {plan_dir})",
+            "unknown placeholder '{outptu_dir}' in command.env.OUT (did you mean '{output_dir}'?)",
+            "unknown placeholder '{plandir}' in command.workdir (did you mean '{plan_dir}'?)",
+        });
+}
+
+TEST_CASE("Command: Check rejects an empty argv or a split shell command or bad regexes") {
+  Fixture f;
+  CHECK(f.Check() == std::vector<std::string>{
+                         "command.argv is empty: give the launch command, one element per argument"});
+
+  f.spec.command.shell = true;
+  f.spec.command.argv = {"torchrun", "train.py"};
+  f.spec.command.metrics = {{"tps", "tokens/s: ([0-9.]+", "tokens/s"}, {"total", "total \\d+", "s"}};
+  f.spec.command.step_regex = "step (?<step>\\d+)";
+  std::vector<std::string> problems = f.Check();
+  REQUIRE(problems.size() == 4);
+  CHECK(problems[0] ==
+        "command.shell is true, so command.argv must be one string for /bin/sh -c (it has 2 "
+        "elements)");
+  CHECK(problems[1].rfind("command.metrics[0] (tps): bad regex 'tokens/s: ([0-9.]+': ", 0) == 0);
+  CHECK(problems[2] ==
+        "command.metrics[1] (total): regex 'total \\d+' has no capture group; the first group ( ) "
+        "is the value");
+  CHECK(problems[3].rfind("command.step_regex: bad regex 'step (?<step>\\d+)': ", 0) == 0);
+  CHECK(EndsWith(problems[3], " (groups are positional: 1 = step, 2 = loss)"));
+
+  // A case that fails Check still ends as a stored failure if run.
+  FakeProcessRunner runner;
+  ScriptedClock clock({0});
+  BackendOutcome outcome = f.Run(runner, clock);
+  CHECK(outcome.status == CaseStatus::kFailed);
+  CHECK(outcome.reason.rfind("command.shell is true", 0) == 0);
+  CHECK(runner.calls == 0);
+}
+
+TEST_CASE("Command: metrics take the first group of the last numeric match") {
+  Fixture f;
+  f.spec.command.argv = {"/bin/sh", "-c",
+                         "echo 'tokens/s: 10.5'; echo 'tokens/s: 12.25'; echo 'tokens/s: abc';"
+                         "echo 'total 99 s'; exit 2"};
+  f.spec.command.metrics = {{"tokens_per_second", "tokens/s: (\\S+)", "tokens/s"},
+                            {"total_generation_seconds", "total (\\d+) s", "s"},
+                            {"never_printed", "absent (\\d+)", "s"}};
+  BackendOutcome outcome = f.Run();
+  // A failed case keeps what it printed: the status says it failed.
+  CHECK(outcome.status == CaseStatus::kFailed);
+  REQUIRE(outcome.measurements.size() == 2);
+  const Measurement& tps = outcome.measurements[0];
+  CHECK(tps.name == "tokens_per_second");
+  CHECK(tps.value == 12.25);
+  CHECK(tps.unit == "tokens/s");
+  CHECK(tps.how == Provenance::kMeasured);
+  CHECK(tps.method == "parsed from output by regex");
+  const Measurement& total = outcome.measurements[1];
+  CHECK(total.name == "total_generation_seconds");
+  CHECK(total.value == 99);
+  CHECK(total.unit == "s");
+}
+
+TEST_CASE("Command: step_regex lines become step samples timed by the clock") {
+  Fixture f;
+  f.spec.command.argv = {"train"};
+  f.spec.command.step_regex = "step (\\S+)(?: loss (\\S+))?";
+  FakeProcessRunner runner;
+  runner.lines = {"step 1 loss 3.5", "noise", "step 2 loss 3.25", "step x loss 1", "step 3",
+                  "step 4 loss nan"};
+  runner.result.ending = ProcessResult::Ending::kExited;
+  runner.result.exit_code = 0;
+  // Launch at 100; then one clock read per step line.
+  ScriptedClock clock({100, 101.5, 104, 104.5, 110});
+  BackendOutcome outcome = f.Run(runner, clock);
+  CHECK(outcome.status == CaseStatus::kOk);
+  CHECK(outcome.measurements.empty());
+  REQUIRE(f.events.steps.size() == 4);
+  CHECK(f.events.steps[0].step == 1);
+  CHECK(f.events.steps[0].seconds == 1.5);
+  CHECK(f.events.steps[0].loss == 3.5);
+  CHECK(f.events.steps[1].step == 2);
+  CHECK(f.events.steps[1].seconds == 2.5);
+  CHECK(f.events.steps[1].loss == 3.25);
+  CHECK(f.events.steps[2].step == 3);
+  CHECK(f.events.steps[2].seconds == 0.5);
+  CHECK_FALSE(f.events.steps[2].loss.has_value());
+  CHECK(f.events.steps[3].step == 4);
+  CHECK_FALSE(f.events.steps[3].loss.has_value());
+  CHECK(f.events.status_lines == std::vector<std::string>{"step 1/1000 loss 3.5",
+                                                          "step 2/1000 loss 3.25", "step 3/1000",
+                                                          "step 4/1000"});
+}

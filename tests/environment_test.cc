@@ -1,0 +1,122 @@
+// The environment probe: facts of this machine, and the GPU probe through a
+// fake ProcessRunner (this CI machine has no GPU).
+
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "backends/environment.h"
+#include "backends/gpu_probe.h"
+#include "runner/build_info.h"
+#include "runner/text.h"
+
+using namespace protocol;
+
+namespace {
+
+std::map<std::string, std::string> AsMap(const std::vector<std::pair<std::string, std::string>>& v) {
+  return std::map<std::string, std::string>(v.begin(), v.end());
+}
+
+class FakeProcessRunner : public ProcessRunner {
+ public:
+  ProcessResult Run(const ProcessSpec& spec, const StopFlag&, const LineCallback& on_line) override {
+    seen = spec;
+    for (const auto& line : lines) on_line(line);
+    return result;
+  }
+  ProcessSpec seen;
+  std::vector<std::string> lines;
+  ProcessResult result;
+};
+
+}  // namespace
+
+TEST_CASE("Environment: this machine's facts are present once each in the documented order") {
+  auto facts = CollectEnvironment();
+  auto env = AsMap(facts);
+  CHECK(env.size() == facts.size());  // no key twice
+
+  char host[256] = {};
+  REQUIRE(gethostname(host, sizeof host - 1) == 0);
+  CHECK(env["hostname"] == host);
+  CHECK(env["cpu_cores"] == std::to_string(sysconf(_SC_NPROCESSORS_ONLN)));
+  CHECK(std::stoll(env["cpu_cores"]) > 0);
+  CHECK(std::stoll(env["memory_bytes"]) > 0);
+  CHECK(env["os"].find("Linux") != std::string::npos);
+  REQUIRE(!env["libtorch_version"].empty());
+  CHECK(std::isdigit(static_cast<unsigned char>(env["libtorch_version"][0])));
+  CHECK(env["protocol_version"] == BuildInfo().version);
+  CHECK(env["build_type"] == BuildInfo().build_type);
+  CHECK(env["compiler"] == BuildInfo().compiler);
+  CHECK(env["git_revision"] == BuildInfo().git_revision);
+  for (const auto& [key, value] : facts) CHECK_MESSAGE(!value.empty(), key);
+
+  const std::vector<std::string> order = {
+      "hostname",       "os",           "cpu_model",    "cpu_cores",  "memory_bytes",
+      "protocol_version", "git_revision", "build_type", "compiler",   "libtorch_version",
+      "cuda_available", "cuda_version", "nccl_version", "gpu_count",  "gpu_names",
+      "gpu_driver",     "blas_library"};
+  size_t last = 0;
+  for (const auto& [key, value] : facts) {
+    auto at = std::find(order.begin(), order.end(), key);
+    REQUIRE_MESSAGE(at != order.end(), "undocumented key " << key);
+    size_t index = static_cast<size_t>(at - order.begin());
+    CHECK_MESSAGE(index >= last, "key out of order: " << key);
+    last = index;
+  }
+}
+
+TEST_CASE("Environment: GPU keys are absent unless nvidia-smi lists GPUs") {
+  auto env = AsMap(CollectEnvironment());
+  if (FindProgram("nvidia-smi").empty()) {
+    for (const char* key :
+         {"cuda_available", "cuda_version", "nccl_version", "gpu_count", "gpu_names", "gpu_driver"})
+      CHECK_MESSAGE(env.count(key) == 0, key);
+  } else {
+    MESSAGE("nvidia-smi present: gpu_count=" << env["gpu_count"]);
+  }
+}
+
+TEST_CASE("Environment: FindProgram searches PATH for executables") {
+  CHECK(FindProgram("sh").size() > 3);
+  CHECK(EndsWith(FindProgram("sh"), "/sh"));
+  CHECK(FindProgram("protocol-surely-not-a-program") == "");
+}
+
+TEST_CASE("GpuProbe: nvidia-smi CSV lines become names and the driver") {
+  auto facts = ParseNvidiaSmiCsv({"NVIDIA H100 80GB HBM3, 550.54.15", "NVIDIA H100 80GB HBM3, 550.54.15",
+                                  ""});
+  REQUIRE(facts.has_value());
+  CHECK(facts->names == std::vector<std::string>{"NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3"});
+  CHECK(facts->driver == "550.54.15");
+
+  CHECK_FALSE(ParseNvidiaSmiCsv({"No devices were found"}).has_value());
+  CHECK_FALSE(ParseNvidiaSmiCsv({}).has_value());
+}
+
+TEST_CASE("GpuProbe: runs the query with a 10 s timeout and trusts only a clean exit") {
+  FakeProcessRunner runner;
+  runner.lines = {"NVIDIA H200, 560.35.03"};
+  runner.result.ending = ProcessResult::Ending::kExited;
+  runner.result.exit_code = 0;
+  auto facts = ProbeGpus(runner, "/usr/bin/nvidia-smi");
+  REQUIRE(facts.has_value());
+  CHECK(facts->names == std::vector<std::string>{"NVIDIA H200"});
+  CHECK(facts->driver == "560.35.03");
+  CHECK(runner.seen.argv == std::vector<std::string>{"/usr/bin/nvidia-smi",
+                                                     "--query-gpu=name,driver_version",
+                                                     "--format=csv,noheader"});
+  CHECK(runner.seen.timeout_seconds == 10);
+
+  runner.result.exit_code = 9;  // e.g. "NVIDIA-SMI has failed because it couldn't communicate"
+  CHECK_FALSE(ProbeGpus(runner, "/usr/bin/nvidia-smi").has_value());
+  runner.result.ending = ProcessResult::Ending::kTimedOut;
+  runner.result.exit_code = -1;
+  CHECK_FALSE(ProbeGpus(runner, "/usr/bin/nvidia-smi").has_value());
+}

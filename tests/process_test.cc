@@ -1,0 +1,218 @@
+// The system process runner, with real /bin/sh children.
+
+#include <doctest/doctest.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runner/process.h"
+
+using namespace protocol;
+
+namespace {
+
+struct Captured {
+  ProcessResult result;
+  std::vector<std::string> lines;
+};
+
+Captured RunSh(const std::string& script, ProcessSpec spec = {}, const StopFlag* stop = nullptr) {
+  StopFlag never;
+  spec.argv = {"/bin/sh", "-c", script};
+  Captured c;
+  auto runner = MakeSystemProcessRunner();
+  c.result = runner->Run(spec, stop ? *stop : never,
+                         [&](std::string_view line) { c.lines.emplace_back(line); });
+  return c;
+}
+
+std::string MakeTempDir() {
+  std::string pattern = (std::filesystem::temp_directory_path() / "protocol-process-XXXXXX").string();
+  REQUIRE(mkdtemp(pattern.data()) != nullptr);
+  return std::filesystem::canonical(pattern).string();
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// True while `pid` is a live process (a zombie waiting for a reaper counts as dead).
+bool Alive(pid_t pid) {
+  if (::kill(pid, 0) != 0) return false;
+  std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
+  size_t paren = stat.rfind(')');
+  return paren == std::string::npos || paren + 2 >= stat.size() || stat[paren + 2] != 'Z';
+}
+
+// SIGKILL is delivered asynchronously; give it up to 2 s to land.
+bool DiesSoon(pid_t pid) {
+  for (int i = 0; i < 200; ++i) {
+    if (!Alive(pid)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("Process: exit codes 0 and 3 are reported as exited") {
+  Captured ok = RunSh("exit 0");
+  CHECK(ok.result.ending == ProcessResult::Ending::kExited);
+  CHECK(ok.result.exit_code == 0);
+  CHECK(ok.result.error == "");
+
+  Captured three = RunSh("exit 3");
+  CHECK(three.result.ending == ProcessResult::Ending::kExited);
+  CHECK(three.result.exit_code == 3);
+}
+
+TEST_CASE("Process: a child killed by a signal is reported as signaled") {
+  Captured c = RunSh("kill -9 $$");
+  CHECK(c.result.ending == ProcessResult::Ending::kSignaled);
+  CHECK(c.result.signal == SIGKILL);
+}
+
+TEST_CASE("Process: stdout and stderr reach the callback and the log with header and footer") {
+  std::string dir = MakeTempDir();
+  ProcessSpec spec;
+  spec.log_path = dir + "/logs/deep/case.log";  // parent directories are created
+  Captured c = RunSh("echo out; echo err >&2; printf 'no newline'", spec);
+  REQUIRE(c.result.ending == ProcessResult::Ending::kExited);
+  CHECK(c.lines == std::vector<std::string>{"out", "err", "no newline"});
+
+  std::string log = ReadFile(spec.log_path);
+  CHECK(log.rfind("$ /bin/sh -c 'echo out; echo err >&2; printf '\\''no newline'\\'''\n# started ", 0) ==
+        0);
+  CHECK(log.find("\nout\nerr\nno newline\nexit code 0 after ") != std::string::npos);
+  CHECK(log.back() == '\n');
+
+  // A second run appends to the same log.
+  RunSh("echo again", spec);
+  std::string appended = ReadFile(spec.log_path);
+  CHECK(appended.rfind(log, 0) == 0);
+  CHECK(appended.find("\nagain\nexit code 0 after ") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("Process: CR LF and lone CR and LF all end lines and empty lines are kept") {
+  Captured c = RunSh("printf 'a\\r\\nb\\rc\\n\\nd'");
+  CHECK(c.lines == std::vector<std::string>{"a", "b", "c", "", "d"});
+}
+
+TEST_CASE("Process: a program that does not exist fails to start with the reason") {
+  std::string dir = MakeTempDir();
+  ProcessSpec spec;
+  spec.argv = {"fdsp-no-such-program", "--x"};
+  spec.log_path = dir + "/case.log";
+  StopFlag stop;
+  auto runner = MakeSystemProcessRunner();
+  ProcessResult r = runner->Run(spec, stop, nullptr);
+  CHECK(r.ending == ProcessResult::Ending::kFailedToStart);
+  CHECK(r.error == "cannot run 'fdsp-no-such-program': No such file or directory");
+  CHECK(ReadFile(spec.log_path).find(
+            "failed to start: cannot run 'fdsp-no-such-program': No such file or directory\n") !=
+        std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("Process: an empty argv fails to start") {
+  StopFlag stop;
+  ProcessResult r = MakeSystemProcessRunner()->Run(ProcessSpec{}, stop, nullptr);
+  CHECK(r.ending == ProcessResult::Ending::kFailedToStart);
+  CHECK(r.error == "empty command line");
+}
+
+TEST_CASE("Process: workdir and env are applied on top of the inherited environment") {
+  std::string dir = MakeTempDir();
+  ::setenv("PROTOCOL_TEST_INHERITED", "kept", 1);
+  ProcessSpec spec;
+  spec.workdir = dir;
+  spec.env = {{"PROTOCOL_TEST_VAR", "a b;$c"}, {"HOME", "/overridden"}};
+  spec.log_path = dir + "/case.log";
+  Captured c = RunSh("pwd; echo \"$PROTOCOL_TEST_VAR\"; echo \"$PROTOCOL_TEST_INHERITED\"; echo $HOME", spec);
+  ::unsetenv("PROTOCOL_TEST_INHERITED");
+  CHECK(c.result.exit_code == 0);
+  CHECK(c.lines == std::vector<std::string>{dir, "a b;$c", "kept", "/overridden"});
+  // The log header names the workdir and the env keys, never env values (they may be secrets).
+  std::string log = ReadFile(spec.log_path);
+  CHECK(log.find(" in " + dir + " with env HOME PROTOCOL_TEST_VAR\n") != std::string::npos);
+  CHECK(log.find("/overridden\nexit code 0") != std::string::npos);
+  CHECK(log.find("a b;$c") == log.rfind("a b;$c"));  // only the program's own output
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("Process: a missing workdir fails to start with the reason") {
+  ProcessSpec spec;
+  spec.workdir = "/nonexistent/protocol-workdir";
+  Captured c = RunSh("echo never", spec);
+  CHECK(c.result.ending == ProcessResult::Ending::kFailedToStart);
+  CHECK(c.result.error ==
+        "cannot change directory to '/nonexistent/protocol-workdir': No such file or directory");
+  CHECK(c.lines.empty());
+}
+
+TEST_CASE("Process: at timeout a child ignoring SIGTERM and its grandchild are killed") {
+  ProcessSpec spec;
+  spec.timeout_seconds = 1.0;  // room for the shell to print both pids on a loaded machine
+  spec.kill_grace_seconds = 0.2;
+  // The shell ignores TERM, and so does its background sleep (ignored
+  // dispositions are inherited).
+  Captured c = RunSh("trap '' TERM; sleep 30 & echo $$; echo $!; wait; wait; echo not-reached", spec);
+  CHECK(c.result.ending == ProcessResult::Ending::kTimedOut);
+  CHECK(c.result.seconds >= 1.0);
+  REQUIRE(c.lines.size() == 2);
+  pid_t child = std::stoi(c.lines[0]);
+  pid_t grandchild = std::stoi(c.lines[1]);
+  CHECK(DiesSoon(child));
+  CHECK(DiesSoon(grandchild));
+}
+
+TEST_CASE("Process: a raised StopFlag ends the run as stopped and kills the group") {
+  StopFlag stop;
+  ProcessSpec spec;
+  spec.argv = {"/bin/sh", "-c", "sleep 30 & echo $!; wait"};
+  spec.kill_grace_seconds = 0.2;
+  std::atomic<bool> started{false};
+  std::thread raiser([&] {
+    // Raise once the child has printed its grandchild's pid (at most 5 s).
+    for (int i = 0; i < 500 && !started; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    stop.Request();
+  });
+  std::vector<std::string> lines;
+  ProcessResult r = MakeSystemProcessRunner()->Run(spec, stop, [&](std::string_view line) {
+    lines.emplace_back(line);
+    started = true;
+  });
+  raiser.join();
+  CHECK(r.ending == ProcessResult::Ending::kStopped);
+  CHECK(r.seconds < 10);  // did not wait for the 30 s sleep
+  REQUIRE(lines.size() == 1);
+  CHECK(DiesSoon(std::stoi(lines[0])));
+}
+
+TEST_CASE("Process: a grandchild holding the pipe after the child exits does not hang the run") {
+  // The background sleep keeps stdout open; the shell itself exits at once.
+  Captured c = RunSh("sleep 30 & echo $!; exit 4");
+  CHECK(c.result.ending == ProcessResult::Ending::kExited);
+  CHECK(c.result.exit_code == 4);
+  REQUIRE(c.lines.size() == 1);
+  CHECK(DiesSoon(std::stoi(c.lines[0])));
+}
+
+TEST_CASE("Process: output a grandchild writes during the grace is still captured") {
+  Captured c = RunSh("(sleep 0.1; echo late) & echo early");
+  CHECK(c.result.exit_code == 0);
+  CHECK(c.lines == std::vector<std::string>{"early", "late"});
+}
