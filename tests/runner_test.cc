@@ -1,0 +1,505 @@
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <unistd.h>
+
+#include "fake_backend.h"
+#include "fake_clock.h"
+#include "fake_progress.h"
+#include "fake_store.h"
+#include "runner/build_info.h"
+#include "runner/runner.h"
+#include "runner/sha256.h"
+
+using namespace protocol;
+
+namespace {
+
+class NoProcesses : public ProcessRunner {
+ public:
+  ProcessResult Run(const ProcessSpec&, const StopFlag&, const LineCallback&) override {
+    ProcessResult r;
+    r.error = "no processes in runner tests";
+    return r;
+  }
+};
+
+CaseSpec MakeCase(const std::string& id, int64_t steps = 10) {
+  CaseSpec c;
+  c.id = id;
+  c.stage = "stage1";
+  c.workload = Workload::kPretrain;
+  c.backend = "fake";
+  c.system = "fsdp";
+  c.model = "tiny";
+  c.dataset = "text";
+  c.length = Length{Length::Unit::kSteps, steps};
+  return c;
+}
+
+Plan MakePlan(std::vector<CaseSpec> cases) {
+  Plan plan;
+  plan.name = "test";
+  plan.title = "Runner test plan";
+  plan.file = "<string>";
+  StageSpec stage;
+  stage.name = "stage1";
+  std::string text = "protocol: 1\nname: test\ncases:\n";
+  for (auto& c : cases) {
+    text += "  - id: " + c.id + "\n";
+    stage.cases.push_back(c);
+  }
+  plan.stages.push_back(stage);
+  plan.resolved_text = text;
+  return plan;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+const Measurement* Find(const std::vector<Measurement>& ms, const std::string& name, Provenance how) {
+  for (const auto& m : ms)
+    if (m.name == name && m.how == how) return &m;
+  return nullptr;
+}
+
+// Everything a Runner needs, faked. Logs go to a temporary folder per test,
+// emptied first.
+struct Harness {
+  explicit Harness(const std::string& test) {
+    options.logs_dir =
+        (std::filesystem::temp_directory_path() /
+         ("protocol_runner_test-" + std::to_string(getpid())) / test)
+            .string();
+    std::filesystem::remove_all(options.logs_dir);
+  }
+  ~Harness() {
+    std::error_code ec;
+    std::filesystem::remove_all(options.logs_dir, ec);
+    std::filesystem::remove(std::filesystem::path(options.logs_dir).parent_path(), ec);  // if empty
+  }
+  FakeStore store;
+  FakeClock clock;
+  FakeBackend backend{&clock};
+  RecordingProgress progress;
+  StopFlag stop;
+  NoProcesses processes;
+  RunOptions options;
+  Runner runner{store, clock, processes, backend.Factory(), progress, stop};
+
+  Result<RunSummary> Run(const Plan& plan) { return runner.Run(plan, options); }
+};
+
+}  // namespace
+
+TEST_CASE("A failing case is stored failed and the next case still runs") {
+  Harness h("failing");
+  h.options.context = {{"hostname", "rig0"}};
+  Plan plan = MakePlan({MakeCase("2.1.1.1"), MakeCase("2.1.1.2")});
+  FakeScript fail;
+  fail.status = CaseStatus::kFailed;
+  fail.reason = "exit code 1";
+  fail.exit_code = 1;
+  fail.seconds_after = 1.5;
+  h.backend.scripts["2.1.1.1"] = fail;
+  h.backend.default_script.seconds_after = 3;
+
+  auto summary = h.Run(plan);
+  REQUIRE(summary.ok());
+  CHECK(summary->run_id == 1);
+  CHECK(summary->failed == 1);
+  CHECK(summary->ok == 1);
+  CHECK(summary->ExitCode() == 1);
+
+  const auto& rows = h.store.case_rows();
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0].record.case_id == "2.1.1.1");
+  CHECK(rows[0].record.status == CaseStatus::kFailed);
+  CHECK(rows[0].record.reason == "exit code 1");
+  CHECK(rows[0].record.exit_code == 1);
+  const Measurement* wall = Find(rows[0].measurements, "wall_seconds", Provenance::kMeasured);
+  REQUIRE(wall != nullptr);  // a failure's time is data too
+  CHECK(*wall->value == 1.5);
+  CHECK(wall->unit == "s");
+  CHECK(rows[1].record.status == CaseStatus::kOk);
+  CHECK(*Find(rows[1].measurements, "wall_seconds", Provenance::kMeasured)->value == 3);
+
+  // The case row carries the spec's identity.
+  const CaseRecord& r = rows[1].record;
+  CHECK(r.run_id == 1);
+  CHECK(r.stage == "stage1");
+  CHECK(r.model == "tiny");
+  CHECK(r.workload == "pretrain");
+  CHECK(r.backend == "fake");
+  CHECK(r.system == "fsdp");
+  CHECK(r.length_unit == "steps");
+  CHECK(r.length_count == 10);
+  CHECK(r.report_as_unit == "");
+  CHECK(r.started_at == "2026-01-01T00:00:01Z");
+  CHECK(r.finished_at == "2026-01-01T00:00:04Z");
+  CHECK(r.log_path == h.options.logs_dir + "/run-1/2.1.1.2.log");
+
+  const RunRecord& run = h.store.runs()[0];
+  CHECK(run.kind == "run");
+  CHECK(run.plan_name == "test");
+  CHECK(run.plan_title == "Runner test plan");
+  CHECK(run.plan_file == "<string>");
+  CHECK(run.plan_text == plan.resolved_text);
+  CHECK(run.plan_sha256 == Sha256Hex(plan.resolved_text));
+  CHECK(run.status == "failed");
+  CHECK(run.protocol_version == std::string(BuildInfo().version));
+  CHECK(run.git_revision == std::string(BuildInfo().git_revision));
+  auto context = h.store.GetContext(1);
+  REQUIRE(context->size() == 2);
+  CHECK((*context)[0] == std::make_pair(std::string("hostname"), std::string("rig0")));
+  CHECK((*context)[1] == std::make_pair(std::string("plan_sha256"), Sha256Hex(plan.resolved_text)));
+
+  CHECK(h.progress.events == std::vector<std::string>{
+                                 "started 1/2 2.1.1.1 r0",
+                                 "finished 1/2 2.1.1.1 r0 failed 1.5 s: exit code 1",
+                                 "started 2/2 2.1.1.2 r0",
+                                 "finished 2/2 2.1.1.2 r0 ok 3 s",
+                             });
+  std::string log = ReadFile(h.options.logs_dir + "/run-1/2.1.1.1.log");
+  CHECK(log ==
+        "# protocol run 1 case 2.1.1.1 repeat 1/1 backend fake started 2026-01-01T00:00:00Z\n"
+        "# protocol case 2.1.1.1 repeat 1/1 ended failed after 1.5 s: exit code 1\n");
+}
+
+TEST_CASE("A timed-out case is stored with status timeout and fails the run") {
+  Harness h("timeout");
+  h.backend.default_script.status = CaseStatus::kTimeout;
+  h.backend.default_script.reason = "timed out after 5 s; process group killed";
+  auto summary = h.Run(MakePlan({MakeCase("2.1.1.1")}));
+  REQUIRE(summary.ok());
+  CHECK(summary->timeout == 1);
+  CHECK(summary->ExitCode() == 1);
+  CHECK(h.store.case_rows()[0].record.status == CaseStatus::kTimeout);
+  CHECK(h.store.case_rows()[0].record.reason == "timed out after 5 s; process group killed");
+  CHECK(h.store.runs()[0].status == "failed");
+}
+
+TEST_CASE("An all-ok run has status ok and exit code 0") {
+  Harness h("allok");
+  auto summary = h.Run(MakePlan({MakeCase("2.1.1.1"), MakeCase("2.1.1.2")}));
+  REQUIRE(summary.ok());
+  CHECK(summary->ok == 2);
+  CHECK(summary->ExitCode() == 0);
+  CHECK(h.store.runs()[0].status == "ok");
+  CHECK(h.store.runs()[0].finished_at == "2026-01-01T00:00:00Z");
+}
+
+TEST_CASE("Interrupt mid-case, then resume runs exactly the absent and interrupted cases") {
+  Harness h("resume");
+  Plan plan = MakePlan({MakeCase("2.1.1.1"), MakeCase("2.1.1.2"), MakeCase("2.1.1.3"),
+                        MakeCase("2.1.1.4")});
+  FakeScript ctrl_c;
+  ctrl_c.raise_stop = &h.stop;  // Ctrl-C arrives while 2.1.1.2 runs; the backend still says ok
+  ctrl_c.seconds_after = 2;
+  h.backend.scripts["2.1.1.2"] = ctrl_c;
+
+  auto first = h.Run(plan);
+  REQUIRE(first.ok());
+  CHECK(first->stopped);
+  CHECK(first->ok == 1);
+  CHECK(first->interrupted == 1);
+  CHECK(first->ExitCode() == 1);
+  REQUIRE(h.store.case_rows().size() == 2);  // 2.1.1.3 and 2.1.1.4 never started
+  const CaseRecord& interrupted = h.store.case_rows()[1].record;
+  CHECK(interrupted.case_id == "2.1.1.2");
+  CHECK(interrupted.status == CaseStatus::kInterrupted);
+  CHECK(interrupted.reason == "stop requested (Ctrl-C / SIGTERM); backend reported ok");
+  CHECK(h.store.runs()[0].status == "interrupted");
+
+  // A runner killed with -9 while 2.1.1.3 ran would leave a "running" row.
+  CaseRecord stale;
+  stale.run_id = 1;
+  stale.case_id = "2.1.1.3";
+  REQUIRE(h.store.BeginCase(stale).ok());
+
+  h.stop.Reset();
+  h.backend.scripts.clear();
+  h.backend.calls.clear();
+  h.options.resume_run_id = 1;
+  auto second = h.Run(plan);
+  REQUIRE(second.ok());
+  CHECK(second->run_id == 1);
+  CHECK(second->ok == 3);
+  CHECK_FALSE(second->stopped);
+  REQUIRE(h.backend.calls.size() == 3);
+  CHECK(h.backend.calls[0].case_id == "2.1.1.2");
+  CHECK(h.backend.calls[1].case_id == "2.1.1.3");
+  CHECK(h.backend.calls[2].case_id == "2.1.1.4");
+
+  const auto& rows = h.store.case_rows();
+  REQUIRE(rows.size() == 6);
+  CHECK(rows[2].record.status == CaseStatus::kInterrupted);  // the stale row
+  CHECK(rows[2].record.reason ==
+        "runner stopped before the case finished (found running on --resume)");
+  CHECK(rows[1].record.status == CaseStatus::kInterrupted);  // history is kept
+  for (int i = 3; i < 6; ++i) CHECK(rows[i].record.status == CaseStatus::kOk);
+  CHECK(h.store.runs().size() == 1);
+  CHECK(h.store.runs()[0].status == "ok");
+  CHECK(h.progress.events.back() == "finished 3/3 2.1.1.4 r0 ok 0 s");
+}
+
+TEST_CASE("Resume refuses a changed plan and an unknown run") {
+  Harness h("resume_changed");
+  Plan plan = MakePlan({MakeCase("2.1.1.1")});
+  REQUIRE(h.Run(plan).ok());
+
+  Plan changed = plan;
+  changed.resolved_text += "# edited\n";
+  h.options.resume_run_id = 1;
+  auto refused = h.Run(changed);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().code() == Status::Code::kInvalidArgument);
+  CHECK(refused.status().message() ==
+        "plan changed since run 1 (sha256 " + Sha256Hex(plan.resolved_text).substr(0, 12) +
+            "\u2026 vs " + Sha256Hex(changed.resolved_text).substr(0, 12) +
+            "\u2026); --resume needs the same resolved plan");
+  CHECK(h.store.case_rows().size() == 1);
+
+  h.options.resume_run_id = 99;
+  auto missing = h.Run(plan);
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.status().code() == Status::Code::kNotFound);
+  CHECK(missing.status().message() == "run 99 not found");
+}
+
+TEST_CASE("BeginCase stores a running row and the log header before the backend runs") {
+  Harness h("begin_first");
+  bool checked = false;
+  h.backend.default_script.hook = [&](BackendContext& context) {
+    const FakeStore::CaseRow* row = h.store.FindCase(1, context.spec.id);
+    REQUIRE(row != nullptr);
+    CHECK(row->record.status == CaseStatus::kRunning);
+    CHECK(row->record.log_path == context.log_path);
+    CHECK(ReadFile(context.log_path) ==
+          "# protocol run 1 case 2.1.1.1 repeat 1/1 backend fake started 2026-01-01T00:00:00Z\n");
+    checked = true;
+  };
+  REQUIRE(h.Run(MakePlan({MakeCase("2.1.1.1")})).ok());
+  CHECK(checked);
+}
+
+TEST_CASE("Repeats produce one row each, with their own logs and output dirs") {
+  Harness h("repeats");
+  CaseSpec c = MakeCase("2.1.1.1");
+  c.repeats = 3;
+  c.output_dir = "out/{plan}/{stage}/{model}/{case_id}/r{repeat}/run{run_id}";
+  REQUIRE(h.Run(MakePlan({c})).ok());
+  const auto& rows = h.store.case_rows();
+  REQUIRE(rows.size() == 3);
+  for (int k = 0; k < 3; ++k) {
+    CHECK(rows[k].record.repeat == k);
+    CHECK(rows[k].record.status == CaseStatus::kOk);
+  }
+  CHECK(rows[0].record.log_path == h.options.logs_dir + "/run-1/2.1.1.1.log");
+  CHECK(rows[1].record.log_path == h.options.logs_dir + "/run-1/2.1.1.1.r1.log");
+  CHECK(rows[2].record.log_path == h.options.logs_dir + "/run-1/2.1.1.1.r2.log");
+  CHECK(std::filesystem::exists(rows[2].record.log_path));
+  REQUIRE(h.backend.calls.size() == 3);
+  CHECK(h.backend.calls[2].output_dir == "out/test/stage1/tiny/2.1.1.1/r2/run1");
+  CHECK(h.progress.events[0] == "started 1/3 2.1.1.1 r0");
+  CHECK(h.progress.events[4] == "started 3/3 2.1.1.1 r2");
+}
+
+TEST_CASE("--only runs the named cases and stores nothing for the others") {
+  Harness h("only");
+  h.options.only = {"2.1.1.2"};
+  auto summary = h.Run(MakePlan({MakeCase("2.1.1.1"), MakeCase("2.1.1.2"), MakeCase("2.1.1.3")}));
+  REQUIRE(summary.ok());
+  REQUIRE(h.store.case_rows().size() == 1);
+  CHECK(h.store.case_rows()[0].record.case_id == "2.1.1.2");
+  CHECK(h.progress.events[0] == "started 1/1 2.1.1.2 r0");
+  CHECK(h.store.runs()[0].status == "ok");
+}
+
+TEST_CASE("An unknown --only id is refused with a suggestion, before anything is stored") {
+  Harness h("only_unknown");
+  h.options.only = {"2.1.1.11", "9.9"};
+  auto summary = h.Run(MakePlan({MakeCase("2.1.1.1"), MakeCase("2.1.2.4")}));
+  REQUIRE_FALSE(summary.ok());
+  CHECK(summary.status().code() == Status::Code::kInvalidArgument);
+  CHECK(summary.status().message() ==
+        "unknown case id '2.1.1.11' (did you mean '2.1.1.1'?); unknown case id '9.9'");
+  CHECK(h.store.calls().empty());
+}
+
+TEST_CASE("A dry run says what would run and stores nothing") {
+  Harness h("dry");
+  h.options.dry_run = true;
+  CaseSpec a = MakeCase("2.1.1.1", 1000);
+  CaseSpec b = MakeCase("2.1.1.2", 100);
+  b.nodes = 2;
+  b.report_as = Length{Length::Unit::kSteps, 1000};
+  b.repeats = 2;
+  CaseSpec inf = MakeCase("2.1.1.5");
+  inf.workload = Workload::kInference;
+  inf.length.reset();
+  inf.inference.max_new_tokens = {100, 110, 120};
+  CaseSpec bad = MakeCase("2.1.1.9");
+  bad.backend = "fdsp";
+  auto summary = h.Run(MakePlan({a, b, inf, bad}));
+  REQUIRE(summary.ok());
+  CHECK(summary->ExitCode() == 0);
+  CHECK(h.store.writes() == 0);
+  CHECK(h.store.calls().empty());
+  CHECK(h.backend.calls.empty());
+  CHECK_FALSE(std::filesystem::exists(h.options.logs_dir));
+  CHECK(h.progress.events == std::vector<std::string>{
+      "message would run 2.1.1.1 pretrain fake nodes=1 1000 steps (repeat 1/1)",
+      "message would run 2.1.1.2 pretrain fake nodes=2 100 steps, reported as 1000 steps (repeat 1/2)",
+      "message would run 2.1.1.2 pretrain fake nodes=2 100 steps, reported as 1000 steps (repeat 2/2)",
+      "message would run 2.1.1.5 inference fake nodes=1 3 requests, 330 tokens (repeat 1/1)",
+      "message would fail 2.1.1.9: unknown backend 'fdsp'",
+  });
+}
+
+TEST_CASE("A case with report_as stores the measured and the extrapolated wall time") {
+  Harness h("extrapolate");
+  CaseSpec c = MakeCase("2.1.1.2", 10);
+  c.report_as = Length{Length::Unit::kSteps, 1000};
+  c.warmup_steps = 2;
+  h.backend.default_script.seconds_before = 7.5;  // start-up before the first step
+  h.backend.default_script.step_seconds = {4, 2, 1.5, 1.25, 1.25, 1.5, 1.5, 1.25, 1.25, 1.5};
+  CaseSpec linear = MakeCase("2.1.1.3", 100);
+  linear.report_as = Length{Length::Unit::kSteps, 1000};
+  FakeScript no_steps;
+  no_steps.seconds_after = 37.5;
+  h.backend.scripts["2.1.1.3"] = no_steps;
+  CaseSpec failed = MakeCase("2.1.1.4", 100);
+  failed.report_as = Length{Length::Unit::kSteps, 1000};
+  FakeScript fail;
+  fail.status = CaseStatus::kFailed;
+  fail.reason = "loss is NaN";
+  h.backend.scripts["2.1.1.4"] = fail;
+  REQUIRE(h.Run(MakePlan({c, linear, failed})).ok());
+
+  const auto& ms = h.store.case_rows()[0].measurements;
+  REQUIRE(ms.size() == 3);
+  CHECK(ms[0].name == "wall_seconds");
+  CHECK(ms[0].how == Provenance::kMeasured);
+  CHECK(*ms[0].value == 24.5);  // 7.5 + 17: measured, kept
+  CHECK(ms[1].name == "step_seconds_mean");
+  CHECK(*ms[1].value == 1.375);
+  CHECK(ms[1].method == "mean of steps 3..10");
+  CHECK(ms[2].name == "wall_seconds");
+  CHECK(ms[2].how == Provenance::kExtrapolated);
+  CHECK(*ms[2].value == 1385.75);  // 7.5 + 6 + 998 × 1.375
+  CHECK(ms[2].method ==
+        "extrapolated from 10 measured steps to 1000: overhead 7.5 s + warm-up 2 steps 6 s + "
+        "(M\u2212W)=998 \u00d7 mean step 1.375 s (steps 3..10)");
+  CHECK(h.store.case_rows()[0].steps.size() == 10);
+
+  const auto& lin = h.store.case_rows()[1].measurements;
+  REQUIRE(lin.size() == 2);
+  CHECK(*lin[0].value == 37.5);
+  CHECK(*lin[1].value == 375);
+  CHECK(lin[1].how == Provenance::kExtrapolated);
+  CHECK(lin[1].method == "scaled wall time linearly 100\u21921000 steps (no per-step timings)");
+
+  const auto& failed_ms = h.store.case_rows()[2].measurements;
+  REQUIRE(failed_ms.size() == 1);  // no figure is extrapolated from a failure
+  CHECK(failed_ms[0].how == Provenance::kMeasured);
+}
+
+TEST_CASE("Samples are appended in batches of 64 and every 2 s of clock time") {
+  Harness h("batching");
+  FakeScript many;
+  many.step_seconds.assign(100, 0.001);
+  for (int i = 0; i < 70; ++i) {
+    RequestSample r;
+    r.index = i;
+    many.requests.push_back(r);
+  }
+  h.backend.scripts["2.1.1.1"] = many;
+  FakeScript slow;
+  slow.step_seconds = {1.5, 1.5, 1.5};  // flush at t=3.0 (2 steps); the third goes with FinishCase
+  h.backend.scripts["2.1.1.2"] = slow;
+  REQUIRE(h.Run(MakePlan({MakeCase("2.1.1.1"), MakeCase("2.1.1.2")})).ok());
+
+  std::vector<std::string> calls;
+  for (const auto& c : h.store.calls())
+    if (c.rfind("Append", 0) == 0 || c.rfind("FinishCase", 0) == 0 || c.rfind("BeginCase", 0) == 0)
+      calls.push_back(c);
+  // Steps 1-64 flush as one batch; then requests 1-28 join steps 65-100 to reach 64.
+  CHECK(calls == std::vector<std::string>{
+                     "BeginCase 2.1.1.1 r0",
+                     "AppendSteps 64",
+                     "AppendSteps 36",
+                     "AppendRequests 28",
+                     "FinishCase 2.1.1.1 r0 ok",
+                     "BeginCase 2.1.1.2 r0",
+                     "AppendSteps 2",
+                     "FinishCase 2.1.1.2 r0 ok",
+                 });
+  const auto& rows = h.store.case_rows();
+  CHECK(rows[0].steps.size() == 100);
+  CHECK(rows[0].requests.size() == 70);
+  CHECK(rows[0].steps[99].step == 100);
+  CHECK(rows[0].requests[69].index == 69);
+  CHECK(rows[1].steps.size() == 3);
+}
+
+TEST_CASE("A backend that throws, an unknown backend and failed checks are stored as failures") {
+  Harness h("throws");
+  FakeScript boom;
+  boom.throw_what = "boom";
+  h.backend.scripts["2.1.1.1"] = boom;
+  CaseSpec unknown = MakeCase("2.1.1.2");
+  unknown.backend = "fdsp";
+  REQUIRE(h.Run(MakePlan({MakeCase("2.1.1.1"), unknown, MakeCase("2.1.1.3")})).ok());
+  const auto& rows = h.store.case_rows();
+  REQUIRE(rows.size() == 3);
+  CHECK(rows[0].record.status == CaseStatus::kFailed);
+  CHECK(rows[0].record.reason == "backend threw: boom");
+  CHECK(rows[1].record.status == CaseStatus::kFailed);
+  CHECK(rows[1].record.reason == "unknown backend 'fdsp'");
+  CHECK(rows[1].measurements.size() == 1);  // wall_seconds, even so
+  CHECK(rows[2].record.status == CaseStatus::kOk);
+
+  Harness checks("checks");
+  checks.backend.problems = {"argv is empty", "unknown placeholder {stpes}"};
+  REQUIRE(checks.Run(MakePlan({MakeCase("2.1.1.1")})).ok());
+  CHECK(checks.store.case_rows()[0].record.reason ==
+        "backend check failed: argv is empty; unknown placeholder {stpes}");
+  CHECK(checks.backend.calls.empty());
+}
+
+TEST_CASE("A store failure aborts the run with its status") {
+  Harness h("store_failure");
+  h.store.FailNext("FinishCase", Status::IoError("storing case 2.1.1.1: disk I/O error"));
+  auto summary = h.Run(MakePlan({MakeCase("2.1.1.1"), MakeCase("2.1.1.2")}));
+  REQUIRE_FALSE(summary.ok());
+  CHECK(summary.status().code() == Status::Code::kIoError);
+  CHECK(summary.status().message() == "storing case 2.1.1.1: disk I/O error");
+  REQUIRE(h.backend.calls.size() == 1);  // 2.1.1.2 never ran
+
+  Harness a("append_failure");
+  a.backend.default_script.step_seconds.assign(64, 0.01);
+  a.store.FailNext("AppendSteps", Status::IoError("database is locked"));
+  auto appended = a.Run(MakePlan({MakeCase("2.1.1.1")}));
+  REQUIRE_FALSE(appended.ok());
+  CHECK(appended.status().message() == "database is locked");
+}
+
+TEST_CASE("Backend status lines reach the progress display") {
+  Harness h("status_lines");
+  h.backend.default_script.status_lines = {"step 1/10 loss 2.5", "step 2/10 loss 2.4"};
+  REQUIRE(h.Run(MakePlan({MakeCase("2.1.1.1")})).ok());
+  CHECK(h.progress.events == std::vector<std::string>{
+                                 "started 1/1 2.1.1.1 r0",
+                                 "status step 1/10 loss 2.5",
+                                 "status step 2/10 loss 2.4",
+                                 "finished 1/1 2.1.1.1 r0 ok 0 s",
+                             });
+}
