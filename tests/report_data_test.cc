@@ -151,6 +151,17 @@ TEST_CASE("report: a failed case shows – and the failure is listed with its re
   CHECK(m.sentences.empty());
 }
 
+TEST_CASE("report: an older ok result shown under a newer failure says so") {
+  auto data = Compute({RunWith(MakeRun(1), {TrainCase("a", "m", "pretrain", "fsdp", 1, "", "steps", 10, 60)}),
+                       RunWith(MakeRun(2), {Failed(TrainCase("a", "m", "pretrain", "fsdp", 1, "", "steps", 10, 0),
+                                                   CaseStatus::kFailed, "NaN loss at step 7")})});
+  const ModelReport& m = data.models[0];
+  CHECK(m.tables[0].rows[0].cells[0].text == "1.0");
+  CHECK(m.appendix[0].text ==
+        "run 1, case a (measured: 1.0 min); newer, not ok: run 2, case a (repeat 0): failed — NaN loss at step 7");
+  REQUIRE(m.failures.size() == 1);
+}
+
 TEST_CASE("report: imported fsdp and share figures give coefficients equal to baseline over share") {
   auto data = Compute(
       {RunWith(MakeRun(5, "import", "vendor table"),

@@ -279,6 +279,10 @@ Resolved Resolve(const CellResults* cell, const FigureFn& get, double scale, con
   if (extrap && !method.empty()) what += "; method: " + method;
   r.origin = imported ? fmt::format("imported from {} ({}: {})", source, where, what)
                       : fmt::format("{} ({})", where, what);
+  // An older result shown while a newer run failed: say so.
+  for (const auto* f : cell->failures) {
+    if (f->run_id > r.run_id) r.origin += "; newer, not ok: " + f->text;
+  }
   return r;
 }
 
