@@ -1,0 +1,24 @@
+#ifndef PROTOCOL_REPORT_CSV_H_
+#define PROTOCOL_REPORT_CSV_H_
+
+// ReportData as CSV (RFC 4180, "\n" line ends): a header, then one row per
+// table cell: model, table, row, column, value, unit, marker, provenance,
+// ratio, origin. `value` is the full-precision number in `unit` (empty when
+// the cell has none); `ratio` is the efficiency coefficient of that cell
+// ("3.21", or its marker: "–", "X", "no solution"; empty for tables without
+// ratios). Sentences and failures are not cells: see the other formats.
+
+#include <string>
+
+#include "report/report_data.h"
+
+namespace protocol {
+
+std::string ReportToCsv(const ReportData& data);
+
+// Quotes a field when it holds a comma, quote, CR or LF (quotes doubled).
+std::string CsvField(const std::string& text);
+
+}  // namespace protocol
+
+#endif  // PROTOCOL_REPORT_CSV_H_

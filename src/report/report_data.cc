@@ -1,0 +1,848 @@
+#include "report/report_data.h"
+
+// How every cell, marker, ratio and sentence is computed: docs/report.md.
+// Read top to bottom: group results into cells, pick each cell's figure
+// (newest run, median of repeats), lay out the training table, the two
+// inference tables, quality and metrics tables, then the sentences, appendix
+// and chart.
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "runner/text.h"
+
+namespace protocol {
+
+namespace {
+
+const char* const kDash = "–";  // U+2013: no value / no ratio
+const char* const kNoSolution = "no solution";
+
+// ---- formats ---------------------------------------------------------------
+
+std::string FormatSeconds(double s) { return fmt::format("{:.1f}", s); }
+std::string FormatSecondsPerToken(double s) { return fmt::format("{:.4f}", s); }
+std::string FormatTokensPerSecond(double t) { return fmt::format("{:.2f}", t); }
+std::string FormatLoss(double v) { return fmt::format("{:.4f}", v); }
+std::string FormatGiB(double bytes) { return fmt::format("{:.2f}", bytes / (1024.0 * 1024.0 * 1024.0)); }
+std::string FormatOne(double v) { return fmt::format("{:.1f}", v); }
+std::string FormatTwo(double v) { return fmt::format("{:.2f}", v); }
+std::string FormatMfu(double v) { return fmt::format("{:.1f}", v * 100); }
+
+// CaseStatusName's text, kept here so the report links without records.cc
+// (records.h names it; the runner's branch defines it).
+const char* StatusText(CaseStatus s) {
+  switch (s) {
+    case CaseStatus::kRunning: return "running";
+    case CaseStatus::kOk: return "ok";
+    case CaseStatus::kFailed: return "failed";
+    case CaseStatus::kTimeout: return "timeout";
+    case CaseStatus::kSkipped: return "skipped";
+    case CaseStatus::kInterrupted: return "interrupted";
+  }
+  return "unknown";
+}
+
+std::string NodesText(int nodes) { return fmt::format("{} {}", nodes, nodes == 1 ? "node" : "nodes"); }
+
+// ---- cells -------------------------------------------------------------------
+
+// What identifies a cell within one model.
+struct CellKey {
+  std::string workload;
+  std::string length_unit;  // row length: report_as when present, else length
+  int64_t length_count = 0;
+  std::string system;
+  int nodes = 1;
+  std::string network;
+  std::string variant;
+  auto Tie() const { return std::tie(workload, length_unit, length_count, system, nodes, network, variant); }
+  bool operator<(const CellKey& o) const { return Tie() < o.Tie(); }
+  bool operator==(const CellKey& o) const { return Tie() == o.Tie(); }
+};
+
+CellKey KeyOf(const CaseRecord& r) {
+  CellKey k;
+  k.workload = r.workload;
+  if (!r.report_as_unit.empty()) {
+    k.length_unit = r.report_as_unit;
+    k.length_count = r.report_as_count;
+  } else {
+    k.length_unit = r.length_unit;
+    k.length_count = r.length_count;
+  }
+  k.system = r.system;
+  k.nodes = r.nodes;
+  k.network = r.network;
+  k.variant = r.variant;
+  return k;
+}
+
+std::string LengthText(const std::string& unit, int64_t count) {
+  if (unit == "epochs") return fmt::format("{} {}", count, count == 1 ? "epoch" : "epochs");
+  if (unit == "steps") return fmt::format("{} {}", count, count == 1 ? "step" : "steps");
+  if (unit.empty()) return "";
+  return fmt::format("{} {}", count, unit);
+}
+
+std::string KeyText(const CellKey& k) {
+  std::vector<std::string> parts = {k.workload};
+  std::string len = LengthText(k.length_unit, k.length_count);
+  if (!len.empty()) parts.push_back(len);
+  parts.push_back(k.system);
+  parts.push_back(NodesText(k.nodes));
+  if (!k.network.empty()) parts.push_back("(" + k.network + ")");
+  if (!k.variant.empty()) parts.push_back("[" + k.variant + "]");
+  return Join(parts, " ");
+}
+
+struct Entry {
+  const RunRecord* run;
+  const ReportCaseInput* c;
+};
+
+// All results of one cell: ok cases per run id, and the cases not ok.
+struct CellResults {
+  std::map<int64_t, std::vector<Entry>> ok_by_run;
+  std::vector<const FailureEntry*> failures;
+  int64_t WinningRun() const { return ok_by_run.empty() ? 0 : ok_by_run.rbegin()->first; }
+  const std::vector<Entry>* Winning() const {
+    return ok_by_run.empty() ? nullptr : &ok_by_run.rbegin()->second;
+  }
+};
+
+// One stored figure of one case, in the measurement's unit.
+struct Figure {
+  std::optional<double> value;
+  std::string marker;  // "" | "*" | "X"
+  Provenance how = Provenance::kMeasured;
+  std::string method;
+  std::string source;
+  int derived_from = 0;  // > 0: derived from this many request samples
+};
+
+Figure FigureFromMeasurement(const Measurement& m, const RunRecord& run) {
+  Figure f;
+  f.how = m.how;
+  f.method = m.method;
+  f.source = m.source.empty() ? run.source : m.source;
+  if (m.marker == "not-provided") {
+    f.marker = "X";
+    return f;  // no value, whatever was stored
+  }
+  f.value = m.value;
+  if (m.marker == "extrapolated" || m.how == Provenance::kExtrapolated) f.marker = "*";
+  return f;
+}
+
+// Training time: wall_seconds. A case with report_as takes only its
+// extrapolated figure; others prefer a measured or imported one.
+std::optional<Figure> WallFigure(const Entry& e) {
+  bool extrapolated_row = !e.c->record.report_as_unit.empty();
+  const Measurement* pick = nullptr;
+  for (const auto& m : e.c->measurements) {
+    if (m.name != metric::kWallSeconds) continue;
+    bool is_extrap = m.how == Provenance::kExtrapolated;
+    if (extrapolated_row) {
+      if (is_extrap) { pick = &m; break; }
+    } else if (!is_extrap) {
+      pick = &m;
+      break;
+    }
+  }
+  if (!pick) return std::nullopt;
+  return FigureFromMeasurement(*pick, *e.run);
+}
+
+std::optional<Figure> NamedFigure(const Entry& e, const std::string& name) {
+  for (const auto& m : e.c->measurements) {
+    if (m.name == name) return FigureFromMeasurement(m, *e.run);
+  }
+  return std::nullopt;
+}
+
+// Inference figures, derived from request samples when not stored:
+// total = Σ seconds, s/token = Σ seconds / Σ generated, tokens/s = Σ generated / Σ seconds.
+std::optional<Figure> InferenceFigure(const Entry& e, const std::string& name) {
+  if (auto f = NamedFigure(e, name)) return f;
+  const auto& reqs = e.c->requests;
+  if (reqs.empty()) return std::nullopt;
+  double seconds = 0, generated = 0;
+  for (const auto& r : reqs) {
+    seconds += r.seconds;
+    generated += r.generated_tokens;
+  }
+  Figure f;
+  f.derived_from = static_cast<int>(reqs.size());
+  if (name == metric::kTotalGenerationSeconds) {
+    f.value = seconds;
+  } else if (name == metric::kSecondsPerToken) {
+    if (generated > 0) f.value = seconds / generated;
+  } else if (name == metric::kTokensPerSecond) {
+    if (seconds > 0) f.value = generated / seconds;
+  }
+  if (!f.value) return std::nullopt;
+  return f;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// A cell's figure: the winning run's repeats combined.
+struct Resolved {
+  bool any = false;  // some figure was stored
+  std::optional<double> value;  // median, in display units
+  double min = 0, max = 0;
+  int n = 0;  // values combined
+  std::string marker;
+  std::string provenance;
+  std::string origin;
+  int64_t run_id = 0;
+};
+
+using FigureFn = std::function<std::optional<Figure>(const Entry&)>;
+
+// `scale` converts the stored unit to the display unit (1/60 for minutes).
+Resolved Resolve(const CellResults* cell, const FigureFn& get, double scale, const std::string& unit,
+                 const std::function<std::string(double)>& format) {
+  Resolved r;
+  if (!cell || !cell->Winning()) {
+    r.marker = kDash;
+    if (cell && !cell->failures.empty()) {
+      std::vector<std::string> why;
+      for (const auto* f : cell->failures) why.push_back(f->text);
+      r.origin = "no ok result: " + Join(why, "; ");
+    }
+    return r;
+  }
+  const auto& entries = *cell->Winning();
+  r.run_id = cell->WinningRun();
+  std::vector<double> values;
+  std::vector<std::string> case_ids;
+  bool star = false, not_provided = false, extrap = false, imported = false;
+  int derived_from = 0;
+  std::string method, source;
+  for (const auto& e : entries) {
+    if (std::find(case_ids.begin(), case_ids.end(), e.c->record.case_id) == case_ids.end()) {
+      case_ids.push_back(e.c->record.case_id);
+    }
+    auto f = get(e);
+    if (!f) continue;
+    r.any = true;
+    if (f->value) values.push_back(*f->value * scale);
+    if (f->marker == "*") star = true;
+    if (f->marker == "X") not_provided = true;
+    if (f->how == Provenance::kExtrapolated) extrap = true;
+    if (f->how == Provenance::kImported) imported = true;
+    if (f->derived_from) derived_from = f->derived_from;
+    if (method.empty()) method = f->method;
+    if (source.empty()) source = f->source;
+  }
+  std::string where = fmt::format("run {}, case {}", r.run_id, Join(case_ids, ", "));
+  if (!r.any) {
+    r.marker = kDash;
+    r.origin = where + " (ok, but no figure stored for this cell)";
+    return r;
+  }
+  r.provenance = extrap ? "extrapolated" : imported ? "imported" : "measured";
+  if (values.empty()) {
+    r.marker = not_provided ? "X" : kDash;
+    r.origin = imported ? fmt::format("imported from {} ({}: not provided)", source, where)
+                        : where + ": not provided";
+    return r;
+  }
+  r.value = Median(values);
+  r.min = *std::min_element(values.begin(), values.end());
+  r.max = *std::max_element(values.begin(), values.end());
+  r.n = static_cast<int>(values.size());
+  r.marker = star ? "*" : "";
+  std::string v = format(*r.value) + (unit.empty() ? "" : " " + unit);
+  std::string what;
+  if (r.n > 1) {
+    std::string prefix = r.provenance == "measured" ? "" : r.provenance + ", ";
+    what = fmt::format("{}repeats {}: median {}, spread {}–{}", prefix, r.n, v, format(r.min), format(r.max));
+  } else if (derived_from) {
+    what = fmt::format("measured, derived from {} requests: {}", derived_from, v);
+  } else if (imported) {
+    what = v;
+  } else {
+    what = r.provenance + ": " + v;
+  }
+  if (imported && star && !extrap) what += ", marked extrapolated";
+  if (extrap && !method.empty()) what += "; method: " + method;
+  r.origin = imported ? fmt::format("imported from {} ({}: {})", source, where, what)
+                      : fmt::format("{} ({})", where, what);
+  // An older result shown while a newer run failed: say so.
+  for (const auto* f : cell->failures) {
+    if (f->run_id > r.run_id) r.origin += "; newer, not ok: " + f->text;
+  }
+  return r;
+}
+
+ReportCell ValueCell(const std::string& column, const Resolved& r,
+                     const std::function<std::string(double)>& format) {
+  ReportCell c;
+  c.column = column;
+  c.value = r.value;
+  c.marker = r.marker;
+  c.provenance = r.provenance;
+  c.origin = r.origin;
+  if (r.value) {
+    c.text = format(*r.value) + (r.marker == "*" ? " *" : "");
+  } else {
+    c.text = r.marker;
+  }
+  return c;
+}
+
+ReportCell MarkerCell(const std::string& column, const std::string& marker) {
+  ReportCell c;
+  c.column = column;
+  c.text = marker;
+  c.marker = marker;
+  return c;
+}
+
+// The efficiency cell of a reference column: 1 when it has a value.
+ReportCell UnitRatioCell(const ReportCell& value_cell) {
+  if (value_cell.value) {
+    ReportCell c = MarkerCell(value_cell.column, "");
+    c.value = 1.0;
+    c.text = "1";
+    return c;
+  }
+  return MarkerCell(value_cell.column, value_cell.marker == "X" ? "X" : kDash);
+}
+
+// ratio = numerator / denominator, marked `*` when an input is.
+ReportCell RatioCell(const std::string& column, const ReportCell& num, const ReportCell& den) {
+  if (!num.value || !den.value || *den.value == 0) return MarkerCell(column, kDash);
+  ReportCell c;
+  c.column = column;
+  c.value = *num.value / *den.value;
+  c.marker = (num.marker == "*" || den.marker == "*") ? "*" : "";
+  c.text = FormatRatio(*c.value) + (c.marker == "*" ? " *" : "");
+  c.provenance = (num.provenance == "measured" && den.provenance == "measured") ? "measured"
+                 : (num.provenance == "extrapolated" || den.provenance == "extrapolated") ? "extrapolated"
+                                                                                          : "imported";
+  c.origin = fmt::format("{} / {}", num.text, den.text);
+  return c;
+}
+
+// "share is 3.21× faster than fsdp on 1 node (321 %) for pretrain 1000 steps."
+std::string Sentence(const std::string& subject, const std::string& object, double ratio,
+                     const std::string& what, const std::string& context,
+                     const std::vector<std::pair<std::string, const ReportCell*>>& inputs) {
+  std::string pct = FormatPercent(ratio);
+  std::string s;
+  if (FormatRatio(ratio) == "1.00") {
+    s = fmt::format("{} is as fast as {} ({} %) for {}", subject, object, pct, what);
+  } else if (ratio > 1) {
+    s = fmt::format("{} is {}× faster than {} ({} %) for {}", subject, FormatRatio(ratio), object, pct, what);
+  } else {
+    s = fmt::format("{} is {}× slower than {} ({} %) for {}", subject, FormatRatio(1 / ratio), object, pct,
+                    what);
+  }
+  if (!context.empty()) s += " (" + context + ")";
+  std::vector<std::string> notes;
+  for (const auto& [who, cell] : inputs) {
+    if (cell->provenance == "extrapolated" || (cell->marker == "*" && cell->provenance != "imported")) {
+      notes.push_back(who + " figure extrapolated");
+    } else if (cell->provenance == "imported") {
+      notes.push_back(who + (cell->marker == "*" ? " figure imported, marked extrapolated"
+                                                 : " figure imported"));
+    }
+  }
+  if (!notes.empty()) s += "; " + Join(notes, ", ");
+  return s + ".";
+}
+
+// ---- columns -------------------------------------------------------------------
+
+struct Column {
+  std::string label;
+  std::string system;
+  int nodes = 1;
+  std::string network;
+  std::string variant;
+  bool Matches(const CellKey& k) const {
+    return k.system == system && k.nodes == nodes && k.network == network && k.variant == variant;
+  }
+};
+
+// Columns for the given (system, nodes, network, variant) combinations:
+// by node count, baseline before candidate, then network and variant.
+std::vector<Column> TrainingColumns(const std::set<CellKey>& keys, const ReportOptions& o) {
+  std::map<std::tuple<int, int, std::string, std::string>, Column> ordered;
+  std::map<std::pair<std::string, int>, std::set<std::string>> networks;
+  for (const auto& k : keys) networks[{k.system, k.nodes}].insert(k.network);
+  for (const auto& k : keys) {
+    int sys_order = k.system == o.baseline_system ? 0 : 1;
+    bool show_network = !k.network.empty() &&
+                        ((k.system == o.baseline_system && k.nodes > 1) || networks[{k.system, k.nodes}].size() > 1);
+    Column c;
+    c.system = k.system;
+    c.nodes = k.nodes;
+    c.network = k.network;
+    c.variant = k.variant;
+    c.label = k.system + " " + NodesText(k.nodes);
+    if (show_network) c.label += " (" + k.network + ")";
+    if (!k.variant.empty()) c.label += " [" + k.variant + "]";
+    ordered[{k.nodes, sys_order, k.network, k.variant}] = c;
+  }
+  std::vector<Column> out;
+  for (auto& [_, c] : ordered) out.push_back(c);
+  return out;
+}
+
+struct RowSpec {
+  std::string workload;
+  std::string unit;
+  int64_t count;
+  std::string Label() const { return workload + " " + LengthText(unit, count); }
+};
+
+int WorkloadOrder(const std::string& w) { return w == "pretrain" ? 0 : w == "finetune" ? 1 : 2; }
+int UnitOrder(const std::string& u) { return u == "steps" ? 0 : u == "epochs" ? 1 : 2; }
+
+// The inference rows: measurement name, label, unit, format, whether higher is better.
+struct InferenceRowSpec {
+  const char* metric;
+  const char* label;
+  const char* what;  // in sentences
+  const char* unit;
+  std::string (*format)(double);
+  bool higher_is_better;
+};
+const InferenceRowSpec kInferenceRows[] = {
+    {metric::kTotalGenerationSeconds, "total generation time (s)", "total generation time", "s", FormatSeconds, false},
+    {metric::kSecondsPerToken, "seconds per token", "seconds per token", "s/token", FormatSecondsPerToken, false},
+    {metric::kTokensPerSecond, "tokens per second", "tokens per second", "tokens/s", FormatTokensPerSecond, true},
+};
+
+// Quality & cost, and additional metrics: name, column header, scale, format.
+struct ExtraSpec {
+  const char* metric;
+  const char* column;
+  std::string (*format)(double);
+};
+const ExtraSpec kQuality[] = {
+    {metric::kFinalLoss, "final loss", FormatLoss},
+    {metric::kEvalLoss, "eval loss", FormatLoss},
+    {metric::kBytesCommunicated, "bytes communicated (GiB)", FormatGiB},
+};
+const ExtraSpec kMetrics[] = {
+    {metric::kTgs, "TGS (tokens/GPU/s)", FormatOne},
+    {metric::kTflops, "TFLOP/s per device", FormatOne},
+    {metric::kMfu, "MFU (%)", FormatMfu},
+    {metric::kSamplesPerSecond, "samples/s", FormatTwo},
+    {metric::kPeakDeviceMemory, "peak device memory (GiB)", FormatGiB},
+    {metric::kPeakHostRss, "peak host RSS (GiB)", FormatGiB},
+};
+
+// A cell placed in a main table: used for the quality/metrics tables, the
+// untabulated list and the chart.
+struct Placed {
+  std::string row_label;
+  std::string column_label;
+  const CellResults* cell;
+};
+
+// ---- one model -------------------------------------------------------------------
+
+class ModelBuilder {
+ public:
+  ModelBuilder(const std::string& model, const ReportOptions& o) : o_(o) { out_.model = model; }
+
+  void AddOk(const CellKey& k, const Entry& e) { cells_[k].ok_by_run[e.run->id].push_back(e); }
+  void AddFailure(const CellKey& k, const Entry& e) {
+    FailureEntry f;
+    f.run_id = e.run->id;
+    f.case_id = e.c->record.case_id;
+    f.repeat = e.c->record.repeat;
+    f.status = StatusText(e.c->record.status);
+    f.reason = e.c->record.reason;
+    f.text = fmt::format("run {}, case {} (repeat {}): {} — {}", f.run_id, f.case_id, f.repeat, f.status,
+                         f.reason.empty() ? "no reason recorded" : f.reason);
+    failures_.push_back({k, f});
+  }
+
+  ModelReport Build() {
+    // Failures are stored in a stable order; cells point at them.
+    std::stable_sort(failures_.begin(), failures_.end(),
+                     [](const auto& a, const auto& b) { return a.second.run_id < b.second.run_id; });
+    for (const auto& [k, f] : failures_) out_.failures.push_back(f);
+    for (size_t i = 0; i < failures_.size(); ++i) {
+      cells_[failures_[i].first].failures.push_back(&out_.failures[i]);
+    }
+    BuildTraining();
+    BuildInference();
+    BuildExtra("quality", "Quality & cost", kQuality, std::size(kQuality));
+    BuildExtra("metrics", "Additional metrics", kMetrics, std::size(kMetrics));
+    BuildAppendix();
+    BuildUntabulated();
+    BuildChart();
+    return std::move(out_);
+  }
+
+ private:
+  const CellResults* Find(const CellKey& k) const {
+    auto it = cells_.find(k);
+    return it == cells_.end() ? nullptr : &it->second;
+  }
+
+  void BuildTraining() {
+    std::set<CellKey> keys;
+    std::set<std::tuple<int, int, int64_t, std::string, std::string>> rows;
+    for (const auto& [k, _] : cells_) {
+      if (k.workload != "pretrain" && k.workload != "finetune") continue;
+      if (k.system != o_.baseline_system && k.system != o_.candidate_system) continue;
+      keys.insert(k);
+      rows.insert({WorkloadOrder(k.workload), UnitOrder(k.length_unit), k.length_count, k.workload, k.length_unit});
+    }
+    if (keys.empty()) return;
+    std::vector<Column> columns = TrainingColumns(keys, o_);
+    ReportTable t;
+    t.id = "training";
+    t.title = "Training (minutes)";
+    t.unit = "min";
+    for (const auto& c : columns) t.columns.push_back(c.label);
+    auto get = [](const Entry& e) { return WallFigure(e); };
+    for (const auto& [wo, uo, count, workload, unit] : rows) {
+      RowSpec spec{workload, unit, count};
+      ReportRow row{spec.Label(), "min", {}};
+      for (const auto& col : columns) {
+        CellKey k{workload, unit, count, col.system, col.nodes, col.network, col.variant};
+        const CellResults* cell = Find(k);
+        Resolved r = Resolve(cell, get, 1.0 / 60.0, "min", FormatMinutes);
+        row.cells.push_back(ValueCell(col.label, r, FormatMinutes));
+        if (cell) placed_.push_back({row.label, col.label, cell});
+        tabulated_.insert(k);
+      }
+      // Efficiency: baseline column / the candidate column on the same node count.
+      ReportRow eff{row.label, "×", {}};
+      for (size_t j = 0; j < columns.size(); ++j) {
+        const Column& col = columns[j];
+        if (col.system != o_.baseline_system) {
+          eff.cells.push_back(UnitRatioCell(row.cells[j]));
+          continue;
+        }
+        int partner = -1;
+        for (size_t m = 0; m < columns.size(); ++m) {
+          if (columns[m].system != o_.candidate_system || columns[m].nodes != col.nodes) continue;
+          if (partner < 0 || (columns[m].variant == col.variant && columns[partner].variant != col.variant)) {
+            partner = static_cast<int>(m);
+          }
+        }
+        if (partner < 0) {
+          eff.cells.push_back(MarkerCell(col.label, kDash));
+          continue;
+        }
+        const ReportCell& b = row.cells[j];
+        const ReportCell& s = row.cells[partner];
+        ReportCell ratio = RatioCell(col.label, b, s);
+        eff.cells.push_back(ratio);
+        if (ratio.value) {
+          std::vector<std::string> nets;
+          if (!col.network.empty()) nets.push_back(col.system + " over " + col.network);
+          if (!columns[partner].network.empty()) nets.push_back(columns[partner].system + " over " + columns[partner].network);
+          out_.sentences.push_back(Sentence(o_.candidate_system, o_.baseline_system + " on " + NodesText(col.nodes),
+                                            *ratio.value, row.label, Join(nets, ", "),
+                                            {{o_.baseline_system, &b}, {o_.candidate_system, &s}}));
+        }
+      }
+      t.rows.push_back(std::move(row));
+      t.efficiency.push_back(std::move(eff));
+    }
+    out_.tables.push_back(std::move(t));
+  }
+
+  // The newest-winning key among `candidates` (ties: earlier in the list).
+  std::optional<CellKey> Newest(const std::vector<CellKey>& candidates) const {
+    std::optional<CellKey> best;
+    int64_t best_run = -1;
+    for (const auto& k : candidates) {
+      const CellResults* c = Find(k);
+      if (!c) continue;
+      int64_t run = c->WinningRun();
+      if (run > best_run) {
+        best = k;
+        best_run = run;
+      }
+    }
+    return best;
+  }
+
+  void BuildInference() {
+    std::vector<CellKey> base_ss, cand_ss;
+    std::set<CellKey> cand_multi;
+    bool any = false;
+    // Preference order for ties: "single-stream" before "".
+    for (const char* variant : {"single-stream", ""}) {
+      for (const auto& [k, _] : cells_) {
+        if (k.workload != "inference") continue;
+        any = true;
+        if (k.variant != variant) continue;
+        if (k.system == o_.baseline_system && k.nodes == 1) base_ss.push_back(k);
+        if (k.system == o_.candidate_system && k.nodes == 1 && k.variant == "single-stream") cand_ss.push_back(k);
+      }
+    }
+    for (const auto& [k, _] : cells_) {
+      if (k.workload == "inference" && k.system == o_.candidate_system && k.variant == "multi-inference") {
+        cand_multi.insert(k);
+      }
+    }
+    if (!any) return;
+    std::optional<CellKey> base = Newest(base_ss);
+    std::optional<CellKey> cand = Newest(cand_ss);
+    const CellResults* base_cell = base ? Find(*base) : nullptr;
+    std::string base_label = o_.baseline_system + " 1 node";
+    std::string cand_label = o_.candidate_system + " 1 node";
+    if (base) tabulated_.insert(*base);
+    if (cand) tabulated_.insert(*cand);
+
+    // Reference values: baseline single-stream on 1 node, per row.
+    std::vector<ReportCell> reference;
+    for (const auto& spec : kInferenceRows) {
+      std::string name = spec.metric;
+      Resolved r = Resolve(base_cell, [name](const Entry& e) { return InferenceFigure(e, name); }, 1.0, spec.unit,
+                           spec.format);
+      reference.push_back(ValueCell(base_label, r, spec.format));
+    }
+
+    auto ratio_for = [&](size_t i, const ReportCell& v, const std::string& column) {
+      return kInferenceRows[i].higher_is_better ? RatioCell(column, v, reference[i])
+                                                : RatioCell(column, reference[i], v);
+    };
+    auto add_sentences = [&](const ReportTable& t, size_t col, const std::string& subject) {
+      for (size_t i = 0; i < t.rows.size(); ++i) {
+        const ReportCell& ratio = t.efficiency[i].cells[col];
+        if (!ratio.value) continue;
+        out_.sentences.push_back(Sentence(subject, o_.baseline_system + " on 1 node", *ratio.value,
+                                          kInferenceRows[i].what, "",
+                                          {{o_.baseline_system, &reference[i]},
+                                           {o_.candidate_system, &t.rows[i].cells[col]}}));
+      }
+    };
+
+    // (a) single-stream: baseline 1 node | candidate 1 node single-stream.
+    {
+      ReportTable t;
+      t.id = "inference-single-stream";
+      t.title = "Inference, single-stream";
+      t.columns = {base_label, cand_label + " (single-stream)"};
+      const CellResults* cand_cell = cand ? Find(*cand) : nullptr;
+      for (size_t i = 0; i < std::size(kInferenceRows); ++i) {
+        const auto& spec = kInferenceRows[i];
+        std::string name = spec.metric;
+        Resolved r = Resolve(cand_cell, [name](const Entry& e) { return InferenceFigure(e, name); }, 1.0,
+                             spec.unit, spec.format);
+        ReportRow row{spec.label, spec.unit, {reference[i], ValueCell(t.columns[1], r, spec.format)}};
+        row.cells[0].column = t.columns[0];
+        ReportRow eff{spec.label, "×", {UnitRatioCell(row.cells[0]), ratio_for(i, row.cells[1], t.columns[1])}};
+        t.rows.push_back(row);
+        t.efficiency.push_back(eff);
+      }
+      if (base_cell) placed_.push_back({"inference", t.columns[0], base_cell});
+      if (cand_cell) placed_.push_back({"inference", t.columns[1], cand_cell});
+      if (base_cell) series_.push_back({base_label + " single-stream", base_cell});
+      if (cand_cell) series_.push_back({cand_label + " single-stream", cand_cell});
+      add_sentences(t, 1, o_.candidate_system + " single-stream on 1 node");
+      if (base_cell || cand_cell) out_.tables.push_back(std::move(t));
+    }
+
+    // (b) multi-inference: baseline "no solution" | candidate multi-inference per node count.
+    if (!cand_multi.empty()) {
+      std::map<int, std::set<std::string>> networks;
+      for (const auto& k : cand_multi) networks[k.nodes].insert(k.network);
+      ReportTable t;
+      t.id = "inference-multi";
+      t.title = "Inference, multi-inference";
+      t.columns = {o_.baseline_system};
+      std::vector<CellKey> keys(cand_multi.begin(), cand_multi.end());
+      std::stable_sort(keys.begin(), keys.end(), [](const CellKey& a, const CellKey& b) {
+        return std::tie(a.nodes, a.network) < std::tie(b.nodes, b.network);
+      });
+      std::vector<std::string> subjects;
+      for (const auto& k : keys) {
+        std::string label = o_.candidate_system + " " + NodesText(k.nodes);
+        if (networks[k.nodes].size() > 1 && !k.network.empty()) label += " (" + k.network + ")";
+        t.columns.push_back(label);
+        subjects.push_back(o_.candidate_system + " multi-inference on " + NodesText(k.nodes) +
+                           (k.network.empty() ? "" : " over " + k.network));
+        tabulated_.insert(k);
+      }
+      for (size_t i = 0; i < std::size(kInferenceRows); ++i) {
+        const auto& spec = kInferenceRows[i];
+        std::string name = spec.metric;
+        ReportRow row{spec.label, spec.unit, {MarkerCell(t.columns[0], kNoSolution)}};
+        ReportRow eff{spec.label, "×", {MarkerCell(t.columns[0], kNoSolution)}};
+        for (size_t j = 0; j < keys.size(); ++j) {
+          Resolved r = Resolve(Find(keys[j]), [name](const Entry& e) { return InferenceFigure(e, name); }, 1.0,
+                               spec.unit, spec.format);
+          row.cells.push_back(ValueCell(t.columns[j + 1], r, spec.format));
+          eff.cells.push_back(ratio_for(i, row.cells.back(), t.columns[j + 1]));
+        }
+        t.rows.push_back(row);
+        t.efficiency.push_back(eff);
+      }
+      for (size_t j = 0; j < keys.size(); ++j) {
+        placed_.push_back({"inference", t.columns[j + 1] + " (multi-inference)", Find(keys[j])});
+        series_.push_back({t.columns[j + 1] + " multi-inference", Find(keys[j])});
+        add_sentences(t, j + 1, subjects[j]);
+      }
+      out_.tables.push_back(std::move(t));
+    }
+  }
+
+  void BuildExtra(const char* id, const char* title, const ExtraSpec* specs, size_t n) {
+    ReportTable t;
+    t.id = id;
+    t.title = title;
+    for (size_t i = 0; i < n; ++i) t.columns.push_back(specs[i].column);
+    for (const auto& p : placed_) {
+      ReportRow row{p.row_label + " — " + p.column_label, "", {}};
+      bool any = false;
+      for (size_t i = 0; i < n; ++i) {
+        std::string name = specs[i].metric;
+        Resolved r = Resolve(p.cell, [name](const Entry& e) { return NamedFigure(e, name); }, 1.0, "",
+                             specs[i].format);
+        if (!r.any) {
+          r = Resolved();
+          r.marker = kDash;
+        }
+        any = any || r.any;
+        row.cells.push_back(ValueCell(specs[i].column, r, specs[i].format));
+      }
+      if (any) t.rows.push_back(std::move(row));
+    }
+    if (!t.rows.empty()) out_.tables.push_back(std::move(t));
+  }
+
+  void BuildAppendix() {
+    for (const auto& t : out_.tables) {
+      if (t.id == "quality" || t.id == "metrics") continue;
+      for (const auto& row : t.rows) {
+        for (const auto& cell : row.cells) {
+          if (cell.origin.empty()) continue;
+          out_.appendix.push_back({t.title, row.label, cell.column, cell.origin});
+        }
+      }
+    }
+  }
+
+  void BuildUntabulated() {
+    for (const auto& [k, cell] : cells_) {
+      if (tabulated_.count(k)) continue;
+      std::string where;
+      if (cell.Winning()) {
+        where = fmt::format("newest ok result run {}, case {}", cell.WinningRun(),
+                            cell.Winning()->front().c->record.case_id);
+      } else {
+        where = "no ok result";
+      }
+      out_.untabulated.push_back(KeyText(k) + ": " + where + " (no table column for it)");
+    }
+  }
+
+  void BuildChart() {
+    std::vector<ChartSeriesInput> inputs;
+    for (const auto& [label, cell] : series_) {
+      if (!cell || !cell->Winning()) continue;
+      ChartSeriesInput in;
+      in.label = label;
+      for (const auto& e : *cell->Winning()) {
+        for (const auto& r : e.c->requests) {
+          int tokens = r.generated_tokens > 0 ? r.generated_tokens : r.max_new_tokens;
+          in.points.push_back({static_cast<double>(tokens), r.seconds});
+          RequestRow row;
+          row.series = label;
+          row.run_id = e.run->id;
+          row.case_id = e.c->record.case_id;
+          row.repeat = e.c->record.repeat;
+          row.index = r.index;
+          row.max_new_tokens = r.max_new_tokens;
+          row.generated_tokens = r.generated_tokens;
+          row.seconds = r.seconds;
+          row.seconds_text = fmt::format("{:.3f}", r.seconds);
+          row.answer = r.answer;
+          out_.requests.push_back(std::move(row));
+        }
+      }
+      inputs.push_back(std::move(in));
+    }
+    out_.chart = LayoutChart(inputs);
+  }
+
+  const ReportOptions& o_;
+  ModelReport out_;
+  std::map<CellKey, CellResults> cells_;
+  std::vector<std::pair<CellKey, FailureEntry>> failures_;
+  std::set<CellKey> tabulated_;
+  std::vector<Placed> placed_;
+  std::vector<std::pair<std::string, const CellResults*>> series_;  // winning cells with requests
+};
+
+}  // namespace
+
+std::string FormatMinutes(double minutes) { return fmt::format("{:.1f}", minutes); }
+// Half-way cases round away from zero, like FormatPercent (3.125 → "3.13", 313 %).
+std::string FormatRatio(double ratio) { return fmt::format("{:.2f}", std::round(ratio * 100) / 100); }
+std::string FormatPercent(double ratio) { return fmt::format("{}", std::llround(ratio * 100)); }
+
+ReportData ComputeReport(const ReportInput& input, const ReportOptions& options) {
+  ReportData data;
+  data.baseline_system = options.baseline_system;
+  data.candidate_system = options.candidate_system;
+
+  std::vector<const ReportRunInput*> runs;
+  for (const auto& r : input.runs) {
+    if (!options.run_ids.empty() &&
+        std::find(options.run_ids.begin(), options.run_ids.end(), r.run.id) == options.run_ids.end()) {
+      continue;
+    }
+    runs.push_back(&r);
+  }
+  std::stable_sort(runs.begin(), runs.end(),
+                   [](const ReportRunInput* a, const ReportRunInput* b) { return a->run.id < b->run.id; });
+
+  std::map<std::string, ModelBuilder> builders;
+  for (const auto* r : runs) {
+    data.runs.push_back({r->run.id, r->run.kind, r->run.plan_name, r->run.started_at, r->run.status, r->run.source});
+    for (const auto& c : r->cases) {
+      const auto& rec = c.record;
+      if (!options.model.empty() && rec.model != options.model) continue;
+      auto it = builders.try_emplace(rec.model, rec.model, options).first;
+      Entry e{&r->run, &c};
+      if (rec.status == CaseStatus::kOk) {
+        it->second.AddOk(KeyOf(rec), e);
+      } else {
+        it->second.AddFailure(KeyOf(rec), e);
+      }
+    }
+  }
+  for (auto& [_, b] : builders) data.models.push_back(b.Build());
+
+  if (data.models.empty()) {
+    if (input.runs.empty()) {
+      data.empty_message = "The store holds no runs: nothing to report.";
+    } else if (runs.empty()) {
+      data.empty_message = "None of the selected runs is in the store: nothing to report.";
+    } else if (!options.model.empty()) {
+      data.empty_message = fmt::format("No case of model '{}' in the selected runs: nothing to report.",
+                                       options.model);
+    } else {
+      data.empty_message = "The selected runs hold no cases: nothing to report.";
+    }
+  }
+  return data;
+}
+
+}  // namespace protocol

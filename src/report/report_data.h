@@ -1,0 +1,142 @@
+#ifndef PROTOCOL_REPORT_REPORT_DATA_H_
+#define PROTOCOL_REPORT_REPORT_DATA_H_
+
+// The report model: what a report says, before it is rendered. ComputeReport
+// is pure (no store, no files, no clock): it takes the stored records as plain
+// vectors (ReportInput, filled by collect.h from a Store, or by tests) and
+// returns every table, ratio, sentence and appendix line. docs/report.md gives
+// the formulas; the renderers (render.h, csv.h, report_json.h) only lay it out.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "report/report.h"
+#include "report/svg.h"
+#include "runner/records.h"
+
+namespace protocol {
+
+// ---- input: the stored records -------------------------------------------
+
+struct ReportCaseInput {
+  CaseRecord record;
+  std::vector<Measurement> measurements;
+  std::vector<RequestSample> requests;
+};
+
+struct ReportRunInput {
+  RunRecord run;
+  std::vector<ReportCaseInput> cases;  // in row order
+};
+
+struct ReportInput {
+  std::vector<ReportRunInput> runs;  // any order; ComputeReport orders by run id
+};
+
+// ---- output: the report -----------------------------------------------------
+
+// One cell of a table: a value, a ratio, or a reason why there is none.
+struct ReportCell {
+  std::string column;           // the column header it sits under
+  std::optional<double> value;  // in the row's unit; absent when text is a marker alone
+  std::string text;             // as shown: "12.1", "12.1 *", "X", "–", "no solution", "3.21"
+  std::string marker;           // "" | "*" | "X" | "–" | "no solution"
+  std::string provenance;       // "measured" | "extrapolated" | "imported" | "" (no value)
+  std::string origin;           // where the number came from (appendix text, HTML title)
+};
+
+struct ReportRow {
+  std::string label;  // "pretrain 1000 steps", "tokens per second", ...
+  std::string unit;   // "min", "s", "s/token", "tokens/s", "×", "" (mixed)
+  std::vector<ReportCell> cells;  // one per column, in column order
+};
+
+struct ReportTable {
+  std::string id;     // "training" | "inference-single-stream" | "inference-multi" | "quality" | "metrics"
+  std::string title;  // "Training (minutes)", ...
+  std::string unit;   // unit of every value row, or "" when rows differ
+  std::vector<std::string> columns;
+  std::vector<ReportRow> rows;
+  // Efficiency coefficients: same rows and columns as `rows` (row i, column j
+  // is the ratio for rows[i].cells[j]); empty for tables without ratios.
+  std::vector<ReportRow> efficiency;
+};
+
+// "run 3, case 2.1.1.1 (repeats 3: median 12.1 min, spread 11.9–12.4)".
+struct AppendixEntry {
+  std::string table;   // table title
+  std::string row;
+  std::string column;
+  std::string text;
+};
+
+// A case that did not end ok; never hidden.
+struct FailureEntry {
+  int64_t run_id = 0;
+  std::string case_id;
+  int repeat = 0;
+  std::string status;  // CaseStatusName
+  std::string reason;
+  std::string text;    // "run 4, case 2.1.1.2 (repeat 1): failed — <reason>"
+};
+
+// One inference request, for the per-request table and the chart.
+struct RequestRow {
+  std::string series;  // "fsdp 1 node single-stream", ...
+  int64_t run_id = 0;
+  std::string case_id;
+  int repeat = 0;
+  int index = 0;
+  int max_new_tokens = 0;
+  int generated_tokens = 0;
+  double seconds = 0;
+  std::string seconds_text;  // "%.3f"
+  std::string answer;
+};
+
+struct ModelReport {
+  std::string model;
+  std::vector<ReportTable> tables;      // training, inference-single-stream, inference-multi, quality, metrics (present ones)
+  std::vector<std::string> sentences;   // one per ratio with a value
+  std::vector<AppendixEntry> appendix;  // one per cell with a stored figure
+  std::vector<FailureEntry> failures;   // every case of this model not ok
+  std::vector<std::string> untabulated; // results that fit no table column, said so
+  Chart chart;                          // generation time vs answer length; no series when no samples
+  std::vector<RequestRow> requests;
+};
+
+struct ReportRunSummary {
+  int64_t id = 0;
+  std::string kind;  // "run" | "import"
+  std::string plan_name;
+  std::string started_at;
+  std::string status;
+  std::string source;
+};
+
+struct ReportData {
+  int schema_version = 1;
+  std::string title = "Efficiency report";
+  std::string baseline_system;
+  std::string candidate_system;
+  std::vector<ReportRunSummary> runs;  // the runs read, by id
+  std::vector<ModelReport> models;     // by model name
+  // Non-empty when there is nothing to tabulate ("The store holds no runs.").
+  std::string empty_message;
+};
+
+// Builds the report from records. Pure and total: an empty input gives a
+// report whose empty_message says so. Filters by options.model and
+// options.run_ids (empty = all) itself, so callers may pass more.
+ReportData ComputeReport(const ReportInput& input, const ReportOptions& options);
+
+// Number formats used in every output (docs/report.md, "Formats").
+std::string FormatMinutes(double minutes);       // "12.1"
+std::string FormatRatio(double ratio);           // "3.21"
+std::string FormatPercent(double ratio);         // "321" (ratio × 100, rounded)
+
+}  // namespace protocol
+
+#endif  // PROTOCOL_REPORT_REPORT_DATA_H_

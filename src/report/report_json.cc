@@ -1,0 +1,144 @@
+#include "report/report_json.h"
+
+namespace protocol {
+
+namespace {
+
+Json CellJson(const ReportCell& c) {
+  Json j;
+  j["column"] = c.column;
+  j["value"] = c.value ? Json(*c.value) : Json(nullptr);
+  j["text"] = c.text;
+  j["marker"] = c.marker;
+  j["provenance"] = c.provenance;
+  j["origin"] = c.origin;
+  return j;
+}
+
+Json RowsJson(const std::vector<ReportRow>& rows) {
+  Json out = Json::array();
+  for (const auto& r : rows) {
+    Json j;
+    j["label"] = r.label;
+    j["unit"] = r.unit;
+    j["cells"] = Json::array();
+    for (const auto& c : r.cells) j["cells"].push_back(CellJson(c));
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+Json ChartJson(const Chart& c) {
+  Json j;
+  j["width"] = c.width;
+  j["height"] = c.height;
+  j["left"] = c.left;
+  j["top"] = c.top;
+  j["right"] = c.right;
+  j["bottom"] = c.bottom;
+  j["legend_x"] = c.legend_x;
+  j["x_label"] = c.x_label;
+  j["y_label"] = c.y_label;
+  for (const char* axis : {"x_ticks", "y_ticks"}) {
+    const auto& ticks = std::string(axis) == "x_ticks" ? c.x_ticks : c.y_ticks;
+    j[axis] = Json::array();
+    for (const auto& t : ticks) j[axis].push_back({{"pos", t.pos}, {"label", t.label}});
+  }
+  j["series"] = Json::array();
+  for (const auto& s : c.series) {
+    Json js;
+    js["label"] = s.label;
+    js["color"] = s.color;
+    js["points"] = s.points;
+    js["legend_y"] = s.legend_y;
+    js["markers"] = Json::array();
+    for (const auto& m : s.markers) js["markers"].push_back({{"cx", m.cx}, {"cy", m.cy}, {"title", m.title}});
+    j["series"].push_back(std::move(js));
+  }
+  return j;
+}
+
+Json ModelJson(const ModelReport& m) {
+  Json j;
+  j["model"] = m.model;
+  j["tables"] = Json::array();
+  for (const auto& t : m.tables) {
+    Json jt;
+    jt["id"] = t.id;
+    jt["title"] = t.title;
+    jt["unit"] = t.unit;
+    jt["columns"] = t.columns;
+    jt["rows"] = RowsJson(t.rows);
+    jt["efficiency"] = RowsJson(t.efficiency);
+    j["tables"].push_back(std::move(jt));
+  }
+  j["sentences"] = m.sentences;
+  j["appendix"] = Json::array();
+  for (const auto& a : m.appendix) {
+    j["appendix"].push_back({{"table", a.table}, {"row", a.row}, {"column", a.column}, {"text", a.text}});
+  }
+  j["failures"] = Json::array();
+  for (const auto& f : m.failures) {
+    j["failures"].push_back({{"run_id", f.run_id}, {"case_id", f.case_id}, {"repeat", f.repeat},
+                             {"status", f.status}, {"reason", f.reason}, {"text", f.text}});
+  }
+  j["untabulated"] = m.untabulated;
+  j["chart"] = ChartJson(m.chart);
+  j["requests"] = Json::array();
+  for (const auto& r : m.requests) {
+    Json jr;
+    jr["series"] = r.series;
+    jr["run_id"] = r.run_id;
+    jr["case_id"] = r.case_id;
+    jr["repeat"] = r.repeat;
+    jr["index"] = r.index;
+    jr["max_new_tokens"] = r.max_new_tokens;
+    jr["generated_tokens"] = r.generated_tokens;
+    jr["seconds"] = r.seconds;
+    jr["seconds_text"] = r.seconds_text;
+    jr["answer"] = r.answer;
+    j["requests"].push_back(std::move(jr));
+  }
+  return j;
+}
+
+}  // namespace
+
+Json ReportToJson(const ReportData& data) {
+  Json j;
+  j["schema_version"] = data.schema_version;
+  j["title"] = data.title;
+  j["baseline_system"] = data.baseline_system;
+  j["candidate_system"] = data.candidate_system;
+  j["runs"] = Json::array();
+  for (const auto& r : data.runs) {
+    j["runs"].push_back({{"id", r.id}, {"kind", r.kind}, {"plan_name", r.plan_name},
+                         {"started_at", r.started_at}, {"status", r.status}, {"source", r.source}});
+  }
+  j["models"] = Json::array();
+  for (const auto& m : data.models) j["models"].push_back(ModelJson(m));
+  j["empty_message"] = data.empty_message;
+  return j;
+}
+
+Json ReportView(const ReportData& data) {
+  Json j = ReportToJson(data);
+  j["empty"] = !data.empty_message.empty();
+  j["has_runs"] = !data.runs.empty();
+  for (size_t i = 0; i < data.models.size(); ++i) {
+    const ModelReport& m = data.models[i];
+    Json& jm = j["models"][i];
+    jm["has_sentences"] = !m.sentences.empty();
+    jm["has_appendix"] = !m.appendix.empty();
+    jm["has_failures"] = !m.failures.empty();
+    jm["has_untabulated"] = !m.untabulated.empty();
+    jm["has_chart"] = !m.chart.series.empty();
+    jm["has_requests"] = !m.requests.empty();
+    for (size_t t = 0; t < m.tables.size(); ++t) {
+      jm["tables"][t]["has_efficiency"] = !m.tables[t].efficiency.empty();
+    }
+  }
+  return j;
+}
+
+}  // namespace protocol

@@ -1,0 +1,309 @@
+// Rendering: Markdown golden files, HTML structure and escaping, JSON, CSV,
+// templates (custom, invalid, FindTemplate order).
+
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "report/collect.h"
+#include "report/csv.h"
+#include "report/svg.h"
+#include "report/render.h"
+#include "report/report.h"
+#include "report/report_data.h"
+#include "report/report_json.h"
+#include "report_fixtures.h"
+
+namespace protocol {
+namespace {
+
+using namespace report_test;
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string Template(const std::string& name) {
+  return ReadText(std::string(PROTOCOL_SOURCE_DIR) + "/templates/" + name);
+}
+
+std::string RenderMd(const ReportData& data) {
+  auto out = RenderTemplate(Template("report.md.mustache"), "report.md.mustache", ReportView(data), Escape::kMarkdown);
+  REQUIRE_MESSAGE(out.ok(), out.status().ToString());
+  return out.value();
+}
+
+std::string RenderHtml(const ReportData& data) {
+  auto out = RenderTemplate(Template("report.html.mustache"), "report.html.mustache", ReportView(data), Escape::kHtml);
+  REQUIRE_MESSAGE(out.ok(), out.status().ToString());
+  return out.value();
+}
+
+// Compares `actual` with tests/golden/<name> byte for byte; rewrites the file
+// instead when PROTOCOL_UPDATE_GOLDEN=1.
+void CheckGolden(const std::string& name, const std::string& actual) {
+  std::string path = std::string(PROTOCOL_SOURCE_DIR) + "/tests/golden/" + name;
+  const char* update = std::getenv("PROTOCOL_UPDATE_GOLDEN");
+  if (update && std::string(update) == "1") {
+    std::ofstream(path, std::ios::binary) << actual;
+    MESSAGE("rewrote " << path);
+    return;
+  }
+  std::string expected = ReadText(path);
+  REQUIRE_MESSAGE(!expected.empty(), path << " is missing; run with PROTOCOL_UPDATE_GOLDEN=1");
+  CHECK(actual == expected);
+}
+
+ReportData Methodology() { return ComputeReport(MethodologyInput(), ReportOptions()); }
+
+TEST_CASE("report render: markdown of the methodology layout matches the golden file") {
+  CheckGolden("methodology.md", RenderMd(Methodology()));
+}
+
+TEST_CASE("report render: markdown of an empty store matches the golden file") {
+  CheckGolden("empty.md", RenderMd(ComputeReport(ReportInput(), ReportOptions())));
+}
+
+ReportData Injected() {
+  const std::string evil = "<b>x</b>";
+  auto c = WithInferenceFigures(InferenceCase("2.1.1.5", evil, "fsdp", 1, "", ""), 10, 0.1, 10);
+  c.requests = {Req(0, 100, 4.0, evil), Req(1, 200, 6.0, "ok")};
+  auto f = Failed(TrainCase("2.1.1.1", evil, "pretrain", "fsdp", 1, "", "steps", 10, 0), CaseStatus::kFailed, evil);
+  ReportInput in;
+  in.runs.push_back(RunWith(MakeRun(1), {c, f}));
+  return ComputeReport(in, ReportOptions());
+}
+
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t pos = text.find(what); pos != std::string::npos; pos = text.find(what, pos + 1)) ++n;
+  return n;
+}
+
+TEST_CASE("report render: html is self-contained, escapes data and draws the chart") {
+  std::string html = RenderHtml(Injected());
+  CHECK(html.find("<table>") != std::string::npos);
+  CHECK(html.find("<svg ") != std::string::npos);
+  CHECK(html.find("<polyline ") != std::string::npos);
+  CHECK(html.find("<script") == std::string::npos);
+  CHECK(html.find("http://") == std::string::npos);
+  CHECK(html.find("https://") == std::string::npos);
+  CHECK(html.find("<link") == std::string::npos);
+  CHECK(html.find("<img") == std::string::npos);
+  CHECK(html.find("<b>x</b>") == std::string::npos);
+  CHECK(html.find("<h2>&lt;b&gt;x&lt;/b&gt;</h2>") != std::string::npos);                      // model
+  CHECK(html.find("<td class=\"answer\">&lt;b&gt;x&lt;/b&gt;</td>") != std::string::npos);       // answer
+  CHECK(html.find("failed — &lt;b&gt;x&lt;/b&gt;</li>") != std::string::npos);                  // reason
+  CHECK(Count(html, "<circle ") == 2);
+  CHECK(html.find(">answer length (tokens)</text>") != std::string::npos);
+  CHECK(html.find(">fsdp 1 node single-stream</text>") != std::string::npos);  // legend
+}
+
+TEST_CASE("report render: html cell titles carry the spread of repeats") {
+  ReportInput in;
+  in.runs.push_back(RunWith(MakeRun(3), {TrainCase("a", "m", "pretrain", "fsdp", 1, "", "steps", 10, 600, 0),
+                                         TrainCase("a", "m", "pretrain", "fsdp", 1, "", "steps", 10, 720, 1),
+                                         TrainCase("a", "m", "pretrain", "fsdp", 1, "", "steps", 10, 660, 2)}));
+  std::string html = RenderHtml(ComputeReport(in, ReportOptions()));
+  CHECK(html.find("<td title=\"run 3, case a (repeats 3: median 11.0 min, spread 10.0–12.0)\" data-marker=\"\">11.0</td>") !=
+        std::string::npos);
+}
+
+TEST_CASE("report render: markdown escapes table pipes and raw html in data") {
+  ReportInput in;
+  in.runs.push_back(RunWith(MakeRun(1), {TrainCase("a", "a|b<i>", "pretrain", "fsdp", 1, "", "steps", 10, 60)}));
+  std::string md = RenderMd(ComputeReport(in, ReportOptions()));
+  CHECK(md.find("## a\\|b&lt;i&gt;\n") != std::string::npos);
+  CHECK(md.find("\n\n\n") == std::string::npos);
+}
+
+TEST_CASE("report render: json holds the whole report with schema version 1") {
+  Json j = ReportToJson(Methodology());
+  CHECK(j["schema_version"] == 1);
+  CHECK(j["models"].size() == 2);
+  CHECK(j["models"][0]["model"] == "llama2-70b");
+  const Json& training = j["models"][0]["tables"][0];
+  CHECK(training["id"] == "training");
+  CHECK(training["rows"][0]["cells"][4]["marker"] == "X");
+  CHECK(training["rows"][0]["cells"][4]["value"].is_null());
+  CHECK(training["efficiency"][1]["cells"][0]["value"].get<double>() == doctest::Approx(3.0));
+  CHECK(j["models"][0]["failures"][0]["reason"] == "NCCL timeout: lost rank 9");
+  CHECK(Json::parse(j.dump()) == j);
+}
+
+TEST_CASE("report render: csv has one row per cell with value, marker, provenance and ratio") {
+  std::string csv = ReportToCsv(Methodology());
+  CHECK(csv.rfind("model,table,row,column,value,unit,marker,provenance,ratio,origin\n", 0) == 0);
+  CHECK(csv.find("\nllama2-70b,training,pretrain 1000 steps,fsdp 1 node,120,min,,measured,3.00,"
+                 "run 1, case 2.1.1.1 (repeats 3: median 120.0 min, spread 119.0–121.0)\n") == std::string::npos);
+  CHECK(csv.find("\nllama2-70b,training,pretrain 1000 steps,fsdp 1 node,120,min,,measured,3.00,"
+                 "\"run 1, case 2.1.1.1 (repeats 3: median 120.0 min, spread 119.0–121.0)\"\n") != std::string::npos);
+  CHECK(csv.find("\nllama2-70b,training,pretrain 100 steps,share 2 nodes,,min,X,imported,X,") != std::string::npos);
+  CHECK(csv.find("\nllama2-70b,inference-multi,tokens per second,fsdp,,tokens/s,no solution,,no solution,\n") !=
+        std::string::npos);
+  CHECK(CsvField("a,\"b\"") == "\"a,\"\"b\"\"\"");
+  // 4 + 4 training rows x 5 columns, 3 x 2 + 3 x 3 inference, 1 x 3 quality, 1 x 6 metrics, 2 x 2 (7B).
+  CHECK(Count(csv, "\n") == 1 + 20 + 6 + 9 + 3 + 6 + 4);
+}
+
+TEST_CASE("report render: a broken custom template is an error that names it") {
+  auto out = RenderTemplate("{{#models}}x", "mine.mustache", ReportView(Methodology()), Escape::kHtml);
+  REQUIRE(!out.ok());
+  CHECK(out.status().code() == Status::Code::kInvalidArgument);
+  CHECK(out.status().message().rfind("mine.mustache: ", 0) == 0);
+  auto ok = RenderTemplate("{{#models}}[{{model}}]{{/models}}", "mine.mustache", ReportView(Methodology()),
+                           Escape::kHtml);
+  REQUIRE(ok.ok());
+  CHECK(ok.value() == "[llama2-70b][llama2-7b]");
+}
+
+TEST_CASE("report render: format names parse from the registry") {
+  ReportFormat f = ReportFormat::kJson;
+  CHECK(ParseReportFormat("md", &f));
+  CHECK(f == ReportFormat::kMarkdown);
+  CHECK(ParseReportFormat("html", &f));
+  CHECK(f == ReportFormat::kHtml);
+  CHECK(ParseReportFormat("csv", &f));
+  CHECK(f == ReportFormat::kCsv);
+  CHECK(!ParseReportFormat("pdf", &f));
+}
+
+TEST_CASE("report render: FindTemplate prefers PROTOCOL_TEMPLATES, then the source tree") {
+  unsetenv("PROTOCOL_TEMPLATES");
+  auto found = FindTemplate("report.md.mustache");
+  REQUIRE(found.ok());
+  CHECK(found.value() == std::string(PROTOCOL_SOURCE_DIR) + "/templates/report.md.mustache");
+  std::string dir = std::string(PROTOCOL_SOURCE_DIR) + "/tests/golden";
+  setenv("PROTOCOL_TEMPLATES", dir.c_str(), 1);
+  auto env = FindTemplate("methodology.md");
+  unsetenv("PROTOCOL_TEMPLATES");
+  REQUIRE(env.ok());
+  CHECK(env.value() == dir + "/methodology.md");
+  auto missing = FindTemplate("nope.mustache");
+  REQUIRE(!missing.ok());
+  CHECK(missing.status().code() == Status::Code::kNotFound);
+  CHECK(missing.status().message().rfind("template nope.mustache not found; looked in: ", 0) == 0);
+}
+
+// A minimal in-memory Store holding runs with their cases (the reading half).
+class ReportFakeStore : public Store {
+ public:
+  explicit ReportFakeStore(ReportInput in) : in_(std::move(in)) {
+    int64_t row = 0;
+    for (auto& r : in_.runs) {
+      for (auto& c : r.cases) {
+        c.record.row_id = ++row;
+        c.record.run_id = r.run.id;
+      }
+    }
+  }
+  Result<int64_t> CreateRun(const RunRecord&) override { return Status::Internal("read-only"); }
+  Status FinishRun(int64_t, const std::string&, const std::string&) override { return Status::Internal("read-only"); }
+  Status PutContext(int64_t, const std::vector<std::pair<std::string, std::string>>&) override {
+    return Status::Internal("read-only");
+  }
+  Result<int64_t> BeginCase(const CaseRecord&) override { return Status::Internal("read-only"); }
+  Status AppendSteps(int64_t, const std::vector<StepSample>&) override { return Status::Internal("read-only"); }
+  Status AppendRequests(int64_t, const std::vector<RequestSample>&) override { return Status::Internal("read-only"); }
+  Status FinishCase(int64_t, const CaseResult&) override { return Status::Internal("read-only"); }
+  Result<int> InterruptRunningCases(int64_t, const std::string&) override { return Status::Internal("read-only"); }
+  Result<std::vector<RunRecord>> ListRuns() override {
+    if (fail_) return Status::IoError("disk on fire");
+    std::vector<RunRecord> out;
+    for (const auto& r : in_.runs) out.push_back(r.run);
+    return out;
+  }
+  Result<RunRecord> GetRun(int64_t id) override {
+    for (const auto& r : in_.runs) {
+      if (r.run.id == id) return r.run;
+    }
+    return Status::NotFound("no run");
+  }
+  Result<std::vector<std::pair<std::string, std::string>>> GetContext(int64_t) override {
+    return std::vector<std::pair<std::string, std::string>>{};
+  }
+  Result<std::vector<CaseRecord>> CasesOfRun(int64_t id) override {
+    std::vector<CaseRecord> out;
+    for (const auto& r : in_.runs) {
+      if (r.run.id != id) continue;
+      for (const auto& c : r.cases) out.push_back(c.record);
+    }
+    return out;
+  }
+  Result<std::vector<Measurement>> MeasurementsOfCase(int64_t row) override { return Find(row)->measurements; }
+  Result<std::vector<StepSample>> StepsOfCase(int64_t) override { return std::vector<StepSample>{}; }
+  Result<std::vector<RequestSample>> RequestsOfCase(int64_t row) override { return Find(row)->requests; }
+  bool fail_ = false;
+
+ private:
+  const ReportCaseInput* Find(int64_t row) const {
+    for (const auto& r : in_.runs) {
+      for (const auto& c : r.cases) {
+        if (c.record.row_id == row) return &c;
+      }
+    }
+    return nullptr;
+  }
+  ReportInput in_;
+};
+
+TEST_CASE("report render: BuildReport reads the store and renders every format") {
+  ReportFakeStore store(MethodologyInput());
+  auto md = BuildReport(store, ReportOptions(), ReportFormat::kMarkdown, "");
+  REQUIRE_MESSAGE(md.ok(), md.status().ToString());
+  CHECK(md.value() == ReadText(std::string(PROTOCOL_SOURCE_DIR) + "/tests/golden/methodology.md"));
+  auto json = BuildReport(store, ReportOptions(), ReportFormat::kJson, "");
+  REQUIRE(json.ok());
+  CHECK(Json::parse(json.value())["models"][1]["model"] == "llama2-7b");
+  ReportOptions only;
+  only.run_ids = {4};
+  only.model = "llama2-7b";
+  auto csv = BuildReport(store, only, ReportFormat::kCsv, "");
+  REQUIRE(csv.ok());
+  CHECK(csv.value() ==
+        "model,table,row,column,value,unit,marker,provenance,ratio,origin\n"
+        "llama2-7b,training,pretrain 1000 steps,fsdp 1 node,25,min,,measured,–,\"run 4, case 2.1.2.1 (measured: 25.0 min)\"\n");
+}
+
+TEST_CASE("report render: BuildReport returns store errors and unknown runs as values") {
+  ReportFakeStore store(MethodologyInput());
+  ReportOptions missing;
+  missing.run_ids = {1, 42};
+  auto out = BuildReport(store, missing, ReportFormat::kMarkdown, "");
+  REQUIRE(!out.ok());
+  CHECK(out.status().code() == Status::Code::kNotFound);
+  CHECK(out.status().message() == "run 42 is not in the store");
+  store.fail_ = true;
+  auto broken = BuildReport(store, ReportOptions(), ReportFormat::kJson, "");
+  REQUIRE(!broken.ok());
+  CHECK(broken.status().message() == "disk on fire");
+  auto no_file = BuildReport(store, missing, ReportFormat::kHtml, "/nonexistent/t.mustache");
+  CHECK(!no_file.ok());
+}
+
+TEST_CASE("report render: chart axes use nice steps and cover the data") {
+  CHECK(NiceStep(400, 5) == doctest::Approx(100));
+  CHECK(NiceStep(7.9, 5) == doctest::Approx(2));
+  CHECK(NiceStep(0.9, 5) == doctest::Approx(0.2));
+  CHECK(NiceStep(1000, 5) == doctest::Approx(200));
+  Chart c = LayoutChart({{"a", {{100, 2.5}, {400, 7.9}}}, {"empty", {}}});
+  REQUIRE(c.series.size() == 1);
+  std::vector<std::string> xs, ys;
+  for (const auto& t : c.x_ticks) xs.push_back(t.label);
+  for (const auto& t : c.y_ticks) ys.push_back(t.label);
+  CHECK(xs == std::vector<std::string>{"0", "100", "200", "300", "400"});
+  CHECK(ys == std::vector<std::string>{"0", "2", "4", "6", "8"});
+  CHECK(c.x_ticks.front().pos == doctest::Approx(c.left));
+  CHECK(c.x_ticks.back().pos == doctest::Approx(c.right));
+  CHECK(c.series[0].points == "180.0,219.4 540.0,23.6");
+  CHECK(LayoutChart({}).series.empty());
+}
+
+}  // namespace
+}  // namespace protocol
