@@ -33,20 +33,6 @@ std::string FormatOne(double v) { return fmt::format("{:.1f}", v); }
 std::string FormatTwo(double v) { return fmt::format("{:.2f}", v); }
 std::string FormatMfu(double v) { return fmt::format("{:.1f}", v * 100); }
 
-// CaseStatusName's text, kept here so the report links without records.cc
-// (records.h names it; the runner's branch defines it).
-const char* StatusText(CaseStatus s) {
-  switch (s) {
-    case CaseStatus::kRunning: return "running";
-    case CaseStatus::kOk: return "ok";
-    case CaseStatus::kFailed: return "failed";
-    case CaseStatus::kTimeout: return "timeout";
-    case CaseStatus::kSkipped: return "skipped";
-    case CaseStatus::kInterrupted: return "interrupted";
-  }
-  return "unknown";
-}
-
 std::string NodesText(int nodes) { return fmt::format("{} {}", nodes, nodes == 1 ? "node" : "nodes"); }
 
 // ---- cells -------------------------------------------------------------------
@@ -467,7 +453,7 @@ class ModelBuilder {
     f.run_id = e.run->id;
     f.case_id = e.c->record.case_id;
     f.repeat = e.c->record.repeat;
-    f.status = StatusText(e.c->record.status);
+    f.status = CaseStatusName(e.c->record.status);
     f.reason = e.c->record.reason;
     f.text = fmt::format("run {}, case {} (repeat {}): {} — {}", f.run_id, f.case_id, f.repeat, f.status,
                          f.reason.empty() ? "no reason recorded" : f.reason);
