@@ -495,6 +495,16 @@ TEST_CASE("OpenStore names the path when its directory cannot be created") {
                        dir.File("plain") + "': "));
 }
 
+TEST_CASE("OpenStore on a directory is an I/O error naming the path and sqlite's reason") {
+  TempDir dir;
+  fs::create_directories(dir.File("adir"));
+  auto store = OpenStore(dir.File("adir"));
+  REQUIRE_FALSE(store.ok());
+  CHECK(store.status().code() == Status::Code::kIoError);
+  CHECK(store.status().message() ==
+        dir.File("adir") + ": cannot open database: unable to open database file");
+}
+
 TEST_CASE("Two stores on one file written from two threads lose nothing") {
   // Both open a fresh file at once (racing migrations), then write 2 x 100 runs.
   TempDir dir;

@@ -158,6 +158,14 @@ class Stmt {
     return Check(sqlite3_bind_null(stmt_, ++pos_));
   }
 
+  // Makes the statement ready to run again with new parameters (loops of inserts).
+  void Reset() {
+    if (rc_ != SQLITE_OK) return;
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+    pos_ = 0;
+  }
+
   // Runs one step. REQUIRES: rc() == SQLITE_OK (otherwise returns it).
   int Step() {
     if (rc_ != SQLITE_OK) return rc_;
@@ -435,8 +443,9 @@ Status SqliteStore::PutContext(int64_t run_id,
   int rc = next.Step();
   if (rc != SQLITE_ROW) return Err(rc, doing);
   int64_t seq = next.Int(0);
+  Stmt q(db_, "INSERT INTO run_context (run_id, seq, key, value) VALUES (?, ?, ?, ?)");
   for (const auto& [key, value] : facts) {
-    Stmt q(db_, "INSERT INTO run_context (run_id, seq, key, value) VALUES (?, ?, ?, ?)");
+    q.Reset();
     q.Bind(run_id).Bind(seq++).Bind(key).Bind(value);
     if (int rc2 = q.Exec(); rc2 != SQLITE_DONE) return Err(rc2, doing);
   }
@@ -467,20 +476,22 @@ Result<int64_t> SqliteStore::BeginCase(const CaseRecord& r) {
 Status SqliteStore::InsertSamples(int64_t row_id, const std::vector<StepSample>& steps,
                                   const std::vector<RequestSample>& requests,
                                   const std::string& doing) {
+  Stmt q(db_,
+         "INSERT INTO step_samples (case_row, step, seconds, loss, tokens) "
+         "VALUES (?, ?, ?, ?, ?)");
   for (const StepSample& s : steps) {
-    Stmt q(db_,
-           "INSERT INTO step_samples (case_row, step, seconds, loss, tokens) "
-           "VALUES (?, ?, ?, ?, ?)");
+    q.Reset();
     q.Bind(row_id).Bind(s.step).Bind(s.seconds).Bind(s.loss).Bind(s.tokens);
     if (int rc = q.Exec(); rc != SQLITE_DONE) return Err(rc, doing);
   }
+  Stmt rq(db_,
+          "INSERT INTO request_samples (case_row, idx, max_new_tokens, prompt_tokens, "
+          "generated_tokens, seconds, answer) VALUES (?, ?, ?, ?, ?, ?, ?)");
   for (const RequestSample& r : requests) {
-    Stmt q(db_,
-           "INSERT INTO request_samples (case_row, idx, max_new_tokens, prompt_tokens, "
-           "generated_tokens, seconds, answer) VALUES (?, ?, ?, ?, ?, ?, ?)");
-    q.Bind(row_id).Bind(r.index).Bind(r.max_new_tokens).Bind(r.prompt_tokens)
+    rq.Reset();
+    rq.Bind(row_id).Bind(r.index).Bind(r.max_new_tokens).Bind(r.prompt_tokens)
         .Bind(r.generated_tokens).Bind(r.seconds).Bind(r.answer);
-    if (int rc = q.Exec(); rc != SQLITE_DONE) return Err(rc, doing);
+    if (int rc = rq.Exec(); rc != SQLITE_DONE) return Err(rc, doing);
   }
   return Status::Ok();
 }
@@ -516,10 +527,11 @@ Status SqliteStore::FinishCase(int64_t row_id, const CaseResult& result) {
   q.Bind(CaseStatusName(result.status)).Bind(result.reason).Bind(result.exit_code)
       .Bind(result.finished_at).Bind(row_id);
   if (int rc = q.Exec(); rc != SQLITE_DONE) return Err(rc, doing);
+  Stmt mq(db_,
+          "INSERT INTO measurements (case_row, name, value, unit, how, method, source, marker) "
+          "VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
   for (const Measurement& m : result.measurements) {
-    Stmt mq(db_,
-            "INSERT INTO measurements (case_row, name, value, unit, how, method, source, marker) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
+    mq.Reset();
     mq.Bind(row_id).Bind(m.name).Bind(m.value).Bind(m.unit).Bind(ProvenanceName(m.how))
         .Bind(m.method).Bind(m.source).Bind(m.marker);
     if (int rc = mq.Exec(); rc != SQLITE_DONE) return Err(rc, doing);
