@@ -1,25 +1,42 @@
-// Name conversions for records.h (the only behaviour records have).
-
 #include "runner/records.h"
 
 namespace protocol {
 
+namespace {
+
+// The registries of names: one row per enum value, so the name and the parser
+// can never disagree.
+struct CaseStatusRow {
+  CaseStatus status;
+  const char* name;
+};
+constexpr CaseStatusRow kCaseStatuses[] = {
+    {CaseStatus::kRunning, "running"},   {CaseStatus::kOk, "ok"},
+    {CaseStatus::kFailed, "failed"},     {CaseStatus::kTimeout, "timeout"},
+    {CaseStatus::kSkipped, "skipped"},   {CaseStatus::kInterrupted, "interrupted"},
+};
+
+struct ProvenanceRow {
+  Provenance how;
+  const char* name;
+};
+constexpr ProvenanceRow kProvenances[] = {
+    {Provenance::kMeasured, "measured"},
+    {Provenance::kExtrapolated, "extrapolated"},
+    {Provenance::kImported, "imported"},
+};
+
+}  // namespace
+
 const char* CaseStatusName(CaseStatus s) {
-  switch (s) {
-    case CaseStatus::kRunning: return "running";
-    case CaseStatus::kOk: return "ok";
-    case CaseStatus::kFailed: return "failed";
-    case CaseStatus::kTimeout: return "timeout";
-    case CaseStatus::kSkipped: return "skipped";
-    case CaseStatus::kInterrupted: return "interrupted";
-  }
+  for (const auto& row : kCaseStatuses)
+    if (row.status == s) return row.name;
   return "?";
 }
 
 std::optional<CaseStatus> ParseCaseStatus(const std::string& s) {
-  for (CaseStatus c : {CaseStatus::kRunning, CaseStatus::kOk, CaseStatus::kFailed,
-                       CaseStatus::kTimeout, CaseStatus::kSkipped, CaseStatus::kInterrupted})
-    if (s == CaseStatusName(c)) return c;
+  for (const auto& row : kCaseStatuses)
+    if (s == row.name) return row.status;
   return std::nullopt;
 }
 
@@ -29,17 +46,14 @@ bool IsFinal(CaseStatus s) {
 }
 
 const char* ProvenanceName(Provenance p) {
-  switch (p) {
-    case Provenance::kMeasured: return "measured";
-    case Provenance::kExtrapolated: return "extrapolated";
-    case Provenance::kImported: return "imported";
-  }
+  for (const auto& row : kProvenances)
+    if (row.how == p) return row.name;
   return "?";
 }
 
 std::optional<Provenance> ParseProvenance(const std::string& s) {
-  for (Provenance p : {Provenance::kMeasured, Provenance::kExtrapolated, Provenance::kImported})
-    if (s == ProvenanceName(p)) return p;
+  for (const auto& row : kProvenances)
+    if (s == row.name) return row.how;
   return std::nullopt;
 }
 

@@ -1,0 +1,629 @@
+// Tests of the SQLite store (src/runner/store.cc): round trips in memory,
+// migrations and refusals on temp files, concurrent writers (threads and a
+// fork()ed process), crash survival, integrity check.
+//
+// sqlite3.h is included only by store.cc, so the tests that need a particular
+// file header (a newer schema version, user_version 0) patch the header bytes
+// directly: user_version is the big-endian 32-bit integer at offset 60 of a
+// SQLite file (https://www.sqlite.org/fileformat.html#user_version_number).
+
+#include <doctest/doctest.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "runner/store.h"
+#include "runner/text.h"
+
+using namespace protocol;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A fresh directory under the system temp dir, removed with everything in it.
+class TempDir {
+ public:
+  TempDir() {
+    static std::atomic<int> counter{0};
+    path_ = fs::temp_directory_path() /
+            fmt::format("protocol_store_test_{}_{}", getpid(), counter++);
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  std::string File(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  fs::path path_;
+};
+
+std::unique_ptr<Store> MustOpen(const std::string& path) {
+  auto store = OpenStore(path);
+  REQUIRE_MESSAGE(store.ok(), store.status().ToString());
+  return std::move(store).value();
+}
+
+uint32_t ReadUserVersion(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  unsigned char b[4] = {0, 0, 0, 0};
+  in.seekg(60);
+  in.read(reinterpret_cast<char*>(b), 4);
+  return (uint32_t{b[0]} << 24) | (uint32_t{b[1]} << 16) | (uint32_t{b[2]} << 8) | b[3];
+}
+
+void WriteUserVersion(const std::string& path, uint32_t v) {
+  std::fstream f(path, std::ios::binary | std::ios::in | std::ios::out);
+  REQUIRE(f.good());
+  unsigned char b[4] = {static_cast<unsigned char>(v >> 24), static_cast<unsigned char>(v >> 16),
+                        static_cast<unsigned char>(v >> 8), static_cast<unsigned char>(v)};
+  f.seekp(60);
+  f.write(reinterpret_cast<const char*>(b), 4);
+}
+
+RunRecord FullRun() {
+  RunRecord r;
+  r.kind = "import";
+  r.plan_name = "methodology";
+  r.plan_title = "Share protocol vs FSDP, \"8 x H100\"";
+  r.plan_file = "plans/methodology.yaml";
+  r.plan_text = "name: methodology\ncases:\n  - id: 2.1.1.1\n";
+  r.plan_sha256 = "ab12cd34";
+  r.source = "published table, page 3";
+  r.started_at = "2024-05-01T10:00:00Z";
+  r.finished_at = "2024-05-01T12:30:00Z";
+  r.status = "ok";
+  r.protocol_version = "0.1.0";
+  r.git_revision = "1234abcd-dirty";
+  return r;
+}
+
+CaseRecord FullCase(int64_t run_id) {
+  CaseRecord c;
+  c.run_id = run_id;
+  c.case_id = "2.2.1.1";
+  c.repeat = 2;
+  c.stage = "share protocol";
+  c.model = "llama2-70b";
+  c.workload = "pretrain";
+  c.backend = "command";
+  c.system = "share";
+  c.nodes = 2;
+  c.topology = "rig0:2x4 rig1:2x4";
+  c.network = "10G";
+  c.variant = "opt";
+  c.length_unit = "steps";
+  c.length_count = 100;
+  c.report_as_unit = "steps";
+  c.report_as_count = 1000;
+  c.status = CaseStatus::kOk;  // ignored by BeginCase
+  c.reason = "";
+  c.exit_code = 3;
+  c.started_at = "2024-05-01T10:01:00Z";
+  c.finished_at = "";
+  c.log_path = "logs/1/2.2.1.1-2.log";
+  return c;
+}
+
+void CheckSameRun(const RunRecord& a, const RunRecord& b) {
+  CHECK(a.kind == b.kind);
+  CHECK(a.plan_name == b.plan_name);
+  CHECK(a.plan_title == b.plan_title);
+  CHECK(a.plan_file == b.plan_file);
+  CHECK(a.plan_text == b.plan_text);
+  CHECK(a.plan_sha256 == b.plan_sha256);
+  CHECK(a.source == b.source);
+  CHECK(a.started_at == b.started_at);
+  CHECK(a.finished_at == b.finished_at);
+  CHECK(a.status == b.status);
+  CHECK(a.protocol_version == b.protocol_version);
+  CHECK(a.git_revision == b.git_revision);
+}
+
+void CheckSameCaseIdentity(const CaseRecord& a, const CaseRecord& b) {
+  CHECK(a.run_id == b.run_id);
+  CHECK(a.case_id == b.case_id);
+  CHECK(a.repeat == b.repeat);
+  CHECK(a.stage == b.stage);
+  CHECK(a.model == b.model);
+  CHECK(a.workload == b.workload);
+  CHECK(a.backend == b.backend);
+  CHECK(a.system == b.system);
+  CHECK(a.nodes == b.nodes);
+  CHECK(a.topology == b.topology);
+  CHECK(a.network == b.network);
+  CHECK(a.variant == b.variant);
+  CHECK(a.length_unit == b.length_unit);
+  CHECK(a.length_count == b.length_count);
+  CHECK(a.report_as_unit == b.report_as_unit);
+  CHECK(a.report_as_count == b.report_as_count);
+  CHECK(a.started_at == b.started_at);
+  CHECK(a.log_path == b.log_path);
+}
+
+// Writes `n` runs, each with one context fact, one finished case, two
+// measurements and two steps; plan names are "<tag>-<i>". Returns the first error.
+Status WriteRuns(Store& store, const std::string& tag, int n) {
+  for (int i = 0; i < n; ++i) {
+    RunRecord run;
+    run.plan_name = fmt::format("{}-{}", tag, i);
+    run.status = "running";
+    auto id = store.CreateRun(run);
+    if (!id.ok()) return id.status();
+    if (Status s = store.PutContext(*id, {{"writer", tag}}); !s.ok()) return s;
+    CaseRecord c;
+    c.run_id = *id;
+    c.case_id = "2.1.1.1";
+    c.workload = "pretrain";
+    auto row = store.BeginCase(c);
+    if (!row.ok()) return row.status();
+    CaseResult result;
+    result.measurements = {{"wall_seconds", double(i), "s", Provenance::kMeasured, "", "", ""},
+                           {"final_loss", i + 0.5, "", Provenance::kMeasured, "", "", ""}};
+    result.steps = {{1, 0.25, 2.0, 512}, {2, 0.5, 1.5, 512}};
+    if (Status s = store.FinishCase(*row, result); !s.ok()) return s;
+    if (Status s = store.FinishRun(*id, "ok", "2024-05-01T11:00:00Z"); !s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
+// Checks that every run written by WriteRuns(tag, n) for each tag is complete.
+void CheckAllRunsThere(Store& store, const std::vector<std::string>& tags, int n) {
+  auto runs = store.ListRuns();
+  REQUIRE(runs.ok());
+  CHECK(runs->size() == tags.size() * n);
+  std::set<std::string> names;
+  for (const RunRecord& run : *runs) {
+    names.insert(run.plan_name);
+    CHECK(run.status == "ok");
+    auto context = store.GetContext(run.id);
+    REQUIRE(context.ok());
+    REQUIRE(context->size() == 1);
+    CHECK(StartsWith(run.plan_name, (*context)[0].second + "-"));
+    auto cases = store.CasesOfRun(run.id);
+    REQUIRE(cases.ok());
+    REQUIRE(cases->size() == 1);
+    CHECK((*cases)[0].status == CaseStatus::kOk);
+    auto ms = store.MeasurementsOfCase((*cases)[0].row_id);
+    REQUIRE(ms.ok());
+    REQUIRE(ms->size() == 2);
+    int i = std::stoi(run.plan_name.substr(run.plan_name.rfind('-') + 1));
+    CHECK((*ms)[0].value == double(i));
+    CHECK((*ms)[1].value == i + 0.5);
+    auto steps = store.StepsOfCase((*cases)[0].row_id);
+    REQUIRE(steps.ok());
+    CHECK(steps->size() == 2);
+  }
+  std::vector<std::string> missing;
+  for (const std::string& tag : tags)
+    for (int i = 0; i < n; ++i)
+      if (names.count(fmt::format("{}-{}", tag, i)) != 1)
+        missing.push_back(fmt::format("{}-{}", tag, i));
+  CHECK_MESSAGE(missing.empty(), "missing runs: " << Join(missing, ", "));
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+TEST_CASE("Store round-trips every run, context, case, measurement and sample field") {
+  auto store = MustOpen(":memory:");
+
+  RunRecord full = FullRun();
+  auto id = store->CreateRun(full);
+  REQUIRE(id.ok());
+  CHECK(*id == 1);
+  RunRecord empty;  // every string empty, kind "run"
+  empty.plan_name = "";
+  auto empty_id = store->CreateRun(empty);
+  REQUIRE(empty_id.ok());
+  CHECK(*empty_id == 2);
+
+  auto got = store->GetRun(*id);
+  REQUIRE(got.ok());
+  CHECK(got->id == *id);
+  CheckSameRun(*got, full);
+  auto got_empty = store->GetRun(*empty_id);
+  REQUIRE(got_empty.ok());
+  CheckSameRun(*got_empty, empty);
+  CHECK(got_empty->kind == "run");
+
+  auto runs = store->ListRuns();
+  REQUIRE(runs.ok());
+  REQUIRE(runs->size() == 2);
+  CHECK((*runs)[0].id == 1);
+  CHECK((*runs)[1].id == 2);
+
+  // Context is appended across calls, in order, duplicates kept.
+  REQUIRE(store->PutContext(*id, {{"host", "rig0"}, {"cuda", "12.2"}}).ok());
+  REQUIRE(store->PutContext(*id, {{"host", "rig1"}, {"empty", ""}}).ok());
+  auto context = store->GetContext(*id);
+  REQUIRE(context.ok());
+  using Facts = std::vector<std::pair<std::string, std::string>>;
+  CHECK(*context == Facts{{"host", "rig0"}, {"cuda", "12.2"}, {"host", "rig1"}, {"empty", ""}});
+  CHECK(store->GetContext(*empty_id)->empty());
+
+  // A case: BeginCase stores it running, whatever the record says.
+  CaseRecord full_case = FullCase(*id);
+  auto row = store->BeginCase(full_case);
+  REQUIRE(row.ok());
+  auto cases = store->CasesOfRun(*id);
+  REQUIRE(cases.ok());
+  REQUIRE(cases->size() == 1);
+  CHECK((*cases)[0].row_id == *row);
+  CHECK((*cases)[0].status == CaseStatus::kRunning);
+  CHECK((*cases)[0].exit_code == 3);
+  CheckSameCaseIdentity((*cases)[0], full_case);
+
+  // Samples appended while running, then more with FinishCase.
+  REQUIRE(store->AppendSteps(*row, {{1, 1.5, 2.25, 4096}, {2, 1.25, std::nullopt, std::nullopt}})
+              .ok());
+  REQUIRE(store->AppendRequests(*row, {{0, 100, 17, 100, 3.5, "Yes, \"maybe\",\non Europa."}})
+              .ok());
+  CaseResult result;
+  result.status = CaseStatus::kFailed;
+  result.reason = "NaN loss at step 3";
+  result.exit_code = std::nullopt;
+  result.finished_at = "2024-05-01T10:05:00Z";
+  result.measurements = {
+      {"wall_seconds", 300.25, "s", Provenance::kMeasured, "", "", ""},
+      {"wall_seconds", 3002.5, "s", Provenance::kExtrapolated,
+       "extrapolated from 100 steps to 1000 steps", "", "extrapolated"},
+      {"wall_seconds", std::nullopt, "min", Provenance::kImported, "", "paper, table 2",
+       "not-provided"},
+  };
+  result.steps = {{3, 1.0, 0.5, 4096}};
+  result.requests = {{1, 110, 17, 0, 0.0, ""}};
+  REQUIRE(store->FinishCase(*row, result).ok());
+
+  cases = store->CasesOfRun(*id);
+  REQUIRE(cases->size() == 1);
+  const CaseRecord& done = (*cases)[0];
+  CheckSameCaseIdentity(done, full_case);
+  CHECK(done.status == CaseStatus::kFailed);
+  CHECK(done.reason == "NaN loss at step 3");
+  CHECK(done.exit_code == std::nullopt);
+  CHECK(done.finished_at == "2024-05-01T10:05:00Z");
+
+  auto ms = store->MeasurementsOfCase(*row);
+  REQUIRE(ms.ok());
+  REQUIRE(ms->size() == 3);
+  for (size_t i = 0; i < 3; ++i) {
+    CHECK((*ms)[i].name == result.measurements[i].name);
+    CHECK((*ms)[i].value == result.measurements[i].value);
+    CHECK((*ms)[i].unit == result.measurements[i].unit);
+    CHECK((*ms)[i].how == result.measurements[i].how);
+    CHECK((*ms)[i].method == result.measurements[i].method);
+    CHECK((*ms)[i].source == result.measurements[i].source);
+    CHECK((*ms)[i].marker == result.measurements[i].marker);
+  }
+  CHECK((*ms)[2].value == std::nullopt);
+
+  auto steps = store->StepsOfCase(*row);
+  REQUIRE(steps.ok());
+  REQUIRE(steps->size() == 3);
+  CHECK((*steps)[0].step == 1);
+  CHECK((*steps)[0].seconds == 1.5);
+  CHECK((*steps)[0].loss == 2.25);
+  CHECK((*steps)[0].tokens == 4096);
+  CHECK((*steps)[1].step == 2);
+  CHECK((*steps)[1].loss == std::nullopt);
+  CHECK((*steps)[1].tokens == std::nullopt);
+  CHECK((*steps)[2].step == 3);
+
+  auto requests = store->RequestsOfCase(*row);
+  REQUIRE(requests.ok());
+  REQUIRE(requests->size() == 2);
+  CHECK((*requests)[0].index == 0);
+  CHECK((*requests)[0].max_new_tokens == 100);
+  CHECK((*requests)[0].prompt_tokens == 17);
+  CHECK((*requests)[0].generated_tokens == 100);
+  CHECK((*requests)[0].seconds == 3.5);
+  CHECK((*requests)[0].answer == "Yes, \"maybe\",\non Europa.");
+  CHECK((*requests)[1].index == 1);
+  CHECK((*requests)[1].answer == "");
+
+  // A case with an exit code stored by FinishCase.
+  CaseRecord minimal;
+  minimal.run_id = *empty_id;
+  auto row2 = store->BeginCase(minimal);
+  REQUIRE(row2.ok());
+  CHECK(store->CasesOfRun(*empty_id)->at(0).exit_code == std::nullopt);
+  CaseResult ok;
+  ok.exit_code = 0;
+  REQUIRE(store->FinishCase(*row2, ok).ok());
+  auto cases2 = store->CasesOfRun(*empty_id);
+  CHECK(cases2->at(0).exit_code == 0);
+  CHECK(cases2->at(0).status == CaseStatus::kOk);
+  CHECK(store->MeasurementsOfCase(*row2)->empty());
+
+  REQUIRE(store->FinishRun(*id, "failed", "2024-05-01T12:00:00Z").ok());
+  CHECK(store->GetRun(*id)->status == "failed");
+  CHECK(store->GetRun(*id)->finished_at == "2024-05-01T12:00:00Z");
+}
+
+TEST_CASE("Store reports missing runs and cases as not found, naming them") {
+  auto store = MustOpen(":memory:");
+  auto run = store->GetRun(7);
+  CHECK(run.status().code() == Status::Code::kNotFound);
+  CHECK(run.status().message() == "run 7 does not exist");
+  CHECK(store->FinishRun(7, "ok", "t").message() == "run 7 does not exist");
+  CHECK(store->PutContext(7, {{"a", "b"}}).message() == "run 7 does not exist");
+  CaseRecord c;
+  c.run_id = 7;
+  CHECK(store->BeginCase(c).status().message() == "run 7 does not exist");
+  Status s = store->FinishCase(42, CaseResult{});
+  CHECK(s.code() == Status::Code::kNotFound);
+  CHECK(s.message() == "case row 42 does not exist");
+  CHECK(store->AppendSteps(42, {}).message() == "case row 42 does not exist");
+  CHECK(store->AppendRequests(42, {}).message() == "case row 42 does not exist");
+  CHECK(store->CasesOfRun(7)->empty());
+  CHECK(store->ListRuns()->empty());
+}
+
+TEST_CASE("InterruptRunningCases changes only the running rows of that run") {
+  auto store = MustOpen(":memory:");
+  int64_t run1 = *store->CreateRun(RunRecord{});
+  int64_t run2 = *store->CreateRun(RunRecord{});
+  CaseRecord c;
+  c.run_id = run1;
+  c.case_id = "a";
+  int64_t running = *store->BeginCase(c);
+  c.case_id = "b";
+  int64_t finished = *store->BeginCase(c);
+  CaseResult failed;
+  failed.status = CaseStatus::kFailed;
+  failed.reason = "exit 1";
+  REQUIRE(store->FinishCase(finished, failed).ok());
+  c.case_id = "c";
+  int64_t running2 = *store->BeginCase(c);
+  c.run_id = run2;
+  c.case_id = "d";
+  REQUIRE(store->BeginCase(c).ok());
+
+  auto changed = store->InterruptRunningCases(run1, "runner died");
+  REQUIRE(changed.ok());
+  CHECK(*changed == 2);
+  auto cases = *store->CasesOfRun(run1);
+  REQUIRE(cases.size() == 3);
+  CHECK(cases[0].row_id == running);
+  CHECK(cases[0].status == CaseStatus::kInterrupted);
+  CHECK(cases[0].reason == "runner died");
+  CHECK(cases[1].status == CaseStatus::kFailed);
+  CHECK(cases[1].reason == "exit 1");
+  CHECK(cases[2].row_id == running2);
+  CHECK(cases[2].status == CaseStatus::kInterrupted);
+  CHECK(store->CasesOfRun(run2)->at(0).status == CaseStatus::kRunning);
+  CHECK(*store->InterruptRunningCases(run1, "again") == 0);
+}
+
+TEST_CASE("A fresh database file gets the current schema version; reopening keeps its data") {
+  TempDir dir;
+  const std::string path = dir.File("deep/er/results.db");  // parents are created
+  {
+    auto store = MustOpen(path);
+    REQUIRE(store->CreateRun(FullRun()).ok());
+  }
+  CHECK(StoreSchemaVersion() >= 1);
+  CHECK(ReadUserVersion(path) == uint32_t(StoreSchemaVersion()));
+  for (int i = 0; i < 2; ++i) {
+    auto store = MustOpen(path);
+    auto runs = store->ListRuns();
+    REQUIRE(runs.ok());
+    REQUIRE(runs->size() == 1);
+    CheckSameRun((*runs)[0], FullRun());
+  }
+  CHECK(ReadUserVersion(path) == uint32_t(StoreSchemaVersion()));
+  auto integrity = CheckStoreIntegrity(path);
+  REQUIRE(integrity.ok());
+  CHECK(*integrity == true);
+}
+
+TEST_CASE("A database with a newer schema version is refused with an upgrade hint") {
+  TempDir dir;
+  const std::string path = dir.File("results.db");
+  MustOpen(path).reset();
+  WriteUserVersion(path, 99);
+  auto store = OpenStore(path);
+  REQUIRE_FALSE(store.ok());
+  CHECK(store.status().code() == Status::Code::kCorruption);
+  CHECK(store.status().message() ==
+        fmt::format("{}: database schema version 99 is newer than this protocol understands "
+                    "({}); upgrade protocol",
+                    path, StoreSchemaVersion()));
+  CHECK(ReadUserVersion(path) == 99);  // untouched
+}
+
+TEST_CASE("A file that is not a SQLite database is refused, naming the path") {
+  TempDir dir;
+  const std::string path = dir.File("notes.db");
+  {
+    std::ofstream out(path);
+    for (int i = 0; i < 100; ++i) out << "these are my notes, not a database\n";
+  }
+  auto store = OpenStore(path);
+  REQUIRE_FALSE(store.ok());
+  CHECK(store.status().code() == Status::Code::kCorruption);
+  CHECK(store.status().message() == path + ": file is not a database");
+  auto integrity = CheckStoreIntegrity(path);
+  CHECK(integrity.status().code() == Status::Code::kCorruption);
+  CHECK(integrity.status().message() == path + ": file is not a database");
+}
+
+TEST_CASE("A SQLite database with other tables and no schema version is refused") {
+  TempDir dir;
+  const std::string path = dir.File("other.db");
+  MustOpen(path).reset();
+  WriteUserVersion(path, 0);  // now: SQLite tables, but not stamped as ours
+  auto store = OpenStore(path);
+  REQUIRE_FALSE(store.ok());
+  CHECK(store.status().code() == Status::Code::kCorruption);
+  CHECK(store.status().message() ==
+        path + ": not a protocol database (schema version 0, but it holds other tables, "
+               "e.g. 'cases')");
+}
+
+TEST_CASE("CheckStoreIntegrity reports a missing file as not found") {
+  TempDir dir;
+  auto integrity = CheckStoreIntegrity(dir.File("none.db"));
+  CHECK(integrity.status().code() == Status::Code::kNotFound);
+  CHECK(integrity.status().message() == dir.File("none.db") + ": no such database file");
+  CHECK_FALSE(fs::exists(dir.File("none.db")));
+}
+
+TEST_CASE("OpenStore names the path when its directory cannot be created") {
+  TempDir dir;
+  { std::ofstream(dir.File("plain")) << "x"; }
+  auto store = OpenStore(dir.File("plain/results.db"));
+  REQUIRE_FALSE(store.ok());
+  CHECK(store.status().code() == Status::Code::kIoError);
+  CHECK(StartsWith(store.status().message(),
+                   dir.File("plain/results.db") + ": cannot create directory '" +
+                       dir.File("plain") + "': "));
+}
+
+TEST_CASE("OpenStore on a directory is an I/O error naming the path and sqlite's reason") {
+  TempDir dir;
+  fs::create_directories(dir.File("adir"));
+  auto store = OpenStore(dir.File("adir"));
+  REQUIRE_FALSE(store.ok());
+  CHECK(store.status().code() == Status::Code::kIoError);
+  CHECK(store.status().message() ==
+        dir.File("adir") + ": cannot open database: unable to open database file");
+}
+
+TEST_CASE("Two stores on one file written from two threads lose nothing") {
+  // Both open a fresh file at once (racing migrations), then write 2 x 100 runs.
+  TempDir dir;
+  const std::string path = dir.File("shared.db");
+  const auto t0 = std::chrono::steady_clock::now();
+  Status a_status, b_status;
+  auto writer = [&path](const std::string& tag, Status* out) {
+    auto store = OpenStore(path);
+    if (!store.ok()) {
+      *out = store.status();
+      return;
+    }
+    *out = WriteRuns(**store, tag, 100);
+  };
+  std::thread a(writer, "A", &a_status);
+  std::thread b(writer, "B", &b_status);
+  a.join();
+  b.join();
+  CHECK_MESSAGE(a_status.ok(), a_status.ToString());
+  CHECK_MESSAGE(b_status.ok(), b_status.ToString());
+  auto store = MustOpen(path);
+  CheckAllRunsThere(*store, {"A", "B"}, 100);
+  CHECK(*CheckStoreIntegrity(path) == true);
+  // Sized to finish well inside this bound; a lock-up would show here.
+  CHECK(SecondsSince(t0) < 5.0);
+}
+
+TEST_CASE("A fork()ed process and its parent writing one file at once lose nothing") {
+  TempDir dir;
+  const std::string path = dir.File("shared.db");
+  MustOpen(path).reset();  // created and migrated before the fork
+  const auto t0 = std::chrono::steady_clock::now();
+  pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    // The child: its own connection; never returns into doctest.
+    int rc = 2;
+    {
+      auto store = OpenStore(path);
+      if (store.ok()) rc = WriteRuns(**store, "child", 100).ok() ? 0 : 1;
+    }
+    _exit(rc);
+  }
+  Status parent_status;
+  {
+    auto store = MustOpen(path);
+    parent_status = WriteRuns(*store, "parent", 100);
+  }
+  // Wait for the child, but never hang the suite on it.
+  int wstatus = 0;
+  pid_t done = 0;
+  while ((done = waitpid(child, &wstatus, WNOHANG)) == 0 && SecondsSince(t0) < 60) usleep(10000);
+  if (done == 0) {
+    kill(child, SIGKILL);
+    waitpid(child, &wstatus, 0);
+    FAIL("the child writer did not finish within 60 s");
+  }
+  CHECK_MESSAGE(parent_status.ok(), parent_status.ToString());
+  REQUIRE(WIFEXITED(wstatus));
+  CHECK(WEXITSTATUS(wstatus) == 0);
+  auto store = MustOpen(path);
+  CheckAllRunsThere(*store, {"parent", "child"}, 100);
+  CHECK(SecondsSince(t0) < 5.0);
+}
+
+TEST_CASE("A case finished before a crash is there on reopen, its run still running") {
+  TempDir dir;
+  const std::string path = dir.File("crash.db");
+  // 1. The Store is destroyed without FinishRun.
+  {
+    auto store = MustOpen(path);
+    RunRecord run;
+    run.status = "running";
+    int64_t id = *store->CreateRun(run);
+    CaseRecord c;
+    c.run_id = id;
+    c.case_id = "2.1.1.1";
+    int64_t row = *store->BeginCase(c);
+    CaseResult r;
+    r.measurements = {{"wall_seconds", 12.5, "s", Provenance::kMeasured, "", "", ""}};
+    REQUIRE(store->FinishCase(row, r).ok());
+  }
+  // 2. A process killed outright: no destructor runs, the WAL is left behind.
+  pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    auto store = OpenStore(path);
+    if (!store.ok()) _exit(2);
+    CaseRecord c;
+    c.run_id = 1;
+    c.case_id = "2.1.1.2";
+    auto row = (*store)->BeginCase(c);
+    CaseResult r;
+    r.measurements = {{"wall_seconds", 20.0, "s", Provenance::kMeasured, "", "", ""}};
+    bool ok = row.ok() && (*store)->FinishCase(*row, r).ok();
+    c.case_id = "2.1.1.3";  // started, never finished
+    ok = ok && (*store)->BeginCase(c).ok();
+    store.value().release();  // leak the connection, as kill -9 would
+    _exit(ok ? 0 : 1);
+  }
+  int wstatus = 0;
+  REQUIRE(waitpid(child, &wstatus, 0) == child);
+  REQUIRE(WIFEXITED(wstatus));
+  REQUIRE(WEXITSTATUS(wstatus) == 0);
+
+  auto store = MustOpen(path);
+  auto run = store->GetRun(1);
+  REQUIRE(run.ok());
+  CHECK(run->status == "running");
+  CHECK(run->finished_at == "");
+  auto cases = *store->CasesOfRun(1);
+  REQUIRE(cases.size() == 3);
+  CHECK(cases[0].case_id == "2.1.1.1");
+  CHECK(cases[0].status == CaseStatus::kOk);
+  CHECK(store->MeasurementsOfCase(cases[0].row_id)->at(0).value == 12.5);
+  CHECK(cases[1].case_id == "2.1.1.2");
+  CHECK(cases[1].status == CaseStatus::kOk);
+  CHECK(store->MeasurementsOfCase(cases[1].row_id)->at(0).value == 20.0);
+  CHECK(cases[2].status == CaseStatus::kRunning);
+  CHECK(*store->InterruptRunningCases(1, "runner died") == 1);
+  CHECK(*CheckStoreIntegrity(path) == true);
+}
