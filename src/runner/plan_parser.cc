@@ -723,15 +723,18 @@ void PlanParser::ParseCommand(const YamlNode& node, CaseSpec& c, bool* ok) {
   if (const YamlNode* n = node.Find("step_regex")) {
     if (auto v = r_.String(*n, "step_regex")) {
       cmd.step_regex = *v;
-      try {
-        std::regex re(*v, std::regex::ECMAScript);
-        if (re.mark_count() < 1) {
-          r_.Error(*n, "step_regex has no capture group (group 1 is the step, group 2 the loss)");
+      // "" = no per-step samples (it overrides an inherited pattern).
+      if (!v->empty()) {
+        try {
+          std::regex re(*v, std::regex::ECMAScript);
+          if (re.mark_count() < 1) {
+            r_.Error(*n, "step_regex has no capture group (group 1 is the step, group 2 the loss)");
+            *ok = false;
+          }
+        } catch (const std::regex_error& e) {
+          r_.Error(*n, fmt::format("step_regex does not compile: {}", e.what()));
           *ok = false;
         }
-      } catch (const std::regex_error& e) {
-        r_.Error(*n, fmt::format("step_regex does not compile: {}", e.what()));
-        *ok = false;
       }
     } else {
       *ok = false;
