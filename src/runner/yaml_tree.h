@@ -33,8 +33,11 @@ struct YamlNode {
 
 // Parses YAML text. On failure returns a Diagnostic located in `file`:
 // syntax errors with yaml-cpp's line/column, duplicate map keys, an empty
-// document ("file is empty"), binary content ("file is not text: NUL byte at
-// offset N"), more than one document. Never throws.
+// document ("file is empty"), binary content ("file is not text (binary data
+// at byte N)", N the 0-based offset of the first NUL or invalid UTF-8 byte),
+// more than one document. Anchors, aliases (so merge keys) and non-scalar map
+// keys are rejected. A null value written as "key:" is located at its key.
+// Never throws.
 struct YamlParse {
   bool ok = false;
   YamlNode root;

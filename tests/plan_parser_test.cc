@@ -1,0 +1,576 @@
+#include <doctest/doctest.h>
+
+#include <numeric>
+
+#include "runner/plan_parser.h"
+#include "runner/text.h"
+
+using namespace protocol;
+
+namespace {
+
+const std::string kExample = std::string(PROTOCOL_SOURCE_DIR) + "/tests/data/plans/example.yaml";
+
+// A valid plan head; the cases given to Errors() start at line 15, their keys
+// at column 9 ("      - {id: ..." puts `id` at column 10).
+const std::string kHead =
+    "protocol: 1\n"                                //  1
+    "name: t\n"                                    //  2
+    "models:\n"                                    //  3
+    "  m7: {preset: llama2-7b}\n"                  //  4
+    "datasets:\n"                                  //  5
+    "  web: {format: text, path: /d/web.txt}\n"    //  6
+    "cluster:\n"                                   //  7
+    "  network: 10G\n"                             //  8
+    "  nodes:\n"                                   //  9
+    "    - {name: rig0, gpus: 8}\n"                // 10
+    "    - {name: rig1, gpus: 8}\n"                // 11
+    "stages:\n"                                    // 12
+    "  - name: s1\n"                               // 13
+    "    cases:\n";                                // 14
+
+std::string ErrorsOf(const PlanParseResult& r) {
+  std::vector<std::string> lines;
+  for (const auto& e : r.errors) lines.push_back(e.ToString());
+  return Join(lines, "\n");
+}
+
+// Errors of kHead + `cases`, one per line.
+std::string Errors(const std::string& cases, const PlanParseOptions& options = {}) {
+  PlanParseResult r = ParsePlanString(kHead + cases, "<string>", options);
+  if (r.ok()) return "(ok)";
+  return ErrorsOf(r);
+}
+
+PlanParseResult Good(const std::string& cases, const PlanParseOptions& options = {}) {
+  PlanParseResult r = ParsePlanString(kHead + cases, "<string>", options);
+  INFO(ErrorsOf(r));
+  REQUIRE(r.ok());
+  return r;
+}
+
+const char* kPretrain = "      - {id: a, workload: pretrain, backend: fsdp, model: m7, dataset: web, steps: 10}\n";
+
+}  // namespace
+
+TEST_CASE("plan: the documented example resolves inheritance, ranges and topologies") {
+  PlanParseResult r = ParsePlanFile(kExample);
+  INFO(ErrorsOf(r));
+  REQUIRE(r.ok());
+  const Plan& plan = *r.plan;
+  CHECK(plan.name == "llama70b");
+  CHECK(plan.title == "Llama-2-70B (4-bit): FSDP baseline vs share protocol");
+  CHECK(plan.file == kExample);
+  REQUIRE(plan.models.count("llama2-70b") == 1);
+  CHECK(plan.models.at("llama2-70b").quantization == "nf4");
+  CHECK(plan.models.at("llama2-70b").path == "/models/Llama-2-70b-chat-hf");
+  CHECK(plan.datasets.at("dolly").format == "dolly");
+  CHECK(plan.cluster.network == "10G");
+  REQUIRE(plan.cluster.nodes.size() == 2);
+  CHECK(plan.cluster.nodes[1].host == "rig1.example");
+  CHECK(plan.cluster.nodes[1].gpus == 8);
+  REQUIRE(plan.cluster.emulate.has_value());
+  CHECK(plan.cluster.emulate->bandwidth == "100mbit");
+  CHECK(plan.cluster.emulate->delay == "2ms");
+  REQUIRE(plan.stages.size() == 2);
+  CHECK(plan.stages[0].title == "Open source (FSDP baseline)");
+  REQUIRE(plan.Cases().size() == 7);
+
+  const CaseSpec* c1 = plan.FindCase("2.1.1.1");
+  REQUIRE(c1 != nullptr);
+  CHECK(c1->stage == "stage1");
+  CHECK(c1->backend == "fsdp");
+  CHECK(c1->system == "fsdp");
+  CHECK(c1->model == "llama2-70b");
+  CHECK(c1->dataset == "fineweb-edu");
+  CHECK(c1->nodes == 1);
+  CHECK(c1->network == "");
+  CHECK(*c1->length == Length{Length::Unit::kSteps, 1000});
+  CHECK_FALSE(c1->report_as.has_value());
+  CHECK(c1->timeout_seconds == 21600);
+  CHECK(c1->repeats == 1);
+  CHECK(c1->warmup_steps == 2);
+  CHECK(c1->output_dir == "results/models/{plan}/{case_id}");
+  CHECK(c1->training.batch_size == 8);
+  CHECK(c1->training.learning_rate == doctest::Approx(3.0e-4));
+  CHECK(c1->where.ToString() == kExample + ":33:9");
+
+  CHECK(plan.FindCase("2.1.1.2")->network == "80G");
+  CHECK(plan.FindCase("2.1.1.2")->nodes == 2);
+
+  // Maps merge key by key: batch_size from the case, the rest from defaults.
+  const CaseSpec* c3 = plan.FindCase("2.1.1.3");
+  CHECK(c3->training.batch_size == 4);
+  CHECK(c3->training.seq_len == 128);
+  CHECK(c3->training.seed == 1234);
+  CHECK(c3->workload == Workload::kFinetune);
+  CHECK(c3->dataset == "dolly");
+
+  const CaseSpec* inf = plan.FindCase("2.1.1.5");
+  CHECK(inf->workload == Workload::kInference);
+  CHECK_FALSE(inf->length.has_value());
+  CHECK(inf->dataset == "");
+  CHECK(inf->timeout_seconds == 5400);
+  CHECK(inf->inference.prompt == "Can there be life somewhere in the Solar System outside Earth?");
+  REQUIRE(inf->inference.max_new_tokens.size() == 31);
+  CHECK(inf->inference.max_new_tokens.front() == 100);
+  CHECK(inf->inference.max_new_tokens[1] == 110);
+  CHECK(inf->inference.max_new_tokens.back() == 400);
+  CHECK(inf->inference.TotalTokens() == 7750);
+  CHECK(inf->inference.ignore_eos);
+
+  const CaseSpec* s1 = plan.FindCase("2.2.1.1");
+  CHECK(s1->backend == "share");
+  CHECK(s1->system == "share");
+  REQUIRE(s1->topology.parts.size() == 2);
+  CHECK(s1->topology.parts[0].node == "rig0");
+  CHECK(s1->topology.parts[0].groups == 2);
+  CHECK(s1->topology.parts[0].ranks_per_group == 4);
+  CHECK(s1->topology.parts[1].node == "rig1");
+  CHECK(s1->topology.TotalRanks() == 16);
+  CHECK(s1->nodes == 2);
+  CHECK(s1->network == "10G");  // cluster.network for a multi-node case
+  CHECK(s1->timeout_seconds == 90);  // stage defaults over plan defaults
+  CHECK(*s1->length == Length{Length::Unit::kSteps, 100});
+  REQUIRE(s1->report_as.has_value());
+  CHECK(*s1->report_as == Length{Length::Unit::kSteps, 1000});
+
+  const CaseSpec* one = plan.FindCase("2.2.1.1-1n");
+  CHECK(one->nodes == 1);
+  CHECK(one->network == "");
+  CHECK(one->topology.ToString() == "rig0:2x4");
+
+  // A list replaces the inherited range; the prompt is still inherited.
+  const CaseSpec* multi = plan.FindCase("2.2.1.3");
+  CHECK(multi->variant == "multi-inference");
+  CHECK(multi->inference.max_new_tokens == std::vector<int>{100, 200});
+  CHECK(multi->inference.prompt == inf->inference.prompt);
+  CHECK(multi->topology.TotalRanks() == 16);
+}
+
+TEST_CASE("plan: resolved text is canonical, stable and parses back to itself") {
+  PlanParseResult a = ParsePlanFile(kExample);
+  PlanParseResult b = ParsePlanFile(kExample);
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  const std::string& text = a.plan->resolved_text;
+  CHECK(text == b.plan->resolved_text);
+  CHECK(text.find("defaults") == std::string::npos);
+  CHECK(text.find("      - id: \"2.1.1.3\"\n"
+                  "        workload: finetune\n"
+                  "        backend: fsdp\n"
+                  "        system: fsdp\n"
+                  "        model: llama2-70b\n"
+                  "        dataset: dolly\n"
+                  "        nodes: 1\n"
+                  "        steps: 500\n"
+                  "        timeout: 21600\n"
+                  "        repeats: 1\n"
+                  "        warmup_steps: 2\n"
+                  "        output_dir: \"results/models/{plan}/{case_id}\"\n"
+                  "        training:\n"
+                  "          batch_size: 4\n"
+                  "          seq_len: 128\n"
+                  "          grad_accum: 1\n"
+                  "          learning_rate: 0.0003\n"
+                  "          seed: 1234\n"
+                  "          device: auto\n") != std::string::npos);
+  CHECK(text.find("        topology: rig0:2x4 rig1:2x4\n        network: 10G\n        steps: 100\n"
+                  "        report_as: 1000\n") != std::string::npos);
+  PlanParseResult again = ParsePlanString(text, "resolved.yaml");
+  INFO(ErrorsOf(again));
+  REQUIRE(again.ok());
+  CHECK(again.plan->resolved_text == text);
+}
+
+TEST_CASE("plan: --set overrides edit the tree before inheritance") {
+  PlanParseOptions options;
+  options.overrides = {"defaults.training.batch_size=2", "stages[stage1].cases[2.1.1.1].steps=50",
+                       "stages[1].defaults.timeout=5m", "cluster.network=25G",
+                       "stages[stage2].cases[2.2.1.3].inference.max_new_tokens=[7, 8]"};
+  PlanParseResult r = ParsePlanFile(kExample, options);
+  INFO(ErrorsOf(r));
+  REQUIRE(r.ok());
+  const Plan& plan = *r.plan;
+  CHECK(plan.FindCase("2.1.1.1")->length->count == 50);
+  CHECK(plan.FindCase("2.1.1.1")->training.batch_size == 2);
+  CHECK(plan.FindCase("2.1.1.3")->training.batch_size == 4);  // the case's own value still wins
+  CHECK(plan.FindCase("2.2.1.1")->timeout_seconds == 300);
+  CHECK(plan.FindCase("2.1.1.1")->timeout_seconds == 21600);
+  CHECK(plan.FindCase("2.2.1.1")->network == "25G");
+  CHECK(plan.FindCase("2.2.1.3")->inference.max_new_tokens == std::vector<int>{7, 8});
+  CHECK(plan.resolved_text.find("steps: 50\n") != std::string::npos);
+}
+
+TEST_CASE("plan: bad --set overrides name the override") {
+  PlanParseOptions options;
+  options.overrides = {"stages[stage9].timeout=5", "stages[7].name=x", "nosuch=1", "defaults.repeats=many",
+                       "justtext", "stages[stage1]..x=1", "name.deeper=1"};
+  PlanParseResult r = ParsePlanFile(kExample, options);
+  CHECK(ErrorsOf(r) ==
+        "--set stages[stage9].timeout=5: no stage named 'stage9'\n"
+        "--set stages[7].name=x: index 7 is out of range ('stages' has 2 items)\n"
+        "--set justtext: expected PATH=VALUE (e.g. defaults.timeout=1h)\n"
+        "--set stages[stage1]..x=1: bad path 'stages[stage1]..x'\n"
+        "--set name.deeper=1: 'name' is 'llama70b', not a map\n"
+        "--set nosuch=1: unknown key 'nosuch' (valid keys: protocol, name, title, models, datasets, "
+        "cluster, defaults, stages)\n"
+        "--set defaults.repeats=many: expected an integer for 'repeats', got 'many'");
+}
+
+TEST_CASE("plan: the test head with one case is valid") {
+  PlanParseResult r = Good(kPretrain);
+  const CaseSpec& c = *r.plan->FindCase("a");
+  CHECK(c.nodes == 1);
+  CHECK(c.repeats == 1);
+  CHECK(c.timeout_seconds == 0);
+  CHECK(c.warmup_steps == 0);
+  CHECK(c.where.ToString() == "<string>:15:9");
+}
+
+TEST_CASE("plan: unknown backend, workload, model and dataset suggest the close name") {
+  CHECK(Errors("      - {id: a, workload: pretrain, backend: fdsp, model: m7, dataset: web, steps: 10}\n") ==
+        "<string>:15:46: unknown backend 'fdsp' (did you mean 'fsdp'?)");
+  CHECK(Errors("      - {id: a, workload: pretrian, backend: fsdp, model: m7, dataset: web, steps: 10}\n") ==
+        "<string>:15:27: unknown workload 'pretrian' (did you mean 'pretrain'?)");
+  CHECK(Errors("      - {id: a, workload: pretrain, backend: fsdp, model: m8, dataset: web, steps: 10}\n") ==
+        "<string>:15:59: unknown model 'm8' (did you mean 'm7'?)");
+  CHECK(Errors("      - {id: a, workload: pretrain, backend: fsdp, model: m7, dataset: wbe, steps: 10}\n") ==
+        "<string>:15:72: unknown dataset 'wbe' (did you mean 'web'?)");
+  CHECK(Errors("      - {id: a, workload: pretrain, backend: tensorflow, model: m7, dataset: web, steps: 10}\n") ==
+        "<string>:15:46: unknown backend 'tensorflow' (expected one of: fsdp, share, command)");
+  PlanParseOptions options;
+  options.backend_names = {"fsdp", "share", "command", "tiny"};
+  CHECK(Errors("      - {id: a, workload: pretrain, backend: tiyn, model: m7, steps: 10}\n", options) ==
+        "<string>:15:46: unknown backend 'tiyn' (did you mean 'tiny'?)");
+}
+
+TEST_CASE("plan: unknown keys are errors with did-you-mean over that map's keys") {
+  CHECK(Errors("      - {id: a, workload: pretrain, backend: fsdp, model: m7, dataset: web, stpes: 10}\n") ==
+        "<string>:15:9: case 'a' needs steps or epochs (pretrain)\n"
+        "<string>:15:77: unknown key 'stpes' (did you mean 'steps'?)");
+  CHECK(Errors("      - {id: a, workload: pretrain, backend: fsdp, model: m7, dataset: web, steps: 10,\n"
+               "         training: {bach_size: 4, colour: red}}\n") ==
+        "<string>:16:21: unknown key 'bach_size' (did you mean 'batch_size'?)\n"
+        "<string>:16:35: unknown key 'colour' (valid keys: batch_size, seq_len, grad_accum, learning_rate, "
+        "seed, device)");
+  PlanParseResult top = ParsePlanString("protocol: 1\nname: t\nstagez: []\n", "<string>");
+  CHECK(ErrorsOf(top) ==
+        "<string>:1:1: missing 'stages' (a plan runs at least one stage of cases)\n"
+        "<string>:3:1: unknown key 'stagez' (did you mean 'stages'?)");
+}
+
+TEST_CASE("plan: wrong types name the key and what was found") {
+  CHECK(Errors("      - {id: a, workload: pretrain, backend: fsdp, model: m7, dataset: web, steps: ten}\n") ==
+        "<string>:15:84: expected an integer for 'steps', got 'ten'");
+  CHECK(Errors("      - {id: a, workload: pretrain, backend: fsdp, model: m7, dataset: web, steps: 10,\n"
+               "         training: [1, 2]}\n") ==
+        "<string>:16:20: expected a map for 'training', got a sequence");
+  CHECK(Errors("      - {id: a, workload: pretrain, backend: fsdp, model: m7, dataset: web, steps: 10,\n"
+               "         repeats: 1.5, timeout: soon, title: {x: 1}}\n") ==
+        "<string>:16:19: expected an integer for 'repeats', got '1.5'\n"
+        "<string>:16:33: expected a duration for 'timeout' (seconds, or like 90s, 15m, 6h, 1h30m), got 'soon'\n"
+        "<string>:16:46: expected a string for 'title', got a map");
+  CHECK(Errors("      - {id: a, workload: pretrain, backend: fsdp, model: m7, dataset: web, steps: 10,\n"
+               "         training: {learning_rate: fast, device: gpu}}\n") ==
+        "<string>:16:36: expected a number for 'learning_rate', got 'fast'\n"
+        "<string>:16:50: unknown device 'gpu' (did you mean 'cpu'?)");
+  CHECK(Errors("      - id: a\n"
+               "        workload: pretrain\n"
+               "        backend: fsdp\n"
+               "        model: m7\n"
+               "        dataset: web\n"
+               "        steps:\n") ==
+        "<string>:20:9: expected an integer for 'steps', got nothing");
+  CHECK(Errors("      - just-a-string\n") == "<string>:15:9: expected a map for 'cases', got 'just-a-string'");
+}
+
+TEST_CASE("plan: out-of-range numbers") {
+  CHECK(Errors("      - {id: a, workload: pretrain, backend: fsdp, model: m7, dataset: web,\n"
+               "         steps: 99999999999999999999}\n") ==
+        "<string>:16:17: 'steps' is out of range: 99999999999999999999 (at most 9223372036854775807)");
+  CHECK(Errors("      - {id: a, workload: pretrain, backend: fsdp, model: m7, dataset: web, steps: 0}\n") ==
+        "<string>:15:84: 'steps' must be > 0, got 0");
+  CHECK(Errors("      - {id: a, workload: pretrain, backend: fsdp, model: m7, dataset: web, epochs: -1}\n") ==
+        "<string>:15:85: 'epochs' must be > 0, got -1");
+  CHECK(Errors("      - {id: a, workload: pretrain, backend: fsdp, model: m7, dataset: web, steps: 10,\n"
+               "         repeats: 0, warmup_steps: -1, timeout: -5, nodes: 3000000000}\n") ==
+        "<string>:16:19: 'repeats' must be > 0, got 0\n"
+        "<string>:16:36: 'warmup_steps' must be >= 0, got -1\n"
+        "<string>:16:49: 'timeout' must be >= 0, got -5\n"
+        "<string>:16:60: 'nodes' is out of range: 3000000000 (at most 2147483647)");
+  CHECK(Errors("      - {id: a, workload: pretrain, backend: fsdp, model: m7, dataset: web, steps: 10,\n"
+               "         warmup_steps: 10}\n") ==
+        "<string>:16:24: warmup_steps (10) must be less than steps (10)");
+  CHECK(Errors("      - {id: a, workload: pretrain, backend: fsdp, model: m7, dataset: web, steps: 10,\n"
+               "         training: {batch_size: 0, seed: -1, learning_rate: 0}}\n") ==
+        "<string>:16:33: 'batch_size' must be > 0, got 0\n"
+        "<string>:16:42: 'seed' must be >= 0, got -1\n"
+        "<string>:16:61: 'learning_rate' must be > 0, got 0");
+}
+
+TEST_CASE("plan: durations accept seconds and h/m/s texts") {
+  auto timeout = [](const std::string& value) {
+    PlanParseResult r = Good("      - {id: a, workload: pretrain, backend: fsdp, model: m7, dataset: web, steps: 10, "
+                             "timeout: " + value + "}\n");
+    return r.plan->FindCase("a")->timeout_seconds;
+  };
+  CHECK(timeout("0") == 0);
+  CHECK(timeout("90") == 90);
+  CHECK(timeout("2.5") == 2.5);
+  CHECK(timeout("90s") == 90);
+  CHECK(timeout("15m") == 900);
+  CHECK(timeout("6h") == 21600);
+  CHECK(timeout("1h30m") == 5400);
+  CHECK(timeout("1h30m15s") == 5415);
+  CHECK(timeout("1.5h") == 5400);
+  CHECK(Errors("      - {id: a, workload: pretrain, backend: fsdp, model: m7, dataset: web, steps: 10, timeout: 30m1h}\n") ==
+        "<string>:15:97: expected a duration for 'timeout' (seconds, or like 90s, 15m, 6h, 1h30m), got '30m1h'");
+}
+
+TEST_CASE("plan: length rules") {
+  CHECK(Errors("      - {id: a, workload: pretrain, backend: fsdp, model: m7, dataset: web, steps: 10, epochs: 1}\n") ==
+        "<string>:15:96: case 'a' gives both steps and epochs (give one)");
+  CHECK(Errors("      - {id: a, workload: finetune, backend: fsdp, model: m7, dataset: web}\n") ==
+        "<string>:15:9: case 'a' needs steps or epochs (finetune)");
+  CHECK(Errors("      - {id: a, workload: inference, backend: fsdp, model: m7, steps: 10,\n"
+               "         inference: {prompt: hi, max_new_tokens: [5]}}\n") ==
+        "<string>:15:71: an inference case has no steps or epochs (its length is inference.max_new_tokens)");
+  CHECK(Errors("      - {id: a, workload: pretrain, backend: fsdp, model: m7, dataset: web, steps: 100, report_as: 100}\n") ==
+        "<string>:15:100: report_as (100) must be greater than the measured length (100 steps)");
+  CHECK(Errors("      - {id: a, workload: inference, backend: fsdp, model: m7, report_as: 100,\n"
+               "         inference: {prompt: hi, max_new_tokens: [5]}}\n") ==
+        "<string>:15:75: report_as applies to pretrain and finetune cases only");
+  PlanParseResult epochs = Good("      - {id: a, workload: finetune, backend: fsdp, model: m7, dataset: web, epochs: 1, report_as: 3}\n");
+  const CaseSpec& c = *epochs.plan->FindCase("a");
+  CHECK(*c.length == Length{Length::Unit::kEpochs, 1});
+  CHECK(*c.report_as == Length{Length::Unit::kEpochs, 3});
+}
+
+TEST_CASE("plan: inference schedule rules") {
+  CHECK(Errors("      - {id: a, workload: inference, backend: fsdp, model: m7}\n") ==
+        "<string>:15:9: case 'a' needs inference.prompt and inference.max_new_tokens");
+  CHECK(Errors("      - {id: a, workload: inference, backend: fsdp, model: m7, inference: {max_new_tokens: [5]}}\n") ==
+        "<string>:15:75: an inference case needs inference.prompt");
+  CHECK(Errors("      - {id: a, workload: inference, backend: fsdp, model: m7, inference: {prompt: hi}}\n") ==
+        "<string>:15:75: an inference case needs inference.max_new_tokens");
+  CHECK(Errors("      - {id: a, workload: inference, backend: fsdp, model: m7,\n"
+               "         inference: {prompt: \"\", max_new_tokens: []}}\n") ==
+        "<string>:16:30: inference.prompt is empty\n"
+        "<string>:16:50: max_new_tokens is empty");
+  CHECK(Errors("      - {id: a, workload: inference, backend: fsdp, model: m7,\n"
+               "         inference: {prompt: hi, max_new_tokens: [100, 0, x]}}\n") ==
+        "<string>:16:56: 'max_new_tokens' must be > 0, got 0\n"
+        "<string>:16:59: expected an integer for 'max_new_tokens', got 'x'");
+  CHECK(Errors("      - {id: a, workload: inference, backend: fsdp, model: m7,\n"
+               "         inference: {prompt: hi, max_new_tokens: {from: 400, to: 100, step: 10}}}\n") ==
+        "<string>:16:50: max_new_tokens range needs from <= to (from 400, to 100)");
+  CHECK(Errors("      - {id: a, workload: inference, backend: fsdp, model: m7,\n"
+               "         inference: {prompt: hi, max_new_tokens: {from: 100, to: 400, step: 0}}}\n") ==
+        "<string>:16:77: 'step' must be > 0, got 0");
+  CHECK(Errors("      - {id: a, workload: inference, backend: fsdp, model: m7,\n"
+               "         inference: {prompt: hi, max_new_tokens: {from: 1, to: 2000000000, step: 1}}}\n") ==
+        "<string>:16:50: max_new_tokens range has 2000000000 values (at most 100000)");
+  CHECK(Errors("      - {id: a, workload: inference, backend: fsdp, model: m7,\n"
+               "         inference: {prompt: hi, max_new_tokens: {from: 1, to: 2}, ignore_eos: maybe}}\n") ==
+        "<string>:16:50: max_new_tokens range needs 'step' (from, to, step)\n"
+        "<string>:16:80: expected true or false for 'ignore_eos', got 'maybe'");
+  PlanParseResult odd = Good("      - {id: a, workload: inference, backend: fsdp, model: m7,\n"
+                             "         inference: {prompt: hi, max_new_tokens: {from: 100, to: 125, step: 10}, ignore_eos: false}}\n");
+  const CaseSpec& c = *odd.plan->FindCase("a");
+  CHECK(c.inference.max_new_tokens == std::vector<int>{100, 110, 120});
+  CHECK_FALSE(c.inference.ignore_eos);
+}
+
+TEST_CASE("plan: share topology rules") {
+  CHECK(Errors("      - {id: a, workload: pretrain, backend: share, model: m7, dataset: web, steps: 10}\n") ==
+        "<string>:15:9: case 'a' needs a topology (share backend; e.g. topology: \"rig0:2x4 rig1:2x4\")");
+  CHECK(Errors("      - {id: a, workload: pretrain, backend: share, model: m7, dataset: web, steps: 10,\n"
+               "         topology: \"rig0:2*4 rig1:0x4 rig2:1x1 rig0:1x1 rig1:4x4\"}\n") ==
+        "<string>:16:20: bad topology part 'rig0:2*4' (expected NODE:GxK, e.g. rig0:2x4)\n"
+        "<string>:16:20: topology part 'rig1:0x4' needs G >= 1 groups of K >= 1 GPUs\n"
+        "<string>:16:20: topology names unknown node 'rig2' (did you mean 'rig0'?)\n"
+        "<string>:16:20: topology part 'rig1:4x4' needs 16 GPUs but node 'rig1' has 8");
+  CHECK(Errors("      - {id: a, workload: pretrain, backend: share, model: m7, dataset: web, steps: 10,\n"
+               "         topology: \"rig0:1x1 rig0:1x1\"}\n") ==
+        "<string>:16:20: topology names node 'rig0' twice");
+  CHECK(Errors("      - {id: a, workload: pretrain, backend: share, model: m7, dataset: web, steps: 10,\n"
+               "         topology: \"rig0:2x4 rig1:2x4\", nodes: 1}\n") ==
+        "<string>:16:48: nodes (1) disagrees with topology 'rig0:2x4 rig1:2x4' (2 nodes)");
+  CHECK(Errors("      - {id: a, workload: pretrain, backend: share, model: m7, dataset: web, steps: 10, topology: \" \"}\n") ==
+        "<string>:15:99: topology is empty (expected NODE:GxK parts, e.g. 'rig0:2x4 rig1:2x4')");
+  CHECK(Errors("      - {id: a, workload: pretrain, backend: fsdp, model: m7, dataset: web, steps: 10, nodes: 3}\n") ==
+        "<string>:15:95: case 'a' needs 3 nodes but the cluster has 2");
+  PlanParseResult r = Good("      - {id: a, workload: pretrain, backend: share, model: m7, dataset: web, steps: 10,\n"
+                           "         topology: \"  rig1:4x2   rig0:1x8 \", network: 1G}\n");
+  const CaseSpec& c = *r.plan->FindCase("a");
+  CHECK(c.topology.ToString() == "rig1:4x2 rig0:1x8");
+  CHECK(c.nodes == 2);
+  CHECK(c.network == "1G");
+}
+
+TEST_CASE("plan: system and command rules") {
+  CHECK(Errors("      - {id: a, workload: pretrain, backend: command, model: m7, steps: 10, command: {argv: [run]}}\n") ==
+        "<string>:15:9: a command case must say which system its command runs (system: fsdp | share | <label>)");
+  CHECK(Errors("      - {id: a, workload: pretrain, backend: command, system: fsdp, model: m7, steps: 10}\n") ==
+        "<string>:15:9: case 'a' needs a command (command: {argv: [...]})");
+  CHECK(Errors("      - {id: a, workload: pretrain, backend: command, system: fsdp, model: m7, steps: 10,\n"
+               "         command: {argv: \"run {steps}\"}}\n") ==
+        "<string>:16:26: expected a list of strings for 'argv' (a single string only with shell: true)");
+  CHECK(Errors("      - {id: a, workload: pretrain, backend: command, system: fsdp, model: m7, steps: 10,\n"
+               "         command: {argv: [sh, -c, x], shell: true, env: {A: \"{modle}\"}, workdir: \"{nope}\"}}\n") ==
+        "<string>:16:26: with shell: true, argv is one string (the shell command line)\n"
+        "<string>:16:61: unknown placeholder '{modle}' in command.env (did you mean '{model}'?)\n"
+        "<string>:16:82: unknown placeholder '{nope}' in command.workdir (known: case_id, repeat, model, "
+        "model_path, dataset, dataset_path, output_dir, steps, epochs, nodes, topology, network, prompt, "
+        "max_new_tokens, plan_dir, plan)");
+  CHECK(Errors("      - {id: a, workload: pretrain, backend: command, system: fsdp, model: m7, steps: 10,\n"
+               "         command: {argv: [run], metrics: [{name: t, regex: \"(\"}, {name: u, regex: \"time\"},\n"
+               "                                           {regex: \"x(1)\"}], step_regex: \"step\"}}\n") ==
+        "<string>:16:60: metric 't' regex does not compile: "
+        "Mismatched '(' and ')' in regular expression\n"
+        "<string>:16:83: metric 'u' regex has no capture group (the first group is the value)\n"
+        "<string>:17:44: a metric needs a name\n"
+        "<string>:17:74: step_regex has no capture group (group 1 is the step, group 2 the loss)");
+  PlanParseResult r = Good(
+      "      - id: a\n"
+      "        workload: inference\n"
+      "        backend: command\n"
+      "        system: share\n"
+      "        model: m7\n"
+      "        topology: rig0:1x8\n"
+      "        inference: {prompt: hi, max_new_tokens: [1]}\n"
+      "        command:\n"
+      "          argv: [python3, infer.py, --max_new_tokens, \"{max_new_tokens}\", --out, \"{output_dir}\"]\n"
+      "          env: {HF_HOME: /models, STEPS: \"{steps}\"}\n"
+      "          workdir: /work\n"
+      "          metrics:\n"
+      "            - {name: total_generation_seconds, regex: \"total ([0-9.]+) s\", unit: s}\n"
+      "          step_regex: \"step (\\\\d+) loss (\\\\S+)\"\n");
+  const CaseSpec& c = *r.plan->FindCase("a");
+  CHECK(c.system == "share");
+  CHECK(c.backend == "command");
+  CHECK(c.nodes == 1);
+  CHECK(c.dataset == "");
+  CHECK(c.command.argv == std::vector<std::string>{"python3", "infer.py", "--max_new_tokens", "{max_new_tokens}",
+                                                   "--out", "{output_dir}"});
+  CHECK_FALSE(c.command.shell);
+  CHECK(c.command.env.at("STEPS") == "{steps}");
+  CHECK(c.command.workdir == "/work");
+  REQUIRE(c.command.metrics.size() == 1);
+  CHECK(c.command.metrics[0].regex == "total ([0-9.]+) s");
+  CHECK(c.command.metrics[0].unit == "s");
+  CHECK(c.command.step_regex == "step (\\d+) loss (\\S+)");
+  PlanParseResult shell = Good("      - {id: a, workload: pretrain, backend: command, system: my-lab, model: m7, steps: 10,\n"
+                               "         command: {argv: \"run --steps {steps} | tee log\", shell: true}}\n");
+  CHECK(shell.plan->FindCase("a")->command.argv == std::vector<std::string>{"run --steps {steps} | tee log"});
+  CHECK(shell.plan->FindCase("a")->command.shell);
+  CHECK(shell.plan->FindCase("a")->system == "my-lab");
+}
+
+TEST_CASE("plan: a native training case needs a dataset; a command case does not") {
+  CHECK(Errors("      - {id: a, workload: pretrain, backend: fsdp, model: m7, steps: 10}\n") ==
+        "<string>:15:9: case 'a' needs a dataset (pretrain with the fsdp backend)");
+  Good("      - {id: a, workload: pretrain, backend: command, system: fsdp, model: m7, steps: 10, command: {argv: [x]}}\n");
+}
+
+TEST_CASE("plan: duplicate case ids and stage names point at the first") {
+  CHECK(Errors(std::string(kPretrain) + "      - {id: b, workload: pretrain, backend: fsdp, model: m7, dataset: web, steps: 10}\n" +
+               kPretrain) ==
+        "<string>:17:14: duplicate case id 'a' (first at line 15)");
+  CHECK(Errors(std::string(kPretrain) + "  - name: s1\n    cases:\n" +
+               "      - {id: b, workload: pretrain, backend: fsdp, model: m7, dataset: web, steps: 10}\n") ==
+        "<string>:16:11: duplicate stage name 's1' (first at line 13)");
+}
+
+TEST_CASE("plan: plan-level fields") {
+  CHECK(ErrorsOf(ParsePlanString("protocol: 2\nname: Llama 70B\nstages: []\n", "p.yaml")) ==
+        "p.yaml:1:11: unsupported plan format version 2 (this program reads version 1)\n"
+        "p.yaml:2:7: plan name 'Llama 70B' may only contain a-z, 0-9, '.', '_' and '-'\n"
+        "p.yaml:3:9: 'stages' is empty (a plan runs at least one stage)");
+  CHECK(ErrorsOf(ParsePlanString("title: x\n", "p.yaml")) ==
+        "p.yaml:1:1: missing 'protocol: 1' (the plan format version)\n"
+        "p.yaml:1:1: missing 'name' (the plan's name, e.g. name: llama70b)\n"
+        "p.yaml:1:1: missing 'stages' (a plan runs at least one stage of cases)");
+  CHECK(ErrorsOf(ParsePlanString("- a\n- b\n", "p.yaml")) == "p.yaml:1:1: a plan is a map at top level, got a sequence");
+  CHECK(ErrorsOf(ParsePlanString(
+            "protocol: 1\nname: t\nmodels:\n  m: {quantization: int3}\n  bad name: {preset: x}\n"
+            "datasets:\n  d: {format: csv}\ncluster:\n  launcher: k8s\n  nodes: [{host: h}, {name: n, gpus: -1}]\n"
+            "  emulate: {bandwidth: fast, delay: 2}\nstages:\n  - cases: []\n",
+            "p.yaml")) ==
+        "p.yaml:4:3: model 'm' needs a preset or a path\n"
+        "p.yaml:4:21: unknown quantization 'int3' (expected one of: none, nf4)\n"
+        "p.yaml:5:3: model name 'bad name' may only contain letters, digits, '.', '_' and '-'\n"
+        "p.yaml:7:3: dataset 'd' needs a path\n"
+        "p.yaml:7:15: unknown dataset format 'csv' (expected one of: text, jsonl, dolly, tokens, parquet)\n"
+        "p.yaml:9:13: unknown launcher 'k8s' (expected one of: local, ssh, slurm)\n"
+        "p.yaml:10:11: a cluster node needs a name\n"
+        "p.yaml:10:38: 'gpus' must be >= 0, got -1\n"
+        "p.yaml:11:24: bad bandwidth 'fast' (tc rate, e.g. 100mbit, 1gbit)\n"
+        "p.yaml:11:37: bad delay '2' (tc time, e.g. 2ms, 500us)\n"
+        "p.yaml:13:5: a stage needs a name (e.g. name: stage1)\n"
+        "p.yaml:13:12: a stage has no cases");
+}
+
+TEST_CASE("plan: an error in an inherited default points at the defaults line, once") {
+  PlanParseResult r = ParsePlanString(
+      "protocol: 1\n"
+      "name: t\n"
+      "models: {m7: {preset: llama2-7b}}\n"
+      "datasets: {web: {format: text, path: /d}}\n"
+      "defaults:\n"
+      "  backend: fsdp\n"
+      "  repeats: many\n"
+      "  training: {seq_len: long}\n"
+      "stages:\n"
+      "  - name: s1\n"
+      "    defaults: {timeout: 5 minutes}\n"
+      "    cases:\n"
+      "      - {id: a, workload: pretrain, model: m7, dataset: web, steps: 10}\n"
+      "      - {id: b, workload: pretrain, model: m7, dataset: web, steps: 10}\n",
+      "p.yaml");
+  CHECK(ErrorsOf(r) ==
+        "p.yaml:7:12: expected an integer for 'repeats', got 'many'\n"
+        "p.yaml:8:23: expected an integer for 'seq_len', got 'long'\n"
+        "p.yaml:11:25: expected a duration for 'timeout' (seconds, or like 90s, 15m, 6h, 1h30m), got '5 minutes'");
+  CHECK(ErrorsOf(ParsePlanString("protocol: 1\nname: t\ndefaults: {id: x, stepz: 1}\nstages: []\n", "p.yaml")) ==
+        "p.yaml:3:12: 'id' belongs to each case, not to defaults\n"
+        "p.yaml:3:19: unknown key 'stepz' (did you mean 'steps'?)\n"
+        "p.yaml:4:9: 'stages' is empty (a plan runs at least one stage)");
+}
+
+TEST_CASE("plan: several errors are all reported, in file order") {
+  PlanParseResult r = ParsePlanString(kHead +
+                                          "      - {id: a, workload: pretrain, backend: fdsp, model: m7, dataset: web, steps: 10}\n"
+                                          "      - {id: b, workload: pretrain, backend: fsdp, model: m7, dataset: web, steps: x}\n"
+                                          "      - {id: a, workload: inference, backend: fsdp, model: m7}\n",
+                                      "<string>");
+  CHECK_FALSE(r.ok());
+  CHECK_FALSE(r.plan.has_value());
+  CHECK(ErrorsOf(r) ==
+        "<string>:15:46: unknown backend 'fdsp' (did you mean 'fsdp'?)\n"
+        "<string>:16:84: expected an integer for 'steps', got 'x'\n"
+        "<string>:17:9: case 'a' needs inference.prompt and inference.max_new_tokens\n"
+        "<string>:17:14: duplicate case id 'a' (first at line 15)");
+  CHECK(r.source_text == kHead +
+                             "      - {id: a, workload: pretrain, backend: fdsp, model: m7, dataset: web, steps: 10}\n"
+                             "      - {id: b, workload: pretrain, backend: fsdp, model: m7, dataset: web, steps: x}\n"
+                             "      - {id: a, workload: inference, backend: fsdp, model: m7}\n");
+  CHECK(RenderDiagnostics({r.errors[0]}, r.source_text) ==
+        "<string>:15:46: unknown backend 'fdsp' (did you mean 'fsdp'?)\n"
+        "        - {id: a, workload: pretrain, backend: fdsp, model: m7, dataset: web, steps: 10}\n"
+        "                                               ^\n");
+}
+
+TEST_CASE("plan: file-level failures are single diagnostics") {
+  CHECK(ErrorsOf(ParsePlanString("", "p.yaml")) == "p.yaml: file is empty");
+  CHECK(ErrorsOf(ParsePlanString("# only\n# comments\n", "p.yaml")) == "p.yaml: file is empty");
+  CHECK(ErrorsOf(ParsePlanString(std::string("protocol: 1\n\0\0", 14), "p.yaml")) ==
+        "p.yaml: file is not text (binary data at byte 12)");
+  CHECK(ErrorsOf(ParsePlanFile("/nonexistent/plan.yaml")) ==
+        "/nonexistent/plan.yaml: cannot read file: No such file or directory");
+  CHECK(ErrorsOf(ParsePlanString("protocol: 1\nname: [t\n", "p.yaml")) ==
+        "p.yaml:3:1: YAML syntax error: end of sequence flow not found");
+  CHECK(ErrorsOf(ParsePlanString("protocol: 1\nname: a\nname: b\n", "p.yaml")) ==
+        "p.yaml:3:1: duplicate key 'name' (first at line 2)");
+}

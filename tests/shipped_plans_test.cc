@@ -1,0 +1,162 @@
+// Every plan shipped in plans/ must validate, and the methodology plans must
+// hold exactly the methodology's cases (docs: /work/shared/methodology.md).
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+
+#include "runner/plan_parser.h"
+#include "runner/text.h"
+
+using namespace protocol;
+
+namespace {
+
+std::string PlanPath(const std::string& name) { return std::string(PROTOCOL_SOURCE_DIR) + "/plans/" + name; }
+
+Plan Load(const std::string& name) {
+  PlanParseResult r = ParsePlanFile(PlanPath(name));
+  std::vector<std::string> errors;
+  for (const auto& e : r.errors) errors.push_back(e.ToString());
+  INFO(Join(errors, "\n"));
+  REQUIRE(r.ok());
+  return *r.plan;
+}
+
+// What a methodology row fixes about a case.
+struct Row {
+  std::string id, model, workload, system;
+  int nodes;
+  std::string topology, network, length, variant;
+};
+
+std::string Describe(const CaseSpec& c) {
+  return fmt::format("{} {} {} {} {} [{}] [{}] [{}] [{}]", c.id, c.model, WorkloadName(c.workload), c.system,
+                     c.nodes, c.topology.ToString(), c.network, c.length ? c.length->ToString() : "", c.variant);
+}
+std::string Describe(const Row& r) {
+  return fmt::format("{} {} {} {} {} [{}] [{}] [{}] [{}]", r.id, r.model, r.workload, r.system, r.nodes, r.topology,
+                     r.network, r.length, r.variant);
+}
+
+const std::vector<Row> k70b = {
+    {"2.1.1.1", "llama2-70b", "pretrain", "fsdp", 1, "", "", "1000 steps", ""},
+    {"2.1.1.2", "llama2-70b", "pretrain", "fsdp", 2, "", "80G", "100 steps", ""},
+    {"2.1.1.3", "llama2-70b", "finetune", "fsdp", 1, "", "", "500 steps", ""},
+    {"2.1.1.4", "llama2-70b", "finetune", "fsdp", 2, "", "80G", "100 steps", ""},
+    {"2.1.1.5", "llama2-70b", "inference", "fsdp", 1, "", "", "", ""},
+    {"2.2.1.1", "llama2-70b", "pretrain", "share", 2, "rig0:2x4 rig1:2x4", "10G", "1000 steps", ""},
+    {"2.2.1.1-1n", "llama2-70b", "pretrain", "share", 1, "rig0:2x4", "", "1000 steps", ""},
+    {"2.2.1.2", "llama2-70b", "finetune", "share", 2, "rig0:2x4 rig1:2x4", "10G", "500 steps", ""},
+    {"2.2.1.2-1n", "llama2-70b", "finetune", "share", 1, "rig0:2x4", "", "500 steps", ""},
+    {"2.2.1.3", "llama2-70b", "inference", "share", 2, "rig0:4x2 rig1:4x2", "10G", "", "multi-inference"},
+    {"2.2.1.3-1n", "llama2-70b", "inference", "share", 1, "rig0:1x8", "", "", "single-stream"},
+};
+
+const std::vector<Row> k7b = {
+    {"2.1.2.1", "llama2-7b", "pretrain", "fsdp", 1, "", "", "1000 steps", ""},
+    {"2.1.2.2", "llama2-7b", "pretrain", "fsdp", 2, "", "80G", "100 steps", ""},
+    {"2.1.2.3", "llama2-7b", "finetune", "fsdp", 1, "", "", "1 epoch", ""},
+    {"2.1.2.4", "llama2-7b", "inference", "fsdp", 1, "", "", "", ""},
+    {"2.2.2.1", "llama2-7b", "pretrain", "share", 2, "rig0:4x2 rig1:4x2", "10G", "2000 steps", ""},
+    {"2.2.2.1-1n", "llama2-7b", "pretrain", "share", 1, "rig0:4x2", "", "2000 steps", ""},
+    {"2.2.2.2", "llama2-7b", "finetune", "share", 2, "rig0:4x2 rig1:4x2", "10G", "1 epoch", ""},
+    {"2.2.2.2-1n", "llama2-7b", "finetune", "share", 1, "rig0:4x2", "", "1 epoch", ""},
+    {"2.2.2.3", "llama2-7b", "inference", "share", 2, "rig0:5x2 rig1:5x2", "10G", "", "multi-inference"},
+    {"2.2.2.3-1n", "llama2-7b", "inference", "share", 1, "rig0:1x8", "", "", "single-stream"},
+};
+
+// Checks the plan's cases against the rows, in order, and what all share.
+void CheckRows(const Plan& plan, const std::vector<Row>& rows) {
+  std::vector<std::string> got, want;
+  for (const auto* c : plan.Cases()) got.push_back(Describe(*c));
+  for (const auto& r : rows) want.push_back(Describe(r));
+  CHECK(Join(got, "\n") == Join(want, "\n"));
+  for (const auto* c : plan.Cases()) {
+    CAPTURE(c->id);
+    CHECK(c->stage == (StartsWith(c->id, "2.1.") ? "stage1" : "stage2"));
+    CHECK_FALSE(c->report_as.has_value());
+    if (c->workload == Workload::kInference) {
+      CHECK(c->inference.prompt == "Can there be life somewhere in the Solar System outside Earth?");
+      REQUIRE(c->inference.max_new_tokens.size() == 31);
+      CHECK(c->inference.max_new_tokens.front() == 100);
+      CHECK(c->inference.max_new_tokens.back() == 400);
+      CHECK(c->inference.TotalTokens() == 7750);
+      CHECK(c->inference.ignore_eos);
+      CHECK(c->dataset == "");
+    } else {
+      CHECK(c->dataset == (c->workload == Workload::kPretrain ? "fineweb-edu" : "dolly"));
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("shipped plans: every plans/*.yaml validates and its resolved text parses back") {
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(std::string(PROTOCOL_SOURCE_DIR) + "/plans"))
+    if (entry.path().extension() == ".yaml") files.push_back(entry.path().filename().string());
+  std::sort(files.begin(), files.end());
+  REQUIRE(files.size() >= 3);
+  for (const auto& name : files) {
+    CAPTURE(name);
+    Plan plan = Load(name);
+    CHECK_FALSE(plan.Cases().empty());
+    PlanParseResult again = ParsePlanString(plan.resolved_text, "resolved-" + name);
+    CHECK(again.ok());
+    if (again.ok()) CHECK(again.plan->resolved_text == plan.resolved_text);
+  }
+}
+
+TEST_CASE("shipped plans: llama70b.yaml holds the methodology's 70B cases") {
+  Plan plan = Load("llama70b.yaml");
+  CheckRows(plan, k70b);
+  CHECK(plan.models.at("llama2-70b").quantization == "nf4");
+  for (const auto* c : plan.Cases()) CHECK(c->backend == c->system);
+}
+
+TEST_CASE("shipped plans: llama7b.yaml holds the methodology's 7B cases") {
+  Plan plan = Load("llama7b.yaml");
+  CheckRows(plan, k7b);
+  CHECK(plan.models.at("llama2-7b").quantization == "");
+  for (const auto* c : plan.Cases()) CHECK(c->backend == c->system);
+}
+
+TEST_CASE("shipped plans: methodology-commands.yaml runs the same cases through the command backend") {
+  Plan plan = Load("methodology-commands.yaml");
+  std::vector<Row> rows;
+  for (const auto& r : k70b)
+    if (StartsWith(r.id, "2.1.")) rows.push_back(r);
+  for (const auto& r : k7b)
+    if (StartsWith(r.id, "2.1.")) rows.push_back(r);
+  for (const auto& r : k70b)
+    if (StartsWith(r.id, "2.2.")) rows.push_back(r);
+  for (const auto& r : k7b)
+    if (StartsWith(r.id, "2.2.")) rows.push_back(r);
+  CheckRows(plan, rows);
+  for (const auto* c : plan.Cases()) {
+    CAPTURE(c->id);
+    CHECK(c->backend == "command");
+    CHECK_FALSE(c->command.shell);
+    REQUIRE(c->command.argv.size() > 20);
+    CHECK(c->command.argv[0] == "docker");
+    std::string argv = Join(c->command.argv, " ");
+    CHECK(argv.find("{output_dir}") != std::string::npos);
+    if (c->workload == Workload::kInference) {
+      CHECK(argv.find("--max_new_tokens {max_new_tokens}") != std::string::npos);
+      CHECK(argv.find("--prompt {prompt}") != std::string::npos);
+      REQUIRE(c->command.metrics.size() == 4);
+      CHECK(c->command.metrics[0].name == "total_generation_seconds");
+    } else {
+      CHECK(argv.find(c->length->unit == Length::Unit::kSteps ? "--max_steps {steps}" : "--num_train_epochs {epochs}") !=
+            std::string::npos);
+      REQUIRE(c->command.metrics.size() == 2);
+      CHECK(c->command.step_regex != "");
+    }
+    if (c->system == "fsdp" && c->workload != Workload::kInference)
+      CHECK(argv.find("accelerate launch --config_file") != std::string::npos);
+    if (c->system == "share") CHECK(argv.find("share-launch --topology {topology}") != std::string::npos);
+  }
+}
