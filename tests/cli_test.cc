@@ -82,7 +82,7 @@ Output Protocol(const std::vector<std::string>& args, const fs::path& cwd) {
   return o;
 }
 
-const char* kSleepPlan = R"(protocol: 1
+const char* kSleepPlan = R"yaml(protocol: 1
 name: sleepy
 title: "three slow command cases"
 models:
@@ -101,7 +101,7 @@ stages:
          command: {argv: [sh, -c, "sleep 4"]}}
       - {id: c3, workload: inference, nodes: 1, inference: {prompt: hi, max_new_tokens: [1]},
          command: {argv: [sh, -c, "exit 0"]}}
-)";
+)yaml";
 
 std::vector<CaseRecord> CasesOf(const fs::path& db, int64_t run) {
   auto store = OpenStore(db.string());
@@ -146,7 +146,7 @@ TEST_CASE("cli: a malformed plan prints located errors and exits 2") {
 
 TEST_CASE("cli: run stores results, a failing case exits 1, report/list/show/export work") {
   TempDir dir;
-  WriteFile(dir.path / "p.yaml", R"(protocol: 1
+  WriteFile(dir.path / "p.yaml", R"yaml(protocol: 1
 name: p
 title: "one ok, one failing"
 models:
@@ -160,7 +160,7 @@ stages:
                    metrics: [{name: tokens_per_second, regex: 'tokens_per_second (\S+)', unit: tokens/s}]}}
       - {id: bad, workload: inference, nodes: 1, inference: {prompt: hi, max_new_tokens: [2]},
          command: {argv: [sh, -c, "echo boom >&2; exit 3"]}}
-)");
+)yaml");
   Output run = Protocol({"run", "p.yaml", "--db", "r.db", "--logs", "logs"}, dir.path);
   INFO(run.err);
   CHECK(run.exit_code == 1);
@@ -242,7 +242,7 @@ TEST_CASE("cli: kill -9 during a run loses no finished case and --resume finishe
 
 TEST_CASE("cli: two runs writing one database at once both succeed and lose nothing") {
   TempDir dir;
-  WriteFile(dir.path / "fast.yaml", R"(protocol: 1
+  WriteFile(dir.path / "fast.yaml", R"yaml(protocol: 1
 name: fast
 title: "many quick cases"
 models:
@@ -257,7 +257,7 @@ stages:
       - {id: a4, workload: inference, nodes: 1, inference: {prompt: hi, max_new_tokens: [1]}, command: {argv: [true]}}
       - {id: a5, workload: inference, nodes: 1, inference: {prompt: hi, max_new_tokens: [1]}, command: {argv: [true]}}
       - {id: a6, workload: inference, nodes: 1, inference: {prompt: hi, max_new_tokens: [1]}, command: {argv: [true]}}
-)");
+)yaml");
   Output first, second;
   std::thread other([&] { second = Protocol({"run", "fast.yaml", "--db", "c.db", "--logs", "l2"}, dir.path); });
   first = Protocol({"run", "fast.yaml", "--db", "c.db", "--logs", "l1"}, dir.path);
@@ -280,13 +280,13 @@ stages:
 
 TEST_CASE("cli: importing methodology-style figures renders baseline/share coefficients") {
   TempDir dir;
-  WriteFile(dir.path / "published.yaml", R"(source: "methodology results table (test fixture)"
+  WriteFile(dir.path / "published.yaml", R"yaml(source: "methodology results table (test fixture)"
 results:
   - {model: llama2-7b, workload: pretrain, steps: 1000, backend: fsdp, nodes: 1, metric: wall_minutes, value: 90}
   - {model: llama2-7b, workload: pretrain, steps: 1000, backend: share, nodes: 1, metric: wall_minutes, value: 30}
   - {model: llama2-7b, workload: pretrain, steps: 1000, backend: fsdp, nodes: 2, network: 80G, metric: wall_minutes, value: 80}
   - {model: llama2-7b, workload: pretrain, steps: 1000, backend: share, nodes: 2, network: 10G, metric: wall_minutes, value: 20}
-)");
+)yaml");
   Output imported = Protocol({"import", "published.yaml", "--db", "i.db"}, dir.path);
   INFO(imported.err);
   REQUIRE(imported.exit_code == 0);

@@ -4,16 +4,6 @@
 
 namespace protocol {
 
-std::string CsvField(const std::string& text) {
-  if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '"') out += '"';
-    out += c;
-  }
-  return out + "\"";
-}
-
 std::string ReportToCsv(const ReportData& data) {
   std::string out = "model,table,row,column,value,unit,marker,provenance,ratio,origin\n";
   for (const auto& m : data.models) {

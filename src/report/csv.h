@@ -12,12 +12,11 @@
 
 #include "report/report_data.h"
 
+
 namespace protocol {
 
 std::string ReportToCsv(const ReportData& data);
 
-// Quotes a field when it holds a comma, quote, CR or LF (quotes doubled).
-std::string CsvField(const std::string& text);
 
 }  // namespace protocol
 

@@ -389,16 +389,6 @@ const ExportFormat kExportFormats[] = {{"json", ExportJson}, {"csv", ExportCsv}}
 
 }  // namespace
 
-std::string CsvField(const std::string& text) {
-  if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '"') out += '"';
-    out += c;
-  }
-  return out + "\"";
-}
-
 Result<std::string> RenderRunList(Store& store, bool json) {
   auto runs = store.ListRuns();
   if (!runs.ok()) return runs.status();

@@ -13,6 +13,7 @@
 #include "runner/status.h"
 #include "runner/store.h"
 
+
 namespace protocol {
 
 // `protocol list`: one line per run, by id, in aligned columns
@@ -49,8 +50,6 @@ Result<std::string> RenderRunDetails(Store& store, int64_t run_id, bool json);
 // or csv)", or "... 'jsn' (did you mean 'json'?)" for a near miss.
 Result<std::string> ExportStore(Store& store, const std::string& format);
 
-// RFC 4180 quoting of one CSV field (exposed for tests and other writers).
-std::string CsvField(const std::string& text);
 
 }  // namespace protocol
 

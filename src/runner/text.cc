@@ -41,6 +41,16 @@ bool EndsWith(std::string_view text, std::string_view suffix) {
   return text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix;
 }
 
+std::string CsvField(const std::string& text) {
+  if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
 int EditDistance(std::string_view a, std::string_view b) {
   // Optimal string alignment: insert, delete, substitute, or swap two
   // adjacent characters, each costs 1 ("fdsp" -> "fsdp" is 1).

@@ -17,6 +17,10 @@ std::string Trim(std::string_view text);
 bool StartsWith(std::string_view text, std::string_view prefix);
 bool EndsWith(std::string_view text, std::string_view suffix);
 
+// One CSV field per RFC 4180: quoted (with "" for \") only when it holds a
+// comma, a quote, CR or LF.
+std::string CsvField(const std::string& text);
+
 // Edit distance with adjacent transpositions (optimal string alignment).
 int EditDistance(std::string_view a, std::string_view b);
 // The candidate closest to `word` when it is close enough to be a plausible
