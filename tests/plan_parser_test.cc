@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 
+#include <cstdio>
 #include <numeric>
 
 #include "runner/plan_parser.h"
@@ -573,4 +574,28 @@ TEST_CASE("plan: file-level failures are single diagnostics") {
         "p.yaml:3:1: YAML syntax error: end of sequence flow not found");
   CHECK(ErrorsOf(ParsePlanString("protocol: 1\nname: a\nname: b\n", "p.yaml")) ==
         "p.yaml:3:1: duplicate key 'name' (first at line 2)");
+}
+
+TEST_CASE("plan: the example in docs/plan-format.md is a valid plan") {
+  std::string doc_path = std::string(PROTOCOL_SOURCE_DIR) + "/docs/plan-format.md";
+  std::string doc;
+  {
+    std::FILE* f = std::fopen(doc_path.c_str(), "rb");
+    REQUIRE(f != nullptr);
+    char buffer[4096];
+    size_t n;
+    while ((n = std::fread(buffer, 1, sizeof buffer, f)) > 0) doc.append(buffer, n);
+    std::fclose(f);
+  }
+  size_t start = doc.find("```yaml\n");
+  REQUIRE(start != std::string::npos);
+  start += 8;
+  size_t end = doc.find("```", start);
+  REQUIRE(end != std::string::npos);
+  PlanParseResult r = ParsePlanString(doc.substr(start, end - start), "docs/plan-format.md");
+  INFO(ErrorsOf(r));
+  REQUIRE(r.ok());
+  CHECK(r.plan->Cases().size() == 5);
+  CHECK(r.plan->FindCase("2.1.1.5")->inference.TotalTokens() == 7750);
+  CHECK(r.plan->FindCase("2.2.1.1")->network == "10G");
 }
