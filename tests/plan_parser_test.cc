@@ -599,3 +599,42 @@ TEST_CASE("plan: the example in docs/plan-format.md is a valid plan") {
   CHECK(r.plan->FindCase("2.1.1.5")->inference.TotalTokens() == 7750);
   CHECK(r.plan->FindCase("2.2.1.1")->network == "10G");
 }
+
+TEST_CASE("plan: mutated plans never throw, and the valid ones resolve to a stable text") {
+  std::string seed;
+  {
+    std::FILE* f = std::fopen(kExample.c_str(), "rb");
+    REQUIRE(f != nullptr);
+    char buffer[4096];
+    size_t n;
+    while ((n = std::fread(buffer, 1, sizeof buffer, f)) > 0) seed.append(buffer, n);
+    std::fclose(f);
+  }
+  // A fixed linear congruential sequence keeps the test deterministic.
+  uint64_t state = 42;
+  auto next = [&state]() {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<size_t>(state >> 33);
+  };
+  const std::string alphabet = " \n:-{}[],\"'#&*!|>0123456789abcxyz.\t~?%@`";
+  int valid = 0;
+  for (int it = 0; it < 300; ++it) {
+    std::string s = seed;
+    for (size_t e = 0, edits = 1 + next() % 4; e < edits; ++e) {
+      size_t pos = next() % (s.size() + 1);
+      switch (next() % 3) {
+        case 0: if (pos < s.size()) s.erase(pos, 1 + next() % 10); break;
+        case 1: s.insert(pos, 1, alphabet[next() % alphabet.size()]); break;
+        default: if (pos < s.size()) s[pos] = alphabet[next() % alphabet.size()];
+      }
+    }
+    PlanParseResult r = ParsePlanString(s, "mutant.yaml");
+    CHECK(r.errors.empty() == r.plan.has_value());
+    if (!r.ok()) continue;
+    ++valid;
+    PlanParseResult again = ParsePlanString(r.plan->resolved_text, "resolved.yaml");
+    REQUIRE(again.ok());
+    CHECK(again.plan->resolved_text == r.plan->resolved_text);
+  }
+  CHECK(valid > 0);
+}
