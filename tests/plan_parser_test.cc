@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 
+#include <cstdio>
 #include <numeric>
 
 #include "runner/plan_parser.h"
@@ -573,4 +574,67 @@ TEST_CASE("plan: file-level failures are single diagnostics") {
         "p.yaml:3:1: YAML syntax error: end of sequence flow not found");
   CHECK(ErrorsOf(ParsePlanString("protocol: 1\nname: a\nname: b\n", "p.yaml")) ==
         "p.yaml:3:1: duplicate key 'name' (first at line 2)");
+}
+
+TEST_CASE("plan: the example in docs/plan-format.md is a valid plan") {
+  std::string doc_path = std::string(PROTOCOL_SOURCE_DIR) + "/docs/plan-format.md";
+  std::string doc;
+  {
+    std::FILE* f = std::fopen(doc_path.c_str(), "rb");
+    REQUIRE(f != nullptr);
+    char buffer[4096];
+    size_t n;
+    while ((n = std::fread(buffer, 1, sizeof buffer, f)) > 0) doc.append(buffer, n);
+    std::fclose(f);
+  }
+  size_t start = doc.find("```yaml\n");
+  REQUIRE(start != std::string::npos);
+  start += 8;
+  size_t end = doc.find("```", start);
+  REQUIRE(end != std::string::npos);
+  PlanParseResult r = ParsePlanString(doc.substr(start, end - start), "docs/plan-format.md");
+  INFO(ErrorsOf(r));
+  REQUIRE(r.ok());
+  CHECK(r.plan->Cases().size() == 5);
+  CHECK(r.plan->FindCase("2.1.1.5")->inference.TotalTokens() == 7750);
+  CHECK(r.plan->FindCase("2.2.1.1")->network == "10G");
+}
+
+TEST_CASE("plan: mutated plans never throw, and the valid ones resolve to a stable text") {
+  std::string seed;
+  {
+    std::FILE* f = std::fopen(kExample.c_str(), "rb");
+    REQUIRE(f != nullptr);
+    char buffer[4096];
+    size_t n;
+    while ((n = std::fread(buffer, 1, sizeof buffer, f)) > 0) seed.append(buffer, n);
+    std::fclose(f);
+  }
+  // A fixed linear congruential sequence keeps the test deterministic.
+  uint64_t state = 42;
+  auto next = [&state]() {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<size_t>(state >> 33);
+  };
+  const std::string alphabet = " \n:-{}[],\"'#&*!|>0123456789abcxyz.\t~?%@`";
+  int valid = 0;
+  for (int it = 0; it < 300; ++it) {
+    std::string s = seed;
+    for (size_t e = 0, edits = 1 + next() % 4; e < edits; ++e) {
+      size_t pos = next() % (s.size() + 1);
+      switch (next() % 3) {
+        case 0: if (pos < s.size()) s.erase(pos, 1 + next() % 10); break;
+        case 1: s.insert(pos, 1, alphabet[next() % alphabet.size()]); break;
+        default: if (pos < s.size()) s[pos] = alphabet[next() % alphabet.size()];
+      }
+    }
+    PlanParseResult r = ParsePlanString(s, "mutant.yaml");
+    CHECK(r.errors.empty() == r.plan.has_value());
+    if (!r.ok()) continue;
+    ++valid;
+    PlanParseResult again = ParsePlanString(r.plan->resolved_text, "resolved.yaml");
+    REQUIRE(again.ok());
+    CHECK(again.plan->resolved_text == r.plan->resolved_text);
+  }
+  CHECK(valid > 0);
 }

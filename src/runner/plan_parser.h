@@ -20,7 +20,10 @@ struct PlanParseOptions {
   // inheritance is resolved. Path syntax: dot-separated map keys; a sequence
   // element is chosen by `[N]` (0-based index) or `[name]` matching its `name:`
   // or `id:` field, e.g. `stages[stage1].cases[2.1.1.1].timeout=60`,
-  // `defaults.training.batch_size=4`. The value is parsed as YAML.
+  // `defaults.training.batch_size=4`. The value is parsed as YAML ("" = null).
+  // Missing map keys along the path are created. Problems with an override,
+  // and errors in the values it set, are located at the override itself:
+  // "--set stages[stage9].timeout=5: no stage named 'stage9'".
   std::vector<std::string> overrides;
 };
 
