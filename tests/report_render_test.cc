@@ -10,6 +10,7 @@
 
 #include "report/collect.h"
 #include "report/csv.h"
+#include "runner/text.h"
 #include "report/svg.h"
 #include "report/render.h"
 #include "report/report.h"

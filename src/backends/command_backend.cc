@@ -108,20 +108,13 @@ PlaceholderValues Values(const BackendContext& context) {
   }
   std::vector<std::string> tokens;
   for (int n : spec.inference.max_new_tokens) tokens.push_back(std::to_string(n));
-  // Absolute, so that it still points at the plan when `workdir` moves the command.
-  std::error_code ec;
-  std::filesystem::path plan_dir =
-      std::filesystem::absolute(std::filesystem::path(plan.file).parent_path(), ec);
-  if (ec) plan_dir = std::filesystem::path(plan.file).parent_path();
-  std::string plan_dir_text = plan_dir.lexically_normal().string();
-  if (plan_dir_text.size() > 1 && plan_dir_text.back() == '/') plan_dir_text.pop_back();
   return {
       {"case_id", spec.id},
       {"repeat", std::to_string(context.repeat)},
       {"model", spec.model},
-      {"model_path", model != plan.models.end() ? model->second.path : ""},
+      {"model_path", model != plan.models.end() ? plan.ResolvePath(model->second.path) : ""},
       {"dataset", spec.dataset},
-      {"dataset_path", dataset != plan.datasets.end() ? dataset->second.path : ""},
+      {"dataset_path", dataset != plan.datasets.end() ? plan.ResolvePath(dataset->second.path) : ""},
       {"output_dir", context.output_dir},
       {"steps", steps},
       {"epochs", epochs},
@@ -130,7 +123,7 @@ PlaceholderValues Values(const BackendContext& context) {
       {"network", spec.network},
       {"prompt", spec.inference.prompt},
       {"max_new_tokens", Join(tokens, ",")},
-      {"plan_dir", plan_dir_text},
+      {"plan_dir", plan.Directory()}  // absolute: survives a `workdir`,
   };
 }
 

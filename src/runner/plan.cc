@@ -1,5 +1,6 @@
 #include "runner/plan.h"
 
+#include <filesystem>
 #include <set>
 
 #include "runner/text.h"
@@ -69,6 +70,20 @@ const CaseSpec* Plan::FindCase(const std::string& id) const {
   for (const auto* c : Cases())
     if (c->id == id) return c;
   return nullptr;
+}
+
+std::string Plan::Directory() const {
+  std::error_code ec;
+  std::filesystem::path dir = std::filesystem::absolute(std::filesystem::path(file).parent_path(), ec);
+  if (ec) dir = std::filesystem::path(file).parent_path();
+  std::string text = dir.lexically_normal().string();
+  if (text.size() > 1 && text.back() == '/') text.pop_back();
+  return text;
+}
+
+std::string Plan::ResolvePath(const std::string& path) const {
+  if (path.empty() || std::filesystem::path(path).is_absolute()) return path;
+  return (std::filesystem::path(Directory()) / path).lexically_normal().string();
 }
 
 }  // namespace protocol

@@ -182,6 +182,14 @@ struct Plan {
   // All cases in execution order (stage order, then case order).
   std::vector<const CaseSpec*> Cases() const;
   const CaseSpec* FindCase(const std::string& id) const;
+
+  // The plan file's directory, absolute and normalised ("/repo/plans").
+  std::string Directory() const;
+  // Input paths (models[].path, datasets[].path) are relative to the plan's
+  // directory, so a plan works from any working directory; absolute paths and
+  // "" are returned unchanged. (Outputs — output_dir, --db, --logs — are
+  // relative to the working directory.)
+  std::string ResolvePath(const std::string& path) const;
 };
 
 }  // namespace protocol

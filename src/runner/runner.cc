@@ -97,11 +97,15 @@ struct WorkItem {
   int repeat;  // 0-based
 };
 
-// "results/logs/run-7/2.1.1.1.log", "results/logs/run-7/2.1.1.1.r1.log".
+// "<abs>/results/logs/run-7/2.1.1.1.log", "<abs>/results/logs/run-7/2.1.1.1.r1.log".
 std::string LogPath(const std::string& logs_dir, int64_t run_id, const std::string& case_id,
                     int repeat) {
   std::string file = repeat > 0 ? fmt::format("{}.r{}.log", case_id, repeat) : case_id + ".log";
-  return (std::filesystem::path(logs_dir) / fmt::format("run-{}", run_id) / file).string();
+  // Absolute, so the stored path still leads to the log from another directory.
+  std::error_code ec;
+  auto dir = std::filesystem::absolute(logs_dir, ec);
+  if (ec) dir = logs_dir;
+  return (dir.lexically_normal() / fmt::format("run-{}", run_id) / file).string();
 }
 
 // "1000 steps", "100 steps, reported as 1000 steps", "31 requests, 7750 tokens".
