@@ -242,6 +242,48 @@ TEST_CASE("cli: kill -9 during a run loses no finished case and --resume finishe
   CHECK(interrupted == 1);  // the c2 attempt the kill cut short, kept as data
 }
 
+TEST_CASE("cli: Ctrl-C stops the running case's process group, stores it interrupted, exits 1") {
+  TempDir dir;
+  WriteFile(dir.path / "sleepy.yaml", kSleepPlan);
+  fs::path db = dir.path / "i.db";
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    if (chdir(dir.path.c_str()) != 0) _exit(99);
+    int null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    dup2(null, 2);
+    execl(PROTOCOL_BINARY, PROTOCOL_BINARY, "run", "sleepy.yaml", "--db", "i.db", (char*)nullptr);
+    _exit(127);
+  }
+  bool running = false;
+  for (int i = 0; i < 200 && !running; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (!fs::exists(db)) continue;
+    auto store = OpenStore(db.string());
+    if (!store.ok()) continue;
+    auto cases = (*store)->CasesOfRun(1);
+    running = cases.ok() && cases->size() == 2 && (*cases)[1].status == CaseStatus::kRunning;
+  }
+  REQUIRE(running);
+  auto signalled = std::chrono::steady_clock::now();
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - signalled).count();
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 1);
+  CHECK(seconds < 3.5);  // did not wait for the case's `sleep 4`
+  auto cases = CasesOf(db, 1);
+  REQUIRE(cases.size() == 2);  // c3 never started
+  CHECK(cases[1].status == CaseStatus::kInterrupted);
+  auto store = OpenStore(db.string());
+  REQUIRE(store.ok());
+  auto run = (*store)->GetRun(1);
+  REQUIRE(run.ok());
+  CHECK(run->status == "interrupted");
+}
+
 TEST_CASE("cli: two runs writing one database at once both succeed and lose nothing") {
   TempDir dir;
   WriteFile(dir.path / "fast.yaml", R"yaml(protocol: 1

@@ -24,11 +24,20 @@ const char* const kNoSolution = "no solution";
 
 // ---- formats ---------------------------------------------------------------
 
-std::string FormatSeconds(double s) { return fmt::format("{:.1f}", s); }
-std::string FormatSecondsPerToken(double s) { return fmt::format("{:.4f}", s); }
+// `decimals` decimals, widened so a value below 1 keeps 3 significant digits
+// (0.0123 min, not 0.0): a small figure is still a measured figure.
+std::string FormatFigure(double v, int decimals) {
+  if (v != 0 && std::fabs(v) < 1) {
+    int significant = 2 - static_cast<int>(std::floor(std::log10(std::fabs(v))));
+    decimals = std::max(decimals, std::min(significant, 12));
+  }
+  return fmt::format("{:.{}f}", v, decimals);
+}
+std::string FormatSeconds(double s) { return FormatFigure(s, 1); }
+std::string FormatSecondsPerToken(double s) { return FormatFigure(s, 4); }
 std::string FormatTokensPerSecond(double t) { return fmt::format("{:.2f}", t); }
 std::string FormatLoss(double v) { return fmt::format("{:.4f}", v); }
-std::string FormatGiB(double bytes) { return fmt::format("{:.2f}", bytes / (1024.0 * 1024.0 * 1024.0)); }
+std::string FormatGiB(double bytes) { return FormatFigure(bytes / (1024.0 * 1024.0 * 1024.0), 2); }
 std::string FormatOne(double v) { return fmt::format("{:.1f}", v); }
 std::string FormatTwo(double v) { return fmt::format("{:.2f}", v); }
 std::string FormatMfu(double v) { return fmt::format("{:.1f}", v * 100); }
@@ -778,7 +787,7 @@ class ModelBuilder {
 
 }  // namespace
 
-std::string FormatMinutes(double minutes) { return fmt::format("{:.1f}", minutes); }
+std::string FormatMinutes(double minutes) { return FormatFigure(minutes, 1); }
 // Half-way cases round away from zero, like FormatPercent (3.125 → "3.13", 313 %).
 std::string FormatRatio(double ratio) { return fmt::format("{:.2f}", std::round(ratio * 100) / 100); }
 std::string FormatPercent(double ratio) { return fmt::format("{}", std::llround(ratio * 100)); }
