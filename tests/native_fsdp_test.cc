@@ -9,7 +9,9 @@
 #include <fstream>
 
 #include "backends/native/fsdp_backend.h"
+#include "backends/native/data.h"
 #include "backends/native/model_config.h"
+#include "backends/native/tokenizer.h"
 #include "runner/text.h"
 
 namespace protocol {
@@ -259,6 +261,26 @@ TEST_CASE("native fsdp: Check names what a case lacks") {
   CHECK(problems[0] == ": case c.1: unknown model preset 'llama2-8b' (known: llama2-7b, llama2-13b, llama2-70b, tiny, small-100m)");
   CHECK(problems[1] == ": case c.1: a training workload needs a dataset");
   CHECK(problems[2] == ": case c.1: a training workload needs a length");
+}
+
+}  // namespace protocol
+
+namespace protocol {
+
+TEST_CASE("native quickstart: the shipped data, tokenizer and tiny preset fit together") {
+  const std::string dir = std::string(PROTOCOL_SOURCE_DIR) + "/data/quickstart";
+  auto tok = native::LoadSentencePieceTokenizer(dir + "/tokenizer.model");
+  REQUIRE(tok.ok());
+  CHECK((*tok)->vocab_size() == 512);
+  CHECK((*tok)->vocab_size() <= native::PresetConfig("tiny")->vocab_size);
+  auto dolly = native::data_read_dolly(dir + "/dolly.jsonl");
+  REQUIRE(dolly.ok());
+  CHECK(dolly->size() == 30);
+  auto corpus = native::data_load(dir + "/corpus.txt", "text", **tok);
+  REQUIRE(corpus.ok());
+  CHECK(corpus->at(0).tokens.size() > 2000);
+  const std::string q = "Can there be life somewhere in the Solar System outside Earth?";
+  CHECK((*tok)->Decode((*tok)->Encode(q)) == q);
 }
 
 }  // namespace protocol
