@@ -219,7 +219,8 @@ TEST_CASE("native tokenizer: ids equal spm_encode's for BPE and unigram models")
       "Can there be life somewhere in the Solar System outside Earth?",
       "  life   on Europa, maybe!  ",
       "Zebras x-ray quartz",  // 'Z' and '-' are rare; 'é' below is unseen
-      "caf\xc3\xa9 over the dog"};
+      "caf\xc3\xa9 over the dog",
+      "The  quick\tbrown   fox jumps over the lazy dog; Europa  Enceladus Earth"};
   for (const std::string& extra : {std::string("--model_type=bpe --normalization_rule_name=identity --byte_fallback=true"),
                                    std::string("--model_type=bpe"), std::string("--model_type=unigram")}) {
     CAPTURE(extra);

@@ -104,6 +104,7 @@ class SentencePieceTokenizer : public Tokenizer {
   int unk = 0, bos = -1, eos = -1;
   float min_score = 0;
   size_t max_piece_bytes = 1;
+  mutable std::unordered_map<std::string, std::vector<int>> cache_;  // word -> ids (not thread-safe)
 
   void Index() {
     for (size_t i = 0; i < pieces.size(); ++i) {
@@ -122,6 +123,9 @@ class SentencePieceTokenizer : public Tokenizer {
   // Whitespace handling of the normalizer, then " " -> "▁" and the dummy prefix.
   std::string Normalize(const std::string& text) const {
     std::string s = text;
+    if (normalizer_name != "identity")  // nmt_nfkc maps ASCII whitespace controls to a space
+      for (char& ch : s)
+        if (ch == '\t' || ch == '\n' || ch == '\r' || ch == '\v' || ch == '\f') ch = ' ';
     if (remove_extra_whitespaces) {
       std::string out;
       bool space = true;  // drops leading spaces
@@ -239,10 +243,28 @@ class SentencePieceTokenizer : public Tokenizer {
     return out;
   }
 
+  // Pieces never span the start of a new word (a "▁" that follows a non-"▁"
+  // character; SentencePiece trains with split_by_whitespace), so each such word
+  // is encoded on its own — linear in the text — and remembered.
   std::vector<int> Encode(const std::string& text) const override {
     const std::string s = Normalize(text);
-    if (s.empty()) return {};
-    return model_type == kBpe ? EncodeBpe(s) : EncodeUnigram(s);
+    std::vector<int> out;
+    auto space_at = [&](size_t at) { return s.compare(at, kSpace.size(), kSpace) == 0; };
+    size_t start = 0;
+    for (size_t i = 1; i <= s.size(); ++i) {
+      const bool boundary =
+          i == s.size() || (i >= kSpace.size() && space_at(i) && !space_at(i - kSpace.size()));
+      if (!boundary) continue;
+      const std::string word = s.substr(start, i - start);
+      auto cached = cache_.find(word);
+      if (cached == cache_.end()) {
+        if (cache_.size() > 200000) cache_.clear();  // bound memory on huge corpora
+        cached = cache_.emplace(word, model_type == kBpe ? EncodeBpe(word) : EncodeUnigram(word)).first;
+      }
+      out.insert(out.end(), cached->second.begin(), cached->second.end());
+      start = i;
+    }
+    return out;
   }
 
   std::string Decode(const std::vector<int>& id_list) const override {

@@ -13,8 +13,8 @@
 // tests check its ids against the spm_encode program token for token.
 //
 // Normalisation: "identity" (Llama-2's rule) is exact. For other rules
-// (nmt_nfkc, the spm_train default) only whitespace handling is applied, no
-// NFKC: exact for ASCII text.
+// (nmt_nfkc, the spm_train default) only whitespace handling is applied (tabs
+// and newlines become spaces, runs collapse), no NFKC: exact for ASCII text.
 
 #include <memory>
 #include <string>
