@@ -1,0 +1,392 @@
+#include "backends/native/fsdp_backend.h"
+
+#include <ATen/Parallel.h>
+#include <sys/resource.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "backends/native/data.h"
+#include "backends/native/generate.h"
+#include "backends/native/model.h"
+#include "backends/native/model_config.h"
+#include "backends/native/safetensors.h"
+#include "backends/native/tokenizer.h"
+#include "backends/native/torch_compat.h"
+#include "backends/native/train.h"
+#include "runner/text.h"
+
+namespace protocol {
+namespace {
+namespace fs = std::filesystem;
+using namespace native;  // NOLINT: this file is the native backend
+
+constexpr double kEvalFraction = 0.05;  // share of packed sequences held out for eval_loss
+
+// Dense bf16 peak TFLOP/s per device (vendor datasheets), for MFU on CUDA.
+// A device not listed gets tflops but no mfu: never a guessed peak.
+struct DevicePeak {
+  const char* name_contains;
+  double bf16_tflops;
+};
+const DevicePeak kDevicePeaks[] = {
+    {"H100 SXM", 989.0}, {"H100 80GB HBM3", 989.0}, {"H200", 989.0},
+    {"H100 PCIe", 756.0}, {"H100 NVL", 835.0},     {"A100", 312.0},
+    {"L40S", 362.0},      {"A10G", 70.0},
+};
+
+std::optional<double> PeakTflops(const std::string& device_name) {
+  for (const auto& row : kDevicePeaks)
+    if (device_name.find(row.name_contains) != std::string::npos) return row.bf16_tflops;
+  return std::nullopt;
+}
+
+int64_t PeakHostRssBytes() {
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux: kilobytes
+}
+
+// Appends lines to the case log.
+class CaseLog {
+ public:
+  explicit CaseLog(const std::string& path) {
+    if (!path.empty()) out_.open(path, std::ios::app);
+  }
+  template <typename... Args>
+  void Line(fmt::format_string<Args...> f, Args&&... args) {
+    if (out_) out_ << fmt::format(f, std::forward<Args>(args)...) << '\n' << std::flush;
+  }
+
+ private:
+  std::ofstream out_;
+};
+
+Measurement Measure(const char* name, double value, const char* unit, std::string method = "") {
+  Measurement m;
+  m.name = name;
+  m.value = value;
+  m.unit = unit;
+  m.method = std::move(method);
+  return m;
+}
+
+BackendOutcome Fail(CaseStatus status, std::string reason) {
+  BackendOutcome out;
+  out.status = status;
+  out.reason = std::move(reason);
+  return out;
+}
+
+// Everything a case needs, resolved from the plan.
+struct Setup {
+  ModelConfig config;
+  std::string config_source;  // "config.json in <path>" | "preset <name>"
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::string tokenizer_path;
+  at::Device device = at::kCPU;
+  at::ScalarType dtype = at::kFloat;
+};
+
+Result<Setup> Resolve(const Plan& plan, const CaseSpec& spec) {
+  auto model_it = plan.models.find(spec.model);
+  if (model_it == plan.models.end()) return Status::InvalidArgument(fmt::format("unknown model '{}'", spec.model));
+  const ModelSpec& ms = model_it->second;
+  Setup s;
+  std::error_code ec;
+  if (!ms.path.empty() && fs::is_regular_file(fs::path(ms.path) / "config.json", ec)) {
+    auto c = ReadHfConfig(ms.path);
+    if (!c.ok()) return c.status();
+    s.config = *c;
+    s.config_source = "config.json in " + ms.path;
+  } else if (!ms.preset.empty()) {
+    auto c = PresetConfig(ms.preset);
+    if (!c.ok()) return c.status();
+    s.config = *c;
+    s.config_source = "preset " + ms.preset;
+  } else {
+    return Status::InvalidArgument(fmt::format(
+        "model '{}' has neither a preset nor a config.json in its path '{}'", ms.name, ms.path));
+  }
+  if (ms.path.empty())
+    return Status::InvalidArgument(fmt::format(
+        "model '{}' has no path: the native backend needs <path>/tokenizer.model to turn text into tokens", ms.name));
+  s.tokenizer_path = (fs::path(ms.path) / "tokenizer.model").string();
+  auto tok = LoadSentencePieceTokenizer(s.tokenizer_path);
+  if (!tok.ok()) return tok.status();
+  s.tokenizer = std::move(*tok);
+  if (s.tokenizer->vocab_size() > s.config.vocab_size)
+    return Status::InvalidArgument(fmt::format("{}: {} tokens, more than the model's vocab_size {}", s.tokenizer_path,
+                                               s.tokenizer->vocab_size(), s.config.vocab_size));
+  const std::string& device = spec.training.device;
+  if (device == "cuda" && !compat::CudaAvailable())
+    return Status::InvalidArgument("device 'cuda' was asked for but this build/machine has no CUDA device");
+  if (device == "cuda" || (device == "auto" && compat::CudaAvailable())) {
+    s.device = at::Device(at::kCUDA, 0);
+    s.dtype = at::kBFloat16;
+  }
+  return s;
+}
+
+class NativeFsdpBackend : public Backend {
+ public:
+  std::vector<std::string> Check(const Plan& plan, const CaseSpec& spec) const override {
+    std::vector<std::string> problems;
+    const std::string where = spec.where.ToString() + ": case " + spec.id + ": ";
+    auto model_it = plan.models.find(spec.model);
+    if (model_it == plan.models.end()) {
+      problems.push_back(where + "unknown model '" + spec.model + "'");
+    } else {
+      const ModelSpec& ms = model_it->second;
+      if (ms.preset.empty() && ms.path.empty())
+        problems.push_back(where + "model '" + ms.name + "' needs a preset or a path for the fsdp backend");
+      if (!ms.preset.empty() && !PresetConfig(ms.preset).ok() && ms.path.empty())
+        problems.push_back(where + PresetConfig(ms.preset).status().message());
+    }
+    if (spec.workload != Workload::kInference) {
+      auto ds = plan.datasets.find(spec.dataset);
+      if (spec.dataset.empty() || ds == plan.datasets.end()) {
+        problems.push_back(where + "a training workload needs a dataset");
+      } else if (ds->second.format != "text" && ds->second.format != "jsonl" && ds->second.format != "dolly") {
+        problems.push_back(where + "dataset '" + ds->first + "' has format '" + ds->second.format +
+                           "', which the fsdp backend cannot read (text, jsonl, dolly)");
+      }
+      if (!spec.length || spec.length->count <= 0) problems.push_back(where + "a training workload needs a length");
+      if (spec.training.batch_size <= 0 || spec.training.seq_len <= 0 || spec.training.grad_accum <= 0 ||
+          spec.training.batch_size % spec.training.grad_accum != 0)
+        problems.push_back(where + "training needs batch_size, seq_len, grad_accum > 0 and batch_size divisible by grad_accum");
+    } else if (spec.inference.max_new_tokens.empty()) {
+      problems.push_back(where + "an inference workload needs max_new_tokens values");
+    }
+    return problems;
+  }
+
+  BackendOutcome Run(BackendContext& ctx) override {
+    try {
+      return RunCase(ctx);
+    } catch (const std::exception& e) {  // libtorch errors (out of memory, shape bugs) are data too
+      return Fail(CaseStatus::kFailed, std::string("libtorch error: ") + e.what());
+    }
+  }
+
+ private:
+  BackendOutcome RunCase(BackendContext& ctx) {
+    const CaseSpec& spec = ctx.spec;
+    if (spec.nodes > 1 || !spec.topology.empty())
+      return Fail(CaseStatus::kFailed,
+                  "distributed execution is not built yet (issue 4); this build runs the fsdp backend on one process only");
+    auto model_it = ctx.plan.models.find(spec.model);
+    if (model_it != ctx.plan.models.end() && !model_it->second.quantization.empty())
+      return Fail(CaseStatus::kFailed, fmt::format("quantization '{}' is not built yet in the native backend; nothing was run",
+                                                   model_it->second.quantization));
+    CaseLog log(ctx.log_path);
+    auto setup = Resolve(ctx.plan, spec);
+    if (!setup.ok()) {
+      log.Line("fsdp: cannot start: {}", setup.status().message());
+      return Fail(CaseStatus::kFailed, setup.status().message());
+    }
+    // Threads: OMP_NUM_THREADS when set, else every hardware thread.
+    if (setup->device.is_cpu() && std::getenv("OMP_NUM_THREADS") == nullptr)
+      at::set_num_threads(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+    log.Line("fsdp: case {} ({}), one process, device {}, dtype {}, {} threads, libtorch {}", spec.id,
+             WorkloadName(spec.workload), setup->device.str(), std::string(c10::toString(setup->dtype)),
+             at::get_num_threads(), compat::TorchVersion());
+    log.Line("fsdp: model from {}: dim {} layers {} heads {} kv_heads {} ffn {} vocab {} ({} parameters)",
+             setup->config_source, setup->config.dim, setup->config.n_layers, setup->config.n_heads,
+             setup->config.n_kv_heads, setup->config.hidden_dim, setup->config.vocab_size,
+             setup->config.ParameterCount());
+    if (setup->device.is_cuda()) compat::CudaResetPeakMemory();
+
+    // Weights: pretraining starts blank; the others load the path's weights when present.
+    const ModelSpec& ms = model_it->second;
+    Model model = model_create(setup->config, at::TensorOptions().dtype(setup->dtype).device(setup->device));
+    std::string weights_note;
+    if (spec.workload != Workload::kPretrain && !ms.path.empty() && model_dir_has_weights(ms.path)) {
+      Status s = model_load_weights(model, ms.path);
+      if (!s.ok()) return Fail(CaseStatus::kFailed, s.message());
+      log.Line("fsdp: weights loaded from {}", ms.path);
+    } else {
+      model_init_random(model, static_cast<uint64_t>(spec.training.seed));
+      if (spec.workload != Workload::kPretrain)
+        weights_note = fmt::format("weights: seeded random initialisation (seed {}); model '{}' has no weights in its path",
+                                   spec.training.seed, ms.name);
+      log.Line("fsdp: weights: seeded random initialisation (seed {})", spec.training.seed);
+    }
+
+    BackendOutcome out = spec.workload == Workload::kInference ? RunInference(ctx, *setup, model, log)
+                                                               : RunTraining(ctx, *setup, model, log);
+    if (!weights_note.empty())
+      for (Measurement& m : out.measurements) m.method = m.method.empty() ? weights_note : m.method + "; " + weights_note;
+    if (out.status == CaseStatus::kOk || !out.measurements.empty()) {
+      out.measurements.push_back(Measure(metric::kPeakHostRss, static_cast<double>(PeakHostRssBytes()), "bytes",
+                                         "getrusage ru_maxrss of the runner process (peak since it started)"));
+      if (auto peak = compat::CudaPeakMemoryBytes())
+        out.measurements.push_back(Measure(metric::kPeakDeviceMemory, static_cast<double>(*peak), "bytes",
+                                           "CUDA caching allocator peak allocated bytes during the case"));
+    }
+    log.Line("fsdp: {}{}", out.status == CaseStatus::kOk ? "done" : "ended", out.reason.empty() ? "" : ": " + out.reason);
+    return out;
+  }
+
+  // Returns the reason to stop between steps, if any.
+  static std::optional<BackendOutcome> ShouldStop(BackendContext& ctx, double start, const std::string& where) {
+    if (ctx.stop.requested()) return Fail(CaseStatus::kInterrupted, "stopped by request " + where);
+    if (ctx.spec.timeout_seconds > 0 && ctx.clock.NowSeconds() - start > ctx.spec.timeout_seconds)
+      return Fail(CaseStatus::kTimeout,
+                  fmt::format("exceeded the case's timeout of {} s {}", ctx.spec.timeout_seconds, where));
+    return std::nullopt;
+  }
+
+  BackendOutcome RunTraining(BackendContext& ctx, Setup& setup, Model& model, CaseLog& log) {
+    const CaseSpec& spec = ctx.spec;
+    const double start = ctx.clock.NowSeconds();
+    const TrainingSettings& ts = spec.training;
+    // ---- data -------------------------------------------------------------
+    const DatasetSpec& ds = ctx.plan.datasets.at(spec.dataset);
+    auto docs = data_load(ds.path, ds.format, *setup.tokenizer);
+    if (!docs.ok()) return Fail(CaseStatus::kFailed, docs.status().message());
+    const int pad = setup.tokenizer->eos_id() >= 0 ? setup.tokenizer->eos_id() : 0;
+    DataSplit split = data_split(data_pack(*docs, ts.seq_len, pad), kEvalFraction, static_cast<uint64_t>(ts.seed));
+    if (split.train.empty()) return Fail(CaseStatus::kFailed, fmt::format("{}: the dataset has no tokens", ds.path));
+    const int64_t steps_per_epoch = (static_cast<int64_t>(split.train.size()) + ts.batch_size - 1) / ts.batch_size;
+    const int64_t steps = spec.length->unit == Length::Unit::kSteps ? spec.length->count
+                                                                    : spec.length->count * steps_per_epoch;
+    log.Line("fsdp: dataset {} ({}): {} train / {} eval sequences of {} tokens; {} steps of {} sequences",
+             ds.path, ds.format, split.train.size(), split.eval.size(), ts.seq_len, steps, ts.batch_size);
+
+    // ---- optimizer --------------------------------------------------------
+    TrainOptions o;
+    o.batch_size = ts.batch_size;
+    o.grad_accum = ts.grad_accum;
+    o.learning_rate = ts.learning_rate;
+    o.warmup_steps = std::min<int64_t>(100, steps / 10);
+    AdamW optimizer(model_trainable(model), o);
+
+    // ---- timed loop ---------------------------------------------------------
+    uint64_t epoch = 0;
+    size_t cursor = 0;
+    std::vector<Sequence> order = split.train;
+    double last_loss = 0, timed_seconds = 0;
+    int64_t timed_tokens = 0, timed_steps = 0;
+    for (int64_t step = 0; step < steps; ++step) {
+      if (auto stop = ShouldStop(ctx, start, fmt::format("at step {} of {}", step, steps))) return *stop;
+      std::vector<const Sequence*> batch;
+      for (int64_t i = 0; i < ts.batch_size; ++i) {
+        if (cursor == order.size()) {  // next epoch: a new seeded order
+          cursor = 0;
+          data_shuffle(order, static_cast<uint64_t>(ts.seed) + ++epoch);
+        }
+        batch.push_back(&order[cursor++]);
+      }
+      const double t0 = ctx.clock.NowSeconds();
+      StepStats st = train_step(model, optimizer, batch, o, lr_at_step(step, steps, o));
+      compat::DeviceSynchronize(setup.device);
+      const double seconds = ctx.clock.NowSeconds() - t0;
+      if (!std::isfinite(st.loss))
+        return Fail(CaseStatus::kFailed, fmt::format("loss became {} at step {}", st.loss, step + 1));
+      last_loss = st.loss;
+      if (step >= spec.warmup_steps || steps <= spec.warmup_steps) {
+        timed_seconds += seconds;
+        timed_tokens += st.tokens;
+        ++timed_steps;
+      }
+      StepSample sample;
+      sample.step = step + 1;
+      sample.seconds = seconds;
+      sample.loss = st.loss;
+      sample.tokens = st.tokens;
+      ctx.events.OnStep(sample);
+      ctx.events.OnStatusLine(fmt::format("step {}/{} loss {:.2f}", step + 1, steps, st.loss));
+      log.Line("step {}/{} loss {:.4f} lr {:.3g} grad_norm {:.3f} {:.3f} s", step + 1, steps, st.loss, st.lr,
+               st.grad_norm, seconds);
+    }
+
+    // ---- results --------------------------------------------------------------
+    BackendOutcome out;
+    out.measurements.push_back(Measure(metric::kFinalLoss, last_loss, "", "training loss of the last step"));
+    if (auto ev = eval_loss(model, split.eval, ts.batch_size))
+      out.measurements.push_back(Measure(metric::kEvalLoss, *ev, "",
+                                         fmt::format("mean loss on {} held-out sequences", split.eval.size())));
+    if (timed_seconds > 0) {
+      const double tps = static_cast<double>(timed_tokens) / timed_seconds;
+      const std::string how = fmt::format("{} tokens over {} steps after {} warm-up step(s), one process on {}",
+                                          timed_tokens, timed_steps, spec.warmup_steps, setup.device.str());
+      out.measurements.push_back(Measure(metric::kTrainTokensPerSecond, tps, "tokens/s", how));
+      out.measurements.push_back(Measure(metric::kTgs, tps, "tokens/s",
+                                         setup.device.is_cuda() ? how + " (one device)" : how + " (per process: CPU)"));
+      if (setup.device.is_cuda()) {
+        const double flops = setup.config.TrainingFlopsPerToken(ts.seq_len);
+        const double tflops = flops * tps / 1e12;
+        out.measurements.push_back(Measure(metric::kTflops, tflops, "TFLOP/s",
+                                           "6(N-N_emb)+12·L·H·Q·T FLOPs/token (PaLM) × tokens/s"));
+        const std::string name = compat::CudaDeviceName();
+        if (auto peak = PeakTflops(name))
+          out.measurements.push_back(Measure(metric::kMfu, tflops / *peak, "",
+                                             fmt::format("tflops / {} TFLOP/s dense bf16 peak of '{}'", *peak, name)));
+      }
+    }
+    // ---- save -------------------------------------------------------------------
+    if (!ctx.output_dir.empty()) {
+      Status s = model_save(model, ctx.output_dir);
+      if (!s.ok()) return Fail(CaseStatus::kFailed, s.message());
+      std::error_code ec;
+      fs::copy_file(setup.tokenizer_path, fs::path(ctx.output_dir) / "tokenizer.model",
+                    fs::copy_options::overwrite_existing, ec);
+      log.Line("fsdp: model saved to {}", ctx.output_dir);
+    }
+    return out;
+  }
+
+  BackendOutcome RunInference(BackendContext& ctx, Setup& setup, Model& model, CaseLog& log) {
+    const CaseSpec& spec = ctx.spec;
+    const double start = ctx.clock.NowSeconds();
+    std::vector<int> prompt = setup.tokenizer->Encode(spec.inference.prompt);
+    if (setup.tokenizer->bos_id() >= 0) prompt.insert(prompt.begin(), setup.tokenizer->bos_id());
+    double total_seconds = 0;
+    int64_t generated = 0;
+    const auto& schedule = spec.inference.max_new_tokens;
+    for (size_t i = 0; i < schedule.size(); ++i) {
+      if (auto stop = ShouldStop(ctx, start, fmt::format("at request {} of {}", i, schedule.size()))) return *stop;
+      GenerateOptions o;
+      o.max_new_tokens = schedule[i];
+      o.ignore_eos = spec.inference.ignore_eos;
+      const double t0 = ctx.clock.NowSeconds();
+      auto g = generate_greedy(model, prompt, o, &ctx.stop);
+      compat::DeviceSynchronize(setup.device);
+      const double seconds = ctx.clock.NowSeconds() - t0;
+      if (!g.ok()) return Fail(CaseStatus::kFailed, g.status().message());
+      if (g->interrupted) return Fail(CaseStatus::kInterrupted, fmt::format("stopped by request at request {} of {}", i, schedule.size()));
+      RequestSample r;
+      r.index = static_cast<int>(i);
+      r.max_new_tokens = schedule[i];
+      r.prompt_tokens = static_cast<int>(prompt.size());
+      r.generated_tokens = static_cast<int>(g->tokens.size());
+      r.seconds = seconds;
+      r.answer = setup.tokenizer->Decode(g->tokens);
+      ctx.events.OnRequest(r);
+      ctx.events.OnStatusLine(fmt::format("request {}/{}: {} tokens in {:.2f} s", i + 1, schedule.size(),
+                                          r.generated_tokens, seconds));
+      log.Line("request {}/{} max_new_tokens {} generated {} in {:.3f} s", i + 1, schedule.size(), schedule[i],
+               r.generated_tokens, seconds);
+      total_seconds += seconds;
+      generated += r.generated_tokens;
+    }
+    BackendOutcome out;
+    const std::string how = fmt::format("{} greedy requests, KV cache, one process on {}", schedule.size(), setup.device.str());
+    out.measurements.push_back(Measure(metric::kTotalGenerationSeconds, total_seconds, "s", "sum of request times; " + how));
+    out.measurements.push_back(Measure(metric::kGeneratedTokens, static_cast<double>(generated), "tokens", how));
+    if (generated > 0 && total_seconds > 0) {
+      out.measurements.push_back(Measure(metric::kSecondsPerToken, total_seconds / static_cast<double>(generated), "s/token", how));
+      out.measurements.push_back(Measure(metric::kTokensPerSecond, static_cast<double>(generated) / total_seconds, "tokens/s", how));
+    }
+    return out;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> MakeNativeFsdpBackend() { return std::make_unique<NativeFsdpBackend>(); }
+
+}  // namespace protocol

@@ -1,0 +1,85 @@
+#ifndef PROTOCOL_BACKENDS_NATIVE_MODEL_H_
+#define PROTOCOL_BACKENDS_NATIVE_MODEL_H_
+
+// The Llama-2 decoder in plain ATen tensors, written llm.c style: the weights
+// are plain structs (one LayerWeights per decoder layer, so a later issue can
+// shard layer by layer), and the forward pass is a straight line of
+// module_verb functions. Dimension letters: see model_config.h.
+//
+//   tokens (B,T) ─ embedding ─ x (B,T,C)
+//   for each layer:  x = x + attention(rmsnorm(x))      rotary q/k, grouped-query heads
+//                    x = x + mlp(rmsnorm(x))            SwiGLU
+//   logits (B,T,V) = lm_head(rmsnorm(x))                untied from the embedding
+//
+// Weight layouts follow Hugging Face's LlamaForCausalLM ((out, in) matrices,
+// rotate-half rotary convention), so HF checkpoints load without permutation.
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backends/native/model_config.h"
+
+namespace protocol {
+namespace native {
+
+struct LayerWeights {
+  at::Tensor input_norm;  // (C)          input_layernorm.weight
+  at::Tensor wq;          // (NH·HD, C)   self_attn.q_proj.weight
+  at::Tensor wk;          // (NKV·HD, C)  self_attn.k_proj.weight
+  at::Tensor wv;          // (NKV·HD, C)  self_attn.v_proj.weight
+  at::Tensor wo;          // (C, NH·HD)   self_attn.o_proj.weight
+  at::Tensor post_norm;   // (C)          post_attention_layernorm.weight
+  at::Tensor w_gate;      // (F, C)       mlp.gate_proj.weight
+  at::Tensor w_up;        // (F, C)       mlp.up_proj.weight
+  at::Tensor w_down;      // (C, F)       mlp.down_proj.weight
+};
+
+struct Model {
+  ModelConfig config;
+  at::Tensor embed;                 // (V, C)  model.embed_tokens.weight
+  std::vector<LayerWeights> layers; // L of them
+  at::Tensor norm;                  // (C)     model.norm.weight
+  at::Tensor lm_head;               // (V, C)  lm_head.weight
+  // Rotary tables for positions 0..max_seq_len-1, float32, not parameters.
+  at::Tensor rope_cos;              // (max_seq_len, HD)
+  at::Tensor rope_sin;              // (max_seq_len, HD)
+};
+
+// A parameter under its Hugging Face name, with the shape that name must have.
+struct NamedParameter {
+  std::string name;            // e.g. "model.layers.3.self_attn.q_proj.weight"
+  at::Tensor* tensor;          // points into the Model
+  std::vector<int64_t> shape;  // expected shape
+};
+
+// Every parameter in a fixed order (embedding, layer 0..L-1, norm, lm_head).
+std::vector<NamedParameter> model_parameters(Model& model);
+// Allocates a model with uninitialised weights of `options` (dtype, device).
+// REQUIRES: config.Validate() is empty.
+Model model_create(const ModelConfig& config, const at::TensorOptions& options);
+// Seeded random initialisation as in HF (normal(0, 0.02) matrices, unit norms).
+// Drawn on the CPU in float32 and then copied, so the same seed gives the same
+// weights on every device and dtype.
+void model_init_random(Model& model, uint64_t seed);
+int64_t model_parameter_count(Model& model);
+
+// Key/value cache for incremental decoding: per layer (B, NKV, capacity, HD).
+struct KvCache {
+  std::vector<at::Tensor> k, v;
+  int64_t length = 0;  // positions already filled
+};
+KvCache kv_cache_create(const Model& model, int64_t batch, int64_t capacity);
+
+// Logits (B,T,V) in the model's dtype for tokens (B,T) int64 at positions
+// cache->length .. cache->length+T-1 (0.. without a cache). With a cache, the
+// new keys/values are appended and cache->length advances by T.
+// REQUIRES: positions < config.max_seq_len; with a cache, length+T <= capacity.
+at::Tensor model_forward(const Model& model, const at::Tensor& tokens, KvCache* cache = nullptr);
+
+}  // namespace native
+}  // namespace protocol
+
+#endif  // PROTOCOL_BACKENDS_NATIVE_MODEL_H_

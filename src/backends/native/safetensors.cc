@@ -1,0 +1,286 @@
+#include "backends/native/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "runner/json.h"
+#include "runner/text.h"
+
+namespace protocol {
+namespace native {
+namespace fs = std::filesystem;
+namespace {
+
+// The dtype table: safetensors name, ATen type, bytes per element.
+struct DtypeRow {
+  const char* name;
+  at::ScalarType type;
+  uint64_t bytes;
+};
+const DtypeRow kDtypes[] = {
+    {"F32", at::kFloat, 4},
+    {"BF16", at::kBFloat16, 2},
+    {"F16", at::kHalf, 2},
+};
+const DtypeRow* FindDtype(const std::string& name) {
+  for (const auto& row : kDtypes)
+    if (name == row.name) return &row;
+  return nullptr;
+}
+const DtypeRow* FindDtype(at::ScalarType type) {
+  for (const auto& row : kDtypes)
+    if (type == row.type) return &row;
+  return nullptr;
+}
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  std::vector<std::string> parts;
+  for (int64_t d : shape) parts.push_back(std::to_string(d));
+  return "[" + Join(parts, ", ") + "]";
+}
+
+const char* kSingleFile = "model.safetensors";
+const char* kIndexFile = "model.safetensors.index.json";
+
+Status WriteText(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) return Status::IoError(fmt::format("{}: cannot write", path));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::shared_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::NotFound(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    ::close(fd);
+    return Status::IoError(fmt::format("{}: cannot stat", path));
+  }
+  std::shared_ptr<SafetensorsFile> file(new SafetensorsFile());
+  file->path_ = path;
+  file->size_ = static_cast<size_t>(st.st_size);
+  if (file->size_ > 0) {
+    void* map = ::mmap(nullptr, file->size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (map == MAP_FAILED) {
+      ::close(fd);
+      return Status::IoError(fmt::format("{}: cannot map: {}", path, std::strerror(errno)));
+    }
+    file->map_ = static_cast<const char*>(map);
+  }
+  ::close(fd);
+  file->self_ = file;
+
+  if (file->size_ < 8)
+    return Status::Corruption(fmt::format("{}: truncated: {} bytes, shorter than the 8-byte header length", path, file->size_));
+  uint64_t header_len = 0;
+  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | static_cast<unsigned char>(file->map_[i]);
+  if (header_len > file->size_ - 8)
+    return Status::Corruption(fmt::format("{}: truncated: the header claims {} bytes but only {} follow",
+                                          path, header_len, file->size_ - 8));
+  file->data_start_ = 8 + static_cast<size_t>(header_len);
+  const uint64_t data_size = file->size_ - file->data_start_;
+  Json header;
+  try {
+    header = Json::parse(std::string(file->map_ + 8, static_cast<size_t>(header_len)));
+  } catch (const std::exception& e) {
+    return Status::Corruption(fmt::format("{}: bad header: {}", path, e.what()));
+  }
+  if (!header.is_object()) return Status::Corruption(fmt::format("{}: bad header: not a JSON object", path));
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    if (it.key() == "__metadata__") continue;
+    const Json& e = it.value();
+    const std::string where = fmt::format("{}: tensor '{}'", path, it.key());
+    if (!e.is_object() || !e.contains("dtype") || !e["dtype"].is_string() || !e.contains("shape") ||
+        !e["shape"].is_array() || !e.contains("data_offsets") || !e["data_offsets"].is_array() ||
+        e["data_offsets"].size() != 2)
+      return Status::Corruption(where + ": bad header entry (needs dtype, shape, data_offsets)");
+    SafetensorsEntry entry;
+    entry.dtype = e["dtype"].get<std::string>();
+    const DtypeRow* row = FindDtype(entry.dtype);
+    if (!row) return Status::InvalidArgument(fmt::format("{}: dtype '{}' is not supported (F32, BF16, F16)", where, entry.dtype));
+    uint64_t numel = 1;
+    for (const Json& d : e["shape"]) {
+      if (!d.is_number_integer() || d.get<int64_t>() < 0) return Status::Corruption(where + ": bad shape");
+      entry.shape.push_back(d.get<int64_t>());
+      numel *= static_cast<uint64_t>(d.get<int64_t>());
+    }
+    if (!e["data_offsets"][0].is_number_unsigned() || !e["data_offsets"][1].is_number_unsigned())
+      return Status::Corruption(where + ": bad data_offsets");
+    entry.begin = e["data_offsets"][0].get<uint64_t>();
+    entry.end = e["data_offsets"][1].get<uint64_t>();
+    if (entry.end < entry.begin || entry.end - entry.begin != numel * row->bytes)
+      return Status::Corruption(fmt::format("{}: data_offsets [{}, {}) hold {} bytes, but shape {} of {} needs {}", where,
+                                            entry.begin, entry.end, entry.end - entry.begin, ShapeText(entry.shape),
+                                            entry.dtype, numel * row->bytes));
+    if (entry.end > data_size)
+      return Status::Corruption(fmt::format("{}: truncated: its data ends at byte {} but the file holds {} data bytes",
+                                            where, entry.end, data_size));
+    file->entries_[it.key()] = std::move(entry);
+  }
+  return file;
+}
+
+SafetensorsFile::~SafetensorsFile() {
+  if (map_) ::munmap(const_cast<char*>(map_), size_);
+}
+
+Result<at::Tensor> SafetensorsFile::View(const std::string& name) const {
+  auto it = entries_.find(name);
+  if (it == entries_.end()) return Status::NotFound(fmt::format("{}: tensor '{}' is not in this file", path_, name));
+  const SafetensorsEntry& e = it->second;
+  std::shared_ptr<SafetensorsFile> keep = self_.lock();
+  void* data = const_cast<char*>(map_ + data_start_ + e.begin);
+  return at::from_blob(data, e.shape, [keep](void*) {}, at::TensorOptions().dtype(FindDtype(e.dtype)->type));
+}
+
+Status safetensors_save(const std::string& path, const std::vector<std::pair<std::string, at::Tensor>>& tensors) {
+  Json header;
+  header["__metadata__"] = Json{{"format", "pt"}};
+  std::vector<at::Tensor> cpu;
+  uint64_t offset = 0;
+  for (const auto& [name, tensor] : tensors) {
+    const DtypeRow* row = FindDtype(tensor.scalar_type());
+    if (!row) return Status::InvalidArgument(fmt::format("{}: tensor '{}': dtype {} cannot be saved", path, name,
+                                                         std::string(c10::toString(tensor.scalar_type()))));
+    at::Tensor c = tensor.detach().to(at::kCPU).contiguous();
+    const uint64_t bytes = static_cast<uint64_t>(c.numel()) * row->bytes;
+    header[name] = Json{{"dtype", row->name}, {"shape", c.sizes().vec()}, {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+    cpu.push_back(c);
+  }
+  std::string text = header.dump();
+  while ((text.size() + 8) % 8 != 0) text.push_back(' ');  // data starts 8-byte aligned
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) return Status::IoError(fmt::format("{}: cannot create", path));
+  uint64_t n = text.size();
+  char len[8];
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+  out.write(len, 8);
+  out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  for (const at::Tensor& c : cpu)
+    out.write(static_cast<const char*>(c.data_ptr()), static_cast<std::streamsize>(c.numel() * c.element_size()));
+  out.close();
+  if (!out) return Status::IoError(fmt::format("{}: write failed", path));
+  return Status::Ok();
+}
+
+Status model_save(Model& model, const std::string& dir, uint64_t max_shard_bytes) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return Status::IoError(fmt::format("{}: cannot create directory: {}", dir, ec.message()));
+  Status s = WriteText((fs::path(dir) / "config.json").string(), model.config.ToHfJson());
+  if (!s.ok()) return s;
+  // Group the parameters into shards in order.
+  std::vector<std::vector<std::pair<std::string, at::Tensor>>> shards(1);
+  uint64_t shard_bytes = 0, total = 0;
+  for (const NamedParameter& p : model_parameters(model)) {
+    const uint64_t bytes = static_cast<uint64_t>(p.tensor->numel() * p.tensor->element_size());
+    if (max_shard_bytes > 0 && shard_bytes > 0 && shard_bytes + bytes > max_shard_bytes) {
+      shards.emplace_back();
+      shard_bytes = 0;
+    }
+    shards.back().push_back({p.name, *p.tensor});
+    shard_bytes += bytes;
+    total += bytes;
+  }
+  if (shards.size() == 1) {
+    fs::remove(fs::path(dir) / kIndexFile, ec);
+    return safetensors_save((fs::path(dir) / kSingleFile).string(), shards[0]);
+  }
+  Json index;
+  index["metadata"] = Json{{"total_size", total}};
+  index["weight_map"] = Json::object();
+  for (size_t i = 0; i < shards.size(); ++i) {
+    const std::string name = fmt::format("model-{:05d}-of-{:05d}.safetensors", i + 1, shards.size());
+    s = safetensors_save((fs::path(dir) / name).string(), shards[i]);
+    if (!s.ok()) return s;
+    for (const auto& entry : shards[i]) index["weight_map"][entry.first] = name;
+  }
+  fs::remove(fs::path(dir) / kSingleFile, ec);
+  return WriteText((fs::path(dir) / kIndexFile).string(), index.dump(2) + "\n");
+}
+
+bool model_dir_has_weights(const std::string& dir) {
+  std::error_code ec;
+  return fs::is_regular_file(fs::path(dir) / kSingleFile, ec) || fs::is_regular_file(fs::path(dir) / kIndexFile, ec);
+}
+
+Status model_load_weights(Model& model, const std::string& dir) {
+  // Which file holds each tensor.
+  std::map<std::string, std::string> where;  // tensor name -> file path
+  const fs::path index_path = fs::path(dir) / kIndexFile;
+  const fs::path single_path = fs::path(dir) / kSingleFile;
+  std::error_code ec;
+  std::string source;  // names the weights in "missing tensor" messages
+  if (fs::is_regular_file(index_path, ec)) {
+    source = index_path.string();
+    std::ifstream in(index_path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    Json index;
+    try {
+      index = Json::parse(ss.str());
+    } catch (const std::exception& e) {
+      return Status::Corruption(fmt::format("{}: not valid JSON: {}", source, e.what()));
+    }
+    if (!index.contains("weight_map") || !index["weight_map"].is_object())
+      return Status::Corruption(fmt::format("{}: no \"weight_map\" object", source));
+    for (auto it = index["weight_map"].begin(); it != index["weight_map"].end(); ++it) {
+      if (!it.value().is_string()) return Status::Corruption(fmt::format("{}: weight_map['{}'] is not a file name", source, it.key()));
+      where[it.key()] = (fs::path(dir) / it.value().get<std::string>()).string();
+    }
+  } else if (fs::is_regular_file(single_path, ec)) {
+    source = single_path.string();
+  } else {
+    return Status::NotFound(fmt::format("{}: no weights here (neither {} nor {})", dir, kSingleFile, kIndexFile));
+  }
+
+  std::map<std::string, std::shared_ptr<SafetensorsFile>> open;  // path -> mapped file
+  at::NoGradGuard no_grad;
+  for (NamedParameter& p : model_parameters(model)) {
+    std::string file = source;
+    if (!where.empty()) {
+      auto it = where.find(p.name);
+      if (it == where.end()) return Status::NotFound(fmt::format("{}: tensor '{}' is missing", source, p.name));
+      file = it->second;
+    }
+    if (!open.count(file)) {
+      auto opened = SafetensorsFile::Open(file);
+      if (!opened.ok()) return opened.status();
+      open[file] = *opened;
+    }
+    const SafetensorsFile& f = *open[file];
+    auto entry = f.entries().find(p.name);
+    if (entry == f.entries().end()) return Status::NotFound(fmt::format("{}: tensor '{}' is missing", file, p.name));
+    if (entry->second.shape != p.shape)
+      return Status::InvalidArgument(fmt::format("{}: tensor '{}' has shape {}, the config expects {}", file, p.name,
+                                                 ShapeText(entry->second.shape), ShapeText(p.shape)));
+    at::Tensor view = *f.View(p.name);
+    // One tensor at a time: convert into the model's dtype/device, in place.
+    p.tensor->copy_(view);
+  }
+  return Status::Ok();
+}
+
+Result<Model> model_load_dir(const std::string& dir, const at::TensorOptions& options) {
+  auto config = ReadHfConfig(dir);
+  if (!config.ok()) return config.status();
+  Model model = model_create(*config, options);
+  Status s = model_load_weights(model, dir);
+  if (!s.ok()) return s;
+  return model;
+}
+
+}  // namespace native
+}  // namespace protocol
