@@ -24,9 +24,6 @@ class PendingNativeBackend : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> MakePendingFsdpBackend() {
-  return std::make_unique<PendingNativeBackend>("fsdp");
-}
 std::unique_ptr<Backend> MakePendingShareBackend() {
   return std::make_unique<PendingNativeBackend>("share");
 }

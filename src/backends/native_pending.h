@@ -10,7 +10,6 @@
 
 namespace protocol {
 
-std::unique_ptr<Backend> MakePendingFsdpBackend();
 std::unique_ptr<Backend> MakePendingShareBackend();
 
 }  // namespace protocol

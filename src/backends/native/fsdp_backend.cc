@@ -134,7 +134,8 @@ class NativeFsdpBackend : public Backend {
  public:
   std::vector<std::string> Check(const Plan& plan, const CaseSpec& spec) const override {
     std::vector<std::string> problems;
-    const std::string where = spec.where.ToString() + ": case " + spec.id + ": ";
+    // Messages carry no location: callers (validate, the runner) add the case's.
+    const std::string where;
     auto model_it = plan.models.find(spec.model);
     if (model_it == plan.models.end()) {
       problems.push_back(where + "unknown model '" + spec.model + "'");
@@ -150,8 +151,14 @@ class NativeFsdpBackend : public Backend {
       if (spec.dataset.empty() || ds == plan.datasets.end()) {
         problems.push_back(where + "a training workload needs a dataset");
       } else if (ds->second.format != "text" && ds->second.format != "jsonl" && ds->second.format != "dolly") {
+        std::string hint =
+            ds->second.format == "parquet"
+                ? "; no parquet reader is packaged for Debian, so convert it to jsonl with a `text` "
+                  "field first, e.g. duckdb -c \"COPY (SELECT text FROM 'DIR/*.parquet') TO "
+                  "'out.jsonl' (FORMAT JSON)\" (docs/native.md)"
+                : "";
         problems.push_back(where + "dataset '" + ds->first + "' has format '" + ds->second.format +
-                           "', which the fsdp backend cannot read (text, jsonl, dolly)");
+                           "', which the fsdp backend cannot read (text, jsonl, dolly)" + hint);
       }
       if (!spec.length || spec.length->count <= 0) problems.push_back(where + "a training workload needs a length");
       if (spec.training.batch_size <= 0 || spec.training.seq_len <= 0 || spec.training.grad_accum <= 0 ||
