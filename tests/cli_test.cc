@@ -111,6 +111,36 @@ std::vector<CaseRecord> CasesOf(const fs::path& db, int64_t run) {
   return cases.value();
 }
 
+// Starts `protocol run PLAN --db DB` in `dir` as a child with no output; returns its pid.
+pid_t StartRun(const fs::path& dir, const char* plan, const char* db) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (chdir(dir.c_str()) != 0) _exit(99);
+    int null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    dup2(null, 2);
+    execl(PROTOCOL_BINARY, PROTOCOL_BINARY, "run", plan, "--db", db, (char*)nullptr);
+    _exit(127);
+  }
+  return pid;
+}
+
+// Polls `db` (up to 10 s) until run 1 has two case rows, the first ok and the
+// second still running: the moment to interrupt the runner.
+bool WaitForSecondCaseRunning(const fs::path& db) {
+  for (int i = 0; i < 200; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (!fs::exists(db)) continue;
+    auto store = OpenStore(db.string());
+    if (!store.ok()) continue;
+    auto cases = (*store)->CasesOfRun(1);
+    if (cases.ok() && cases->size() == 2 && (*cases)[0].status == CaseStatus::kOk &&
+        (*cases)[1].status == CaseStatus::kRunning)
+      return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 TEST_CASE("cli: every shipped plan validates") {
@@ -195,28 +225,9 @@ TEST_CASE("cli: kill -9 during a run loses no finished case and --resume finishe
   TempDir dir;
   WriteFile(dir.path / "sleepy.yaml", kSleepPlan);
   fs::path db = dir.path / "k.db";
-  pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    if (chdir(dir.path.c_str()) != 0) _exit(99);
-    int null = open("/dev/null", O_WRONLY);
-    dup2(null, 1);
-    dup2(null, 2);
-    execl(PROTOCOL_BINARY, PROTOCOL_BINARY, "run", "sleepy.yaml", "--db", "k.db", (char*)nullptr);
-    _exit(127);
-  }
-  // Wait until c1 is stored ok and c2 is running, then kill the runner outright.
-  bool ready = false;
-  for (int i = 0; i < 200 && !ready; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    if (!fs::exists(db)) continue;
-    auto store = OpenStore(db.string());
-    if (!store.ok()) continue;
-    auto cases = (*store)->CasesOfRun(1);
-    ready = cases.ok() && cases->size() == 2 && (*cases)[0].status == CaseStatus::kOk &&
-            (*cases)[1].status == CaseStatus::kRunning;
-  }
-  REQUIRE(ready);
+  pid_t pid = StartRun(dir.path, "sleepy.yaml", "k.db");
+  REQUIRE(pid > 0);
+  REQUIRE(WaitForSecondCaseRunning(db));
   kill(pid, SIGKILL);
   int status = 0;
   waitpid(pid, &status, 0);
@@ -246,26 +257,9 @@ TEST_CASE("cli: Ctrl-C stops the running case's process group, stores it interru
   TempDir dir;
   WriteFile(dir.path / "sleepy.yaml", kSleepPlan);
   fs::path db = dir.path / "i.db";
-  pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    if (chdir(dir.path.c_str()) != 0) _exit(99);
-    int null = open("/dev/null", O_WRONLY);
-    dup2(null, 1);
-    dup2(null, 2);
-    execl(PROTOCOL_BINARY, PROTOCOL_BINARY, "run", "sleepy.yaml", "--db", "i.db", (char*)nullptr);
-    _exit(127);
-  }
-  bool running = false;
-  for (int i = 0; i < 200 && !running; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    if (!fs::exists(db)) continue;
-    auto store = OpenStore(db.string());
-    if (!store.ok()) continue;
-    auto cases = (*store)->CasesOfRun(1);
-    running = cases.ok() && cases->size() == 2 && (*cases)[1].status == CaseStatus::kRunning;
-  }
-  REQUIRE(running);
+  pid_t pid = StartRun(dir.path, "sleepy.yaml", "i.db");
+  REQUIRE(pid > 0);
+  REQUIRE(WaitForSecondCaseRunning(db));
   auto signalled = std::chrono::steady_clock::now();
   kill(pid, SIGINT);
   int status = 0;

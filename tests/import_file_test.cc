@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include "test_files.h"
+
 #include <cstdio>
 #include <map>
 
@@ -242,22 +244,10 @@ TEST_CASE("import: a store failure is returned, not thrown") {
 }
 
 TEST_CASE("import: the example in docs/import-format.md is a valid import file") {
-  std::string doc_path = std::string(PROTOCOL_SOURCE_DIR) + "/docs/import-format.md";
-  std::string doc;
-  {
-    std::FILE* f = std::fopen(doc_path.c_str(), "rb");
-    REQUIRE(f != nullptr);
-    char buffer[4096];
-    size_t n;
-    while ((n = std::fread(buffer, 1, sizeof buffer, f)) > 0) doc.append(buffer, n);
-    std::fclose(f);
-  }
-  size_t start = doc.find("```yaml\n");
-  REQUIRE(start != std::string::npos);
-  start += 8;
-  size_t end = doc.find("```", start);
-  REQUIRE(end != std::string::npos);
-  ImportParseResult r = ParseImportString(doc.substr(start, end - start), "docs/import-format.md");
+  std::string block = testing::FirstYamlBlock(
+      testing::ReadTextFile(std::string(PROTOCOL_SOURCE_DIR) + "/docs/import-format.md"));
+  REQUIRE(!block.empty());
+  ImportParseResult r = ParseImportString(block, "docs/import-format.md");
   INFO(ErrorsOf(r));
   REQUIRE(r.ok());
   REQUIRE(r.file->figures.size() == 3);

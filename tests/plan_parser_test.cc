@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include "test_files.h"
+
 #include <cstdio>
 #include <numeric>
 
@@ -577,22 +579,10 @@ TEST_CASE("plan: file-level failures are single diagnostics") {
 }
 
 TEST_CASE("plan: the example in docs/plan-format.md is a valid plan") {
-  std::string doc_path = std::string(PROTOCOL_SOURCE_DIR) + "/docs/plan-format.md";
-  std::string doc;
-  {
-    std::FILE* f = std::fopen(doc_path.c_str(), "rb");
-    REQUIRE(f != nullptr);
-    char buffer[4096];
-    size_t n;
-    while ((n = std::fread(buffer, 1, sizeof buffer, f)) > 0) doc.append(buffer, n);
-    std::fclose(f);
-  }
-  size_t start = doc.find("```yaml\n");
-  REQUIRE(start != std::string::npos);
-  start += 8;
-  size_t end = doc.find("```", start);
-  REQUIRE(end != std::string::npos);
-  PlanParseResult r = ParsePlanString(doc.substr(start, end - start), "docs/plan-format.md");
+  std::string block = testing::FirstYamlBlock(
+      testing::ReadTextFile(std::string(PROTOCOL_SOURCE_DIR) + "/docs/plan-format.md"));
+  REQUIRE(!block.empty());
+  PlanParseResult r = ParsePlanString(block, "docs/plan-format.md");
   INFO(ErrorsOf(r));
   REQUIRE(r.ok());
   CHECK(r.plan->Cases().size() == 5);
