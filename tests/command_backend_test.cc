@@ -361,6 +361,44 @@ TEST_CASE("Command: metrics take the first group of the last numeric match") {
   CHECK(total.unit == "s");
 }
 
+TEST_CASE("Command: request_regex lines become the schedule's request samples") {
+  Fixture f;
+  f.spec.workload = Workload::kInference;
+  f.spec.length.reset();
+  f.spec.inference.max_new_tokens = {100, 110, 120};
+  f.spec.command.argv = {"infer"};
+  f.spec.command.request_regex = "request \\d+ tokens (\\S+) seconds (\\S+)";
+  FakeProcessRunner runner;
+  runner.lines = {"request 0 tokens 100 seconds 0.5", "noise", "request 1 tokens many seconds 1",
+                  "request 1 tokens 110 seconds 0.75", "request 2 tokens 120 seconds 1.25",
+                  "request 3 tokens 7 seconds 0.1"};
+  runner.result.ending = ProcessResult::Ending::kExited;
+  runner.result.exit_code = 0;
+  ScriptedClock clock({100});
+  BackendOutcome outcome = f.Run(runner, clock);
+  CHECK(outcome.status == CaseStatus::kOk);
+  REQUIRE(f.events.requests.size() == 4);
+  CHECK(f.events.requests[0].index == 0);
+  CHECK(f.events.requests[0].max_new_tokens == 100);
+  CHECK(f.events.requests[0].generated_tokens == 100);
+  CHECK(f.events.requests[0].seconds == 0.5);
+  CHECK(f.events.requests[1].max_new_tokens == 110);  // the unparsable line is not a request
+  CHECK(f.events.requests[1].seconds == 0.75);
+  CHECK(f.events.requests[2].max_new_tokens == 120);
+  CHECK(f.events.requests[3].max_new_tokens == 7);  // beyond the schedule: its own count
+  CHECK(f.events.status_lines.front() == "request 1/3: 100 tokens in 0.5 s");
+}
+
+TEST_CASE("Command: request_regex needs two groups") {
+  Fixture f;
+  f.spec.command.argv = {"infer"};
+  f.spec.command.request_regex = "tokens (\\d+)";
+  auto problems = MakeCommandBackend()->Check(f.plan, f.spec);
+  REQUIRE(problems.size() == 1);
+  CHECK(problems[0] ==
+        "command.request_regex: regex 'tokens (\\d+)' needs 2 capture groups: 1 = generated tokens, 2 = seconds");
+}
+
 TEST_CASE("Command: step_regex lines become step samples timed by the clock") {
   Fixture f;
   f.spec.command.argv = {"train"};

@@ -209,6 +209,19 @@ class CommandBackend : public Backend {
             "command.step_regex: regex '{}' has no capture group; group 1 is the step number",
             c.step_regex));
     }
+    if (!c.request_regex.empty()) {
+      std::string error;
+      auto re = Compile(c.request_regex, &error);
+      if (!re)
+        problems.push_back(fmt::format(
+            "command.request_regex: bad regex '{}': {} (groups are positional: 1 = generated "
+            "tokens, 2 = seconds)",
+            c.request_regex, error));
+      else if (re->mark_count() < 2)
+        problems.push_back(fmt::format(
+            "command.request_regex: regex '{}' needs 2 capture groups: 1 = generated tokens, 2 = seconds",
+            c.request_regex));
+    }
     return problems;
   }
 
@@ -250,6 +263,10 @@ class CommandBackend : public Backend {
     for (const auto& m : c.metrics) metrics.push_back({&m, std::regex(m.regex), std::nullopt});
     std::optional<std::regex> step_re;
     if (!c.step_regex.empty()) step_re = std::regex(c.step_regex);
+    std::optional<std::regex> request_re;
+    if (!c.request_regex.empty()) request_re = std::regex(c.request_regex);
+    int requests_seen = 0;
+    const auto& schedule = spec.inference.max_new_tokens;
     double last_step_at = context.clock.NowSeconds();
     std::string of_total;
     if (spec.length && spec.length->unit == Length::Unit::kSteps)
@@ -278,6 +295,23 @@ class CommandBackend : public Backend {
           std::string status = fmt::format("step {}{}", sample.step, of_total);
           if (sample.loss) status += fmt::format(" loss {:.4g}", *sample.loss);
           context.events.OnStatusLine(status);
+        }
+        if (request_re && std::regex_search(line, match, *request_re) && match.size() > 2) {
+          std::optional<int64_t> tokens = ParseInteger(match[1].str());
+          std::optional<double> seconds = ParseNumber(match[2].str());
+          if (!tokens || !seconds) return;
+          RequestSample request;
+          request.index = requests_seen;
+          // The i-th reported request is the schedule's i-th (the command serves them in order).
+          request.max_new_tokens = requests_seen < static_cast<int>(schedule.size())
+                                       ? schedule[requests_seen]
+                                       : static_cast<int>(*tokens);
+          request.generated_tokens = static_cast<int>(*tokens);
+          request.seconds = *seconds;
+          ++requests_seen;
+          context.events.OnRequest(request);
+          context.events.OnStatusLine(fmt::format("request {}/{}: {} tokens in {:.3g} s",
+                                                  requests_seen, schedule.size(), *tokens, *seconds));
         }
       } catch (const std::exception&) {
         // std::regex may throw error_complexity / error_stack on odd input:

@@ -118,6 +118,10 @@ struct CommandSpec {
   // Optional per-step pattern with named values, e.g. "step (?<step>\\d+) loss (?<loss>\\S+)";
   // std::regex has no named groups, so groups are positional: 1 = step, 2 = loss (optional).
   std::string step_regex;
+  // Optional per-request pattern for inference commands: group 1 = generated
+  // tokens, group 2 = seconds; the i-th match is the i-th request of the
+  // schedule (its max_new_tokens from the plan), e.g. "tokens (\\d+) seconds (\\S+)".
+  std::string request_regex;
 };
 
 // Settings the native backends read (issue 3 extends this). Defaults are documented

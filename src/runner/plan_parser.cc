@@ -48,7 +48,7 @@ const std::vector<std::string> kEmulateKeys = {"bandwidth", "delay"};
 const std::vector<std::string> kInferenceKeys = {"prompt", "max_new_tokens", "ignore_eos"};
 const std::vector<std::string> kRangeKeys = {"from", "to", "step"};
 const std::vector<std::string> kCommandKeys = {"argv", "shell", "env", "workdir", "metrics",
-                                               "step_regex"};
+                                               "step_regex", "request_regex"};
 const std::vector<std::string> kMetricKeys = {"name", "regex", "unit"};
 const std::vector<std::string> kTrainingKeys = {"batch_size", "seq_len", "grad_accum",
                                                 "learning_rate", "seed", "device"};
@@ -251,6 +251,10 @@ class PlanParser {
   std::optional<Topology> ParseTopology(const YamlNode& node);
   void ParseInference(const YamlNode& node, bool required, CaseSpec& c, bool* ok);
   void ParseCommand(const YamlNode& node, CaseSpec& c, bool* ok);
+  // A positional-group regex under `node[key]` ("" = none, overriding an
+  // inherited one): it must compile and have at least `min_groups` groups.
+  void ReadPattern(const YamlNode& node, const char* key, unsigned min_groups,
+                   const char* groups_meaning, std::string* out, bool* ok);
   void ParseTraining(const YamlNode& node, CaseSpec& c, bool* ok);
   void CheckPlaceholders(const YamlNode& node, const std::string& text, const std::string& field,
                          const std::vector<std::string>& known);
@@ -616,6 +620,31 @@ void PlanParser::ParseInference(const YamlNode& node, bool required, CaseSpec& c
   if (required) c.inference = s;
 }
 
+void PlanParser::ReadPattern(const YamlNode& node, const char* key, unsigned min_groups,
+                             const char* groups_meaning, std::string* out, bool* ok) {
+  const YamlNode* n = node.Find(key);
+  if (!n) return;
+  auto v = r_.String(*n, key);
+  if (!v) {
+    *ok = false;
+    return;
+  }
+  *out = *v;
+  if (v->empty()) return;
+  try {
+    std::regex re(*v, std::regex::ECMAScript);
+    if (re.mark_count() < min_groups) {
+      r_.Error(*n, min_groups == 1
+                       ? fmt::format("{} has no capture group ({})", key, groups_meaning)
+                       : fmt::format("{} needs {} capture groups ({})", key, min_groups, groups_meaning));
+      *ok = false;
+    }
+  } catch (const std::regex_error& e) {
+    r_.Error(*n, fmt::format("{} does not compile: {}", key, e.what()));
+    *ok = false;
+  }
+}
+
 void PlanParser::ParseCommand(const YamlNode& node, CaseSpec& c, bool* ok) {
   if (!r_.ExpectMap(node, "command")) {
     *ok = false;
@@ -720,26 +749,9 @@ void PlanParser::ParseCommand(const YamlNode& node, CaseSpec& c, bool* ok) {
   } else if (n) {
     *ok = false;
   }
-  if (const YamlNode* n = node.Find("step_regex")) {
-    if (auto v = r_.String(*n, "step_regex")) {
-      cmd.step_regex = *v;
-      // "" = no per-step samples (it overrides an inherited pattern).
-      if (!v->empty()) {
-        try {
-          std::regex re(*v, std::regex::ECMAScript);
-          if (re.mark_count() < 1) {
-            r_.Error(*n, "step_regex has no capture group (group 1 is the step, group 2 the loss)");
-            *ok = false;
-          }
-        } catch (const std::regex_error& e) {
-          r_.Error(*n, fmt::format("step_regex does not compile: {}", e.what()));
-          *ok = false;
-        }
-      }
-    } else {
-      *ok = false;
-    }
-  }
+  ReadPattern(node, "step_regex", 1, "group 1 is the step, group 2 the loss", &cmd.step_regex, ok);
+  ReadPattern(node, "request_regex", 2, "group 1 is the generated tokens, group 2 the seconds",
+              &cmd.request_regex, ok);
   c.command = cmd;
 }
 
@@ -1059,6 +1071,7 @@ YamlNode ResolvedCase(const CaseSpec& c) {
       cmd.Add("metrics", Seq(std::move(metrics)));
     }
     cmd.AddIf(!c.command.step_regex.empty(), "step_regex", Str(c.command.step_regex));
+    cmd.AddIf(!c.command.request_regex.empty(), "request_regex", Str(c.command.request_regex));
     b.Add("command", cmd.node);
   }
   if (c.workload != Workload::kInference) {
