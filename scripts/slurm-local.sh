@@ -29,7 +29,8 @@ fail() { echo "slurm-local: $*" >&2; exit 1; }
 # Runs a command with a deadline so that no step can hang the caller.
 bounded() { local s=$1; shift; timeout --kill-after=5 "$s" "$@"; }
 
-pid_alive() { [[ -f $1 ]] && kill -0 "$(cat "$1" 2>/dev/null)" 2>/dev/null; }
+# Alive also when it belongs to another user (kill -0 then fails with EPERM).
+pid_alive() { local p; p=$(cat "$1" 2>/dev/null) && [[ -n $p && -d /proc/$p ]]; }
 
 # Stops the daemons named (default: all three) that this script started.
 stop() {
@@ -71,13 +72,17 @@ if ((${#missing[@]})); then
       bounded 300 "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >"$DIR.apt.log" 2>&1; } ||
     fail "apt-get install ${missing[*]} failed (see $DIR.apt.log): $(tail -n 1 "$DIR.apt.log" 2>/dev/null)"
 fi
-[[ $(id -u) -eq 0 ]] || fail "starting munged/slurmctld/slurmd needs root (this script runs them as root with a private configuration)"
+# Starting daemons needs root; finding ours already running does not.
+need_root() {
+  [[ $(id -u) -eq 0 ]] || fail "starting $1 needs root (this script runs the daemons as root with a private configuration)"
+}
 
-mkdir -p "$DIR"/{run,log,ctld,spool,munge} || fail "cannot create $DIR"
+mkdir -p "$DIR"/{run,log,ctld,spool,munge} 2>/dev/null || need_root "the Slurm daemons"
 
 # ---- 2. configuration (rewritten only when it changes) -----------------------
 HOST=$(hostname -s)
-cat >"$CONF.new" <<CONF
+NEW_CONF=$(mktemp) || fail "mktemp failed"
+cat >"$NEW_CONF" <<CONF
 # Written by scripts/slurm-local.sh: one node on localhost, no cgroups.
 ClusterName=protocol-local
 SlurmctldHost=$HOST(127.0.0.1)
@@ -108,7 +113,13 @@ NodeName=$HOST NodeAddr=127.0.0.1 CPUs=$CPUS State=UNKNOWN
 PartitionName=local Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 CONF
 restart=0
-if ! cmp -s "$CONF.new" "$CONF"; then mv "$CONF.new" "$CONF"; restart=1; else rm -f "$CONF.new"; fi
+if ! cmp -s "$NEW_CONF" "$CONF"; then
+  need_root "slurmctld with a new configuration"
+  mv "$NEW_CONF" "$CONF" && chmod 0644 "$CONF"
+  restart=1
+else
+  rm -f "$NEW_CONF"
+fi
 export SLURM_CONF=$CONF
 
 # ---- 3. munged ---------------------------------------------------------------
@@ -116,6 +127,7 @@ MUNGE_SOCKET=$DIR/munge/munge.socket.2
 started=()
 if ! pid_alive "$DIR/run/munged.pid"; then
   started+=(munged)
+  need_root munged
   if [[ ! -s /etc/munge/munge.key ]]; then
     mkdir -p /etc/munge
     if command -v mungekey >/dev/null; then mungekey --create --keyfile=/etc/munge/munge.key >/dev/null 2>&1
@@ -132,11 +144,13 @@ fi
 if ((restart)); then stop slurmd slurmctld >/dev/null 2>&1; fi
 if ! pid_alive "$DIR/run/slurmctld.pid"; then
   started+=(slurmctld)
+  need_root slurmctld
   bounded 20 slurmctld -f "$CONF" 2>"$DIR/log/slurmctld.start" ||
     fail "slurmctld did not start: $(tail -n 1 "$DIR/log/slurmctld.start") $(tail -n 1 "$DIR/log/slurmctld.log" 2>/dev/null)"
 fi
 if ! pid_alive "$DIR/run/slurmd.pid"; then
   started+=(slurmd)
+  need_root slurmd
   bounded 20 slurmd -f "$CONF" -N "$HOST" 2>"$DIR/log/slurmd.start" ||
     fail "slurmd did not start: $(tail -n 1 "$DIR/log/slurmd.start") $(tail -n 1 "$DIR/log/slurmd.log" 2>/dev/null)"
 fi

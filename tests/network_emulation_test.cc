@@ -102,14 +102,14 @@ TEST_CASE("EmulatedNetwork with two nodes joins them by one veth pair shaped at 
   {
     auto net = EmulatedNetwork::Create({"rig0", "rig1"}, {"20mbit", "2ms"}, FakeOptions(&runner));
     REQUIRE_MESSAGE(net.ok(), net.status().message());
-    REQUIRE(net->nodes().size() == 2);
-    CHECK(net->nodes()[0].name == "rig0");
-    CHECK(net->nodes()[0].netns == "protocol-7-0-rig0");
-    CHECK(net->nodes()[0].address == "10.77.0.1");
-    CHECK(net->nodes()[1].netns == "protocol-7-0-rig1");
-    CHECK(net->nodes()[1].address == "10.77.0.2");
-    CHECK(net->nodes()[1].device == "eth0");
-    CHECK(net->Wrap(1, {"protocol", "worker", "--rank", "1"}) ==
+    REQUIRE((*net)->nodes().size() == 2);
+    CHECK((*net)->nodes()[0].name == "rig0");
+    CHECK((*net)->nodes()[0].netns == "protocol-7-0-rig0");
+    CHECK((*net)->nodes()[0].address == "10.77.0.1");
+    CHECK((*net)->nodes()[1].netns == "protocol-7-0-rig1");
+    CHECK((*net)->nodes()[1].address == "10.77.0.2");
+    CHECK((*net)->nodes()[1].device == "eth0");
+    CHECK((*net)->Wrap(1, {"protocol", "worker", "--rank", "1"}) ==
           std::vector<std::string>{"ip", "netns", "exec", "protocol-7-0-rig1", "protocol", "worker", "--rank", "1"});
     const std::vector<std::string> expected = {
         "ip netns add protocol-7-0-rig0",
@@ -127,7 +127,7 @@ TEST_CASE("EmulatedNetwork with two nodes joins them by one veth pair shaped at 
         "tc -n protocol-7-0-rig1 qdisc add dev eth0 parent 1:1 handle 10: tbf rate 20000000bit burst 16384 latency 100ms",
     };
     CHECK(runner.commands == expected);
-    CHECK(net->commands() == expected);
+    CHECK((*net)->commands() == expected);
   }
   // Destroying the object deletes the namespaces, last created first.
   REQUIRE(runner.commands.size() == 15);
@@ -155,7 +155,7 @@ TEST_CASE("EmulatedNetwork with three nodes joins them through a bridge in a swi
   RecordingRunner runner;
   auto net = EmulatedNetwork::Create({"a", "b", "c"}, {"100mbit", "1ms"}, FakeOptions(&runner));
   REQUIRE_MESSAGE(net.ok(), net.status().message());
-  CHECK(net->nodes()[2].address == "10.77.0.3");
+  CHECK((*net)->nodes()[2].address == "10.77.0.3");
   const std::vector<std::string> expected = {
       "ip netns add protocol-7-0-a",
       "ip -n protocol-7-0-a link set lo up",
@@ -192,11 +192,11 @@ TEST_CASE("EmulatedNetwork with three nodes joins them through a bridge in a swi
   REQUIRE(runner.commands.size() == 33);
   for (size_t i = 0; i < expected.size(); ++i) CHECK(runner.commands[i] == expected[i]);
   CHECK(runner.commands[32] == "tc -n protocol-7-0-sw qdisc add dev p2 root handle 1: tbf rate 100000000bit burst 25000 latency 100ms");
-  CHECK(net->Teardown().ok());
+  CHECK((*net)->Teardown().ok());
   CHECK(runner.commands[33] == "ip netns delete protocol-7-0-sw");
   CHECK(runner.commands.back() == "ip netns delete protocol-7-0-a");
   CHECK(runner.commands.size() == 37);
-  CHECK(net->Teardown().ok());  // idempotent: nothing more to do
+  CHECK((*net)->Teardown().ok());  // idempotent: nothing more to do
   CHECK(runner.commands.size() == 37);
 }
 
@@ -251,7 +251,7 @@ TEST_CASE("EmulatedNetwork writes an owner marker and removes it on teardown") {
   REQUIRE(net.ok());
   std::string marker = ReadAll(dir + "/markers/protocol-7-9");
   CHECK(StartsWith(marker, std::to_string(::getpid()) + " "));
-  CHECK(net->Teardown().ok());
+  CHECK((*net)->Teardown().ok());
   CHECK_FALSE(fs::exists(dir + "/markers/protocol-7-9"));
   fs::remove_all(dir);
 }
