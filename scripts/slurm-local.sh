@@ -134,9 +134,10 @@ if ! pid_alive "$DIR/run/munged.pid"; then
     else dd if=/dev/urandom of=/etc/munge/munge.key bs=1024 count=1 status=none; fi
     chmod 0400 /etc/munge/munge.key
   fi
-  # As root with --force: the key file then needs to be root's.
+  # munged refuses to run as root without --force; root reads the key whoever owns it.
   bounded 10 munged --force --socket="$MUNGE_SOCKET" --pid-file="$DIR/run/munged.pid" \
-    --log-file="$DIR/log/munged.log" --seed-file="$DIR/munge/munge.seed" --key-file=/etc/munge/munge.key 2>"$DIR/log/munged.start" ||
+    --log-file="$DIR/log/munged.log" --seed-file="$DIR/munge/munge.seed" --key-file=/etc/munge/munge.key \
+    </dev/null >/dev/null 2>"$DIR/log/munged.start" ||
     fail "munged did not start: $(tail -n 1 "$DIR/log/munged.start")"
 fi
 
@@ -145,13 +146,13 @@ if ((restart)); then stop slurmd slurmctld >/dev/null 2>&1; fi
 if ! pid_alive "$DIR/run/slurmctld.pid"; then
   started+=(slurmctld)
   need_root slurmctld
-  bounded 20 slurmctld -f "$CONF" 2>"$DIR/log/slurmctld.start" ||
+  bounded 20 slurmctld -f "$CONF" </dev/null >/dev/null 2>"$DIR/log/slurmctld.start" ||
     fail "slurmctld did not start: $(tail -n 1 "$DIR/log/slurmctld.start") $(tail -n 1 "$DIR/log/slurmctld.log" 2>/dev/null)"
 fi
 if ! pid_alive "$DIR/run/slurmd.pid"; then
   started+=(slurmd)
   need_root slurmd
-  bounded 20 slurmd -f "$CONF" -N "$HOST" 2>"$DIR/log/slurmd.start" ||
+  bounded 20 slurmd -f "$CONF" -N "$HOST" </dev/null >/dev/null 2>"$DIR/log/slurmd.start" ||
     fail "slurmd did not start: $(tail -n 1 "$DIR/log/slurmd.start") $(tail -n 1 "$DIR/log/slurmd.log" 2>/dev/null)"
 fi
 
