@@ -387,11 +387,11 @@ int Connect(const std::string& address, int port) {
   return -1;
 }
 
-// Node 0 receives `bytes` and answers one byte; node 1 sends them. Returns
-// the sender's Mbit/s from connect to the answer (0 on any failure).
-double MeasureMbits(const EmulatedNetwork& net, size_t bytes) {
-  const std::string server_address = net.nodes()[0].address;
-  auto server = InNamespace<size_t>(net.nodes()[0].netns, std::function<size_t()>([&]() -> size_t {
+// Node `to` receives `bytes` and answers one byte; node `from` sends them.
+// Returns the sender's Mbit/s from connect to the answer (0 on any failure).
+double MeasureMbits(const EmulatedNetwork& net, size_t bytes, size_t from = 1, size_t to = 0) {
+  const std::string server_address = net.nodes()[to].address;
+  auto server = InNamespace<size_t>(net.nodes()[to].netns, std::function<size_t()>([&]() -> size_t {
     int listener = Listen(server_address, 5201);
     if (listener < 0) return 0;
     int fd = AcceptWithin(listener, 10000);
@@ -410,7 +410,7 @@ double MeasureMbits(const EmulatedNetwork& net, size_t bytes) {
     ::close(fd);
     return total;
   }));
-  auto client = InNamespace<double>(net.nodes()[1].netns, std::function<double()>([&]() -> double {
+  auto client = InNamespace<double>(net.nodes()[from].netns, std::function<double()>([&]() -> double {
     int fd = Connect(server_address, 5201);
     if (fd < 0) return 0;
     std::vector<char> block(1 << 16, 'x');
@@ -548,6 +548,23 @@ TEST_CASE("real network: a 20mbit link is clearly slower than an unshaped one") 
   CHECK(unshaped > 100);
   CHECK(shaped < 30);
   CHECK(shaped > 10);  // shaped to the rate, not broken
+}
+
+TEST_CASE("real network: three nodes reach each other through the shaped switch") {
+  if (std::string why = RealNetworkUnavailable(); !why.empty()) {
+    MESSAGE("skipped: " << why);
+    return;
+  }
+  auto net = EmulatedNetwork::Create({"a", "b", "c"}, {"20mbit", ""});
+  if (!net.ok() && net.status().message().find("`ip netns add") != std::string::npos) {
+    MESSAGE("skipped: " << net.status().message());
+    return;
+  }
+  REQUIRE_MESSAGE(net.ok(), net.status().message());
+  double mbits = MeasureMbits(**net, 2 << 20, /*from=*/2, /*to=*/1);
+  MESSAGE("node c -> node b through the bridge at 20mbit: " << mbits << " Mbit/s");
+  CHECK(mbits < 30);
+  CHECK(mbits > 10);
 }
 
 TEST_CASE("real network: a round trip costs at least twice the delay") {
