@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -161,7 +162,7 @@ Status CheckNetworkEmulationPrivileges() {
   bool found = false;
   while (std::getline(in, line)) {
     if (StartsWith(line, "CapEff:")) {
-      effective = std::stoull(Trim(line.substr(7)), nullptr, 16);
+      effective = std::strtoull(Trim(line.substr(7)).c_str(), nullptr, 16);
       found = true;
     }
   }

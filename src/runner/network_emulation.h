@@ -74,10 +74,12 @@ inline constexpr std::string_view kNeedsRootMessage =
 // Not copyable. Thread-compatible (one thread at a time).
 class EmulatedNetwork {
  public:
-  // Creates one namespace per entry of `nodes` (REQUIRES: 2 <= nodes.size() <= 253,
-  // names unique and [A-Za-z0-9._-]+) joined and shaped as described above.
-  // On failure returns a Status naming the failing command and its output,
-  // after removing everything it had created.
+  // Creates one namespace per entry of `nodes`, joined and shaped as
+  // described above. InvalidArgument, before anything is created, without the
+  // privileges (kNeedsRootMessage), for fewer than 2 or more than 253 nodes,
+  // names not unique or not [A-Za-z0-9._-]+ or "sw", and a bandwidth or delay
+  // tc cannot read. IoError naming the failing command and its output when an
+  // ip/tc command fails, after removing everything created so far.
   static Result<std::unique_ptr<EmulatedNetwork>> Create(const std::vector<std::string>& nodes,
                                                          const NetworkEmulation& shape,
                                                          const NetworkEmulationOptions& options = {});
@@ -135,7 +137,8 @@ Result<double> ParseTcTime(std::string_view text);
 // Where `ip netns` keeps its named namespaces.
 inline constexpr const char* kNetnsRunDir = "/run/netns";
 
-// Removes the namespaces named "protocol-<pid>-<seq>-..." whose owner is gone:
+// Removes the namespaces named "protocol-<pid>-<seq>-..." whose owner is gone
+// (owners are looked up in this process's pid namespace):
 // <pid> is not a live process, or it is but started at another time than the
 // marker recorded (the pid was reused). Returns the namespaces removed.
 // `netns_dir` and `marker_dir` are parameters for tests.
