@@ -139,7 +139,8 @@ TEST_CASE("compare: match by identity across plans; fewer than 3 repeats gives n
   // A higher threshold than the change: unchanged.
   CompareOptions lenient;
   lenient.threshold = 0.25;
-  CHECK(Case(Compare(*store, 1, 5, lenient), "7b-pretrain").verdict == Verdict::kUnchanged);
+  CompareReport relaxed = Compare(*store, 1, 5, lenient);
+  CHECK(Case(relaxed, "7b-pretrain").verdict == Verdict::kUnchanged);
 }
 
 TEST_CASE("compare: options — thresholds, metric names and directions") {
@@ -160,11 +161,12 @@ TEST_CASE("compare: options — thresholds, metric names and directions") {
   auto store = NightlyStore();
   CompareOptions only;
   only.metrics = {"tokens_per_second"};
-  const CaseComparison& c = Case(Compare(*store, 1, 2, only), "2.1.2.4");
+  CompareReport report = Compare(*store, 1, 2, only);
+  const CaseComparison& c = Case(report, "2.1.2.4");
   REQUIRE(c.metrics.size() == 1);
   CHECK(c.metrics[0].metric == "tokens_per_second");
   // A requested metric the pretrain case does not have makes it incomparable.
-  const CaseComparison& p = Case(Compare(*store, 1, 2, only), "2.1.2.1");
+  const CaseComparison& p = Case(report, "2.1.2.1");
   CHECK(p.verdict == Verdict::kIncomparable);
   CHECK(p.reason == "tokens_per_second: not measured in every repeat of the baseline run");
 }

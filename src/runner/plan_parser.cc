@@ -828,8 +828,8 @@ void PlanParser::ParseReference(const YamlNode& node, CaseSpec& c, bool* ok) {
       // The sign is required (except for 0%) and must point away from the value.
       if (good && fraction != 0 && m[1].str() != (side == 0 ? "-" : "+")) good = false;
       if (!good) {
-        r_.Error(t, fmt::format("expected a {} tolerance like '{}' for '{}', got {}",
-                                side == 0 ? "lower" : "upper", side == 0 ? "-5%" : "+10%", where,
+        r_.Error(t, fmt::format("expected {} tolerance like '{}' for '{}', got {}",
+                                side == 0 ? "a lower" : "an upper", side == 0 ? "-5%" : "+10%", where,
                                 NodeReader::Describe(t)));
         *ok = false;
         continue;
