@@ -21,6 +21,7 @@
 #include "backends/backend.h"
 #include "backends/environment.h"
 #include "report/report.h"
+#include "report/verify.h"
 #include "runner/build_info.h"
 #include "runner/compare.h"
 #include "runner/export.h"
@@ -278,10 +279,11 @@ int CmdShow(Args& a) {
 int CmdReport(Args& a) {
   ReportFormat format = ReportFormat::kMarkdown;
   std::string format_name = a.format;
-  if (format_name.empty()) {  // infer from --out's extension, default Markdown
-    if (EndsWith(a.out, ".html") || EndsWith(a.out, ".htm")) format_name = "html";
-    else if (EndsWith(a.out, ".json")) format_name = "json";
-    else if (EndsWith(a.out, ".csv")) format_name = "csv";
+  if (format_name.empty()) {  // infer from --out's (or --verify's) extension, default Markdown
+    const std::string& file = a.verify.empty() ? a.out : a.verify;
+    if (EndsWith(file, ".html") || EndsWith(file, ".htm")) format_name = "html";
+    else if (EndsWith(file, ".json")) format_name = "json";
+    else if (EndsWith(file, ".csv")) format_name = "csv";
     else format_name = "md";
   }
   if (!ParseReportFormat(format_name, &format)) {
@@ -300,7 +302,28 @@ int CmdReport(Args& a) {
   options.model = a.model;
   options.baseline_system = a.baseline_system;
   options.candidate_system = a.candidate_system;
-  auto text = BuildReport(*store, options, format, a.template_path);
+  ReportInvocation invocation{options, format, a.template_path};
+  if (!a.verify.empty()) {
+    std::ifstream in(a.verify, std::ios::binary);
+    if (!in) {
+      PrintError(fmt::format("cannot read {}", a.verify));
+      return kExitBadInput;
+    }
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto outcome = VerifyReport(*store, text, invocation);
+    if (!outcome.ok()) return Fail(outcome.status());
+    const std::string how = InvocationText(outcome->invocation);
+    if (outcome->match) {
+      std::printf("%s: matches the database byte for byte (re-rendered with %s)\n",
+                  a.verify.c_str(), how.c_str());
+      return kExitOk;
+    }
+    std::printf("%s: DIFFERS from the database (re-rendered with %s):\n", a.verify.c_str(),
+                how.c_str());
+    for (const std::string& d : outcome->differences) std::printf("  %s\n", d.c_str());
+    return kExitCaseFailed;
+  }
+  auto text = RenderReportFile(*store, invocation);
   if (!text.ok()) return Fail(text.status());
   return WriteOutput(text.value(), a.out);
 }
@@ -437,7 +460,9 @@ const Command kCommands[] = {
      "  protocol report --run latest --format html --out results/report.html\n"
      "  protocol report --model llama2-70b --format csv\n"
      "Without --run, every stored run is used and the newest result of each cell wins.\n"
-     "Markers: * extrapolated or computed, X not provided, – no ratio for lack of a result.",
+     "Markers: * extrapolated or computed, X not provided, – no ratio for lack of a result.\n"
+     "Markdown and HTML reports record their options in a comment line; an auditor checks a\n"
+     "report with: protocol report --verify results/report.md",
      [](CLI::App* c, Args& a) {
        AddDb(c, a);
        c->add_option("--run", a.runs, "Use only these runs (ids or 'latest'; repeatable)");
@@ -449,6 +474,9 @@ const Command kCommands[] = {
            ->capture_default_str();
        c->add_option("--candidate-system", a.candidate_system, "System in the share columns")
            ->capture_default_str();
+       c->add_option("--verify", a.verify,
+                     "Re-render REPORT_FILE from the database with the options it records and "
+                     "compare byte for byte (exit 1 when it differs)");
      },
      &CmdReport},
     {"import", "Store published figures (auditors) from a YAML file (docs/import-format.md)", "",
