@@ -107,7 +107,7 @@ TEST_CASE("provenance: a version-1 database is migrated; runs store the log and 
     CHECK(cases->at(0).case_id == "a");
     CHECK(cases->at(0).log_sha256 == "");  // not recorded before schema 2
   }
-  CHECK(StoreSchemaVersion() == 2);
+  CHECK(StoreSchemaVersion() >= 2);
 
   WriteText(dir.path / "p.yaml", R"yaml(protocol: 1
 name: p
