@@ -21,13 +21,18 @@
 #include "backends/backend.h"
 #include "backends/environment.h"
 #include "report/report.h"
+#include "report/verify.h"
 #include "runner/build_info.h"
+#include "runner/compare.h"
 #include "runner/export.h"
 #include "runner/import_file.h"
+#include "runner/junit.h"
 #include "runner/log.h"
 #include "runner/plan_parser.h"
 #include "runner/progress.h"
+#include "runner/reference_check.h"
 #include "runner/runner.h"
+#include "runner/sha256.h"
 #include "runner/signals.h"
 #include "runner/store.h"
 #include "runner/text.h"
@@ -56,6 +61,12 @@ struct Args {
   std::string baseline_system = "fsdp";
   std::string candidate_system = "share";
   std::string import_file;
+  std::string junit;                   // run, compare: JUnit XML here
+  bool check = false;                  // run: check reference bands
+  std::string baseline, candidate;     // compare
+  std::string threshold = "5%";        // compare
+  std::vector<std::string> metrics;    // compare
+  std::string verify;                  // report: verify this file
 };
 
 void PrintError(const std::string& text) { std::fprintf(stderr, "protocol: %s\n", text.c_str()); }
@@ -154,7 +165,12 @@ int CmdRun(Args& a) {
   options.dry_run = a.dry_run;
   if (a.resume > 0) options.resume_run_id = a.resume;
   options.logs_dir = a.logs_dir;
-  if (!a.dry_run) options.context = CollectEnvironment();
+  if (!a.dry_run) {
+    options.context = CollectEnvironment();
+    // Provenance: the program that produced the figures (docs/regression.md).
+    auto exe = Sha256File("/proc/self/exe");
+    if (exe.ok()) options.context.emplace_back("protocol_binary_sha256", exe.value());
+  }
   BackendFactory factory = [](const std::string& name) -> std::unique_ptr<Backend> {
     const BackendEntry* entry = FindBackend(name);
     return entry ? entry->make() : nullptr;
@@ -181,7 +197,31 @@ int CmdRun(Args& a) {
   if (s.stopped)
     std::fprintf(stderr, "protocol: continue with: protocol run %s --db %s --resume %lld\n",
                  a.plans[0].c_str(), a.db.c_str(), static_cast<long long>(s.run_id));
-  return s.ExitCode();
+  int exit_code = s.ExitCode();
+  std::vector<std::pair<std::string, std::string>> check_failures;
+  if (a.check) {
+    auto verdicts = CheckRunReferences(*store, *plan, s.run_id);
+    if (!verdicts.ok()) return Fail(verdicts.status());
+    int failed = 0;
+    for (const ReferenceVerdict& v : verdicts.value()) {
+      std::fprintf(stderr, "protocol: check %s %s: %s\n", v.pass ? "pass" : "FAIL", v.case_id.c_str(),
+                   v.message.c_str());
+      if (!v.pass) {
+        ++failed;
+        check_failures.emplace_back(v.case_id, v.message);
+      }
+    }
+    std::fprintf(stderr, "protocol: check: %zu reference%s, %d outside %s band\n",
+                 verdicts->size(), verdicts->size() == 1 ? "" : "s", failed,
+                 failed == 1 ? "its" : "their");
+    if (failed) exit_code = kExitCaseFailed;
+  }
+  if (!a.junit.empty()) {
+    auto suite = JunitSuiteForRun(*store, s.run_id, check_failures);
+    if (!suite.ok()) return Fail(suite.status());
+    if (int c = WriteOutput(RenderJunit("protocol", {suite.value()}), a.junit); c != kExitOk) return c;
+  }
+  return exit_code;
 }
 
 int CmdValidate(Args& a) {
@@ -239,10 +279,11 @@ int CmdShow(Args& a) {
 int CmdReport(Args& a) {
   ReportFormat format = ReportFormat::kMarkdown;
   std::string format_name = a.format;
-  if (format_name.empty()) {  // infer from --out's extension, default Markdown
-    if (EndsWith(a.out, ".html") || EndsWith(a.out, ".htm")) format_name = "html";
-    else if (EndsWith(a.out, ".json")) format_name = "json";
-    else if (EndsWith(a.out, ".csv")) format_name = "csv";
+  if (format_name.empty()) {  // infer from --out's (or --verify's) extension, default Markdown
+    const std::string& file = a.verify.empty() ? a.out : a.verify;
+    if (EndsWith(file, ".html") || EndsWith(file, ".htm")) format_name = "html";
+    else if (EndsWith(file, ".json")) format_name = "json";
+    else if (EndsWith(file, ".csv")) format_name = "csv";
     else format_name = "md";
   }
   if (!ParseReportFormat(format_name, &format)) {
@@ -261,7 +302,28 @@ int CmdReport(Args& a) {
   options.model = a.model;
   options.baseline_system = a.baseline_system;
   options.candidate_system = a.candidate_system;
-  auto text = BuildReport(*store, options, format, a.template_path);
+  ReportInvocation invocation{options, format, a.template_path};
+  if (!a.verify.empty()) {
+    std::ifstream in(a.verify, std::ios::binary);
+    if (!in) {
+      PrintError(fmt::format("cannot read {}", a.verify));
+      return kExitBadInput;
+    }
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto outcome = VerifyReport(*store, text, invocation);
+    if (!outcome.ok()) return Fail(outcome.status());
+    const std::string how = InvocationText(outcome->invocation);
+    if (outcome->match) {
+      std::printf("%s: matches the database byte for byte (re-rendered with %s)\n",
+                  a.verify.c_str(), how.c_str());
+      return kExitOk;
+    }
+    std::printf("%s: DIFFERS from the database (re-rendered with %s):\n", a.verify.c_str(),
+                how.c_str());
+    for (const std::string& d : outcome->differences) std::printf("  %s\n", d.c_str());
+    return kExitCaseFailed;
+  }
+  auto text = RenderReportFile(*store, invocation);
   if (!text.ok()) return Fail(text.status());
   return WriteOutput(text.value(), a.out);
 }
@@ -298,6 +360,34 @@ int CmdExport(Args& a) {
   auto text = ExportStore(*store, format);
   if (!text.ok()) return Fail(text.status());
   return WriteOutput(text.value(), a.out);
+}
+
+int CmdCompare(Args& a) {
+  CompareOptions options;
+  auto threshold = ParseThreshold(a.threshold);
+  if (!threshold.ok()) return Fail(threshold.status());
+  options.threshold = threshold.value();
+  options.metrics = a.metrics;
+  if (Status s = ValidateCompareOptions(options); !s.ok()) return Fail(s);
+  int code = kExitOk;
+  auto store = OpenOrReport(a.db, &code);
+  if (!store) return code;
+  auto base = ResolveRunSpec(*store, a.baseline);
+  if (!base.ok()) return Fail(base.status());
+  auto cand = ResolveRunSpec(*store, a.candidate);
+  if (!cand.ok()) return Fail(cand.status());
+  auto base_side = CollectCompareSide(*store, base.value());
+  if (!base_side.ok()) return Fail(base_side.status());
+  auto cand_side = CollectCompareSide(*store, cand.value());
+  if (!cand_side.ok()) return Fail(cand_side.status());
+  CompareReport report = CompareRuns(base_side.value(), cand_side.value(), options);
+  std::string text = a.json ? CompareToJson(report).dump(2) + "\n" : RenderCompareText(report);
+  if (int c = WriteOutput(text, ""); c != kExitOk) return c;
+  if (!a.junit.empty()) {
+    std::string xml = RenderJunit("protocol compare", {JunitSuiteForCompare(report)});
+    if (int c = WriteOutput(xml, a.junit); c != kExitOk) return c;
+  }
+  return report.ExitCode();
 }
 
 int CmdBackends(Args&) {
@@ -339,6 +429,9 @@ const Command kCommands[] = {
                      "Override a plan value: key.path=value, e.g. defaults.timeout=600 or "
                      "stages[stage1].cases[2.1.1.1].steps=10 (repeatable)");
        c->add_option("--logs", a.logs_dir, "Directory for per-case logs")->capture_default_str();
+       c->add_flag("--check", a.check,
+                   "Check each case against its `reference:` band; exit 1 when outside");
+       c->add_option("--junit", a.junit, "Also write a JUnit XML report here (one testcase per case)");
      },
      &CmdRun},
     {"validate", "Check plans without running them; every problem is reported with FILE:LINE:COL",
@@ -367,7 +460,9 @@ const Command kCommands[] = {
      "  protocol report --run latest --format html --out results/report.html\n"
      "  protocol report --model llama2-70b --format csv\n"
      "Without --run, every stored run is used and the newest result of each cell wins.\n"
-     "Markers: * extrapolated or computed, X not provided, – no ratio for lack of a result.",
+     "Markers: * extrapolated or computed, X not provided, – no ratio for lack of a result.\n"
+     "Markdown and HTML reports record their options in a comment line; an auditor checks a\n"
+     "report with: protocol report --verify results/report.md",
      [](CLI::App* c, Args& a) {
        AddDb(c, a);
        c->add_option("--run", a.runs, "Use only these runs (ids or 'latest'; repeatable)");
@@ -379,6 +474,9 @@ const Command kCommands[] = {
            ->capture_default_str();
        c->add_option("--candidate-system", a.candidate_system, "System in the share columns")
            ->capture_default_str();
+       c->add_option("--verify", a.verify,
+                     "Re-render REPORT_FILE from the database with the options it records and "
+                     "compare byte for byte (exit 1 when it differs)");
      },
      &CmdReport},
     {"import", "Store published figures (auditors) from a YAML file (docs/import-format.md)", "",
@@ -394,6 +492,25 @@ const Command kCommands[] = {
        c->add_option("--out", a.out, "Write here instead of stdout");
      },
      &CmdExport},
+    {"compare", "Compare two runs case by case: ratios, bootstrap intervals, verdicts",
+     "Examples:\n"
+     "  protocol compare 12 latest                      # pinned baseline vs the newest run\n"
+     "  protocol compare 12 latest:nightly --threshold 3% --junit results/compare.xml\n"
+     "  protocol compare 12 13 --metric tokens_per_second --metric my_score:higher --json\n"
+     "A run is an id, 'latest' or 'latest:PLAN_NAME'. Verdicts: improved | unchanged |\n"
+     "regressed | incomparable (with the reason). docs/regression.md.\n"
+     "Exit: 0 no regression, 1 a case regressed, 2 bad input.",
+     [](CLI::App* c, Args& a) {
+       c->add_option("baseline", a.baseline, "Baseline run: id, 'latest' or 'latest:PLAN'")->required();
+       c->add_option("candidate", a.candidate, "Candidate run: id, 'latest' or 'latest:PLAN'")->required();
+       AddDb(c, a);
+       c->add_option("--threshold", a.threshold, "Change that counts (5% or 0.05)")->capture_default_str();
+       c->add_option("--metric", a.metrics,
+                     "Compare this metric (repeatable; NAME, or NAME:lower / NAME:higher)");
+       c->add_flag("--json", a.json, "JSON instead of a table");
+       c->add_option("--junit", a.junit, "Also write a JUnit XML report here");
+     },
+     &CmdCompare},
     {"backends", "List the backends a plan can name", "",
      [](CLI::App*, Args&) {}, &CmdBackends},
 };

@@ -135,6 +135,16 @@ struct TrainingSettings {
   std::string device = "auto";  // "auto" | "cpu" | "cuda"
 };
 
+// `reference: {wall_minutes: [93, -5%, +10%]}` (issue 5): an expected value and
+// the band around it that `protocol run --check` accepts (reference_check.h).
+struct ReferenceBand {
+  std::string metric;  // as written: "wall_minutes", "wall_seconds", "tokens_per_second", ...
+  double value = 0;    // the expected value, in the metric's unit (minutes for wall_minutes)
+  double lower = 0;    // fraction <= 0: "-5%" is -0.05
+  double upper = 0;    // fraction >= 0: "+10%" is 0.10
+  SourceLocation where;
+};
+
 // One case of the methodology, fully resolved.
 struct CaseSpec {
   std::string id;            // the methodology's section number, e.g. "2.1.1.1"; unique in a plan
@@ -161,6 +171,7 @@ struct CaseSpec {
   std::string output_dir;           // where the resulting model is saved; "{placeholders}" expanded
   CommandSpec command;              // command backend only
   TrainingSettings training;
+  std::vector<ReferenceBand> references;  // in the order written; empty = nothing to check
   SourceLocation where;             // the case's `- id:` entry
 };
 

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <map>
 #include <regex>
 #include <set>
@@ -38,7 +39,8 @@ const std::vector<std::string> kTopKeys = {"protocol", "name", "title", "models"
 const std::vector<std::string> kCaseKeys = {
     "id",       "title",   "workload", "backend",   "system",  "model",    "dataset",
     "nodes",    "topology", "network", "variant",   "steps",   "epochs",   "report_as",
-    "inference", "timeout", "repeats", "warmup_steps", "output_dir", "command", "training"};
+    "inference", "timeout", "repeats", "warmup_steps", "output_dir", "command", "training",
+    "reference"};
 const std::vector<std::string> kStageKeys = {"name", "title", "defaults", "cases"};
 const std::vector<std::string> kModelKeys = {"preset", "path", "quantization"};
 const std::vector<std::string> kDatasetKeys = {"format", "path"};
@@ -53,7 +55,8 @@ const std::vector<std::string> kMetricKeys = {"name", "regex", "unit"};
 const std::vector<std::string> kTrainingKeys = {"batch_size", "seq_len", "grad_accum",
                                                 "learning_rate", "seed", "device"};
 // Maps merged key by key through inheritance (at any depth).
-const std::set<std::string> kMergedMaps = {"training", "inference", "command", "env"};
+const std::set<std::string> kMergedMaps = {"training", "inference", "command", "env",
+                                           "reference"};
 
 const std::vector<std::string> kWorkloads = {"pretrain", "finetune", "inference"};
 const std::vector<std::string> kDatasetFormats = {"text", "jsonl", "dolly", "tokens", "parquet"};
@@ -256,6 +259,7 @@ class PlanParser {
   void ReadPattern(const YamlNode& node, const char* key, unsigned min_groups,
                    const char* groups_meaning, std::string* out, bool* ok);
   void ParseTraining(const YamlNode& node, CaseSpec& c, bool* ok);
+  void ParseReference(const YamlNode& node, CaseSpec& c, bool* ok);
   void CheckPlaceholders(const YamlNode& node, const std::string& text, const std::string& field,
                          const std::vector<std::string>& known);
 
@@ -790,6 +794,64 @@ void PlanParser::ParseTraining(const YamlNode& node, CaseSpec& c, bool* ok) {
   }
 }
 
+// `reference: {METRIC: [VALUE, -LOW%, +HIGH%], ...}`; METRIC is wall_minutes or
+// a measurement name (lower case, digits, '_').
+void PlanParser::ParseReference(const YamlNode& node, CaseSpec& c, bool* ok) {
+  if (!r_.ExpectMap(node, "reference")) {
+    *ok = false;
+    return;
+  }
+  static const std::regex kMetricName("^[a-z][a-z0-9_]*$");
+  static const std::regex kTolerance(R"(^([+-]?)([0-9]+(\.[0-9]+)?)\s*%$)");
+  for (const auto& [key, value] : node.entries) {
+    const std::string& name = key.scalar;
+    if (!std::regex_match(name, kMetricName)) {
+      r_.Error(key, fmt::format("'{}' is not a metric name (e.g. wall_minutes, tokens_per_second)", name));
+      *ok = false;
+      continue;
+    }
+    const std::string where = "reference." + name;
+    if (value.kind != Kind::kSequence || value.items.size() != 3) {
+      r_.Error(value, fmt::format("expected [value, -lower%, +upper%] for '{}', got {}", where,
+                                  NodeReader::Describe(value)),
+               "e.g. wall_minutes: [93, -5%, +10%]");
+      *ok = false;
+      continue;
+    }
+    ReferenceBand band;
+    band.metric = name;
+    band.where = r_.Where(key);
+    if (auto v = r_.Number(value.items[0], where)) {
+      if (*v <= 0) {
+        r_.Error(value.items[0], fmt::format("the reference value of '{}' must be > 0, got {}", where,
+                                             value.items[0].scalar));
+        *ok = false;
+      }
+      band.value = *v;
+    } else {
+      *ok = false;
+    }
+    for (int side = 0; side < 2; ++side) {
+      const YamlNode& t = value.items[1 + side];
+      std::smatch m;
+      const std::string text = t.kind == Kind::kScalar ? t.scalar : "";
+      bool good = t.kind == Kind::kScalar && std::regex_match(text, m, kTolerance);
+      double fraction = good ? std::stod(m[2].str()) / 100 : 0;
+      // The sign is required (except for 0%) and must point away from the value.
+      if (good && fraction != 0 && m[1].str() != (side == 0 ? "-" : "+")) good = false;
+      if (!good) {
+        r_.Error(t, fmt::format("expected {} tolerance like '{}' for '{}', got {}",
+                                side == 0 ? "a lower" : "an upper", side == 0 ? "-5%" : "+10%", where,
+                                NodeReader::Describe(t)));
+        *ok = false;
+        continue;
+      }
+      (side == 0 ? band.lower : band.upper) = side == 0 ? -fraction : fraction;
+    }
+    c.references.push_back(band);
+  }
+}
+
 std::optional<CaseSpec> PlanParser::ParseCase(const YamlNode& m, const YamlNode& case_node,
                                               const std::string& stage) {
   CaseSpec c;
@@ -966,6 +1028,7 @@ std::optional<CaseSpec> PlanParser::ParseCase(const YamlNode& m, const YamlNode&
     fail(case_node, fmt::format("{} needs a command (command: {{argv: [...]}})", who));
   }
   if (const YamlNode* n = m.Find("training")) ParseTraining(*n, c, &ok);
+  if (const YamlNode* n = m.Find("reference")) ParseReference(*n, c, &ok);
 
   // Execution.
   if (const YamlNode* n = m.Find("timeout")) {
@@ -1080,6 +1143,13 @@ YamlNode ResolvedCase(const CaseSpec& c) {
     tr.Add("batch_size", Int(t.batch_size)).Add("seq_len", Int(t.seq_len)).Add("grad_accum", Int(t.grad_accum));
     tr.Add("learning_rate", Num(t.learning_rate)).Add("seed", Int(t.seed)).Add("device", Str(t.device));
     b.Add("training", tr.node);
+  }
+  if (!c.references.empty()) {
+    MapBuilder ref;
+    auto pct = [](double f) { return fmt::format("{}{}%", f < 0 ? "-" : "+", std::fabs(f) * 100); };
+    for (const ReferenceBand& band : c.references)
+      ref.Add(band.metric, Seq({Num(band.value), Scalar(pct(band.lower)), Scalar(pct(band.upper))}));
+    b.Add("reference", ref.node);
   }
   return b.node;
 }

@@ -125,6 +125,7 @@ struct CaseRecord {
   std::string started_at;
   std::string finished_at;
   std::string log_path;
+  std::string log_sha256;  // sha256 of the case log when the case finished; "" before (schema 2)
 };
 
 // Everything the runner stores when a case ends, in one transaction.
@@ -136,6 +137,7 @@ struct CaseResult {
   std::vector<Measurement> measurements;
   std::vector<StepSample> steps;        // not yet appended ones
   std::vector<RequestSample> requests;  // not yet appended ones
+  std::string log_sha256;  // sha256 of the case log as it stands at finish; may be ""
 };
 
 }  // namespace protocol

@@ -391,14 +391,17 @@ Result<RunSummary> Runner::Run(const Plan& plan, const RunOptions& options) {
     result.requests = events.TakePendingRequests();
     result.finished_at = clock_.NowIso8601();
 
-    Status finished = store_.FinishCase(*row, result);
-    if (!finished.ok()) return finished;
     {
-      std::ofstream log(record.log_path, std::ios::app);  // best effort: the row is stored
+      // Best effort: the row is stored whatever happens to the log.
+      std::ofstream log(record.log_path, std::ios::app);
       log << fmt::format("# protocol case {} repeat {}/{} ended {} after {} s{}\n", spec.id,
                          repeat + 1, std::max(1, spec.repeats), CaseStatusName(result.status),
                          FormatFigure(seconds), result.reason.empty() ? "" : ": " + result.reason);
     }
+    // Provenance: the log as it stands now, footer included, is what the row vouches for.
+    if (Result<std::string> sha = Sha256File(record.log_path); sha.ok()) result.log_sha256 = *sha;
+    Status finished = store_.FinishCase(*row, result);
+    if (!finished.ok()) return finished;
     Count(summary, result.status);
     progress_.CaseFinished(index, total, spec, repeat, result.status, seconds, result.reason);
     if (stop_seen) {

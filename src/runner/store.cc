@@ -112,6 +112,10 @@ CREATE TABLE request_samples (
 );
 CREATE INDEX request_samples_case_row ON request_samples(case_row);
 )sql",
+    // 2: provenance (issue 5): the sha256 of each case's log, stored at finish.
+    R"sql(
+ALTER TABLE cases ADD COLUMN log_sha256 TEXT NOT NULL DEFAULT '';
+)sql",
 };
 constexpr int kSchemaVersion = static_cast<int>(sizeof(kMigrations) / sizeof(kMigrations[0]));
 constexpr int kBusyTimeoutMs = 30000;
@@ -522,10 +526,10 @@ Status SqliteStore::FinishCase(int64_t row_id, const CaseResult& result) {
   const std::string doing = "storing " + *label;
   Txn txn(db_);
   if (Status s = txn.Begin(doing); !s.ok()) return s;
-  Stmt q(db_, "UPDATE cases SET status = ?, reason = ?, exit_code = ?, finished_at = ? "
-              "WHERE id = ?");
+  Stmt q(db_, "UPDATE cases SET status = ?, reason = ?, exit_code = ?, finished_at = ?, "
+              "log_sha256 = ? WHERE id = ?");
   q.Bind(CaseStatusName(result.status)).Bind(result.reason).Bind(result.exit_code)
-      .Bind(result.finished_at).Bind(row_id);
+      .Bind(result.finished_at).Bind(result.log_sha256).Bind(row_id);
   if (int rc = q.Exec(); rc != SQLITE_DONE) return Err(rc, doing);
   Stmt mq(db_,
           "INSERT INTO measurements (case_row, name, value, unit, how, method, source, marker) "
@@ -617,8 +621,8 @@ Result<std::vector<CaseRecord>> SqliteStore::CasesOfRun(int64_t run_id) {
   Stmt q(db_,
          "SELECT id, run_id, case_id, repeat, stage, model, workload, backend, system, nodes, "
          "topology, network, variant, length_unit, length_count, report_as_unit, "
-         "report_as_count, status, reason, exit_code, started_at, finished_at, log_path "
-         "FROM cases WHERE run_id = ? ORDER BY id");
+         "report_as_count, status, reason, exit_code, started_at, finished_at, log_path, "
+         "log_sha256 FROM cases WHERE run_id = ? ORDER BY id");
   q.Bind(run_id);
   std::vector<CaseRecord> cases;
   int rc;
@@ -654,6 +658,7 @@ Result<std::vector<CaseRecord>> SqliteStore::CasesOfRun(int64_t run_id) {
     r.started_at = q.Text(c++);
     r.finished_at = q.Text(c++);
     r.log_path = q.Text(c++);
+    r.log_sha256 = q.Text(c++);
     cases.push_back(std::move(r));
   }
   if (rc != SQLITE_DONE) return Err(rc, doing);

@@ -1,0 +1,202 @@
+#include "report/verify.h"
+
+#include <cstdlib>
+
+#include "runner/text.h"
+
+namespace protocol {
+
+namespace {
+
+const char* const kCommentOpen = "<!-- protocol report: ";
+const char* const kCommentClose = " -->";
+
+const char* FormatName(ReportFormat f) {
+  switch (f) {
+    case ReportFormat::kMarkdown: return "md";
+    case ReportFormat::kHtml: return "html";
+    case ReportFormat::kJson: return "json";
+    case ReportFormat::kCsv: return "csv";
+  }
+  return "md";
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines = Split(text, '\n');
+  return lines;
+}
+
+// Cells of a Markdown table row "| a | b |" → {"a", "b"}.
+std::vector<std::string> Cells(const std::string& line) {
+  std::vector<std::string> parts = Split(line, '|');
+  std::vector<std::string> cells;
+  for (size_t i = 1; i + 1 < parts.size(); ++i) cells.push_back(Trim(parts[i]));
+  return cells;
+}
+
+std::string Clip(const std::string& s) {
+  if (s.size() <= 120) return s;
+  return s.substr(0, 117) + "...";
+}
+
+}  // namespace
+
+std::string InvocationText(const ReportInvocation& inv) {
+  std::vector<std::string> parts;
+  for (int64_t id : inv.options.run_ids) parts.push_back(fmt::format("--run {}", id));
+  if (!inv.options.model.empty()) parts.push_back("--model " + inv.options.model);
+  ReportOptions defaults;
+  if (inv.options.baseline_system != defaults.baseline_system)
+    parts.push_back("--baseline-system " + inv.options.baseline_system);
+  if (inv.options.candidate_system != defaults.candidate_system)
+    parts.push_back("--candidate-system " + inv.options.candidate_system);
+  parts.push_back(std::string("--format ") + FormatName(inv.format));
+  if (!inv.template_path.empty()) parts.push_back("--template " + inv.template_path);
+  return Join(parts, " ");
+}
+
+Result<ReportInvocation> ParseReportComment(const std::string& text) {
+  size_t at = text.find(kCommentOpen);
+  if (at == std::string::npos || (at > 0 && text[at - 1] != '\n'))
+    return Status::NotFound("the report has no '<!-- protocol report: ... -->' line");
+  size_t end = text.find('\n', at);
+  std::string line = text.substr(at, end == std::string::npos ? std::string::npos : end - at);
+  if (!EndsWith(line, kCommentClose))
+    return Status::InvalidArgument("the '<!-- protocol report:' line does not end with '-->'");
+  std::string body = line.substr(std::string(kCommentOpen).size(),
+                                 line.size() - std::string(kCommentOpen).size() -
+                                     std::string(kCommentClose).size());
+  std::vector<std::string> tokens;
+  for (const std::string& t : Split(body, ' '))
+    if (!t.empty()) tokens.push_back(t);
+  ReportInvocation inv;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const std::string& flag = tokens[i];
+    if (i + 1 >= tokens.size())
+      return Status::InvalidArgument(fmt::format("report comment: '{}' has no value", flag));
+    const std::string& value = tokens[++i];
+    if (flag == "--run") {
+      char* e = nullptr;
+      long long id = std::strtoll(value.c_str(), &e, 10);
+      if (*e != '\0' || id <= 0)
+        return Status::InvalidArgument(fmt::format("report comment: '{}' is not a run id", value));
+      inv.options.run_ids.push_back(id);
+    } else if (flag == "--model") {
+      inv.options.model = value;
+    } else if (flag == "--baseline-system") {
+      inv.options.baseline_system = value;
+    } else if (flag == "--candidate-system") {
+      inv.options.candidate_system = value;
+    } else if (flag == "--format") {
+      if (!ParseReportFormat(value, &inv.format))
+        return Status::InvalidArgument(fmt::format("report comment: unknown format '{}'", value));
+    } else if (flag == "--template") {
+      inv.template_path = value;
+    } else {
+      return Status::InvalidArgument(fmt::format("report comment: unknown option '{}'", flag));
+    }
+  }
+  if (inv.options.run_ids.empty())
+    return Status::InvalidArgument("report comment: no --run (the runs must be named)");
+  return inv;
+}
+
+Result<std::string> RenderReportFile(Store& store, ReportInvocation inv) {
+  if (inv.options.run_ids.empty()) {
+    auto runs = store.ListRuns();
+    if (!runs.ok()) return runs.status();
+    for (const RunRecord& r : *runs) inv.options.run_ids.push_back(r.id);
+  }
+  auto text = BuildReport(store, inv.options, inv.format, inv.template_path);
+  if (!text.ok()) return text.status();
+  if (inv.format != ReportFormat::kMarkdown && inv.format != ReportFormat::kHtml) return text;
+  // An empty store has no runs to name; the comment says so by naming none,
+  // and such a report cannot be verified (nothing to re-render from).
+  if (inv.options.run_ids.empty()) return text;
+  std::string comment = kCommentOpen + InvocationText(inv) + kCommentClose + "\n";
+  std::string out = std::move(text).value();
+  if (inv.format == ReportFormat::kHtml && StartsWith(out, "<!DOCTYPE")) {
+    size_t nl = out.find('\n');
+    if (nl == std::string::npos) return out + "\n" + comment;
+    out.insert(nl + 1, comment);
+    return out;
+  }
+  return comment + out;
+}
+
+std::vector<std::string> DescribeDifferences(const std::string& file_text, const std::string& expected,
+                                             size_t limit) {
+  std::vector<std::string> a = Lines(file_text), b = Lines(expected);
+  std::vector<std::string> out;
+  size_t extra = 0;
+  auto add = [&](std::string s) {
+    if (out.size() < limit) out.push_back(std::move(s));
+    else ++extra;
+  };
+  const size_t n = std::max(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i) {
+    const std::string* fa = i < a.size() ? &a[i] : nullptr;
+    const std::string* fb = i < b.size() ? &b[i] : nullptr;
+    if (fa && fb && *fa == *fb) continue;
+    if (!fa) {
+      add(fmt::format("line {}: missing in the file; the database gives '{}'", i + 1, Clip(*fb)));
+      continue;
+    }
+    if (!fb) {
+      add(fmt::format("line {}: the file has '{}', the database gives no such line", i + 1, Clip(*fa)));
+      continue;
+    }
+    // Markdown table rows: name the row and the columns that differ.
+    if (StartsWith(*fa, "|") && StartsWith(*fb, "|")) {
+      std::vector<std::string> ca = Cells(*fa), cb = Cells(*fb);
+      size_t header = i;
+      while (header > 0 && StartsWith(b[header - 1], "|")) --header;
+      std::vector<std::string> columns = Cells(b[header]);
+      if (ca.size() == cb.size() && !ca.empty()) {
+        for (size_t k = 0; k < ca.size(); ++k) {
+          if (ca[k] == cb[k]) continue;
+          std::string column = k < columns.size() ? columns[k] : std::to_string(k + 1);
+          add(fmt::format("line {}, row '{}', column '{}': the file has '{}', the database gives '{}'",
+                          i + 1, cb[0], column, Clip(ca[k]), Clip(cb[k])));
+        }
+        continue;
+      }
+    }
+    add(fmt::format("line {}: the file has '{}', the database gives '{}'", i + 1, Clip(*fa), Clip(*fb)));
+  }
+  if (extra) out.push_back(fmt::format("\u2026 and {} more difference{}", extra, extra == 1 ? "" : "s"));
+  return out;
+}
+
+Result<VerifyOutcome> VerifyReport(Store& store, const std::string& report_text,
+                                   const ReportInvocation& fallback) {
+  VerifyOutcome outcome;
+  auto parsed = ParseReportComment(report_text);
+  if (parsed.ok()) {
+    outcome.invocation = parsed.value();
+  } else if (parsed.status().code() == Status::Code::kNotFound) {
+    outcome.invocation = fallback;
+  } else {
+    return parsed.status();
+  }
+  if (outcome.invocation.options.run_ids.empty()) {
+    auto runs = store.ListRuns();
+    if (!runs.ok()) return runs.status();
+    for (const RunRecord& r : *runs) outcome.invocation.options.run_ids.push_back(r.id);
+  }
+  for (int64_t id : outcome.invocation.options.run_ids) {
+    auto run = store.GetRun(id);
+    if (!run.ok()) return run.status();
+  }
+  auto expected = RenderReportFile(store, outcome.invocation);
+  if (!expected.ok()) return expected.status();
+  outcome.match = expected.value() == report_text;
+  if (!outcome.match) {
+    outcome.differences = DescribeDifferences(report_text, expected.value());
+    if (outcome.differences.empty())  // same lines, different bytes (e.g. a final newline)
+      outcome.differences.push_back("the texts differ only in line endings or the final newline");
+  }
+  return outcome;
+}
+
+}  // namespace protocol

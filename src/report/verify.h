@@ -1,0 +1,62 @@
+#ifndef PROTOCOL_REPORT_VERIFY_H_
+#define PROTOCOL_REPORT_VERIFY_H_
+
+// Reports an auditor can check: `protocol report` writes into every Markdown
+// and HTML report the options that produced it, as a comment on its own line
+// (first line of Markdown; right after <!DOCTYPE html> in HTML):
+//
+//   <!-- protocol report: --run 1 --run 3 --format md -->
+//
+// The runs are always listed explicitly (every stored run when none was
+// chosen), so later runs do not change what the report re-renders to.
+// `protocol report --verify FILE` reads that line back, renders again from the
+// database and compares byte for byte; on a mismatch it lists the lines (and,
+// in Markdown tables, the cells) that differ. JSON and CSV reports carry no
+// comment: they are verified with the options given on the command line.
+
+#include <string>
+#include <vector>
+
+#include "report/report.h"
+#include "runner/status.h"
+#include "runner/store.h"
+
+namespace protocol {
+
+struct ReportInvocation {
+  ReportOptions options;  // run_ids explicit
+  ReportFormat format = ReportFormat::kMarkdown;
+  std::string template_path;  // "" = the default template
+};
+
+// "--run 1 --run 3 --format md" (plus --model / --baseline-system /
+// --candidate-system when not the defaults, --template when given).
+std::string InvocationText(const ReportInvocation& invocation);
+
+// Finds the comment line in a report; kNotFound when there is none,
+// kInvalidArgument when it cannot be read back (naming the token).
+Result<ReportInvocation> ParseReportComment(const std::string& report_text);
+
+// What `protocol report` writes: BuildReport with the comment inserted (md,
+// html). Fills empty run_ids with every stored run first.
+Result<std::string> RenderReportFile(Store& store, ReportInvocation invocation);
+
+struct VerifyOutcome {
+  bool match = false;
+  ReportInvocation invocation;     // the options the report was re-rendered with
+  std::vector<std::string> differences;  // "line 12, row 'pretrain 1000 steps', column 'share 1 node': file has '12.2', database gives '12.1'"
+};
+
+// Re-renders `report_text` from the store with the options of its comment,
+// or `fallback` when it has none, and compares byte for byte.
+Result<VerifyOutcome> VerifyReport(Store& store, const std::string& report_text,
+                                   const ReportInvocation& fallback);
+
+// Line-by-line differences between a file's text and the expected text (at
+// most `limit` entries, then "… and N more differing lines").
+std::vector<std::string> DescribeDifferences(const std::string& file_text,
+                                             const std::string& expected, size_t limit = 20);
+
+}  // namespace protocol
+
+#endif  // PROTOCOL_REPORT_VERIFY_H_

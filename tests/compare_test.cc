@@ -1,0 +1,221 @@
+// `protocol compare`: verdicts on stored fixtures (tests/data/compare/nightly.json),
+// the statistics, and the command's exit codes.
+
+#include <doctest/doctest.h>
+
+#include "regression_fixtures.h"
+#include "runner/compare.h"
+#include "runner/compare_stats.h"
+#include "runner/text.h"
+
+using namespace protocol;
+using namespace protocol::testing;
+
+namespace {
+
+std::unique_ptr<Store> NightlyStore() {
+  auto store = OpenStore(":memory:");
+  REQUIRE(store.ok());
+  LoadRunsFixture(**store, "nightly.json");
+  return std::move(store).value();
+}
+
+CompareReport Compare(Store& store, int64_t base, int64_t cand, CompareOptions options = {}) {
+  auto b = CollectCompareSide(store, base);
+  auto c = CollectCompareSide(store, cand);
+  REQUIRE(b.ok());
+  REQUIRE(c.ok());
+  REQUIRE(ValidateCompareOptions(options).ok());
+  return CompareRuns(*b, *c, options);
+}
+
+const CaseComparison& Case(const CompareReport& r, const std::string& id) {
+  for (const auto& c : r.cases)
+    if (c.case_id == id) return c;
+  FAIL("no case " << id);
+  return r.cases.front();
+}
+
+}  // namespace
+
+TEST_CASE("compare stats: median and a seeded bootstrap interval") {
+  CHECK(*Median({3, 1, 2}) == 2);
+  CHECK(*Median({4, 1, 2, 3}) == 2.5);
+  CHECK_FALSE(Median({}).has_value());
+  auto a = BootstrapMedianRatio({100, 101, 99}, {110, 111, 109}, 2000, 7, 0.95);
+  auto b = BootstrapMedianRatio({100, 101, 99}, {110, 111, 109}, 2000, 7, 0.95);
+  REQUIRE(a.has_value());
+  CHECK(a->low == b->low);  // same seed, same interval
+  CHECK(a->high == b->high);
+  CHECK(a->low >= 109.0 / 101.0);  // every resampled ratio lies within the extremes
+  CHECK(a->high <= 111.0 / 99.0);
+  CHECK(a->low <= 110.0 / 100.0);
+  CHECK(a->high >= 110.0 / 100.0);
+  CHECK_FALSE(BootstrapMedianRatio({1, 2}, {1, 2, 3}, 100, 1, 0.95).has_value());
+}
+
+TEST_CASE("compare: a 12 % slower pretrain case is regressed and the run exits 1") {
+  auto store = NightlyStore();
+  CompareReport r = Compare(*store, 1, 2);
+  const CaseComparison& c = Case(r, "2.1.2.1");
+  CHECK(c.verdict == Verdict::kRegressed);
+  REQUIRE(c.metrics.size() == 1);
+  const MetricComparison& m = c.metrics[0];
+  CHECK(m.metric == "wall_seconds");
+  CHECK(m.direction == Direction::kLower);
+  CHECK(*m.baseline_median == 100);
+  CHECK(*m.candidate_median == 112);
+  CHECK(*m.ratio == doctest::Approx(1.12));
+  REQUIRE(m.low.has_value());
+  CHECK(*m.low > 1.05);  // the interval excludes the threshold band
+  CHECK(m.note == "");
+  CHECK(r.HasRegression());
+  CHECK(r.ExitCode() == 1);
+}
+
+TEST_CASE("compare: tokens/s higher is better; an unchanged inference case compares both metrics") {
+  auto store = NightlyStore();
+  CompareReport r = Compare(*store, 1, 2);
+  const CaseComparison& c = Case(r, "2.1.2.4");
+  CHECK(c.verdict == Verdict::kUnchanged);
+  REQUIRE(c.metrics.size() == 2);
+  CHECK(c.metrics[0].metric == "wall_seconds");
+  CHECK(c.metrics[1].metric == "tokens_per_second");
+  CHECK(c.metrics[1].direction == Direction::kHigher);
+  CHECK(c.metrics[1].verdict == Verdict::kUnchanged);
+}
+
+TEST_CASE("compare: a different topology is incomparable, never a silent ratio") {
+  auto store = NightlyStore();
+  CompareReport r = Compare(*store, 1, 2);
+  const CaseComparison& c = Case(r, "2.2.2.1");
+  CHECK(c.verdict == Verdict::kIncomparable);
+  CHECK(c.reason == "different topology: rig0:4x2 vs rig0:2x4");
+  CHECK(c.metrics.empty());
+  CHECK(r.Count(Verdict::kIncomparable) == 1);
+}
+
+TEST_CASE("compare: improvement, noise within the interval, a failed case") {
+  auto store = NightlyStore();
+  CompareReport r = Compare(*store, 1, 3);
+  CHECK(Case(r, "2.1.2.1").verdict == Verdict::kImproved);
+  CHECK(*Case(r, "2.1.2.1").metrics[0].ratio == doctest::Approx(0.9));
+
+  const CaseComparison& noisy = Case(r, "2.1.2.4");
+  CHECK(noisy.verdict == Verdict::kUnchanged);
+  const MetricComparison& wall = noisy.metrics[0];
+  CHECK(*wall.ratio == doctest::Approx(56.0 / 50.0));  // 12 % worse by the medians ...
+  REQUIRE(wall.low.has_value());
+  CHECK(*wall.low < 1.05);  // ... but the interval reaches into the band
+  CHECK(wall.note == "worse beyond the threshold, but the interval reaches into the band (noise)");
+
+  const CaseComparison& failed = Case(r, "2.2.2.1");
+  CHECK(failed.verdict == Verdict::kIncomparable);
+  CHECK(failed.reason ==
+        "not ok in the candidate run: repeat 1 failed \u2014 exit code 1 (CUDA out of memory)");
+  CHECK(r.ExitCode() == 0);
+}
+
+TEST_CASE("compare: a different environment fingerprint makes every case incomparable") {
+  auto store = NightlyStore();
+  CompareReport r = Compare(*store, 1, 4);
+  REQUIRE(r.environment_differences.size() == 2);
+  CHECK(r.environment_differences[0] == "cpu_model: Xeon 8480 vs EPYC 9654");
+  CHECK(r.environment_differences[1] == "cpu_cores: 16 vs 96");
+  const CaseComparison& c = Case(r, "2.1.2.1");
+  CHECK(c.verdict == Verdict::kIncomparable);
+  CHECK(c.reason == "environment fingerprint differs: cpu_model, cpu_cores");
+  CHECK(Case(r, "2.1.2.4").reason == "missing in the candidate run");
+}
+
+TEST_CASE("compare: match by identity across plans; fewer than 3 repeats gives no interval") {
+  auto store = NightlyStore();
+  CompareReport r = Compare(*store, 1, 5);
+  const CaseComparison& c = Case(r, "7b-pretrain");
+  CHECK(c.baseline_case_id == "2.1.2.1");
+  CHECK(c.verdict == Verdict::kRegressed);  // 20.5 % slower, no interval to consult
+  CHECK_FALSE(c.metrics[0].low.has_value());
+  CHECK(c.metrics[0].note == "fewer than 3 repeats, no interval");
+  // A higher threshold than the change: unchanged.
+  CompareOptions lenient;
+  lenient.threshold = 0.25;
+  CompareReport relaxed = Compare(*store, 1, 5, lenient);
+  CHECK(Case(relaxed, "7b-pretrain").verdict == Verdict::kUnchanged);
+}
+
+TEST_CASE("compare: options — thresholds, metric names and directions") {
+  CHECK(*ParseThreshold("5%") == doctest::Approx(0.05));
+  CHECK(*ParseThreshold("2.5 %") == doctest::Approx(0.025));
+  CHECK(*ParseThreshold("0.1") == doctest::Approx(0.1));
+  CHECK(ParseThreshold("five").status().message() ==
+        "threshold 'five' is not a number (write e.g. 5% or 0.05)");
+  CHECK(ParseThreshold("150%").status().message() ==
+        "threshold '150%' is outside 0 % … 100 % (write e.g. 5%)");
+  CompareOptions o;
+  o.metrics = {"wall_secnds", "loss_at_end", "accuracy:higher", "x:up"};
+  CHECK(ValidateCompareOptions(o).message() ==
+        "unknown metric 'wall_secnds' (did you mean 'wall_seconds'?); metric 'loss_at_end' has no "
+        "known better direction; write 'loss_at_end:lower' or 'loss_at_end:higher'; metric 'x:up': "
+        "direction must be 'lower' or 'higher', got 'up'");
+  // Only the requested metric is compared.
+  auto store = NightlyStore();
+  CompareOptions only;
+  only.metrics = {"tokens_per_second"};
+  CompareReport report = Compare(*store, 1, 2, only);
+  const CaseComparison& c = Case(report, "2.1.2.4");
+  REQUIRE(c.metrics.size() == 1);
+  CHECK(c.metrics[0].metric == "tokens_per_second");
+  // A requested metric the pretrain case does not have makes it incomparable.
+  const CaseComparison& p = Case(report, "2.1.2.1");
+  CHECK(p.verdict == Verdict::kIncomparable);
+  CHECK(p.reason == "tokens_per_second: not measured in every repeat of the baseline run");
+}
+
+TEST_CASE("compare: run specs — id, latest, latest:PLAN") {
+  auto store = NightlyStore();
+  CHECK(*ResolveRunSpec(*store, "3") == 3);
+  CHECK(*ResolveRunSpec(*store, "latest") == 5);
+  CHECK(*ResolveRunSpec(*store, "latest:nightly") == 4);
+  CHECK(ResolveRunSpec(*store, "latest:monthly").status().message() ==
+        "the database has no run of plan 'monthly'");
+  CHECK(ResolveRunSpec(*store, "x").status().message() ==
+        "'x' is not a run (a run id, 'latest' or 'latest:PLAN_NAME')");
+}
+
+TEST_CASE("compare: JSON carries every verdict and figure; the table has a summary line") {
+  auto store = NightlyStore();
+  CompareReport r = Compare(*store, 1, 2);
+  Json j = CompareToJson(r);
+  CHECK(j["schema_version"] == 1);
+  CHECK(j["cases"][0]["case_id"] == "2.1.2.1");
+  CHECK(j["cases"][0]["verdict"] == "regressed");
+  CHECK(j["cases"][0]["metrics"][0]["baseline"] == Json::array({100, 101, 99, 100, 102}));
+  CHECK(j["summary"]["regressed"] == 1);
+  CHECK(j["summary"]["incomparable"] == 1);
+  std::string text = RenderCompareText(r);
+  CHECK(text.find("2.2.2.1: incomparable: different topology: rig0:4x2 vs rig0:2x4\n") !=
+        std::string::npos);
+  CHECK(EndsWith(text, "1 regressed, 0 improved, 1 unchanged, 1 incomparable\n"));
+}
+
+TEST_CASE("compare: the command exits 1 on a regression, 0 otherwise, 2 on a bad run") {
+  TempDir dir;
+  std::string db = (dir.path / "r.db").string();
+  {
+    auto store = OpenStore(db);
+    REQUIRE(store.ok());
+    LoadRunsFixture(**store, "nightly.json");
+  }
+  CliOutput regressed = RunProtocol({"compare", "1", "2", "--db", db}, dir.path);
+  CHECK(regressed.exit_code == 1);
+  CHECK(regressed.out.find("1 regressed, 0 improved, 1 unchanged, 1 incomparable") !=
+        std::string::npos);
+  CliOutput improved = RunProtocol({"compare", "1", "3", "--db", db, "--json"}, dir.path);
+  CHECK(improved.exit_code == 0);
+  CHECK(Json::parse(improved.out)["summary"]["improved"] == 1);
+  CliOutput lenient = RunProtocol({"compare", "1", "2", "--db", db, "--threshold", "15%"}, dir.path);
+  CHECK(lenient.exit_code == 0);
+  CliOutput bad = RunProtocol({"compare", "1", "latest:monthly", "--db", db}, dir.path);
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err == "protocol: the database has no run of plan 'monthly'\n");
+}

@@ -1,0 +1,140 @@
+// Provenance an auditor can check: `protocol report --verify` detects a
+// one-character edit and names the cell; the report records its options; the
+// case log's sha256 is stored (schema 2, migrated from a version-1 file); the
+// binary's sha256 is in the run context.
+
+#include <doctest/doctest.h>
+
+#include "regression_fixtures.h"
+#include "report/verify.h"
+#include "runner/sha256.h"
+#include "runner/text.h"
+
+using namespace protocol;
+using namespace protocol::testing;
+
+namespace {
+
+// The imported methodology figures of cli_test, as a run of kind import.
+const char* kPublished = R"yaml(source: "methodology results table (test fixture)"
+results:
+  - {model: llama2-7b, workload: pretrain, steps: 1000, backend: fsdp, nodes: 1, metric: wall_minutes, value: 90}
+  - {model: llama2-7b, workload: pretrain, steps: 1000, backend: share, nodes: 1, metric: wall_minutes, value: 30}
+)yaml";
+
+}  // namespace
+
+TEST_CASE("verify: the report comment round-trips and names the runs explicitly") {
+  ReportInvocation inv;
+  inv.options.run_ids = {1, 3};
+  inv.options.model = "llama2-7b";
+  inv.options.candidate_system = "demo-share";
+  inv.format = ReportFormat::kHtml;
+  CHECK(InvocationText(inv) == "--run 1 --run 3 --model llama2-7b --candidate-system demo-share --format html");
+  auto back = ParseReportComment("<!DOCTYPE html>\n<!-- protocol report: " + InvocationText(inv) + " -->\n<p>");
+  REQUIRE(back.ok());
+  CHECK(back->options.run_ids == std::vector<int64_t>{1, 3});
+  CHECK(back->options.model == "llama2-7b");
+  CHECK(back->options.baseline_system == "fsdp");
+  CHECK(back->options.candidate_system == "demo-share");
+  CHECK(back->format == ReportFormat::kHtml);
+  CHECK(ParseReportComment("# report\n").status().code() == Status::Code::kNotFound);
+  CHECK(ParseReportComment("<!-- protocol report: --run x --format md -->\n").status().message() ==
+        "report comment: 'x' is not a run id");
+}
+
+TEST_CASE("verify: differences name the table row and column of a changed cell") {
+  std::string expected = "# r\n\n| workload | fsdp 1 node | share 1 node |\n|---|---|---|\n"
+                         "| pretrain 1000 steps | 90.0 | 30.0 |\n";
+  std::string edited = expected;
+  edited.replace(edited.find("30.0"), 4, "31.0");
+  CHECK(DescribeDifferences(edited, expected) ==
+        std::vector<std::string>{"line 5, row 'pretrain 1000 steps', column 'share 1 node': the file "
+                                 "has '31.0', the database gives '30.0'"});
+  CHECK(DescribeDifferences("a\nb\n", "a\nc\nd\n") ==
+        std::vector<std::string>{"line 2: the file has 'b', the database gives 'c'",
+                                 "line 3: the file has '', the database gives 'd'",
+                                 "line 4: missing in the file; the database gives ''"});
+}
+
+TEST_CASE("verify: `report --verify` accepts the written report and catches a one-character edit") {
+  TempDir dir;
+  WriteText(dir.path / "published.yaml", kPublished);
+  REQUIRE(RunProtocol({"import", "published.yaml", "--db", "r.db"}, dir.path).exit_code == 0);
+  for (const char* name : {"report.md", "report.html"}) {
+    CAPTURE(name);
+    // The second pass writes its report after a second import (run 2).
+    const std::string runs = EndsWith(name, ".md") ? "--run 1" : "--run 1 --run 2";
+    CliOutput written = RunProtocol({"report", "--db", "r.db", "--out", name}, dir.path);
+    INFO(written.err);
+    REQUIRE(written.exit_code == 0);
+    std::string text = ReadText(dir.path / name);
+    CHECK(text.find("<!-- protocol report: " + runs + " --format " +
+                    std::string(EndsWith(name, ".md") ? "md" : "html") + " -->\n") != std::string::npos);
+    // A later run does not change what the report re-renders to: its runs are named.
+    if (EndsWith(name, ".md"))
+      REQUIRE(RunProtocol({"import", "published.yaml", "--db", "r.db"}, dir.path).exit_code == 0);
+    CliOutput ok = RunProtocol({"report", "--db", "r.db", "--verify", name}, dir.path);
+    INFO(ok.err);
+    CHECK(ok.exit_code == 0);
+    CHECK(ok.out == std::string(name) + ": matches the database byte for byte (re-rendered with " + runs + " --format " +
+                        (EndsWith(name, ".md") ? "md" : "html") + ")\n");
+    // One character changed: 90 → 99 in the baseline cell.
+    size_t at = text.find("90.0");
+    REQUIRE(at != std::string::npos);
+    text[at + 1] = '9';
+    WriteText(dir.path / name, text);
+    CliOutput bad = RunProtocol({"report", "--db", "r.db", "--verify", name}, dir.path);
+    CHECK(bad.exit_code == 1);
+    CHECK(bad.out.find("DIFFERS from the database") != std::string::npos);
+    if (EndsWith(name, ".md"))
+      CHECK(bad.out.find("row 'pretrain 1000 steps', column 'fsdp 1 node': the file has '99.0', the "
+                         "database gives '90.0'") != std::string::npos);
+    else
+      CHECK(bad.out.find("  line ") != std::string::npos);
+  }
+}
+
+TEST_CASE("provenance: a version-1 database is migrated; runs store the log and binary sha256") {
+  TempDir dir;
+  std::filesystem::copy_file(FixturePath("schema-v1.db"), dir.path / "old.db");
+  {
+    auto store = OpenStore((dir.path / "old.db").string());
+    REQUIRE(store.ok());
+    auto cases = (*store)->CasesOfRun(1);
+    REQUIRE(cases.ok());
+    REQUIRE(cases->size() == 1);
+    CHECK(cases->at(0).case_id == "a");
+    CHECK(cases->at(0).log_sha256 == "");  // not recorded before schema 2
+  }
+  CHECK(StoreSchemaVersion() >= 2);
+
+  WriteText(dir.path / "p.yaml", R"yaml(protocol: 1
+name: p
+models:
+  m: {preset: tiny}
+defaults: {model: m, backend: command, system: fsdp}
+stages:
+  - name: s
+    cases:
+      - {id: a, workload: inference, nodes: 1, inference: {prompt: hi, max_new_tokens: [2]},
+         command: {argv: [sh, -c, "echo hello"]}}
+)yaml");
+  CliOutput run = RunProtocol({"run", "p.yaml", "--db", "old.db", "--logs", "logs"}, dir.path);
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  auto store = OpenStore((dir.path / "old.db").string());
+  REQUIRE(store.ok());
+  auto cases = (*store)->CasesOfRun(2);
+  REQUIRE(cases.ok());
+  REQUIRE(cases->size() == 1);
+  auto sha = Sha256File(cases->at(0).log_path);
+  REQUIRE(sha.ok());
+  CHECK(cases->at(0).log_sha256 == sha.value());  // the log, footer included
+  auto context = (*store)->GetContext(2);
+  REQUIRE(context.ok());
+  std::string binary;
+  for (const auto& [k, v] : *context)
+    if (k == "protocol_binary_sha256") binary = v;
+  CHECK(binary == Sha256File(PROTOCOL_BINARY).value());
+}
