@@ -217,7 +217,7 @@ TEST_CASE("plan: bad --set overrides name the override") {
         "--set stages[stage1]..x=1: bad path 'stages[stage1]..x'\n"
         "--set name.deeper=1: 'name' is 'llama70b', not a map\n"
         "--set nosuch=1: unknown key 'nosuch' (valid keys: protocol, name, title, models, datasets, "
-        "cluster, defaults, stages)\n"
+        "cluster, defaults, stages, interleave)\n"
         "--set defaults.repeats=many: expected an integer for 'repeats', got 'many'");
 }
 
@@ -627,4 +627,100 @@ TEST_CASE("plan: mutated plans never throw, and the valid ones resolve to a stab
     CHECK(again.plan->resolved_text == r.plan->resolved_text);
   }
   CHECK(valid > 0);
+}
+
+// ---- interleave (issue 5 §3) --------------------------------------------------
+
+namespace {
+
+// Two stages of two cases each, `repeats` as given; the interleave text goes
+// on line 21.
+std::string InterleavePlan(const std::string& interleave, int r4 = 2) {
+  return kHead +
+         "      - {id: \"2.1.1.1\", workload: pretrain, backend: fsdp, model: m7, dataset: web, steps: 10, repeats: 2}\n"  // 15
+         "      - {id: \"2.1.1.2\", workload: pretrain, backend: fsdp, model: m7, dataset: web, steps: 10, repeats: 2}\n"  // 16
+         "  - name: s2\n"                                                                                                  // 17
+         "    cases:\n"                                                                                                    // 18
+         "      - {id: \"2.2.1.1\", workload: pretrain, backend: share, model: m7, dataset: web, topology: \"rig0:2x4\", steps: 10, repeats: 2}\n"  // 19
+         "      - {id: \"2.2.1.2\", workload: pretrain, backend: share, model: m7, dataset: web, topology: \"rig0:2x4\", steps: 10, repeats: " +
+         std::to_string(r4) + "}\n" +  // 20
+         interleave;                   // 21
+}
+
+std::string InterleaveErrors(const std::string& interleave, int r4 = 2,
+                             const PlanParseOptions& options = {}) {
+  PlanParseResult r = ParsePlanString(InterleavePlan(interleave, r4), "<string>", options);
+  return r.ok() ? "(ok)" : ErrorsOf(r);
+}
+
+}  // namespace
+
+TEST_CASE("plan: interleave groups are read as written and kept in the resolved text") {
+  PlanParseResult r = ParsePlanString(
+      InterleavePlan("interleave: [[\"2.2.1.1\", \"2.1.1.1\"], [2.1.1.2, 2.2.1.2]]\n"), "<string>");
+  INFO(ErrorsOf(r));
+  REQUIRE(r.ok());
+  CHECK(r.plan->interleave ==
+        std::vector<std::vector<std::string>>{{"2.2.1.1", "2.1.1.1"}, {"2.1.1.2", "2.2.1.2"}});
+  const std::string& text = r.plan->resolved_text;
+  CHECK(text.substr(text.find("interleave:")) ==
+        "interleave:\n"
+        "  - - \"2.2.1.1\"\n"
+        "    - \"2.1.1.1\"\n"
+        "  - - \"2.1.1.2\"\n"
+        "    - \"2.2.1.2\"\n");
+  PlanParseResult again = ParsePlanString(text, "resolved.yaml");
+  INFO(ErrorsOf(again));
+  REQUIRE(again.ok());
+  CHECK(again.plan->resolved_text == text);
+  CHECK(again.plan->interleave == r.plan->interleave);
+}
+
+TEST_CASE("plan: without interleave (or with an empty one) nothing changes in the resolved text") {
+  PlanParseResult plain = ParsePlanString(InterleavePlan(""), "<string>");
+  PlanParseResult empty = ParsePlanString(InterleavePlan("interleave: []\n"), "<string>");
+  REQUIRE(plain.ok());
+  REQUIRE(empty.ok());
+  CHECK(plain.plan->interleave.empty());
+  CHECK(empty.plan->interleave.empty());
+  CHECK(plain.plan->resolved_text.find("interleave") == std::string::npos);
+  CHECK(empty.plan->resolved_text == plain.plan->resolved_text);
+  PlanParseResult example = ParsePlanFile(kExample);
+  REQUIRE(example.ok());
+  CHECK(example.plan->resolved_text.find("interleave") == std::string::npos);
+}
+
+TEST_CASE("plan: interleave errors are located, unknown ids with did-you-mean") {
+  CHECK(InterleaveErrors("interleave: [[2.1.1.1, 2.2.1.11], [2.1.1.2, zzz]]\n") ==
+        "<string>:21:24: interleave names unknown case id '2.2.1.11' (did you mean '2.2.1.1'?)\n"
+        "<string>:21:45: interleave names unknown case id 'zzz'");
+  CHECK(InterleaveErrors("interleave: [2.1.1.1, 2.2.1.1]\n") ==
+        "<string>:21:14: an interleave group is a list of case ids, got '2.1.1.1' "
+        "(e.g. interleave: [[2.1.1.1, 2.2.1.1]])\n"
+        "<string>:21:23: an interleave group is a list of case ids, got '2.2.1.1' "
+        "(e.g. interleave: [[2.1.1.1, 2.2.1.1]])");
+  CHECK(InterleaveErrors("interleave: true\n") == "<string>:21:13: expected a list for 'interleave', got 'true'");
+  CHECK(InterleaveErrors("interleave: [[2.1.1.1]]\n") ==
+        "<string>:21:14: an interleave group needs at least two cases, got 1");
+  CHECK(InterleaveErrors("interleave: [[2.1.1.1, 2.2.1.1, 2.1.1.1]]\n") ==
+        "<string>:21:32: case '2.1.1.1' is listed twice in this interleave group");
+  CHECK(InterleaveErrors("interleave:\n  - [2.1.1.1, 2.2.1.1]\n  - [2.1.1.2, 2.2.1.1]\n") ==
+        "<string>:23:16: case '2.2.1.1' is already in an interleave group (line 22)");
+  CHECK(InterleaveErrors("interleave: [[2.1.1.2, 2.2.1.2]]\n", 3) ==
+        "<string>:21:14: the cases of an interleave group need the same repeats: '2.1.1.2' has 2, "
+        "'2.2.1.2' has 3");
+  CHECK(InterleaveErrors("interleave: [[2.1.1.1, 2.2.1.1, 2.2.1.2]]\n") == "(ok)");  // three-way
+}
+
+TEST_CASE("plan: interleave set by --set is checked and located at the override") {
+  PlanParseOptions options;
+  options.overrides = {"interleave=[[2.1.1.1, 2.2.1.1x]]"};
+  CHECK(InterleaveErrors("", 2, options) ==
+        "--set interleave=[[2.1.1.1, 2.2.1.1x]]: interleave names unknown case id '2.2.1.1x' "
+        "(did you mean '2.2.1.1'?)");
+  options.overrides = {"interleave=[[2.1.1.2, 2.2.1.2]]"};
+  PlanParseResult r = ParsePlanString(InterleavePlan(""), "<string>", options);
+  INFO(ErrorsOf(r));
+  REQUIRE(r.ok());
+  CHECK(r.plan->interleave == std::vector<std::vector<std::string>>{{"2.1.1.2", "2.2.1.2"}});
 }

@@ -503,3 +503,106 @@ TEST_CASE("Backend status lines reach the progress display") {
                                  "finished 1/1 2.1.1.1 r0 ok 0 s",
                              });
 }
+
+// ---- interleaved repeats (issue 5 §3) -------------------------------------------
+
+namespace {
+
+// "2.1.1.1 r0" per backend call, in order.
+std::vector<std::string> CallOrder(const FakeBackend& backend) {
+  std::vector<std::string> out;
+  for (const auto& call : backend.calls) out.push_back(call.case_id + " r" + std::to_string(call.repeat));
+  return out;
+}
+
+// A baseline and a share case of 2 repeats interleaved, and an inference case
+// of 1 repeat between them in plan order.
+Plan InterleavedPlan() {
+  CaseSpec a = MakeCase("2.1.1.1");
+  a.repeats = 2;
+  CaseSpec between = MakeCase("2.1.1.5");
+  CaseSpec b = MakeCase("2.2.1.1");
+  b.system = "share";
+  b.repeats = 2;
+  Plan plan = MakePlan({a, between, b});
+  plan.interleave = {{"2.1.1.1", "2.2.1.1"}};
+  plan.resolved_text += "interleave: [[2.1.1.1, 2.2.1.1]]\n";
+  return plan;
+}
+
+}  // namespace
+
+TEST_CASE("Interleaved repeats run in ABBA order and progress numbers follow it") {
+  Harness h("interleave");
+  auto summary = h.Run(InterleavedPlan());
+  REQUIRE(summary.ok());
+  CHECK(summary->ok == 5);
+  CHECK(CallOrder(h.backend) == std::vector<std::string>{"2.1.1.1 r0", "2.2.1.1 r0", "2.2.1.1 r1",
+                                                         "2.1.1.1 r1", "2.1.1.5 r0"});
+  std::vector<std::string> started;
+  for (const auto& e : h.progress.events)
+    if (e.rfind("started", 0) == 0) started.push_back(e);
+  CHECK(started == std::vector<std::string>{"started 1/5 2.1.1.1 r0", "started 2/5 2.2.1.1 r0",
+                                            "started 3/5 2.2.1.1 r1", "started 4/5 2.1.1.1 r1",
+                                            "started 5/5 2.1.1.5 r0"});
+  // Rows, logs and output dirs still belong to their (case, repeat).
+  const auto& rows = h.store.case_rows();
+  REQUIRE(rows.size() == 5);
+  CHECK(rows[2].record.case_id == "2.2.1.1");
+  CHECK(rows[2].record.repeat == 1);
+  CHECK(rows[2].record.system == "share");
+  CHECK(rows[2].record.log_path == h.options.logs_dir + "/run-1/2.2.1.1.r1.log");
+  CHECK(rows[3].record.log_path == h.options.logs_dir + "/run-1/2.1.1.1.r1.log");
+  CHECK(h.store.runs()[0].status == "ok");
+}
+
+TEST_CASE("A dry run lists an interleaved plan in its run order") {
+  Harness h("interleave_dry");
+  h.options.dry_run = true;
+  REQUIRE(h.Run(InterleavedPlan()).ok());
+  CHECK(h.progress.events == std::vector<std::string>{
+      "message would run 2.1.1.1 pretrain fake nodes=1 10 steps (repeat 1/2)",
+      "message would run 2.2.1.1 pretrain fake nodes=1 10 steps (repeat 1/2)",
+      "message would run 2.2.1.1 pretrain fake nodes=1 10 steps (repeat 2/2)",
+      "message would run 2.1.1.1 pretrain fake nodes=1 10 steps (repeat 2/2)",
+      "message would run 2.1.1.5 pretrain fake nodes=1 10 steps (repeat 1/1)",
+  });
+}
+
+TEST_CASE("Resume in the middle of an interleaved schedule runs exactly what is missing, in order") {
+  Harness h("interleave_resume");
+  Plan plan = InterleavedPlan();
+  FakeScript ctrl_c;
+  ctrl_c.raise_stop = &h.stop;  // Ctrl-C during the third run: B's second repeat
+  h.backend.scripts["2.2.1.1 r1"] = ctrl_c;
+
+  auto first = h.Run(plan);
+  REQUIRE(first.ok());
+  CHECK(first->stopped);
+  CHECK(first->ok == 2);
+  CHECK(first->interrupted == 1);
+  CHECK(CallOrder(h.backend) == std::vector<std::string>{"2.1.1.1 r0", "2.2.1.1 r0", "2.2.1.1 r1"});
+
+  h.stop.Reset();
+  h.backend.scripts.clear();
+  h.backend.calls.clear();
+  h.progress.events.clear();
+  h.options.resume_run_id = 1;
+  auto second = h.Run(plan);
+  REQUIRE(second.ok());
+  CHECK(second->ok == 3);
+  CHECK(CallOrder(h.backend) == std::vector<std::string>{"2.2.1.1 r1", "2.1.1.1 r1", "2.1.1.5 r0"});
+  CHECK(h.progress.events.front() == "started 1/3 2.2.1.1 r1");
+  CHECK(h.progress.events.back() == "finished 3/3 2.1.1.5 r0 ok 0 s");
+  CHECK(h.store.case_rows().size() == 6);
+  CHECK(h.store.runs()[0].status == "ok");
+}
+
+TEST_CASE("Without interleave the order is plan order with repeats consecutive") {
+  Harness h("plan_order");
+  Plan plan = InterleavedPlan();
+  plan.interleave.clear();
+  REQUIRE(h.Run(plan).ok());
+  CHECK(CallOrder(h.backend) == std::vector<std::string>{"2.1.1.1 r0", "2.1.1.1 r1", "2.1.1.5 r0",
+                                                         "2.2.1.1 r0", "2.2.1.1 r1"});
+}

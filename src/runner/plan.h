@@ -190,6 +190,11 @@ struct Plan {
   std::map<std::string, DatasetSpec> datasets;
   ClusterSpec cluster;
   std::vector<StageSpec> stages;
+  // `interleave: [[2.1.1.1, 2.2.1.1], ...]` (issue 5 §3): groups of case ids,
+  // as written, whose repeats alternate in ABBA rounds (schedule.h). Each id
+  // names a case of the plan and is in at most one group; a group has at
+  // least two cases, all with the same `repeats`. Empty: plan order.
+  std::vector<std::vector<std::string>> interleave;
   // The plan after inheritance and --set overrides, as canonical YAML text; stored
   // with every run with its sha256 so a result names exactly what produced it.
   std::string resolved_text;

@@ -35,7 +35,7 @@ using Kind = YamlNode::Kind;
 // ---- key tables -----------------------------------------------------------
 
 const std::vector<std::string> kTopKeys = {"protocol", "name", "title", "models", "datasets",
-                                           "cluster", "defaults", "stages"};
+                                           "cluster", "defaults", "stages", "interleave"};
 const std::vector<std::string> kCaseKeys = {
     "id",       "title",   "workload", "backend",   "system",  "model",    "dataset",
     "nodes",    "topology", "network", "variant",   "steps",   "epochs",   "report_as",
@@ -260,6 +260,8 @@ class PlanParser {
                    const char* groups_meaning, std::string* out, bool* ok);
   void ParseTraining(const YamlNode& node, CaseSpec& c, bool* ok);
   void ParseReference(const YamlNode& node, CaseSpec& c, bool* ok);
+  // `interleave:` — after the stages, so every case id is known.
+  void ParseInterleave(const YamlNode& node);
   void CheckPlaceholders(const YamlNode& node, const std::string& text, const std::string& field,
                          const std::vector<std::string>& known);
 
@@ -310,7 +312,69 @@ Plan PlanParser::Parse(const YamlNode& root) {
     if (stages->items.empty()) r_.Error(*stages, "'stages' is empty (a plan runs at least one stage)");
     for (const auto& stage : stages->items) ParseStage(stage, defaults);
   }
+  if (const YamlNode* n = root.Find("interleave")) ParseInterleave(*n);
   return plan_;
+}
+
+void PlanParser::ParseInterleave(const YamlNode& node) {
+  if (!r_.ExpectSequence(node, "interleave")) return;
+  std::vector<std::string> known = KeysOf(case_lines_);
+  std::map<std::string, const YamlNode*> grouped;  // case id → the group that has it
+  for (const YamlNode& group : node.items) {
+    if (group.kind != Kind::kSequence) {
+      r_.Error(group,
+               fmt::format("an interleave group is a list of case ids, got {}", NodeReader::Describe(group)),
+               "e.g. interleave: [[2.1.1.1, 2.2.1.1]]");
+      continue;
+    }
+    std::vector<std::string> ids;
+    bool ok = true;
+    for (const YamlNode& item : group.items) {
+      std::optional<std::string> id = r_.String(item, "interleave");
+      if (!id) {
+        ok = false;
+        continue;
+      }
+      if (!case_lines_.count(*id)) {
+        std::string close = DidYouMean(*id, known);
+        r_.Error(item, fmt::format("interleave names unknown case id '{}'", *id),
+                 close.empty() ? "" : fmt::format("did you mean '{}'?", close));
+        ok = false;
+      } else if (auto it = grouped.find(*id); it != grouped.end()) {
+        r_.Error(item, it->second == &group
+                           ? fmt::format("case '{}' is listed twice in this interleave group", *id)
+                           : fmt::format("case '{}' is already in an interleave group{}", *id,
+                                         it->second->line > 0
+                                             ? fmt::format(" (line {})", it->second->line)
+                                             : std::string()));
+        ok = false;
+      } else {
+        grouped[*id] = &group;
+        ids.push_back(*id);
+      }
+    }
+    if (!ok) continue;
+    if (ids.size() < 2) {
+      r_.Error(group, fmt::format("an interleave group needs at least two cases, got {}", ids.size()));
+      continue;
+    }
+    // Equal repeats, so every round holds every member (cases that failed
+    // to parse are absent here; their errors are reported already).
+    const CaseSpec* first = nullptr;
+    for (const std::string& id : ids) {
+      const CaseSpec* c = plan_.FindCase(id);
+      if (c == nullptr) continue;
+      if (first == nullptr) first = c;
+      else if (c->repeats != first->repeats) {
+        r_.Error(group, fmt::format("the cases of an interleave group need the same repeats: '{}' has {}, "
+                                    "'{}' has {}",
+                                    first->id, first->repeats, c->id, c->repeats));
+        ok = false;
+        break;
+      }
+    }
+    if (ok) plan_.interleave.push_back(std::move(ids));
+  }
 }
 
 void PlanParser::ParseModels(const YamlNode& node) {
@@ -1199,6 +1263,15 @@ std::string ResolvedText(const Plan& plan) {
     stages.push_back(sb.node);
   }
   root.Add("stages", Seq(std::move(stages)));
+  if (!plan.interleave.empty()) {  // absent when unused: older resolved texts stay as they were
+    std::vector<YamlNode> groups;
+    for (const auto& group : plan.interleave) {
+      std::vector<YamlNode> ids;
+      for (const auto& id : group) ids.push_back(Str(id));
+      groups.push_back(Seq(std::move(ids)));
+    }
+    root.Add("interleave", Seq(std::move(groups)));
+  }
   return EmitYaml(root.node);
 }
 

@@ -15,6 +15,7 @@
 #include "runner/extrapolate.h"
 #include "runner/log.h"
 #include "runner/placeholders.h"
+#include "runner/schedule.h"
 #include "runner/sha256.h"
 #include "runner/text.h"
 
@@ -89,12 +90,6 @@ class CaseEventSink : public CaseEvents {
   std::vector<RequestSample> pending_requests_;
   std::vector<double> step_seconds_;
   Status error_;
-};
-
-// One (case, repeat) to run.
-struct WorkItem {
-  const CaseSpec* spec;
-  int repeat;  // 0-based
 };
 
 // "<abs>/results/logs/run-7/2.1.1.1.log", "<abs>/results/logs/run-7/2.1.1.1.r1.log".
@@ -257,17 +252,15 @@ Result<RunSummary> Runner::Run(const Plan& plan, const RunOptions& options) {
   }
   const int64_t run_id = summary.run_id;
 
-  std::vector<WorkItem> work;
-  for (const CaseSpec* spec : plan.Cases()) {
-    if (!only.empty() && !only.count(spec->id)) continue;
-    for (int k = 0; k < std::max(1, spec->repeats); ++k)
-      if (!done.count({spec->id, k})) work.push_back({spec, k});
-  }
+  // The schedule (plan order, or interleaved groups) less what a resumed run has.
+  std::vector<ScheduledRun> work;
+  for (const ScheduledRun& item : ScheduleRuns(plan, only))
+    if (!done.count({item.spec->id, item.repeat})) work.push_back(item);
   const int total = static_cast<int>(work.size());
 
   // ---- dry run: say what would run, store nothing ----
   if (options.dry_run) {
-    for (const WorkItem& item : work) {
+    for (const ScheduledRun& item : work) {
       const CaseSpec& spec = *item.spec;
       Lookup lookup = LookUpBackend(backends_, plan, spec);
       if (!lookup.failure.empty()) {
@@ -281,7 +274,7 @@ Result<RunSummary> Runner::Run(const Plan& plan, const RunOptions& options) {
     return summary;
   }
 
-  // ---- each (case, repeat) in plan order ----
+  // ---- each (case, repeat) in schedule order ----
   for (int i = 0; i < total; ++i) {
     if (stop_.requested()) {
       summary.stopped = true;

@@ -1,8 +1,9 @@
 #ifndef PROTOCOL_RUNNER_RUNNER_H_
 #define PROTOCOL_RUNNER_RUNNER_H_
 
-// Executes a plan: cases in order, each repeat through its backend, every
-// outcome stored. A failed case is data; only a broken harness (unwritable
+// Executes a plan: each (case, repeat) in the order of ScheduleRuns
+// (schedule.h: plan order, repeats consecutive, or the ABBA rounds of an
+// `interleave` group) through its backend, every outcome stored. A failed case is data; only a broken harness (unwritable
 // store, unknown backend that validation missed) returns a non-OK Status.
 //
 // Per case and repeat:
