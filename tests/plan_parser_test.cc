@@ -588,6 +588,7 @@ TEST_CASE("plan: the example in docs/plan-format.md is a valid plan") {
   CHECK(r.plan->Cases().size() == 5);
   CHECK(r.plan->FindCase("2.1.1.5")->inference.TotalTokens() == 7750);
   CHECK(r.plan->FindCase("2.2.1.1")->network == "10G");
+  CHECK(r.plan->interleave == std::vector<std::vector<std::string>>{{"2.1.1.5", "2.2.1.3"}});
 }
 
 TEST_CASE("plan: mutated plans never throw, and the valid ones resolve to a stable text") {
