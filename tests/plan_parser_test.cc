@@ -666,9 +666,11 @@ TEST_CASE("plan: interleave groups are read as written and kept in the resolved 
   const std::string& text = r.plan->resolved_text;
   CHECK(text.substr(text.find("interleave:")) ==
         "interleave:\n"
-        "  - - \"2.2.1.1\"\n"
+        "  -\n"
+        "    - \"2.2.1.1\"\n"
         "    - \"2.1.1.1\"\n"
-        "  - - \"2.1.1.2\"\n"
+        "  -\n"
+        "    - \"2.1.1.2\"\n"
         "    - \"2.2.1.2\"\n");
   PlanParseResult again = ParsePlanString(text, "resolved.yaml");
   INFO(ErrorsOf(again));
@@ -704,9 +706,9 @@ TEST_CASE("plan: interleave errors are located, unknown ids with did-you-mean") 
   CHECK(InterleaveErrors("interleave: [[2.1.1.1]]\n") ==
         "<string>:21:14: an interleave group needs at least two cases, got 1");
   CHECK(InterleaveErrors("interleave: [[2.1.1.1, 2.2.1.1, 2.1.1.1]]\n") ==
-        "<string>:21:32: case '2.1.1.1' is listed twice in this interleave group");
+        "<string>:21:33: case '2.1.1.1' is listed twice in this interleave group");
   CHECK(InterleaveErrors("interleave:\n  - [2.1.1.1, 2.2.1.1]\n  - [2.1.1.2, 2.2.1.1]\n") ==
-        "<string>:23:16: case '2.2.1.1' is already in an interleave group (line 22)");
+        "<string>:23:15: case '2.2.1.1' is already in an interleave group (line 22)");
   CHECK(InterleaveErrors("interleave: [[2.1.1.2, 2.2.1.2]]\n", 3) ==
         "<string>:21:14: the cases of an interleave group need the same repeats: '2.1.1.2' has 2, "
         "'2.2.1.2' has 3");
