@@ -172,24 +172,33 @@ SuperviseResult Supervise(const std::vector<RankLaunch>& ranks, const SuperviseO
 
     // Endings (WNOWAIT: a zombie keeps its pid and group id from being reused).
     const double now = Now();
+    // Ranks that ended since the last look. When several failed in one look, a
+    // rank killed by a signal is named before one that exited non-zero: a
+    // killed rank's peers exit with errors about the lost connection.
+    const Child* killed = nullptr;
+    const Child* exited_bad = nullptr;
+    int killed_signal = 0, bad_code = 0;
     for (Child& c : children) {
       if (c.pid <= 0 || c.exited) continue;
       siginfo_t info;
       std::memset(&info, 0, sizeof info);
       if (::waitid(P_PID, static_cast<id_t>(c.pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == c.pid) {
         c.exited = true;
-        const bool failed = info.si_code != CLD_EXITED || info.si_status != 0;
-        if (failed && phase == Phase::kRunning) {
-          if (info.si_code == CLD_EXITED) {
-            result.exit_code = info.si_status;
-            stop_all(SuperviseResult::Outcome::kRankFailed,
-                     fmt::format("{} exited with code {}", Describe(c), info.si_status));
-          } else {
-            stop_all(SuperviseResult::Outcome::kRankFailed,
-                     fmt::format("{} was killed by signal {}", Describe(c), info.si_status));
-          }
+        if (info.si_code != CLD_EXITED && !killed) {
+          killed = &c;
+          killed_signal = info.si_status;
+        } else if (info.si_code == CLD_EXITED && info.si_status != 0 && !exited_bad) {
+          exited_bad = &c;
+          bad_code = info.si_status;
         }
       }
+    }
+    if (phase == Phase::kRunning && killed) {
+      stop_all(SuperviseResult::Outcome::kRankFailed,
+               fmt::format("{} was killed by signal {}", Describe(*killed), killed_signal));
+    } else if (phase == Phase::kRunning && exited_bad) {
+      result.exit_code = bad_code;
+      stop_all(SuperviseResult::Outcome::kRankFailed, fmt::format("{} exited with code {}", Describe(*exited_bad), bad_code));
     }
     if (phase == Phase::kRunning) {
       if (stop.requested()) {
