@@ -73,11 +73,11 @@ TEST_CASE("dist plan: distributed training keys are read and resolved") {
 
 TEST_CASE("dist plan: out-of-range distributed keys are located errors") {
   CHECK(ErrorsOf(Parse("{ranks_per_node: -1, collective_timeout: 0, sync_every: -2, outer_lr: 0, outer_momentum: 1}")) ==
-        "<string>:11:36: 'ranks_per_node' must be >= 0, got -1\n"
-        "<string>:11:76: 'sync_every' must be >= 0, got -2\n"
-        "<string>:11:56: 'collective_timeout' must be > 0 and <= 1000000000, got 0\n"
-        "<string>:11:90: 'outer_lr' must be > 0 and <= 10, got 0\n"
-        "<string>:11:109: 'outer_momentum' must be >= 0 and <= 0.999, got 1");
+        "<string>:11:59: 'ranks_per_node' must be >= 0, got -1\n"
+        "<string>:11:83: 'collective_timeout' must be > 0 and <= 1000000000, got 0\n"
+        "<string>:11:98: 'sync_every' must be >= 0, got -2\n"
+        "<string>:11:112: 'outer_lr' must be > 0 and <= 10, got 0\n"
+        "<string>:11:131: 'outer_momentum' must be >= 0 and <= 0.999, got 1");
 }
 
 }  // namespace protocol

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <set>
 #include <thread>
 
 #include "backends/native/events.h"
@@ -18,6 +19,9 @@ namespace protocol {
 namespace native {
 namespace {
 namespace fs = std::filesystem;
+
+// Set in every rank's environment; RunDistributed refuses to run where it is set.
+constexpr const char* kInWorkerVariable = "PROTOCOL_IN_WORKER";
 
 Measurement Measure(const std::string& name, double value, const char* unit, std::string method) {
   Measurement m;
@@ -136,6 +140,12 @@ BackendOutcome RunDistributed(BackendContext& ctx, const std::string& role, cons
                               const DistOptions& options) {
   const CaseSpec& spec = ctx.spec;
   const Plan& plan = ctx.plan;
+  // A rank never starts ranks: were the worker program not `protocol` (a test
+  // binary run as /proc/self/exe), each rank would start ranks of its own.
+  if (const char* inside = std::getenv(kInWorkerVariable); inside && *inside)
+    return Fail(CaseStatus::kFailed,
+                fmt::format("this process is a rank of a distributed case ({} is set); a rank never starts ranks",
+                            kInWorkerVariable));
   // ---- the case file --------------------------------------------------------
   WorkerCase wc;
   wc.role = role;
@@ -202,7 +212,8 @@ BackendOutcome RunDistributed(BackendContext& ctx, const std::string& role, cons
              {"LOCAL_RANK", std::to_string(local_index[l.node]++)},
              {"MASTER_ADDR", master},
              {"MASTER_PORT", std::to_string(*port)},
-             {"PROTOCOL_NODE", l.node}};
+             {"PROTOCOL_NODE", l.node},
+             {kInWorkerVariable, "1"}};
     // Ranks sharing a CPU host share its cores (unless the user said otherwise).
     if (!std::getenv("OMP_NUM_THREADS"))
       l.env["OMP_NUM_THREADS"] = std::to_string(std::max(1u, cores / static_cast<unsigned>(per_node[l.node])));
@@ -226,6 +237,7 @@ BackendOutcome RunDistributed(BackendContext& ctx, const std::string& role, cons
   int64_t within = 0, between = 0;
   int64_t generated = 0, requests = 0, steps_seen = 0;
   int bytes_reports = 0;
+  std::set<int> reported;  // ranks that sent their "bytes" event, the last of a finished rank
   SuperviseOptions so;
   so.log_path = ctx.log_path;
   so.workdir = request.workdir;
@@ -263,6 +275,7 @@ BackendOutcome RunDistributed(BackendContext& ctx, const std::string& role, cons
         within += e->bytes_within;
         between += e->bytes_between;
         ++bytes_reports;
+        reported.insert(rank);
         break;
       case WorkerEvent::Kind::kError:
         errors[rank] = e->text;
@@ -291,6 +304,14 @@ BackendOutcome RunDistributed(BackendContext& ctx, const std::string& role, cons
       return failed;
     }
   }
+
+  // Every rank that ends its work says so ("bytes"); exit 0 without it is not a result.
+  for (const RankLaunch& l : *launches)
+    if (!reported.count(l.rank))
+      return Fail(CaseStatus::kFailed,
+                  fmt::format("rank {} (node {}) exited with code 0 without reporting the end of its work (no \"bytes\" "
+                              "event): is '{}' the protocol program with the `worker` subcommand?",
+                              l.rank, l.node, program));
 
   // ---- measurements ------------------------------------------------------------------
   out.measurements = rank0;
