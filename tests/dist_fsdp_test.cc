@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "backends/native/dist_backend.h"
 #include "backends/native/fsdp_backend.h"
@@ -260,6 +261,7 @@ TEST_CASE("dist share: multi-inference serves the schedule round-robin over 2 re
   CHECK(*Find(out, metric::kGeneratedTokens)->value == 12);
   REQUIRE(Find(out, metric::kTokensPerSecond));
   CHECK(Find(out, metric::kTokensPerSecond)->method.find("2 replica(s) of 1 rank(s)") != std::string::npos);
+  CHECK_FALSE(Find(out, metric::kBytesCommunicated));  // replicas issue no counted collectives
 }
 
 TEST_CASE("dist fsdp: a rank killed with signal 9 fails the case within the timeout; no worker survives") {
@@ -296,6 +298,51 @@ TEST_CASE("dist fsdp: a rank killed with signal 9 fails the case within the time
     const int pid = std::stoi(ReadAll(pids / std::to_string(rank)));
     CHECK(pid > 0);
     CHECK((::kill(pid, 0) != 0 && errno == ESRCH));
+  }
+}
+
+}  // namespace protocol
+
+namespace protocol {
+
+TEST_CASE("dist fsdp: each rank's environment; two plan nodes on one host share its cores") {
+  Fixture fx;
+  Plan plan = fx.MakePlan();
+  plan.cluster.nodes = {NodeSpec{"n0", "localhost", 0}, NodeSpec{"n1", "localhost", 0}};
+  CaseSpec spec = Training("fsdp", 3);
+  spec.nodes = 2;
+  spec.training.ranks_per_node = 1;
+  native::DistOptions o = Options();
+  std::vector<native::RankLaunch> seen;
+  // The wrap seam sees the launches; its error fails the case before anything starts.
+  o.wrap = [&](std::vector<native::RankLaunch>& launches) {
+    seen = launches;
+    return Status::InvalidArgument("stopped at the wrap seam");
+  };
+  Harness h;
+  auto backend = MakeNativeFsdpBackend(o);
+  BackendOutcome out = h.Run(*backend, plan, spec, "", "");
+  CHECK(out.status == CaseStatus::kFailed);
+  CHECK(out.reason == "stopped at the wrap seam");
+  REQUIRE(seen.size() == 2);
+  for (int r = 0; r < 2; ++r) {
+    const native::RankLaunch& l = seen[static_cast<size_t>(r)];
+    CHECK(l.rank == r);
+    CHECK(l.node == (r == 0 ? "n0" : "n1"));
+    CHECK(l.argv.size() == 4);
+    CHECK(l.argv[0] == PROTOCOL_BINARY);
+    CHECK(l.argv[1] == "worker");
+    CHECK(l.env.at("RANK") == std::to_string(r));
+    CHECK(l.env.at("WORLD_SIZE") == "2");
+    CHECK(l.env.at("LOCAL_RANK") == "0");  // the first rank of its node
+    CHECK(l.env.at("MASTER_ADDR") == "127.0.0.1");
+    CHECK(l.env.at("MASTER_PORT") == seen[0].env.at("MASTER_PORT"));
+    CHECK(l.env.at("PROTOCOL_NODE") == l.node);
+    CHECK(l.env.at("PROTOCOL_IN_WORKER") == "1");
+    if (!std::getenv("OMP_NUM_THREADS")) {
+      const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+      CHECK(l.env.at("OMP_NUM_THREADS") == std::to_string(std::max(1u, cores / 2)));
+    }
   }
 }
 

@@ -195,8 +195,13 @@ BackendOutcome RunDistributed(BackendContext& ctx, const std::string& role, cons
                                  ? layout.node_hosts.at(first_node)
                                  : "127.0.0.1";
   const std::string program = options.worker_program.empty() ? SelfProgram() : options.worker_program;
-  std::map<std::string, int> per_node;
-  for (const std::string& n : layout.rank_nodes) ++per_node[n];
+  // Ranks per HOST: two plan nodes on one host (both "localhost") share its cores.
+  auto host_of = [&](const std::string& node) {
+    auto it = layout.node_hosts.find(node);
+    return it == layout.node_hosts.end() ? std::string("localhost") : it->second;
+  };
+  std::map<std::string, int> per_host;
+  for (const std::string& n : layout.rank_nodes) ++per_host[host_of(n)];
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   LaunchRequest request;
   request.node_hosts = layout.node_hosts;
@@ -216,7 +221,7 @@ BackendOutcome RunDistributed(BackendContext& ctx, const std::string& role, cons
              {kInWorkerVariable, "1"}};
     // Ranks sharing a CPU host share its cores (unless the user said otherwise).
     if (!std::getenv("OMP_NUM_THREADS"))
-      l.env["OMP_NUM_THREADS"] = std::to_string(std::max(1u, cores / static_cast<unsigned>(per_node[l.node])));
+      l.env["OMP_NUM_THREADS"] = std::to_string(std::max(1u, cores / static_cast<unsigned>(per_host[host_of(l.node)])));
     request.ranks.push_back(std::move(l));
   }
   const LauncherEntry* entry = FindLauncher(plan.cluster.launcher);
@@ -341,7 +346,9 @@ BackendOutcome RunDistributed(BackendContext& ctx, const std::string& role, cons
                                                      Join(all, ", "))));
     }
   }
-  if (bytes_reports == world) {
+  // Training only: inference replicas issue no tensor collectives (barriers
+  // only, which are not counted), so a 0 there would claim more than is known.
+  if (bytes_reports == world && spec.workload != Workload::kInference) {
     const int64_t steps = std::max<int64_t>(1, steps_seen);
     const std::string how = fmt::format(
         "sum over {} ranks of the bytes each rank sent in the collectives it issued, counted as ring-algorithm volume "

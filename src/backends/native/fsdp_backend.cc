@@ -93,7 +93,8 @@ struct Setup {
 Result<Setup> Resolve(const Plan& plan, const CaseSpec& spec) {
   auto model_it = plan.models.find(spec.model);
   if (model_it == plan.models.end()) return Status::InvalidArgument(fmt::format("unknown model '{}'", spec.model));
-  const ModelSpec& ms = model_it->second;
+  ModelSpec ms = model_it->second;
+  ms.path = plan.ResolvePath(ms.path);  // relative to the plan's directory
   Setup s;
   std::error_code ec;
   if (!ms.path.empty() && fs::is_regular_file(fs::path(ms.path) / "config.json", ec)) {
@@ -216,7 +217,8 @@ class NativeFsdpBackend : public Backend {
     if (setup->device.is_cuda()) compat::CudaResetPeakMemory();
 
     // Weights: pretraining starts blank; the others load the path's weights when present.
-    const ModelSpec& ms = model_it->second;
+    ModelSpec ms = model_it->second;
+    ms.path = ctx.plan.ResolvePath(ms.path);
     Model model = model_create(setup->config, at::TensorOptions().dtype(setup->dtype).device(setup->device));
     std::string weights_note;
     if (spec.workload != Workload::kPretrain && !ms.path.empty() && model_dir_has_weights(ms.path)) {
@@ -260,7 +262,8 @@ class NativeFsdpBackend : public Backend {
     const double start = ctx.clock.NowSeconds();
     const TrainingSettings& ts = spec.training;
     // ---- data -------------------------------------------------------------
-    const DatasetSpec& ds = ctx.plan.datasets.at(spec.dataset);
+    DatasetSpec ds = ctx.plan.datasets.at(spec.dataset);
+    ds.path = ctx.plan.ResolvePath(ds.path);
     auto docs = data_load(ds.path, ds.format, *setup.tokenizer);
     if (!docs.ok()) return Fail(CaseStatus::kFailed, docs.status().message());
     const int pad = setup.tokenizer->eos_id() >= 0 ? setup.tokenizer->eos_id() : 0;
