@@ -16,6 +16,7 @@ BUILD_TYPE=${BUILD_TYPE:-Release}
 PACKAGES=(
   cmake ninja-build g++ pkg-config git
   libtorch-dev libopenblas0-openmp          # libtorch 1.13 (CPU) + an optimised BLAS (~18x faster than reference)
+  libgloo-dev                               # Gloo headers for c10d process groups (distributed fsdp / share)
   libyaml-cpp-dev libsqlite3-dev sqlite3
   libspdlog-dev libfmt-dev doctest-dev libcli11-dev nlohmann-json3-dev
   libkainjow-mustache-dev

@@ -215,11 +215,22 @@ TEST_CASE("native fsdp: multi-node, stop, timeout and a missing tokenizer end th
   {
     Harness h;
     CaseSpec spec = TrainingCase(Workload::kPretrain, "corpus", 3);
-    spec.nodes = 2;
-    BackendOutcome out = h.Run(plan, spec);
+    spec.nodes = 2;  // two ranks: `protocol worker` processes (dist_fsdp_test.cc runs real ones)
+    spec.training.batch_size = 3;
+    REQUIRE(MakeNativeFsdpBackend()->Check(plan, spec) ==
+            std::vector<std::string>{"batch_size 3 must be divisible by ranks × grad_accum = 2 × 1 (each rank takes an "
+                                     "equal slice of the global batch)"});
+    spec.training.batch_size = 2;
+    native::DistOptions o;
+    o.worker_program = "/bin/true";  // exits 0 without doing a rank's work
+    auto backend = MakeNativeFsdpBackend(o);
+    BackendContext ctx{plan, spec, 0, "", "", h.stop, h.processes, h.clock, h.events};
+    BackendOutcome out = backend->Run(ctx);
     CHECK(out.status == CaseStatus::kFailed);
     CHECK(out.reason ==
-          "distributed execution is not built yet (issue 4); this build runs the fsdp backend on one process only");
+          "rank 0 (node node0) exited with code 0 without reporting the end of its work (no \"bytes\" event): is "
+          "'/bin/true' the protocol program with the `worker` subcommand?");
+    CHECK(h.events.steps.empty());
   }
   {
     Harness h;

@@ -3,16 +3,16 @@
 #include "backends/backend.h"
 #include "backends/command_backend.h"
 #include "backends/native/fsdp_backend.h"
-#include "backends/native_pending.h"
+#include "backends/native/share_backend.h"
 
 namespace protocol {
 
 const std::vector<BackendEntry>& BackendTable() {
   static const std::vector<BackendEntry> table = {
-      {"fsdp", "native libtorch Llama-2 FSDP baseline (one process in this build; multi-node cases fail with a reason)",
+      {"fsdp", "native libtorch Llama-2, FSDP baseline: one process, or ranks sharded per decoder layer over c10d",
        &MakeNativeFsdpBackend},
-      {"share", "native libtorch share protocol (not built yet: cases fail with a reason)",
-       &MakePendingShareBackend},
+      {"share", "native libtorch Llama-2, share protocol: independent FSDP groups merged by parameter averaging",
+       &MakeNativeShareBackend},
       {"command", "runs a lab's own launch command verbatim, timed, metrics parsed from output",
        &MakeCommandBackend},
   };

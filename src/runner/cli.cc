@@ -20,6 +20,7 @@
 
 #include "backends/backend.h"
 #include "backends/environment.h"
+#include "backends/native/worker.h"
 #include "report/report.h"
 #include "report/verify.h"
 #include "runner/build_info.h"
@@ -67,6 +68,7 @@ struct Args {
   std::string threshold = "5%";        // compare
   std::vector<std::string> metrics;    // compare
   std::string verify;                  // report: verify this file
+  std::string worker_case;  // worker: the case file a distributed backend wrote
 };
 
 void PrintError(const std::string& text) { std::fprintf(stderr, "protocol: %s\n", text.c_str()); }
@@ -513,6 +515,14 @@ const Command kCommands[] = {
      &CmdCompare},
     {"backends", "List the backends a plan can name", "",
      [](CLI::App*, Args&) {}, &CmdBackends},
+    {"worker", "One rank of a distributed native case (started by the fsdp/share backends)",
+     "Internal: the backends start it with RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT set.\n"
+     "See docs/distributed.md.",
+     [](CLI::App* c, Args& a) {
+       c->group("");  // hidden from --help
+       c->add_option("--case", a.worker_case, "Case file (JSON) written by the backend")->required();
+     },
+     [](Args& a) { return native::RunWorker(a.worker_case); }},
 };
 
 }  // namespace

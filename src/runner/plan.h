@@ -133,6 +133,12 @@ struct TrainingSettings {
   double learning_rate = 3e-4;
   int64_t seed = 1234;
   std::string device = "auto";  // "auto" | "cpu" | "cuda"
+  // Distributed native backends (issue 4; docs/distributed.md):
+  int ranks_per_node = 0;           // fsdp: ranks on each node; 0 = max(1, the node's gpus)
+  double collective_timeout = 300;  // s: rendezvous and every c10d collective; a hung rank ends there
+  int64_t sync_every = 0;           // share: merge groups every N steps (DiLoCo); 0 = only at the end
+  double outer_lr = 1.0;            // share: outer learning rate of a merge (1 = plain averaging)
+  double outer_momentum = 0.0;      // share: outer Nesterov momentum (0 = none)
 };
 
 // `reference: {wall_minutes: [93, -5%, +10%]}` (issue 5): an expected value and

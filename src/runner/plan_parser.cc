@@ -53,7 +53,9 @@ const std::vector<std::string> kCommandKeys = {"argv", "shell", "env", "workdir"
                                                "step_regex", "request_regex"};
 const std::vector<std::string> kMetricKeys = {"name", "regex", "unit"};
 const std::vector<std::string> kTrainingKeys = {"batch_size", "seq_len", "grad_accum",
-                                                "learning_rate", "seed", "device"};
+                                                "learning_rate", "seed", "device",
+                                                "ranks_per_node", "collective_timeout", "sync_every",
+                                                "outer_lr", "outer_momentum"};
 // Maps merged key by key through inheritance (at any depth).
 const std::set<std::string> kMergedMaps = {"training", "inference", "command", "env",
                                            "reference"};
@@ -856,6 +858,27 @@ void PlanParser::ParseTraining(const YamlNode& node, CaseSpec& c, bool* ok) {
     if (auto v = r_.OneOf(*n, "device", "device", kDevices)) t.device = *v;
     else *ok = false;
   }
+  int64_t ranks = t.ranks_per_node;
+  positive("ranks_per_node", &ranks, 0);
+  t.ranks_per_node = static_cast<int>(std::min<int64_t>(ranks, 1 << 20));
+  positive("sync_every", &t.sync_every, 0);
+  // A number in [min, max] (inclusive unless open_min).
+  auto number = [&](const char* key, double* out, double min, double max, bool open_min) {
+    const YamlNode* n = node.Find(key);
+    if (!n) return;
+    auto v = r_.Number(*n, key);
+    if (!v) {
+      *ok = false;
+    } else if (*v < min || *v > max || (open_min && *v == min)) {
+      r_.Error(*n, fmt::format("'{}' must be {} {} and <= {}, got {}", key, open_min ? ">" : ">=", min, max, n->scalar));
+      *ok = false;
+    } else {
+      *out = *v;
+    }
+  };
+  number("collective_timeout", &t.collective_timeout, 0, 1e9, true);
+  number("outer_lr", &t.outer_lr, 0, 10, true);
+  number("outer_momentum", &t.outer_momentum, 0, 0.999, false);
 }
 
 // `reference: {METRIC: [VALUE, -LOW%, +HIGH%], ...}`; METRIC is wall_minutes or
@@ -1206,6 +1229,13 @@ YamlNode ResolvedCase(const CaseSpec& c) {
     MapBuilder tr;
     tr.Add("batch_size", Int(t.batch_size)).Add("seq_len", Int(t.seq_len)).Add("grad_accum", Int(t.grad_accum));
     tr.Add("learning_rate", Num(t.learning_rate)).Add("seed", Int(t.seed)).Add("device", Str(t.device));
+    // The distributed settings only when set, so plans that do not use them resolve as before.
+    const TrainingSettings d;
+    tr.AddIf(t.ranks_per_node != d.ranks_per_node, "ranks_per_node", Int(t.ranks_per_node));
+    tr.AddIf(t.collective_timeout != d.collective_timeout, "collective_timeout", Num(t.collective_timeout));
+    tr.AddIf(t.sync_every != d.sync_every, "sync_every", Int(t.sync_every));
+    tr.AddIf(t.outer_lr != d.outer_lr, "outer_lr", Num(t.outer_lr));
+    tr.AddIf(t.outer_momentum != d.outer_momentum, "outer_momentum", Num(t.outer_momentum));
     b.Add("training", tr.node);
   }
   if (!c.references.empty()) {

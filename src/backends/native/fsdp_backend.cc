@@ -133,6 +133,8 @@ Result<Setup> Resolve(const Plan& plan, const CaseSpec& spec) {
 
 class NativeFsdpBackend : public Backend {
  public:
+  explicit NativeFsdpBackend(native::DistOptions options) : options_(std::move(options)) {}
+
   std::vector<std::string> Check(const Plan& plan, const CaseSpec& spec) const override {
     std::vector<std::string> problems;
     // Messages carry no location: callers (validate, the runner) add the case's.
@@ -168,6 +170,12 @@ class NativeFsdpBackend : public Backend {
     } else if (spec.inference.max_new_tokens.empty()) {
       problems.push_back(where + "an inference workload needs max_new_tokens values");
     }
+    if (!spec.topology.empty()) problems.push_back(where + "the fsdp backend takes `nodes`, not a topology (that is the share backend's)");
+    if (auto layout = native::FsdpLayout(plan, spec); !layout.ok()) {
+      problems.push_back(where + layout.status().message());
+    } else if (layout->world() > 1) {
+      for (std::string& p : native::CheckDistributed(plan, spec, *layout)) problems.push_back(where + p);
+    }
     return problems;
   }
 
@@ -182,13 +190,14 @@ class NativeFsdpBackend : public Backend {
  private:
   BackendOutcome RunCase(BackendContext& ctx) {
     const CaseSpec& spec = ctx.spec;
-    if (spec.nodes > 1 || !spec.topology.empty())
-      return Fail(CaseStatus::kFailed,
-                  "distributed execution is not built yet (issue 4); this build runs the fsdp backend on one process only");
     auto model_it = ctx.plan.models.find(spec.model);
     if (model_it != ctx.plan.models.end() && !model_it->second.quantization.empty())
       return Fail(CaseStatus::kFailed, fmt::format("quantization '{}' is not built yet in the native backend; nothing was run",
                                                    model_it->second.quantization));
+    if (!spec.topology.empty()) return Fail(CaseStatus::kFailed, "the fsdp backend takes `nodes`, not a topology");
+    auto layout = native::FsdpLayout(ctx.plan, spec);
+    if (!layout.ok()) return Fail(CaseStatus::kFailed, layout.status().message());
+    if (layout->world() > 1) return native::RunDistributed(ctx, "fsdp", *layout, options_);
     CaseLog log(ctx.log_path);
     auto setup = Resolve(ctx.plan, spec);
     if (!setup.ok()) {
@@ -393,10 +402,15 @@ class NativeFsdpBackend : public Backend {
     }
     return out;
   }
+
+  native::DistOptions options_;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> MakeNativeFsdpBackend() { return std::make_unique<NativeFsdpBackend>(); }
+std::unique_ptr<Backend> MakeNativeFsdpBackend() { return MakeNativeFsdpBackend(native::DistOptions{}); }
+std::unique_ptr<Backend> MakeNativeFsdpBackend(const native::DistOptions& options) {
+  return std::make_unique<NativeFsdpBackend>(options);
+}
 
 }  // namespace protocol

@@ -1,8 +1,9 @@
 #ifndef PROTOCOL_BACKENDS_NATIVE_FSDP_BACKEND_H_
 #define PROTOCOL_BACKENDS_NATIVE_FSDP_BACKEND_H_
 
-// The native `fsdp` backend, one rank in-process (issue 3). Distributed
-// execution (several ranks, two nodes) is issue 4: such cases fail with a reason.
+// The native `fsdp` backend. One rank (one node, ranks_per_node 1 or a node
+// with at most one GPU) runs in-process; more ranks run as `protocol worker`
+// processes over c10d (dist_backend.h, fsdp_sharded.h; docs/distributed.md).
 //
 // What it runs, per workload (see docs/native.md):
 //   pretrain   a blank model (seeded random init from the config) trained for
@@ -16,10 +17,12 @@
 #include <memory>
 
 #include "backends/backend.h"
+#include "backends/native/dist_backend.h"
 
 namespace protocol {
 
 std::unique_ptr<Backend> MakeNativeFsdpBackend();
+std::unique_ptr<Backend> MakeNativeFsdpBackend(const native::DistOptions& options);
 
 }  // namespace protocol
 

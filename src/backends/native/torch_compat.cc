@@ -2,7 +2,17 @@
 
 #include <torch/csrc/api/include/torch/version.h>
 
+// The c10d headers hide Gloo (and NCCL) behind the build's feature macros.
+#ifndef USE_C10D_GLOO
+#define USE_C10D_GLOO 1
+#endif
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 
 // CUDA facilities exist only where the CUDA runtime headers do (the CUDA wheel);
@@ -17,6 +27,16 @@
 #endif
 
 #define PROTOCOL_TORCH_2 (TORCH_VERSION_MAJOR >= 2)
+
+#if PROTOCOL_WITH_CUDA && __has_include(<torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>) && __has_include(<nccl.h>)
+#define PROTOCOL_WITH_NCCL 1
+#ifndef USE_C10D_NCCL
+#define USE_C10D_NCCL 1
+#endif
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#else
+#define PROTOCOL_WITH_NCCL 0
+#endif
 
 namespace protocol {
 namespace native {
@@ -79,6 +99,147 @@ void DeviceSynchronize(const at::Device& device) {
 #else
   (void)device;
 #endif
+}
+
+// ---- c10d -------------------------------------------------------------------
+
+// 1.13: the concrete groups derive from c10d::ProcessGroup; 2.x: from c10d::Backend.
+#if PROTOCOL_TORCH_2
+using GroupBase = c10d::Backend;
+#else
+using GroupBase = c10d::ProcessGroup;
+#endif
+
+struct CommStore {
+  c10::intrusive_ptr<c10d::Store> store;
+};
+
+struct CommGroup {
+  c10::intrusive_ptr<GroupBase> group;
+  int size = 1;
+  std::string backend;
+};
+
+namespace {
+
+void Wait(const c10::intrusive_ptr<c10d::Work>& work) { work->wait(); }
+
+int64_t Bytes(const at::Tensor& t) { return t.numel() * static_cast<int64_t>(t.element_size()); }
+
+}  // namespace
+
+std::shared_ptr<CommStore> CommStoreConnect(const std::string& host, int port, bool is_server, int world,
+                                            int64_t timeout_ms) {
+  c10d::TCPStoreOptions o;
+  o.port = static_cast<std::uint16_t>(port);
+  o.isServer = is_server;
+  o.numWorkers = static_cast<std::size_t>(world);
+  o.waitWorkers = true;
+  o.timeout = std::chrono::milliseconds(timeout_ms);
+  auto out = std::make_shared<CommStore>();
+  out->store = c10::make_intrusive<c10d::TCPStore>(host, o);
+  return out;
+}
+
+std::shared_ptr<CommStore> CommStorePrefix(const std::shared_ptr<CommStore>& base, const std::string& prefix) {
+  auto out = std::make_shared<CommStore>();
+  out->store = c10::make_intrusive<c10d::PrefixStore>(prefix, base->store);
+  return out;
+}
+
+std::shared_ptr<CommGroup> CommGroupCreate(const std::shared_ptr<CommStore>& store, int rank, int size, bool cuda,
+                                           int64_t timeout_ms) {
+  auto out = std::make_shared<CommGroup>();
+  out->size = size;
+  const auto timeout = std::chrono::milliseconds(timeout_ms);
+#if PROTOCOL_WITH_NCCL
+  if (cuda) {
+    auto o = c10d::ProcessGroupNCCL::Options::create();
+    o->timeout = timeout;
+    out->group = c10::make_intrusive<c10d::ProcessGroupNCCL>(store->store, rank, size, o);
+    out->backend = "nccl";
+    return out;
+  }
+#else
+  TORCH_CHECK(!cuda, "this build has no NCCL: CUDA tensors cannot be communicated");
+#endif
+  auto o = c10d::ProcessGroupGloo::Options::create(timeout);
+  const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
+  o->devices.push_back(ifname && *ifname ? c10d::ProcessGroupGloo::createDeviceForInterface(ifname)
+                                         : c10d::ProcessGroupGloo::createDefaultDevice());
+  o->threads = 2;
+  out->group = c10::make_intrusive<c10d::ProcessGroupGloo>(store->store, rank, size, o);
+  out->backend = "gloo";
+  return out;
+}
+
+int CommGroupSize(const CommGroup& group) { return group.size; }
+std::string CommBackendName(const CommGroup& group) { return group.backend; }
+
+int64_t AllGatherFlat(CommGroup& g, at::Tensor& out, const at::Tensor& shard) {
+  const int64_t sent = (g.size - 1) * Bytes(shard);
+  if (g.size == 1) {
+    out.copy_(shard.reshape({-1}));
+    return 0;
+  }
+  at::Tensor input = shard.contiguous();
+#if PROTOCOL_TORCH_2
+  if (g.backend == "nccl") {
+    Wait(g.group->_allgather_base(out, input));
+    return sent;
+  }
+#endif
+  std::vector<at::Tensor> inputs{input};
+  std::vector<std::vector<at::Tensor>> outputs(1);
+  for (int r = 0; r < g.size; ++r) outputs[0].push_back(at::empty_like(input));
+  Wait(g.group->allgather(outputs, inputs));
+  out.copy_(at::cat(outputs[0]));
+  return sent;
+}
+
+int64_t ReduceScatterSum(CommGroup& g, at::Tensor& shard_out, at::Tensor& full) {
+  if (g.size == 1) {
+    shard_out.copy_(full.reshape({-1}));
+    return 0;
+  }
+#if PROTOCOL_TORCH_2
+  if (g.backend == "nccl") {
+    c10d::ReduceScatterOptions o;
+    o.reduceOp = c10d::ReduceOp::SUM;
+    Wait(g.group->_reduce_scatter_base(shard_out, full, o));
+    return (g.size - 1) * Bytes(full) / g.size;
+  }
+#endif
+  // Gloo: all-reduce the whole buffer, keep this rank's slice.
+  const int64_t sent = AllReduceSum(g, full);
+  const int64_t n = shard_out.numel();
+  const int rank = g.group->getRank();
+  shard_out.copy_(full.reshape({-1}).narrow(0, rank * n, n));
+  return sent;
+}
+
+int64_t AllReduceSum(CommGroup& g, at::Tensor& tensor) {
+  if (g.size == 1) return 0;
+  std::vector<at::Tensor> tensors{tensor};
+  c10d::AllreduceOptions o;
+  o.reduceOp = c10d::ReduceOp::SUM;
+  Wait(g.group->allreduce(tensors, o));
+  return 2 * (g.size - 1) * Bytes(tensor) / g.size;
+}
+
+int64_t Broadcast(CommGroup& g, at::Tensor& tensor, int root) {
+  if (g.size == 1) return 0;
+  std::vector<at::Tensor> tensors{tensor};
+  c10d::BroadcastOptions o;
+  o.rootRank = root;
+  Wait(g.group->broadcast(tensors, o));
+  // A ring broadcast: every rank but the last forwards the tensor once.
+  return g.group->getRank() == (root + g.size - 1) % g.size ? 0 : Bytes(tensor);
+}
+
+void Barrier(CommGroup& g) {
+  if (g.size == 1) return;
+  Wait(g.group->barrier());
 }
 
 }  // namespace compat

@@ -9,6 +9,7 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -33,6 +34,52 @@ std::optional<int64_t> CudaPeakMemoryBytes();
 void CudaResetPeakMemory();
 // Waits for queued device work, so that a clock read after it is meaningful. No-op on CPU.
 void DeviceSynchronize(const at::Device& device);
+
+// ---- c10d collectives ------------------------------------------------------
+// Opaque handles over torch's c10d: a key-value store for rendezvous (TCPStore,
+// or a PrefixStore over one) and a process group (Gloo for CPU tensors, NCCL
+// for CUDA tensors where the build has it). Creating them throws c10::Error
+// (the caller catches it where it wraps the whole worker).
+//
+// libtorch 1.13 Gloo has no flat all-gather, no reduce-scatter and no AVG:
+// AllGatherFlat is a list all-gather + cat there, ReduceScatterSum an
+// all-reduce + slice, and callers average by SUM then divide. On 2.x with NCCL
+// the flat collectives (_allgather_base, _reduce_scatter_base) are used.
+//
+// Each collective returns the bytes THIS rank sends for the operation it
+// actually issued, counted as the ring algorithm's volume (a model of the
+// traffic, not a NIC counter):
+//   all-gather of a shard of s bytes over W ranks   (W−1)·s
+//   reduce-scatter of n bytes                       (W−1)/W·n
+//   all-reduce of n bytes                           2·(W−1)/W·n
+// so an all-reduce standing in for a reduce-scatter counts twice the bytes.
+struct CommStore;
+struct CommGroup;
+
+// The rendezvous store on host:port; the server (rank 0) opens the port and
+// waits up to `timeout_ms` for `world` clients.
+std::shared_ptr<CommStore> CommStoreConnect(const std::string& host, int port, bool is_server, int world,
+                                            int64_t timeout_ms);
+// Keys of the result live under `prefix` in `base` (subgroups of one store).
+std::shared_ptr<CommStore> CommStorePrefix(const std::shared_ptr<CommStore>& base, const std::string& prefix);
+// A process group of `size` ranks; `cuda`: NCCL (only where built), else Gloo.
+// Gloo binds to the interface named by GLOO_SOCKET_IFNAME when set, else to
+// this host's name (loopback when the name does not resolve).
+std::shared_ptr<CommGroup> CommGroupCreate(const std::shared_ptr<CommStore>& store, int rank, int size, bool cuda,
+                                           int64_t timeout_ms);
+int CommGroupSize(const CommGroup& group);
+std::string CommBackendName(const CommGroup& group);  // "gloo" | "nccl"
+
+// out (size·shard.numel(), contiguous) = concatenation of every rank's shard.
+int64_t AllGatherFlat(CommGroup& group, at::Tensor& out, const at::Tensor& shard);
+// shard_out = this rank's 1/size slice of the element-wise SUM of every rank's
+// `full` (full.numel() == size·shard_out.numel()). `full` may be overwritten.
+int64_t ReduceScatterSum(CommGroup& group, at::Tensor& shard_out, at::Tensor& full);
+// In place: tensor = SUM over ranks.
+int64_t AllReduceSum(CommGroup& group, at::Tensor& tensor);
+// In place: tensor = rank `root`'s tensor.
+int64_t Broadcast(CommGroup& group, at::Tensor& tensor, int root);
+void Barrier(CommGroup& group);
 
 }  // namespace compat
 }  // namespace native

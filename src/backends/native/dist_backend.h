@@ -1,0 +1,57 @@
+#ifndef PROTOCOL_BACKENDS_NATIVE_DIST_BACKEND_H_
+#define PROTOCOL_BACKENDS_NATIVE_DIST_BACKEND_H_
+
+// The runner's side of a distributed native case, shared by the `fsdp`
+// backend (more than one rank) and the `share` backend:
+//   1. the layout: which node each rank runs on, in groups (fsdp: one group of
+//      nodes × ranks_per_node ranks; share: the topology's G×K per node);
+//   2. the case file (worker_case.h) beside the case log;
+//   3. one `protocol worker --case FILE` per rank, with RANK, WORLD_SIZE,
+//      LOCAL_RANK, MASTER_ADDR, MASTER_PORT (a free port), PROTOCOL_NODE;
+//   4. the plan's launcher (launcher.h), then DistOptions::wrap, then the
+//      supervisor (supervisor.h): all ranks to their common end;
+//   5. the ranks' events (events.h) become CaseEvents and measurements.
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "backends/native/launcher.h"
+
+namespace protocol {
+namespace native {
+
+struct DistOptions {
+  // The program that has the `worker` subcommand; empty: this program (/proc/self/exe).
+  std::string worker_program;
+  // Called with the prepared launches before they start (the network
+  // emulation's `ip netns exec` seam); an error fails the case.
+  std::function<Status(std::vector<RankLaunch>&)> wrap;
+  double kill_grace_seconds = 3;
+};
+
+struct DistLayout {
+  int groups = 1;
+  int group_size = 1;
+  std::vector<std::string> rank_nodes;  // node of each rank
+  std::map<std::string, std::string> node_hosts;
+  int world() const { return groups * group_size; }
+};
+
+// fsdp: `nodes` nodes (the cluster's first ones; "node0".. on "localhost" when
+// the plan lists none), ranks_per_node each (0: max(1, the node's gpus)).
+Result<DistLayout> FsdpLayout(const Plan& plan, const CaseSpec& spec);
+// share: the topology; every part must have the same K.
+Result<DistLayout> ShareLayout(const Plan& plan, const CaseSpec& spec);
+// Problems of running `spec` over `layout` (batch divisibility, launcher name, ...).
+std::vector<std::string> CheckDistributed(const Plan& plan, const CaseSpec& spec, const DistLayout& layout);
+
+BackendOutcome RunDistributed(BackendContext& ctx, const std::string& role, const DistLayout& layout,
+                              const DistOptions& options);
+
+}  // namespace native
+}  // namespace protocol
+
+#endif  // PROTOCOL_BACKENDS_NATIVE_DIST_BACKEND_H_

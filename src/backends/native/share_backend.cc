@@ -1,0 +1,65 @@
+#include "backends/native/share_backend.h"
+
+#include "runner/text.h"
+
+namespace protocol {
+namespace {
+
+class NativeShareBackend : public Backend {
+ public:
+  explicit NativeShareBackend(native::DistOptions options) : options_(std::move(options)) {}
+
+  std::vector<std::string> Check(const Plan& plan, const CaseSpec& spec) const override {
+    std::vector<std::string> problems;
+    if (plan.models.find(spec.model) == plan.models.end()) problems.push_back("unknown model '" + spec.model + "'");
+    auto layout = native::ShareLayout(plan, spec);
+    if (!layout.ok()) {
+      problems.push_back(layout.status().message());
+      return problems;
+    }
+    if (spec.workload != Workload::kInference) {
+      auto ds = plan.datasets.find(spec.dataset);
+      if (spec.dataset.empty() || ds == plan.datasets.end())
+        problems.push_back("a training workload needs a dataset");
+      else if (ds->second.format != "text" && ds->second.format != "jsonl" && ds->second.format != "dolly")
+        problems.push_back("dataset '" + ds->first + "' has format '" + ds->second.format +
+                           "', which the share backend cannot read (text, jsonl, dolly)");
+      if (!spec.length || spec.length->count <= 0) problems.push_back("a training workload needs a length");
+    } else if (spec.inference.max_new_tokens.empty()) {
+      problems.push_back("an inference workload needs max_new_tokens values");
+    }
+    for (std::string& p : native::CheckDistributed(plan, spec, *layout)) problems.push_back(std::move(p));
+    return problems;
+  }
+
+  BackendOutcome Run(BackendContext& ctx) override {
+    auto model = ctx.plan.models.find(ctx.spec.model);
+    if (model != ctx.plan.models.end() && !model->second.quantization.empty()) {
+      BackendOutcome out;
+      out.status = CaseStatus::kFailed;
+      out.reason = fmt::format("quantization '{}' is not built yet in the native backends; nothing was run",
+                               model->second.quantization);
+      return out;
+    }
+    auto layout = native::ShareLayout(ctx.plan, ctx.spec);
+    if (!layout.ok()) {
+      BackendOutcome out;
+      out.status = CaseStatus::kFailed;
+      out.reason = layout.status().message();
+      return out;
+    }
+    return native::RunDistributed(ctx, "share", *layout, options_);
+  }
+
+ private:
+  native::DistOptions options_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> MakeNativeShareBackend() { return MakeNativeShareBackend(native::DistOptions{}); }
+std::unique_ptr<Backend> MakeNativeShareBackend(const native::DistOptions& options) {
+  return std::make_unique<NativeShareBackend>(options);
+}
+
+}  // namespace protocol

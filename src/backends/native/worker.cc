@@ -1,0 +1,397 @@
+#include "backends/native/worker.h"
+
+#include <ATen/Parallel.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "backends/native/data.h"
+#include "backends/native/events.h"
+#include "backends/native/fsdp_sharded.h"
+#include "backends/native/generate.h"
+#include "backends/native/model.h"
+#include "backends/native/model_config.h"
+#include "backends/native/process_group.h"
+#include "backends/native/safetensors.h"
+#include "backends/native/tokenizer.h"
+#include "backends/native/torch_compat.h"
+#include "backends/native/train.h"
+#include "backends/native/worker_case.h"
+#include "runner/text.h"
+
+namespace protocol {
+namespace native {
+namespace {
+namespace fs = std::filesystem;
+
+constexpr double kEvalFraction = 0.05;  // as the one-process fsdp backend
+
+double Now() {
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+void Emit(const WorkerEvent& e) { std::cout << EncodeEvent(e) << std::endl; }
+
+template <typename... Args>
+void Log(fmt::format_string<Args...> f, Args&&... args) {
+  std::cout << fmt::format(f, std::forward<Args>(args)...) << std::endl;
+}
+
+void EmitMeasurement(const char* name, double value, const char* unit, std::string method) {
+  WorkerEvent e;
+  e.kind = WorkerEvent::Kind::kMeasurement;
+  e.measurement.name = name;
+  e.measurement.value = value;
+  e.measurement.unit = unit;
+  e.measurement.method = std::move(method);
+  Emit(e);
+}
+
+struct Failure : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct Setup {
+  ModelConfig config;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::string tokenizer_path;
+  at::Device device = at::kCPU;
+  at::ScalarType dtype = at::kFloat;
+  std::string weights_note;  // set when a finetune/inference model got random weights
+};
+
+Setup Resolve(const WorkerCase& wc, const DistEnv& env) {
+  Setup s;
+  std::error_code ec;
+  if (!wc.model_path.empty() && fs::is_regular_file(fs::path(wc.model_path) / "config.json", ec)) {
+    auto c = ReadHfConfig(wc.model_path);
+    if (!c.ok()) throw Failure(c.status().message());
+    s.config = *c;
+  } else {
+    auto c = PresetConfig(wc.model_preset);
+    if (!c.ok()) throw Failure(c.status().message());
+    s.config = *c;
+  }
+  s.tokenizer_path = (fs::path(wc.model_path) / "tokenizer.model").string();
+  auto tok = LoadSentencePieceTokenizer(s.tokenizer_path);
+  if (!tok.ok()) throw Failure(tok.status().message());
+  s.tokenizer = std::move(*tok);
+  const std::string& device = wc.training.device;
+  if (device == "cuda" && !compat::CudaAvailable()) throw Failure("device 'cuda' was asked for but there is no CUDA device");
+  if (device == "cuda" || (device == "auto" && compat::CudaAvailable())) {
+    s.device = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank));
+    s.dtype = at::kBFloat16;
+  }
+  return s;
+}
+
+Model LoadModel(const WorkerCase& wc, Setup& s) {
+  Model model = model_create(s.config, at::TensorOptions().dtype(s.dtype).device(s.device));
+  if (wc.workload != Workload::kPretrain && !wc.model_path.empty() && model_dir_has_weights(wc.model_path)) {
+    Status st = model_load_weights(model, wc.model_path);
+    if (!st.ok()) throw Failure(st.message());
+  } else {
+    model_init_random(model, static_cast<uint64_t>(wc.training.seed));
+    if (wc.workload != Workload::kPretrain)
+      s.weights_note = fmt::format("weights: seeded random initialisation (seed {}); model '{}' has no weights in its path",
+                                   wc.training.seed, wc.model_name);
+  }
+  return model;
+}
+
+// ---- training ------------------------------------------------------------------
+
+// A group's own stream of sequences: its shard of the training split (every
+// groups-th sequence), reshuffled with seed + epoch at each epoch's end.
+class Stream {
+ public:
+  Stream(const std::vector<Sequence>& train, int groups, int group, uint64_t seed) : seed_(seed) {
+    for (size_t i = static_cast<size_t>(group); i < train.size(); i += static_cast<size_t>(groups)) order_.push_back(train[i]);
+  }
+  bool empty() const { return order_.empty(); }
+  std::vector<const Sequence*> Next(int64_t n) {
+    std::vector<const Sequence*> out;
+    for (int64_t i = 0; i < n; ++i) {
+      if (cursor_ == order_.size()) {
+        cursor_ = 0;
+        data_shuffle(order_, seed_ + ++epoch_);
+      }
+      out.push_back(&order_[cursor_++]);
+    }
+    return out;
+  }
+
+ private:
+  std::vector<Sequence> order_;
+  size_t cursor_ = 0;
+  uint64_t epoch_ = 0;
+  uint64_t seed_;
+};
+
+// Outer step of a merge (DiLoCo): Δ = θ_global − mean over groups of θ_group;
+// with momentum μ: v = μ·v + Δ, θ_global −= η·(Δ + μ·v) (Nesterov), else
+// θ_global −= η·Δ. η = 1, μ = 0 is plain averaging. Every group continues from θ_global.
+class Merger {
+ public:
+  Merger(std::vector<at::Tensor>& shards, const TrainingSettings& t) : lr_(t.outer_lr), momentum_(t.outer_momentum) {
+    for (const at::Tensor& s : shards) {
+      global_.push_back(s.clone());
+      velocity_.push_back(at::zeros_like(s));
+    }
+  }
+  void Merge(std::vector<at::Tensor>& shards, ProcessGroups& g) {
+    at::NoGradGuard no_grad;
+    for (size_t i = 0; i < shards.size(); ++i) {
+      at::Tensor avg = shards[i].clone();
+      g.bytes_between += compat::AllReduceSum(*g.cross_pg, avg);
+      avg.div_(static_cast<double>(g.groups));  // SUM then divide: 1.13 Gloo has no AVG
+      at::Tensor delta = global_[i] - avg;
+      if (momentum_ > 0) {
+        velocity_[i].mul_(momentum_).add_(delta);
+        global_[i].sub_(delta + velocity_[i] * momentum_, lr_);
+      } else {
+        global_[i].sub_(delta, lr_);
+      }
+      shards[i].copy_(global_[i]);
+    }
+  }
+
+ private:
+  double lr_, momentum_;
+  std::vector<at::Tensor> global_, velocity_;
+};
+
+int RunTraining(const WorkerCase& wc, Setup& s, ProcessGroups& g) {
+  const TrainingSettings& ts = wc.training;
+  const bool leader = g.group_rank == 0;
+  auto docs = data_load(wc.dataset_path, wc.dataset_format, *s.tokenizer);
+  if (!docs.ok()) throw Failure(docs.status().message());
+  const int pad = s.tokenizer->eos_id() >= 0 ? s.tokenizer->eos_id() : 0;
+  DataSplit split = data_split(data_pack(*docs, ts.seq_len, pad), kEvalFraction, static_cast<uint64_t>(ts.seed));
+  if (split.train.empty()) throw Failure(fmt::format("{}: the dataset has no tokens", wc.dataset_path));
+  const int64_t steps_per_epoch = (static_cast<int64_t>(split.train.size()) + ts.batch_size - 1) / ts.batch_size;
+  const int64_t steps = wc.steps > 0 ? wc.steps : wc.epochs * steps_per_epoch;
+  const int64_t group_batch = ts.batch_size / g.groups;  // sequences per group per step
+  const int64_t local_batch = group_batch / g.group_size;
+  Stream stream(split.train, g.groups, g.group, static_cast<uint64_t>(ts.seed));
+  if (stream.empty()) throw Failure(fmt::format("group {} has no training sequences ({} for {} groups)", g.group,
+                                                split.train.size(), g.groups));
+  if (g.rank == 0)
+    Log("worker: {} train / {} eval sequences of {} tokens; {} steps; global batch {} = {} group(s) x {} rank(s) x {}",
+        split.train.size(), split.eval.size(), ts.seq_len, steps, ts.batch_size, g.groups, g.group_size, local_batch);
+
+  Model model = LoadModel(wc, s);
+  TrainOptions o;
+  o.batch_size = ts.batch_size;
+  o.grad_accum = ts.grad_accum;
+  o.learning_rate = ts.learning_rate;
+  o.warmup_steps = std::min<int64_t>(100, steps / 10);
+  ShardedParams params(model, *g.group_pg, g.group_rank, o, &g.bytes_within);
+  Merger merger(params.shards(), ts);
+  double merge_seconds = 0;
+  int merges = 0;
+  auto merge = [&]() {
+    compat::Barrier(*g.world_pg);
+    const double t0 = Now();
+    merger.Merge(params.shards(), g);
+    compat::DeviceSynchronize(s.device);
+    merge_seconds += Now() - t0;
+    ++merges;
+  };
+
+  double last_loss = 0, timed_seconds = 0;
+  int64_t timed_tokens = 0, timed_steps = 0;
+  for (int64_t step = 0; step < steps; ++step) {
+    std::vector<const Sequence*> group_seqs = stream.Next(group_batch);
+    std::vector<const Sequence*> mine(group_seqs.begin() + g.group_rank * local_batch,
+                                      group_seqs.begin() + (g.group_rank + 1) * local_batch);
+    double counted = 0;  // targets of the group's whole batch: the loss denominator
+    for (const Sequence* q : group_seqs)
+      for (uint8_t m : q->mask) counted += m;
+    const double t0 = Now();
+    params.Gather();
+    at::Tensor loss_sum = at::zeros({1}, at::TensorOptions().dtype(at::kDouble));
+    const int64_t micro = std::max<int64_t>(1, local_batch / std::max<int64_t>(1, ts.grad_accum));
+    for (int64_t start = 0; start < local_batch; start += micro) {
+      std::vector<const Sequence*> part(mine.begin() + start, mine.begin() + std::min(local_batch, start + micro));
+      at::Tensor loss = loss_forward(model, part, std::max(counted, 1.0));
+      loss.backward();
+      loss_sum += loss.item<double>();
+    }
+    const double lr = lr_at_step(step, steps, o);
+    const double grad_norm = params.Step(lr);
+    g.bytes_within += compat::AllReduceSum(*g.group_pg, loss_sum);
+    if (ts.sync_every > 0 && (step + 1) % ts.sync_every == 0 && step + 1 < steps && g.groups > 1) merge();
+    compat::DeviceSynchronize(s.device);
+    const double seconds = Now() - t0;
+    const double loss = loss_sum.item<double>();
+    if (!std::isfinite(loss)) throw Failure(fmt::format("loss became {} at step {} (group {})", loss, step + 1, g.group));
+    last_loss = loss;
+    const int64_t tokens = ts.batch_size * ts.seq_len;  // every group's sequences
+    if (step >= wc.warmup_steps || steps <= wc.warmup_steps) {
+      timed_seconds += seconds;
+      timed_tokens += tokens;
+      ++timed_steps;
+    }
+    if (g.rank == 0) {
+      WorkerEvent e;
+      e.kind = WorkerEvent::Kind::kStep;
+      e.step.step = step + 1;
+      e.step.seconds = seconds;
+      e.step.loss = loss;
+      e.step.tokens = tokens;
+      Emit(e);
+    }
+    if (leader)
+      Log("step {}/{} group {} loss {:.4f} lr {:.3g} grad_norm {:.3f} {:.3f} s", step + 1, steps, g.group, loss, lr,
+          grad_norm, seconds);
+  }
+
+  // Each group's own model on the held-out split, before the final merge.
+  const std::string eval_how = fmt::format("mean loss on {} held-out sequences", split.eval.size());
+  params.Gather();
+  if (g.groups > 1) {
+    if (leader) {
+      if (auto ev = eval_loss(model, split.eval, ts.batch_size))
+        EmitMeasurement("group_eval_loss", *ev, "", fmt::format("group {}: {}", g.group, eval_how));
+    }
+    merge();
+    params.Gather();
+  }
+  if (g.rank == 0) {
+    EmitMeasurement(metric::kFinalLoss, last_loss, "",
+                    g.groups > 1 ? "training loss of group 0 at the last step (before the merge)"
+                                 : "training loss of the last step");
+    if (auto ev = eval_loss(model, split.eval, ts.batch_size))
+      EmitMeasurement(metric::kEvalLoss, *ev, "",
+                      g.groups > 1 ? fmt::format("merged model ({} merge(s)): {}", merges, eval_how) : eval_how);
+    if (timed_seconds > 0) {
+      const double tps = static_cast<double>(timed_tokens) / timed_seconds;
+      const std::string how = fmt::format("{} tokens over {} steps after {} warm-up step(s), rank 0's step times, {} ranks on {}",
+                                          timed_tokens, timed_steps, wc.warmup_steps, g.world, s.device.is_cuda() ? "cuda" : "cpu");
+      EmitMeasurement(metric::kTrainTokensPerSecond, tps, "tokens/s", how);
+      EmitMeasurement(metric::kTgs, tps / g.world, "tokens/s",
+                      how + (s.device.is_cuda() ? " / ranks (one device each)" : " / ranks (per process: CPU)"));
+    }
+    if (g.groups > 1)
+      EmitMeasurement("merge_seconds", merge_seconds, "s",
+                      fmt::format("rank 0's time in {} merge(s) (cross-group all-reduce of the parameter shards + outer step), after a barrier",
+                                  merges));
+    if (!wc.output_dir.empty()) {
+      Status st = model_save(model, wc.output_dir);
+      if (!st.ok()) throw Failure(st.message());
+      std::error_code ec;
+      fs::copy_file(s.tokenizer_path, fs::path(wc.output_dir) / "tokenizer.model", fs::copy_options::overwrite_existing, ec);
+      Log("worker: model saved to {}", wc.output_dir);
+    }
+  }
+  return 0;
+}
+
+// ---- inference -----------------------------------------------------------------
+
+// Replica g (its leader; the other ranks of the group wait) serves requests
+// g, g+G, g+2G, ... of the schedule.
+int RunInference(const WorkerCase& wc, Setup& s, ProcessGroups& g) {
+  const bool leader = g.group_rank == 0;
+  std::optional<Model> model;
+  std::vector<int> prompt;
+  if (leader) {
+    model = LoadModel(wc, s);
+    prompt = s.tokenizer->Encode(wc.inference.prompt);
+    if (s.tokenizer->bos_id() >= 0) prompt.insert(prompt.begin(), s.tokenizer->bos_id());
+  }
+  compat::Barrier(*g.world_pg);
+  const double start = Now();
+  int64_t generated = 0;
+  int served = 0;
+  double busy = 0;
+  const auto& schedule = wc.inference.max_new_tokens;
+  if (leader) {
+    for (size_t i = static_cast<size_t>(g.group); i < schedule.size(); i += static_cast<size_t>(g.groups)) {
+      GenerateOptions o;
+      o.max_new_tokens = schedule[i];
+      o.ignore_eos = wc.inference.ignore_eos;
+      const double t0 = Now();
+      auto gen = generate_greedy(*model, prompt, o, nullptr);
+      compat::DeviceSynchronize(s.device);
+      const double seconds = Now() - t0;
+      if (!gen.ok()) throw Failure(gen.status().message());
+      WorkerEvent e;
+      e.kind = WorkerEvent::Kind::kRequest;
+      e.request.index = static_cast<int>(i);
+      e.request.max_new_tokens = schedule[i];
+      e.request.prompt_tokens = static_cast<int>(prompt.size());
+      e.request.generated_tokens = static_cast<int>(gen->tokens.size());
+      e.request.seconds = seconds;
+      e.request.answer = s.tokenizer->Decode(gen->tokens);
+      Emit(e);
+      generated += e.request.generated_tokens;
+      busy += seconds;
+      ++served;
+    }
+    const double elapsed = Now() - start;
+    EmitMeasurement("replica_seconds", elapsed, "s",
+                    fmt::format("replica {}: {} request(s), {} tokens, {:.3f} s generating", g.group, served, generated, busy));
+    if (!s.weights_note.empty() && g.rank == 0) Log("worker: {}", s.weights_note);
+  }
+  compat::Barrier(*g.world_pg);
+  return 0;
+}
+
+}  // namespace
+
+int RunWorker(const std::string& case_path) {
+  auto wc = ReadWorkerCase(case_path);
+  if (!wc.ok()) {
+    WorkerEvent e;
+    e.kind = WorkerEvent::Kind::kError;
+    e.text = wc.status().message();
+    Emit(e);
+    return 2;
+  }
+  auto env = DistEnvFromEnvironment();
+  if (!env.ok() || env->world != wc->world()) {
+    WorkerEvent e;
+    e.kind = WorkerEvent::Kind::kError;
+    e.text = !env.ok() ? env.status().message()
+                       : fmt::format("WORLD_SIZE {} disagrees with the case file's {} ranks", env->world, wc->world());
+    Emit(e);
+    return 2;
+  }
+  try {
+    Setup s = Resolve(*wc, *env);
+    if (s.device.is_cpu() && std::getenv("OMP_NUM_THREADS") == nullptr) at::set_num_threads(1);
+    if (env->rank == 0)
+      Log("worker: case {} ({} {}), {} rank(s) = {} group(s) x {}, device {}, libtorch {}", wc->case_id, wc->role,
+          WorkloadName(wc->workload), wc->world(), wc->groups, wc->group_size, s.device.str(), compat::TorchVersion());
+    ProcessGroups g = ConnectGroups(*env, wc->groups, wc->group_size, s.device.is_cuda(), wc->training.collective_timeout);
+    const int code = wc->workload == Workload::kInference ? RunInference(*wc, s, g) : RunTraining(*wc, s, g);
+    WorkerEvent bytes;
+    bytes.kind = WorkerEvent::Kind::kBytes;
+    bytes.bytes_within = g.bytes_within;
+    bytes.bytes_between = g.bytes_between;
+    Emit(bytes);
+    if (!s.weights_note.empty() && env->rank == 0) {
+      WorkerEvent note;
+      note.kind = WorkerEvent::Kind::kStatus;
+      note.text = s.weights_note;
+      Emit(note);
+    }
+    return code;
+  } catch (const std::exception& ex) {  // Failure, c10::Error (a lost peer, a collective timeout)
+    WorkerEvent e;
+    e.kind = WorkerEvent::Kind::kError;
+    std::string what = ex.what();
+    e.text = what.substr(0, what.find('\n'));
+    Emit(e);
+    return 1;
+  }
+}
+
+}  // namespace native
+}  // namespace protocol

@@ -1,0 +1,83 @@
+// The plan keys of the distributed native backends (training: ranks_per_node,
+// collective_timeout, sync_every, outer_lr, outer_momentum): defaults, values,
+// errors, and the resolved text (written only when set).
+#include <doctest/doctest.h>
+
+#include "runner/plan_parser.h"
+#include "runner/text.h"
+
+namespace protocol {
+namespace {
+
+const std::string kHead =
+    "protocol: 1\n"                              //  1
+    "name: t\n"                                  //  2
+    "models:\n"                                  //  3
+    "  m7: {preset: tiny}\n"                     //  4
+    "datasets:\n"                                //  5
+    "  web: {format: text, path: /d/web.txt}\n"  //  6
+    "stages:\n"                                  //  7
+    "  - name: s1\n"                             //  8
+    "    cases:\n";                              //  9
+
+PlanParseResult Parse(const std::string& training) {
+  return ParsePlanString(kHead + "      - {id: a, workload: pretrain, backend: share, model: m7, dataset: web, steps: 10,\n"
+                                 "         topology: 'rig0:2x1', training: " + training + "}\n",
+                         "<string>");
+}
+
+std::string ErrorsOf(const PlanParseResult& r) {
+  std::vector<std::string> lines;
+  for (const auto& e : r.errors) lines.push_back(e.ToString());
+  return Join(lines, "\n");
+}
+
+}  // namespace
+
+TEST_CASE("dist plan: distributed training keys have documented defaults") {
+  PlanParseResult r = Parse("{}");
+  INFO(ErrorsOf(r));
+  REQUIRE(r.ok());
+  const TrainingSettings& t = r.plan->FindCase("a")->training;
+  CHECK(t.ranks_per_node == 0);
+  CHECK(t.collective_timeout == 300);
+  CHECK(t.sync_every == 0);
+  CHECK(t.outer_lr == 1.0);
+  CHECK(t.outer_momentum == 0.0);
+  CHECK(r.plan->resolved_text.find("sync_every") == std::string::npos);
+}
+
+TEST_CASE("dist plan: distributed training keys are read and resolved") {
+  PlanParseResult r = Parse("{ranks_per_node: 2, collective_timeout: 30, sync_every: 5, outer_lr: 0.7, outer_momentum: 0.9}");
+  INFO(ErrorsOf(r));
+  REQUIRE(r.ok());
+  const TrainingSettings& t = r.plan->FindCase("a")->training;
+  CHECK(t.ranks_per_node == 2);
+  CHECK(t.collective_timeout == 30);
+  CHECK(t.sync_every == 5);
+  CHECK(t.outer_lr == doctest::Approx(0.7));
+  CHECK(t.outer_momentum == doctest::Approx(0.9));
+  const std::string& text = r.plan->resolved_text;
+  CHECK(text.find("ranks_per_node: 2") != std::string::npos);
+  CHECK(text.find("collective_timeout: 30") != std::string::npos);
+  CHECK(text.find("sync_every: 5") != std::string::npos);
+  CHECK(text.find("outer_lr: 0.7") != std::string::npos);
+  CHECK(text.find("outer_momentum: 0.9") != std::string::npos);
+  // The resolved text parses back to the same settings.
+  PlanParseResult again = ParsePlanString(text, "<resolved>");
+  INFO(ErrorsOf(again));
+  REQUIRE(again.ok());
+  CHECK(again.plan->FindCase("a")->training.sync_every == 5);
+  CHECK(again.plan->FindCase("a")->training.ranks_per_node == 2);
+}
+
+TEST_CASE("dist plan: out-of-range distributed keys are located errors") {
+  CHECK(ErrorsOf(Parse("{ranks_per_node: -1, collective_timeout: 0, sync_every: -2, outer_lr: 0, outer_momentum: 1}")) ==
+        "<string>:11:59: 'ranks_per_node' must be >= 0, got -1\n"
+        "<string>:11:83: 'collective_timeout' must be > 0 and <= 1000000000, got 0\n"
+        "<string>:11:98: 'sync_every' must be >= 0, got -2\n"
+        "<string>:11:112: 'outer_lr' must be > 0 and <= 10, got 0\n"
+        "<string>:11:131: 'outer_momentum' must be >= 0 and <= 0.999, got 1");
+}
+
+}  // namespace protocol
