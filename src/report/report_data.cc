@@ -13,6 +13,7 @@
 #include <set>
 #include <tuple>
 
+#include "runner/compare_stats.h"
 #include "runner/text.h"
 
 namespace protocol {
@@ -21,6 +22,14 @@ namespace {
 
 const char* const kDash = "–";  // U+2013: no value / no ratio
 const char* const kNoSolution = "no solution";
+const char* const kNotSignificant = "~";  // the ratio's interval crosses 1
+
+// Ratio intervals: the percentile bootstrap of compare_stats.h, with the
+// defaults of `protocol compare` (fixed seed: the same report every time).
+const int kIntervalResamples = 2000;
+const uint64_t kIntervalSeed = 20240501;
+const double kIntervalConfidence = 0.95;
+const size_t kIntervalMinRepeats = 3;
 
 // ---- formats ---------------------------------------------------------------
 
@@ -196,6 +205,7 @@ struct Resolved {
   std::optional<double> value;  // median, in display units
   double min = 0, max = 0;
   int n = 0;  // values combined
+  std::vector<double> values;  // the values combined, in display units
   std::string marker;
   std::string provenance;
   std::string origin;
@@ -254,6 +264,7 @@ Resolved Resolve(const CellResults* cell, const FigureFn& get, double scale, con
     return r;
   }
   r.value = Median(values);
+  r.values = values;
   r.min = *std::min_element(values.begin(), values.end());
   r.max = *std::max_element(values.begin(), values.end());
   r.n = static_cast<int>(values.size());
@@ -289,6 +300,7 @@ ReportCell ValueCell(const std::string& column, const Resolved& r,
   c.marker = r.marker;
   c.provenance = r.provenance;
   c.origin = r.origin;
+  c.repeats = r.values;
   if (r.value) {
     c.text = format(*r.value) + (r.marker == "*" ? " *" : "");
   } else {
@@ -316,36 +328,74 @@ ReportCell UnitRatioCell(const ReportCell& value_cell) {
   return MarkerCell(value_cell.column, value_cell.marker == "X" ? "X" : kDash);
 }
 
-// ratio = numerator / denominator, marked `*` when an input is.
+// ratio = numerator / denominator, marked `*` when an input is, and `~` when
+// the bootstrap interval of median(num) / median(den) over the repeats
+// (>= 3 on each side) contains 1.
 ReportCell RatioCell(const std::string& column, const ReportCell& num, const ReportCell& den) {
   if (!num.value || !den.value || *den.value == 0) return MarkerCell(column, kDash);
   ReportCell c;
   c.column = column;
   c.value = *num.value / *den.value;
-  c.marker = (num.marker == "*" || den.marker == "*") ? "*" : "";
-  c.text = FormatRatio(*c.value) + (c.marker == "*" ? " *" : "");
+  std::vector<std::string> markers;
+  if (num.marker == "*" || den.marker == "*") markers.push_back("*");
+  if (num.repeats.size() < kIntervalMinRepeats || den.repeats.size() < kIntervalMinRepeats) {
+    c.interval_note = "no interval (fewer than 3 repeats)";
+  } else {
+    // BootstrapMedianRatio gives median(candidate) / median(baseline): the
+    // denominator is its "baseline".
+    c.interval = BootstrapMedianRatio(den.repeats, num.repeats, kIntervalResamples, kIntervalSeed,
+                                      kIntervalConfidence, kIntervalMinRepeats);
+    if (!c.interval) {
+      c.interval_note = "no interval (a resampled median is 0)";
+    } else if (c.interval->low <= 1 && c.interval->high >= 1) {
+      markers.push_back(kNotSignificant);
+      c.interval_note = "the interval crosses 1: not significant";
+    }
+  }
+  c.marker = Join(markers, " ");
+  c.text = FormatRatio(*c.value) + (c.marker.empty() ? "" : " " + c.marker);
   c.provenance = (num.provenance == "measured" && den.provenance == "measured") ? "measured"
                  : (num.provenance == "extrapolated" || den.provenance == "extrapolated") ? "extrapolated"
                                                                                           : "imported";
   c.origin = fmt::format("{} / {}", num.text, den.text);
+  if (c.interval) {
+    c.origin += fmt::format("; 95 % interval {}–{}", FormatRatio(c.interval->low), FormatRatio(c.interval->high));
+  }
+  if (!c.interval_note.empty()) c.origin += "; " + c.interval_note;
   return c;
 }
 
 // "share is 3.21× faster than fsdp on 1 node (321 %) for pretrain 1000 steps."
-std::string Sentence(const std::string& subject, const std::string& object, double ratio,
+// With an interval: "share is 1.04× (95 % interval 0.97–1.12) faster than …",
+// the interval in the direction of the factor (inverted for "slower").
+// `clause` (", but its held-out loss …") follows the context.
+std::string Sentence(const std::string& subject, const std::string& object, const ReportCell& ratio_cell,
                      const std::string& what, const std::string& context,
-                     const std::vector<std::pair<std::string, const ReportCell*>>& inputs) {
+                     const std::vector<std::pair<std::string, const ReportCell*>>& inputs,
+                     const std::string& clause = "") {
+  const double ratio = *ratio_cell.value;
   std::string pct = FormatPercent(ratio);
   std::string s;
+  const auto& iv = ratio_cell.interval;
   if (FormatRatio(ratio) == "1.00") {
-    s = fmt::format("{} is as fast as {} ({} %) for {}", subject, object, pct, what);
+    std::string interval =
+        iv ? fmt::format(", 95 % interval {}–{}", FormatRatio(iv->low), FormatRatio(iv->high)) : "";
+    s = fmt::format("{} is as fast as {} ({} %{}) for {}", subject, object, pct, interval, what);
   } else if (ratio > 1) {
-    s = fmt::format("{} is {}× faster than {} ({} %) for {}", subject, FormatRatio(ratio), object, pct, what);
-  } else {
-    s = fmt::format("{} is {}× slower than {} ({} %) for {}", subject, FormatRatio(1 / ratio), object, pct,
+    std::string interval =
+        iv ? fmt::format(" (95 % interval {}–{})", FormatRatio(iv->low), FormatRatio(iv->high)) : "";
+    s = fmt::format("{} is {}×{} faster than {} ({} %) for {}", subject, FormatRatio(ratio), interval, object, pct,
                     what);
+  } else {
+    std::string interval =
+        iv && iv->low > 0
+            ? fmt::format(" (95 % interval {}–{})", FormatRatio(1 / iv->high), FormatRatio(1 / iv->low))
+            : "";
+    s = fmt::format("{} is {}×{} slower than {} ({} %) for {}", subject, FormatRatio(1 / ratio), interval, object,
+                    pct, what);
   }
   if (!context.empty()) s += " (" + context + ")";
+  s += clause;
   std::vector<std::string> notes;
   for (const auto& [who, cell] : inputs) {
     if (cell->provenance == "extrapolated" || (cell->marker == "*" && cell->provenance != "imported")) {
@@ -356,6 +406,7 @@ std::string Sentence(const std::string& subject, const std::string& object, doub
     }
   }
   if (!notes.empty()) s += "; " + Join(notes, ", ");
+  if (!ratio_cell.interval_note.empty()) s += "; " + ratio_cell.interval_note;
   return s + ".";
 }
 
@@ -549,7 +600,7 @@ class ModelBuilder {
           if (!col.network.empty()) nets.push_back(col.system + " over " + col.network);
           if (!columns[partner].network.empty()) nets.push_back(columns[partner].system + " over " + columns[partner].network);
           out_.sentences.push_back(Sentence(o_.candidate_system, o_.baseline_system + " on " + NodesText(col.nodes),
-                                            *ratio.value, row.label, Join(nets, ", "),
+                                            ratio, row.label, Join(nets, ", "),
                                             {{o_.baseline_system, &b}, {o_.candidate_system, &s}}));
         }
       }
@@ -620,7 +671,7 @@ class ModelBuilder {
       for (size_t i = 0; i < t.rows.size(); ++i) {
         const ReportCell& ratio = t.efficiency[i].cells[col];
         if (!ratio.value) continue;
-        out_.sentences.push_back(Sentence(subject, o_.baseline_system + " on 1 node", *ratio.value,
+        out_.sentences.push_back(Sentence(subject, o_.baseline_system + " on 1 node", ratio,
                                           kInferenceRows[i].what, "",
                                           {{o_.baseline_system, &reference[i]},
                                            {o_.candidate_system, &t.rows[i].cells[col]}}));

@@ -14,6 +14,7 @@
 
 #include "report/report.h"
 #include "report/svg.h"
+#include "runner/compare_stats.h"
 #include "runner/records.h"
 
 namespace protocol {
@@ -41,10 +42,19 @@ struct ReportInput {
 struct ReportCell {
   std::string column;           // the column header it sits under
   std::optional<double> value;  // in the row's unit; absent when text is a marker alone
-  std::string text;             // as shown: "12.1", "12.1 *", "X", "–", "no solution", "3.21"
-  std::string marker;           // "" | "*" | "X" | "–" | "no solution"
+  std::string text;             // as shown: "12.1", "12.1 *", "X", "–", "no solution", "3.21", "1.04 ~"
+  // "" | "*" | "X" | "–" | "no solution"; ratio cells also "~" (interval
+  // crosses 1) or "* ~" (both).
+  std::string marker;
   std::string provenance;       // "measured" | "extrapolated" | "imported" | "" (no value)
   std::string origin;           // where the number came from (appendix text, HTML title)
+  // Value cells: the values combined into `value` (display unit), one per
+  // repeat of the winning run, in stored order.
+  std::vector<double> repeats;
+  // Ratio cells: 95 % bootstrap interval of the ratio of medians over the
+  // repeats (compare_stats.h); absent with fewer than 3 repeats on a side.
+  std::optional<RatioInterval> interval;
+  std::string interval_note;  // "" | "no interval (fewer than 3 repeats)" | ...
 };
 
 struct ReportRow {

@@ -12,6 +12,9 @@ Json CellJson(const ReportCell& c) {
   j["marker"] = c.marker;
   j["provenance"] = c.provenance;
   j["origin"] = c.origin;
+  if (!c.repeats.empty()) j["repeats"] = c.repeats;
+  if (c.interval) j["interval"] = {{"low", c.interval->low}, {"high", c.interval->high}};
+  if (!c.interval_note.empty()) j["interval_note"] = c.interval_note;
   return j;
 }
 

@@ -1,0 +1,126 @@
+// Report extras: ratio intervals over repeats (issue 5 §3), scaling 1 → N
+// nodes and TGS (issue 4 §6), quality and cost beside speed (issue 4 §4), the
+// HTML provenance appendix and history charts (issue 5 §5). docs/report.md.
+
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "report/report_data.h"
+#include "report/report_json.h"
+#include "report_fixtures.h"
+
+namespace protocol {
+namespace {
+
+using namespace report_test;
+
+const ReportTable* FindTable(const ModelReport& m, const std::string& id) {
+  for (const auto& t : m.tables) {
+    if (t.id == id) return &t;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> Texts(const ReportRow& row) {
+  std::vector<std::string> out;
+  for (const auto& c : row.cells) out.push_back(c.text);
+  return out;
+}
+
+ReportData Compute(std::vector<ReportRunInput> runs, ReportOptions options = ReportOptions()) {
+  ReportInput in;
+  in.runs = std::move(runs);
+  return ComputeReport(in, options);
+}
+
+// `seconds.size()` repeats of one training cell.
+std::vector<ReportCaseInput> Repeats(const std::string& id, const std::string& system, int nodes,
+                                     const std::string& network, const std::vector<double>& seconds) {
+  std::vector<ReportCaseInput> out;
+  for (size_t i = 0; i < seconds.size(); ++i) {
+    out.push_back(TrainCase(id, "m", "pretrain", system, nodes, network, "steps", 1000, seconds[i], static_cast<int>(i)));
+  }
+  return out;
+}
+
+std::vector<ReportCaseInput> Concat(std::vector<ReportCaseInput> a, const std::vector<ReportCaseInput>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// ---- 1. ratio intervals --------------------------------------------------------
+
+TEST_CASE("report extras: a ratio whose interval crosses 1 is marked ~ and its sentence gives the interval") {
+  auto data = Compute({RunWith(MakeRun(1), Concat(Repeats("a", "fsdp", 1, "", {600, 660, 630}),
+                                                  Repeats("b", "share", 1, "", {640, 590, 610})))});
+  const ModelReport& m = data.models[0];
+  const ReportTable* t = FindTable(m, "training");
+  REQUIRE(t != nullptr);
+  const ReportCell& ratio = t->efficiency[0].cells[0];
+  CHECK(ratio.text == "1.03 ~");
+  CHECK(ratio.marker == "~");
+  REQUIRE(ratio.interval.has_value());
+  CHECK(FormatRatio(ratio.interval->low) == "0.94");
+  CHECK(FormatRatio(ratio.interval->high) == "1.12");
+  CHECK(*ratio.value == doctest::Approx(630.0 / 610.0));  // the point value is never hidden
+  CHECK(ratio.origin == "10.5 / 10.2; 95 % interval 0.94–1.12; the interval crosses 1: not significant");
+  REQUIRE(m.sentences.size() == 1);
+  CHECK(m.sentences[0] ==
+        "share is 1.03× (95 % interval 0.94–1.12) faster than fsdp on 1 node (103 %) for pretrain 1000 steps; "
+        "the interval crosses 1: not significant.");
+  Json j = ReportToJson(data)["models"][0]["tables"][0];
+  CHECK(j["efficiency"][0]["cells"][0]["interval_note"] == "the interval crosses 1: not significant");
+  CHECK(j["efficiency"][0]["cells"][0]["interval"]["low"].get<double>() == doctest::Approx(ratio.interval->low));
+  CHECK(j["rows"][0]["cells"][0]["repeats"].dump() == "[10.0,11.0,10.5]");
+}
+
+TEST_CASE("report extras: a significant ratio keeps its interval and no ~; slower inverts the interval") {
+  auto data = Compute({RunWith(MakeRun(1), Concat(Repeats("a", "fsdp", 1, "", {7200, 7260, 7140}),
+                                                  Repeats("b", "share", 1, "", {2400, 2430, 2370})))});
+  const ReportCell& ratio = FindTable(data.models[0], "training")->efficiency[0].cells[0];
+  CHECK(ratio.text == "3.00");
+  CHECK(ratio.marker == "");
+  REQUIRE(ratio.interval.has_value());
+  CHECK(data.models[0].sentences[0] ==
+        "share is 3.00× (95 % interval 2.94–3.06) faster than fsdp on 1 node (300 %) for pretrain 1000 steps.");
+
+  auto slow = Compute({RunWith(MakeRun(1), Concat(Repeats("a", "fsdp", 1, "", {800, 810, 790}),
+                                                  Repeats("b", "share", 1, "", {1000, 990, 1010})))});
+  CHECK(slow.models[0].sentences[0] ==
+        "share is 1.25× (95 % interval 1.22–1.28) slower than fsdp on 1 node (80 %) for pretrain 1000 steps.");
+}
+
+TEST_CASE("report extras: fewer than 3 repeats on a side gives no interval, and the sentence says so") {
+  auto data = Compute({RunWith(MakeRun(1), Concat(Repeats("a", "fsdp", 1, "", {600, 660, 630}),
+                                                  Repeats("b", "share", 1, "", {300, 310})))});
+  const ReportCell& ratio = FindTable(data.models[0], "training")->efficiency[0].cells[0];
+  CHECK(ratio.text == "2.07");
+  CHECK(!ratio.interval.has_value());
+  CHECK(ratio.interval_note == "no interval (fewer than 3 repeats)");
+  CHECK(data.models[0].sentences[0] ==
+        "share is 2.07× faster than fsdp on 1 node (207 %) for pretrain 1000 steps; no interval (fewer than 3 "
+        "repeats).");
+}
+
+TEST_CASE("report extras: inference ratios get intervals from repeats too") {
+  std::vector<ReportCaseInput> cases;
+  for (int i = 0; i < 3; ++i) {
+    auto b = WithInferenceFigures(InferenceCase("i1", "m", "fsdp", 1, "", "single-stream"), 300 + i, 0.04, 25 + i);
+    b.record.repeat = i;
+    auto s = WithInferenceFigures(InferenceCase("i2", "m", "share", 1, "", "single-stream"), 299 - i, 0.04, 26 - i);
+    s.record.repeat = i;
+    cases.push_back(b);
+    cases.push_back(s);
+  }
+  auto data = Compute({RunWith(MakeRun(1), cases)});
+  const ReportTable* t = FindTable(data.models[0], "inference-single-stream");
+  REQUIRE(t != nullptr);
+  CHECK(Texts(t->efficiency[0]) == std::vector<std::string>{"1", "1.01"});
+  CHECK(Texts(t->efficiency[1]) == std::vector<std::string>{"1", "1.00 ~"});
+  CHECK(Texts(t->efficiency[2]) == std::vector<std::string>{"1", "0.96 ~"});
+}
+
+}  // namespace
+}  // namespace protocol
