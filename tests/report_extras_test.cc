@@ -124,3 +124,53 @@ TEST_CASE("report extras: inference ratios get intervals from repeats too") {
 
 }  // namespace
 }  // namespace protocol
+
+namespace protocol {
+namespace {
+
+// ---- 2. scaling 1 → N nodes ----------------------------------------------------
+
+TEST_CASE("report extras: scaling efficiency is T1 / (N · TN) per row and system, with TGS on both sides") {
+  auto b1 = TrainCase("a", "m", "pretrain", "fsdp", 1, "", "steps", 100, 6000);
+  b1.measurements.push_back(M(metric::kTgs, 400, Provenance::kMeasured, "tokens/s"));
+  auto b2 = TrainCase("b", "m", "pretrain", "fsdp", 2, "80G", "steps", 100, 4000);
+  b2.measurements.push_back(M(metric::kTgs, 300, Provenance::kMeasured, "tokens/s"));
+  auto s2 = TrainCase("d", "m", "pretrain", "share", 2, "10G", "steps", 100, 1500);
+  auto f2 = TrainCase("e", "m", "finetune", "fsdp", 2, "80G", "steps", 50, 600);
+  auto data = Compute({RunWith(MakeRun(1), {b1, b2, TrainCase("c", "m", "pretrain", "share", 1, "", "steps", 100, 2400),
+                                            s2, f2})});
+  const ReportTable* t = FindTable(data.models[0], "scaling");
+  REQUIRE(t != nullptr);
+  CHECK(data.models[0].tables[1].id == "scaling");  // right after the training table
+  CHECK(t->title == "Scaling 1 → N nodes");
+  CHECK(t->columns == std::vector<std::string>{"1 node (min)", "N nodes (min)", "N", "scaling efficiency",
+                                               "TGS 1 node", "TGS N nodes"});
+  REQUIRE(t->rows.size() == 3);
+  CHECK(t->rows[0].label == "pretrain 100 steps — fsdp 2 nodes (80G)");
+  CHECK(Texts(t->rows[0]) == std::vector<std::string>{"100.0", "66.7", "2", "0.75", "400.0", "300.0"});
+  CHECK(*t->rows[0].cells[3].value == doctest::Approx(6000.0 / (2 * 4000.0)));
+  CHECK(t->rows[0].cells[3].origin == "T1 / (N · TN) = 100.0 / (2 × 66.7)");
+  CHECK(t->rows[1].label == "pretrain 100 steps — share 2 nodes (10G)");
+  CHECK(Texts(t->rows[1]) == std::vector<std::string>{"40.0", "25.0", "2", "0.80", "–", "–"});
+  // No 1-node finetune result: that side is missing, no efficiency.
+  CHECK(t->rows[2].label == "finetune 50 steps — fsdp 2 nodes (80G)");
+  CHECK(Texts(t->rows[2]) == std::vector<std::string>{"–", "10.0", "2", "–", "–", "–"});
+  CHECK(t->note.find("T1 / (N · TN)") != std::string::npos);
+  CHECK(t->efficiency.empty());
+}
+
+TEST_CASE("report extras: no multi-node result, no scaling table; an extrapolated side marks the efficiency *") {
+  auto none = Compute({RunWith(MakeRun(1), {TrainCase("a", "m", "pretrain", "fsdp", 1, "", "steps", 100, 600)})});
+  CHECK(FindTable(none.models[0], "scaling") == nullptr);
+  auto data = Compute(
+      {RunWith(MakeRun(1), {TrainCase("a", "m", "pretrain", "share", 1, "", "steps", 1000, 6000),
+                            Extrapolated(TrainCase("b", "m", "pretrain", "share", 2, "10G", "steps", 100, 300), "steps",
+                                         1000, 2000, "1000 × 2 s")})});
+  const ReportTable* t = FindTable(data.models[0], "scaling");
+  REQUIRE(t != nullptr);
+  CHECK(Texts(t->rows[0]) == std::vector<std::string>{"100.0", "33.3 *", "2", "1.50 *", "–", "–"});
+  CHECK(t->rows[0].cells[3].provenance == "extrapolated");
+}
+
+}  // namespace
+}  // namespace protocol

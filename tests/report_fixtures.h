@@ -150,9 +150,12 @@ inline ReportInput MethodologyInput() {
   auto s2 = TrainCase("2.2.1.1", k70, "pretrain", "share", 2, "10G", "steps", 1000, 1800);
   s2.measurements.push_back(M(metric::kFinalLoss, 2.5, Provenance::kMeasured, ""));
   s2.measurements.push_back(M(metric::kBytesCommunicated, 1073741824.0, Provenance::kMeasured, "bytes"));
+  s2.measurements.push_back(M(metric::kTgs, 700.0, Provenance::kMeasured, "tokens/s"));
+  auto s1 = TrainCase("2.2.1.1", k70, "pretrain", "share", 1, "", "steps", 1000, 2400);
+  s1.measurements.push_back(M(metric::kTgs, 1050.0, Provenance::kMeasured, "tokens/s"));
   in.runs.push_back(RunWith(
       MakeRun(2),
-      {TrainCase("2.2.1.1", k70, "pretrain", "share", 1, "", "steps", 1000, 2400), s2,
+      {s1, s2,
        Extrapolated(TrainCase("2.2.1.2", k70, "finetune", "share", 1, "", "steps", 50, 90), "steps", 500, 960,
                     "wall_seconds(50 steps) + 450 × step_seconds_mean 1.933 s"),
        [&] {

@@ -529,6 +529,7 @@ class ModelBuilder {
       cells_[failures_[i].first].failures.push_back(&out_.failures[i]);
     }
     BuildTraining();
+    BuildScaling();
     BuildInference();
     BuildExtra("quality", "Quality & cost", kQuality, std::size(kQuality));
     BuildExtra("metrics", "Additional metrics", kMetrics, std::size(kMetrics));
@@ -606,6 +607,76 @@ class ModelBuilder {
       }
       t.rows.push_back(std::move(row));
       t.efficiency.push_back(std::move(eff));
+    }
+    out_.tables.push_back(std::move(t));
+  }
+
+  // Scaling 1 → N nodes (issue 4 §6), one row per training row, system
+  // (baseline, candidate) and multi-node cell: T1, TN, N, the scaling
+  // efficiency T1 / (N · TN), and TGS on 1 and on N nodes. The 1-node side is
+  // the same row and system on 1 node, same variant (no network preferred).
+  void BuildScaling() {
+    std::map<std::tuple<int, int, int64_t, int, int, std::string, std::string>, CellKey> multi;
+    for (const auto& [k, _] : cells_) {
+      if (k.workload != "pretrain" && k.workload != "finetune") continue;
+      if (k.system != o_.baseline_system && k.system != o_.candidate_system) continue;
+      if (k.nodes < 2) continue;
+      multi[{WorkloadOrder(k.workload), UnitOrder(k.length_unit), k.length_count, k.nodes,
+             k.system == o_.baseline_system ? 0 : 1, k.network, k.variant}] = k;
+    }
+    if (multi.empty()) return;
+    ReportTable t;
+    t.id = "scaling";
+    t.title = "Scaling 1 → N nodes";
+    t.columns = {"1 node (min)", "N nodes (min)", "N", "scaling efficiency", "TGS 1 node", "TGS N nodes"};
+    t.note = "Scaling efficiency = T1 / (N · TN), T1 and TN the wall times of the same model, workload, length and "
+             "system on 1 node and on N nodes (issue 4 §6): 1.00 when N nodes do the same work N times as fast. "
+             "TGS = tokens per GPU per second (tokens_per_gpu_per_second), per device. – : that side is missing.";
+    auto wall = [](const Entry& e) { return WallFigure(e); };
+    auto tgs = [](const Entry& e) { return NamedFigure(e, metric::kTgs); };
+    auto tgs_cell = [&](const std::string& column, const CellResults* cell) {
+      Resolved r = Resolve(cell, tgs, 1.0, "", FormatOne);
+      if (!r.any) {
+        r = Resolved();
+        r.marker = kDash;
+      }
+      return ValueCell(column, r, FormatOne);
+    };
+    for (const auto& [_, k] : multi) {
+      CellKey one = k;
+      one.nodes = 1;
+      one.network = "";
+      if (!Find(one)) {
+        for (const auto& [c, __] : cells_) {
+          if (c.workload == k.workload && c.length_unit == k.length_unit && c.length_count == k.length_count &&
+              c.system == k.system && c.variant == k.variant && c.nodes == 1) {
+            one = c;
+            break;
+          }
+        }
+      }
+      std::string label = RowSpec{k.workload, k.length_unit, k.length_count}.Label() + " — " + k.system + " " +
+                          NodesText(k.nodes) + (k.network.empty() ? "" : " (" + k.network + ")") +
+                          (k.variant.empty() ? "" : " [" + k.variant + "]");
+      ReportRow row{label, "", {}};
+      ReportCell t1 = ValueCell(t.columns[0], Resolve(Find(one), wall, 1.0 / 60.0, "min", FormatMinutes), FormatMinutes);
+      ReportCell tn = ValueCell(t.columns[1], Resolve(Find(k), wall, 1.0 / 60.0, "min", FormatMinutes), FormatMinutes);
+      ReportCell n = MarkerCell(t.columns[2], "");
+      n.value = k.nodes;
+      n.text = std::to_string(k.nodes);
+      ReportCell eff = MarkerCell(t.columns[3], kDash);
+      if (t1.value && tn.value && *tn.value > 0) {
+        eff.marker = (t1.marker == "*" || tn.marker == "*") ? "*" : "";
+        eff.value = *t1.value / (k.nodes * *tn.value);
+        eff.text = FormatRatio(*eff.value) + (eff.marker.empty() ? "" : " *");
+        eff.provenance = (t1.provenance == "measured" && tn.provenance == "measured") ? "measured"
+                         : (t1.provenance == "extrapolated" || tn.provenance == "extrapolated") ? "extrapolated"
+                                                                                                  : "imported";
+        eff.origin = fmt::format("T1 / (N · TN) = {} / ({} × {})", FormatMinutes(*t1.value), k.nodes,
+                                 FormatMinutes(*tn.value));
+      }
+      row.cells = {t1, tn, n, eff, tgs_cell(t.columns[4], Find(one)), tgs_cell(t.columns[5], Find(k))};
+      t.rows.push_back(std::move(row));
     }
     out_.tables.push_back(std::move(t));
   }
@@ -774,7 +845,8 @@ class ModelBuilder {
 
   void BuildAppendix() {
     for (const auto& t : out_.tables) {
-      if (t.id == "quality" || t.id == "metrics") continue;
+      // Quality, metrics and scaling cells repeat figures of the main tables' cells.
+      if (t.id == "quality" || t.id == "metrics" || t.id == "scaling") continue;
       for (const auto& row : t.rows) {
         for (const auto& cell : row.cells) {
           if (cell.origin.empty()) continue;

@@ -64,7 +64,8 @@ struct ReportRow {
 };
 
 struct ReportTable {
-  std::string id;     // "training" | "inference-single-stream" | "inference-multi" | "quality" | "metrics"
+  // "training" | "scaling" | "inference-single-stream" | "inference-multi" | "quality" | "metrics"
+  std::string id;
   std::string title;  // "Training (minutes)", ...
   std::string unit;   // unit of every value row, or "" when rows differ
   std::vector<std::string> columns;
@@ -72,6 +73,7 @@ struct ReportTable {
   // Efficiency coefficients: same rows and columns as `rows` (row i, column j
   // is the ratio for rows[i].cells[j]); empty for tables without ratios.
   std::vector<ReportRow> efficiency;
+  std::string note;  // shown under the table (the formula it uses); "" for none
 };
 
 // "run 3, case 2.1.1.1 (repeats 3: median 12.1 min, spread 11.9–12.4)".
@@ -108,7 +110,7 @@ struct RequestRow {
 
 struct ModelReport {
   std::string model;
-  std::vector<ReportTable> tables;      // training, inference-single-stream, inference-multi, quality, metrics (present ones)
+  std::vector<ReportTable> tables;      // training, scaling, inference-single-stream, inference-multi, quality, metrics (present ones)
   std::vector<std::string> sentences;   // one per ratio with a value
   std::vector<AppendixEntry> appendix;  // one per cell with a stored figure
   std::vector<FailureEntry> failures;   // every case of this model not ok

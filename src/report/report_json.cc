@@ -73,6 +73,7 @@ Json ModelJson(const ModelReport& m) {
     jt["columns"] = t.columns;
     jt["rows"] = RowsJson(t.rows);
     jt["efficiency"] = RowsJson(t.efficiency);
+    jt["note"] = t.note;
     j["tables"].push_back(std::move(jt));
   }
   j["sentences"] = m.sentences;
