@@ -174,3 +174,62 @@ TEST_CASE("report extras: no multi-node result, no scaling table; an extrapolate
 
 }  // namespace
 }  // namespace protocol
+
+namespace protocol {
+namespace {
+
+// ---- 3. quality and cost beside speed ------------------------------------------
+
+ReportCaseInput WithMetrics(ReportCaseInput c, const std::vector<std::pair<std::string, double>>& metrics) {
+  for (const auto& [name, value] : metrics) c.measurements.push_back(M(name, value, Provenance::kMeasured, ""));
+  return c;
+}
+
+TEST_CASE("report extras: quality & cost shows held-out losses, bytes in human units and merge time") {
+  auto b = WithMetrics(TrainCase("a", "m", "pretrain", "fsdp", 1, "", "steps", 100, 6000),
+                       {{metric::kEvalLoss, 2.95}, {metric::kFinalLoss, 2.80}, {metric::kBytesCommunicated, 512}});
+  auto s = WithMetrics(TrainCase("b", "m", "pretrain", "share", 1, "", "steps", 100, 2000),
+                       {{metric::kEvalLoss, 3.1}, {"best_group_eval_loss", 3.02}, {metric::kFinalLoss, 2.7},
+                        {metric::kBytesCommunicated, 1536}, {"merge_seconds", 12.5}});
+  auto s2 = WithMetrics(TrainCase("c", "m", "pretrain", "share", 2, "10G", "steps", 100, 1000),
+                        {{metric::kBytesCommunicated, 3.25 * 1024 * 1024}});
+  auto data = Compute({RunWith(MakeRun(1), {b, s, s2})});
+  const ModelReport& m = data.models[0];
+  const ReportTable* q = FindTable(m, "quality");
+  REQUIRE(q != nullptr);
+  CHECK(q->columns == std::vector<std::string>{"eval loss", "best group eval loss", "final loss",
+                                               "bytes communicated", "merge time (s)"});
+  REQUIRE(q->rows.size() == 3);
+  CHECK(q->rows[0].label == "pretrain 100 steps — fsdp 1 node");
+  CHECK(Texts(q->rows[0]) == std::vector<std::string>{"2.9500", "–", "2.8000", "512 B", "–"});
+  CHECK(Texts(q->rows[1]) == std::vector<std::string>{"3.1000", "3.0200", "2.7000", "1.50 KiB", "12.5"});
+  CHECK(Texts(q->rows[2]) == std::vector<std::string>{"–", "–", "–", "3.25 MiB", "–"});
+  CHECK(*q->rows[2].cells[3].value == doctest::Approx(3.25 * 1024 * 1024));  // the value stays in bytes
+  REQUIRE(m.sentences.size() == 1);
+  CHECK(m.sentences[0] ==
+        "share is 3.00× faster than fsdp on 1 node (300 %) for pretrain 100 steps, but its held-out loss is 3.1000 "
+        "vs 2.9500 for fsdp; no interval (fewer than 3 repeats).");
+}
+
+TEST_CASE("report extras: optional quality columns are left out when absent; a better or equal loss adds nothing") {
+  auto b = WithMetrics(TrainCase("a", "m", "pretrain", "fsdp", 1, "", "steps", 100, 1000),
+                       {{metric::kEvalLoss, 3.2}, {metric::kBytesCommunicated, 5.0 * 1024 * 1024 * 1024}});
+  auto s = WithMetrics(TrainCase("b", "m", "pretrain", "share", 1, "", "steps", 100, 2000), {{metric::kEvalLoss, 3.1}});
+  auto data = Compute({RunWith(MakeRun(1), {b, s})});
+  const ReportTable* q = FindTable(data.models[0], "quality");
+  REQUIRE(q != nullptr);
+  CHECK(q->columns == std::vector<std::string>{"eval loss", "final loss", "bytes communicated"});
+  CHECK(Texts(q->rows[0]) == std::vector<std::string>{"3.2000", "–", "5.00 GiB"});
+  CHECK(data.models[0].sentences[0] ==
+        "share is 2.00× slower than fsdp on 1 node (50 %) for pretrain 100 steps; no interval (fewer than 3 "
+        "repeats).");
+  // Slower and worse: "and … also worse".
+  s.measurements[1].value = 3.3;
+  auto worse = Compute({RunWith(MakeRun(1), {b, s})});
+  CHECK(worse.models[0].sentences[0] ==
+        "share is 2.00× slower than fsdp on 1 node (50 %) for pretrain 100 steps, and its held-out loss is also "
+        "worse: 3.3000 vs 3.2000 for fsdp; no interval (fewer than 3 repeats).");
+}
+
+}  // namespace
+}  // namespace protocol

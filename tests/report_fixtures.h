@@ -131,6 +131,7 @@ inline ReportInput MethodologyInput() {
   auto b1 = TrainCase("2.1.1.1", k70, "pretrain", "fsdp", 1, "", "steps", 1000, 7200, 0);
   b1.measurements.push_back(M(metric::kTgs, 350.5, Provenance::kMeasured, "tokens/s"));
   b1.measurements.push_back(M(metric::kMfu, 0.42, Provenance::kMeasured, ""));
+  b1.measurements.push_back(M(metric::kEvalLoss, 2.95, Provenance::kMeasured, ""));
   in.runs.push_back(RunWith(
       MakeRun(1),
       {b1, TrainCase("2.1.1.1", k70, "pretrain", "fsdp", 1, "", "steps", 1000, 7260, 1),
@@ -153,6 +154,9 @@ inline ReportInput MethodologyInput() {
   s2.measurements.push_back(M(metric::kTgs, 700.0, Provenance::kMeasured, "tokens/s"));
   auto s1 = TrainCase("2.2.1.1", k70, "pretrain", "share", 1, "", "steps", 1000, 2400);
   s1.measurements.push_back(M(metric::kTgs, 1050.0, Provenance::kMeasured, "tokens/s"));
+  s1.measurements.push_back(M(metric::kEvalLoss, 3.1, Provenance::kMeasured, ""));
+  s1.measurements.push_back(M("best_group_eval_loss", 3.02, Provenance::kMeasured, ""));
+  s1.measurements.push_back(M("merge_seconds", 12.5, Provenance::kMeasured, "s"));
   in.runs.push_back(RunWith(
       MakeRun(2),
       {s1, s2,

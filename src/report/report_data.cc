@@ -47,6 +47,17 @@ std::string FormatSecondsPerToken(double s) { return FormatFigure(s, 4); }
 std::string FormatTokensPerSecond(double t) { return fmt::format("{:.2f}", t); }
 std::string FormatLoss(double v) { return fmt::format("{:.4f}", v); }
 std::string FormatGiB(double bytes) { return FormatFigure(bytes / (1024.0 * 1024.0 * 1024.0), 2); }
+// Human units, binary: "512 B", "1.50 KiB", "3.25 MiB", "1.00 GiB" (GiB and up stay GiB).
+std::string FormatBytes(double bytes) {
+  const char* const units[] = {"KiB", "MiB", "GiB"};
+  if (std::fabs(bytes) < 1024) return fmt::format("{:.0f} B", bytes);
+  double v = bytes;
+  for (size_t i = 0; i < std::size(units); ++i) {
+    v /= 1024;
+    if (std::fabs(v) < 1024 || i + 1 == std::size(units)) return fmt::format("{:.2f} {}", v, units[i]);
+  }
+  return "";  // unreachable
+}
 std::string FormatOne(double v) { return fmt::format("{:.1f}", v); }
 std::string FormatTwo(double v) { return fmt::format("{:.2f}", v); }
 std::string FormatMfu(double v) { return fmt::format("{:.1f}", v * 100); }
@@ -474,15 +485,23 @@ const InferenceRowSpec kInferenceRows[] = {
 };
 
 // Quality & cost, and additional metrics: name, column header, scale, format.
+// Share-protocol measurements (issue 4 §4) the report reads by name.
+const char* const kBestGroupEvalLoss = "best_group_eval_loss";  // eval loss of the best single group
+const char* const kMergeSeconds = "merge_seconds";              // s, moving and merging the groups' results
+
 struct ExtraSpec {
   const char* metric;
   const char* column;
   std::string (*format)(double);
+  bool optional = false;  // column shown only when some row has the figure
 };
+// Held-out loss first, so that a speed-up is read next to it.
 const ExtraSpec kQuality[] = {
-    {metric::kFinalLoss, "final loss", FormatLoss},
     {metric::kEvalLoss, "eval loss", FormatLoss},
-    {metric::kBytesCommunicated, "bytes communicated (GiB)", FormatGiB},
+    {kBestGroupEvalLoss, "best group eval loss", FormatLoss, true},
+    {metric::kFinalLoss, "final loss", FormatLoss},
+    {metric::kBytesCommunicated, "bytes communicated", FormatBytes},
+    {kMergeSeconds, "merge time (s)", FormatSeconds, true},
 };
 const ExtraSpec kMetrics[] = {
     {metric::kTgs, "TGS (tokens/GPU/s)", FormatOne},
@@ -562,12 +581,15 @@ class ModelBuilder {
     t.unit = "min";
     for (const auto& c : columns) t.columns.push_back(c.label);
     auto get = [](const Entry& e) { return WallFigure(e); };
+    auto eval = [](const Entry& e) { return NamedFigure(e, metric::kEvalLoss); };
     for (const auto& [wo, uo, count, workload, unit] : rows) {
       RowSpec spec{workload, unit, count};
       ReportRow row{spec.Label(), "min", {}};
+      std::vector<const CellResults*> row_cells;
       for (const auto& col : columns) {
         CellKey k{workload, unit, count, col.system, col.nodes, col.network, col.variant};
         const CellResults* cell = Find(k);
+        row_cells.push_back(cell);
         Resolved r = Resolve(cell, get, 1.0 / 60.0, "min", FormatMinutes);
         row.cells.push_back(ValueCell(col.label, r, FormatMinutes));
         if (cell) placed_.push_back({row.label, col.label, cell});
@@ -600,9 +622,19 @@ class ModelBuilder {
           std::vector<std::string> nets;
           if (!col.network.empty()) nets.push_back(col.system + " over " + col.network);
           if (!columns[partner].network.empty()) nets.push_back(columns[partner].system + " over " + columns[partner].network);
+          // A speed-up is read next to the held-out loss: say when the candidate's is worse.
+          std::string clause;
+          Resolved eb = Resolve(row_cells[j], eval, 1.0, "", FormatLoss);
+          Resolved es = Resolve(row_cells[partner], eval, 1.0, "", FormatLoss);
+          if (eb.value && es.value && *es.value > *eb.value && FormatLoss(*es.value) != FormatLoss(*eb.value)) {
+            clause = fmt::format(*ratio.value >= 1 || FormatRatio(*ratio.value) == "1.00"
+                                     ? ", but its held-out loss is {} vs {} for {}"
+                                     : ", and its held-out loss is also worse: {} vs {} for {}",
+                                 FormatLoss(*es.value), FormatLoss(*eb.value), o_.baseline_system);
+          }
           out_.sentences.push_back(Sentence(o_.candidate_system, o_.baseline_system + " on " + NodesText(col.nodes),
                                             ratio, row.label, Join(nets, ", "),
-                                            {{o_.baseline_system, &b}, {o_.candidate_system, &s}}));
+                                            {{o_.baseline_system, &b}, {o_.candidate_system, &s}}, clause));
         }
       }
       t.rows.push_back(std::move(row));
@@ -819,10 +851,23 @@ class ModelBuilder {
     }
   }
 
-  void BuildExtra(const char* id, const char* title, const ExtraSpec* specs, size_t n) {
+  void BuildExtra(const char* id, const char* title, const ExtraSpec* all_specs, size_t n_all) {
     ReportTable t;
     t.id = id;
     t.title = title;
+    std::vector<ExtraSpec> specs;
+    for (size_t i = 0; i < n_all; ++i) {
+      bool present = !all_specs[i].optional;
+      std::string name = all_specs[i].metric;
+      for (const auto& p : placed_) {
+        if (present) break;
+        present = Resolve(p.cell, [name](const Entry& e) { return NamedFigure(e, name); }, 1.0, "",
+                          all_specs[i].format)
+                      .any;
+      }
+      if (present) specs.push_back(all_specs[i]);
+    }
+    const size_t n = specs.size();
     for (size_t i = 0; i < n; ++i) t.columns.push_back(specs[i].column);
     for (const auto& p : placed_) {
       ReportRow row{p.row_label + " — " + p.column_label, "", {}};
