@@ -233,3 +233,110 @@ TEST_CASE("report extras: optional quality columns are left out when absent; a b
 
 }  // namespace
 }  // namespace protocol
+
+namespace protocol {
+namespace {
+
+// ---- 4. provenance of every cell, history over all runs ----------------------
+
+RunRecord PlannedRun(int64_t id, const std::string& plan_sha) {
+  RunRecord r = MakeRun(id);
+  r.plan_sha256 = plan_sha;
+  return r;
+}
+
+ReportCaseInput Logged(ReportCaseInput c, const std::string& sha) {
+  c.record.log_sha256 = sha;
+  return c;
+}
+
+TEST_CASE("report extras: every figure of every cell has its run, case, how, method or source and sha256s") {
+  auto data = Compute(
+      {RunWith(PlannedRun(2, "p2"),
+               {Logged(TrainCase("a", "m", "pretrain", "fsdp", 1, "", "steps", 100, 600, 0), "log-a0"),
+                TrainCase("a", "m", "pretrain", "fsdp", 1, "", "steps", 100, 660, 1),
+                Logged(Extrapolated(TrainCase("b", "m", "pretrain", "share", 1, "", "steps", 10, 30), "steps", 100,
+                                    300, "100 × 3 s"),
+                       "log-b")}),
+       RunWith(MakeRun(3, "import", "vendor <table>"),
+               {Imported(TrainCase("f", "m", "finetune", "fsdp", 1, "", "steps", 50, 120), "vendor <table>")})});
+  const auto& p = data.models[0].provenance;
+  REQUIRE(p.size() == 4);
+  CHECK(p[0].table == "Training (minutes)");
+  CHECK(p[0].row == "pretrain 100 steps");
+  CHECK(p[0].column == "fsdp 1 node");
+  CHECK(p[0].source.run_id == 2);
+  CHECK(p[0].source.case_id == "a");
+  CHECK(p[0].source.repeat == 0);
+  CHECK(p[0].source.value_text == "10.0 min");
+  CHECK(p[0].source.how == "measured");
+  CHECK(p[0].source.detail == "");
+  CHECK(p[0].source.log_sha256 == "log-a0");
+  CHECK(p[0].source.plan_sha256 == "p2");
+  CHECK(p[1].source.repeat == 1);
+  CHECK(p[1].source.value_text == "11.0 min");
+  CHECK(p[1].source.log_sha256 == "");
+  CHECK(p[2].column == "share 1 node");
+  CHECK(p[2].source.value_text == "5.0 min *");
+  CHECK(p[2].source.how == "extrapolated");
+  CHECK(p[2].source.detail == "100 × 3 s");
+  CHECK(p[2].source.log_sha256 == "log-b");
+  CHECK(p[3].row == "finetune 50 steps");
+  CHECK(p[3].source.how == "imported");
+  CHECK(p[3].source.detail == "vendor <table>");
+  CHECK(p[3].source.run_id == 3);
+}
+
+TEST_CASE("report extras: history charts cover every run of the input, selected or not, up to history_through") {
+  std::vector<ReportRunInput> runs;
+  runs.push_back(RunWith(MakeRun(1), {TrainCase("a", "m", "pretrain", "fsdp", 1, "", "steps", 100, 600)}));
+  runs.push_back(RunWith(MakeRun(2), {TrainCase("a", "m", "pretrain", "fsdp", 1, "", "steps", 100, 720),
+                                      TrainCase("a", "m", "pretrain", "fsdp", 1, "", "steps", 100, 840, 1),
+                                      TrainCase("a", "m", "pretrain", "fsdp", 1, "", "steps", 100, 780, 2),
+                                      TrainCase("s", "m", "pretrain", "share", 1, "", "steps", 100, 300)}));
+  runs.push_back(RunWith(MakeRun(3), {Failed(TrainCase("a", "m", "pretrain", "fsdp", 1, "", "steps", 100, 0),
+                                             CaseStatus::kFailed, "oom")}));
+  runs.push_back(RunWith(MakeRun(4), {TrainCase("a", "m", "pretrain", "fsdp", 1, "", "steps", 100, 660)}));
+  ReportOptions only4;
+  only4.run_ids = {4};
+  auto data = Compute(runs, only4);
+  REQUIRE(data.runs.size() == 1);  // the tables read run 4 only
+  const auto& h = data.models[0].history;
+  REQUIRE(h.size() == 1);  // the share cell has one point: no chart
+  CHECK(h[0].identity == "pretrain 100 steps fsdp 1 node");
+  CHECK(h[0].y_label == "wall time (min)");
+  CHECK(h[0].chart.x_label == "run id");
+  REQUIRE(h[0].chart.series.size() == 1);
+  const auto& markers = h[0].chart.series[0].markers;
+  REQUIRE(markers.size() == 3);  // runs 1, 2, 4 (run 3 failed)
+  CHECK(markers[0].title == "run 1: 10.0 min");
+  CHECK(markers[1].title == "run 2: 13.0 min (median of 3)");
+  CHECK(markers[2].title == "run 4: 11.0 min");
+  std::vector<std::string> ticks;
+  for (const auto& t : h[0].chart.x_ticks) ticks.push_back(t.label);
+  CHECK(ticks == std::vector<std::string>{"1", "2", "3", "4"});
+  CHECK(markers[0].cx == doctest::Approx(h[0].chart.left));
+  CHECK(markers[2].cx == doctest::Approx(h[0].chart.right));
+
+  ReportOptions through2 = only4;
+  through2.history_through = 2;
+  auto bounded = Compute(runs, through2);
+  REQUIRE(bounded.models[0].history.size() == 1);
+  CHECK(bounded.models[0].history[0].chart.series[0].markers.size() == 2);
+  through2.history_through = 1;
+  CHECK(Compute(runs, through2).models[0].history.empty());  // one point: no chart
+}
+
+TEST_CASE("report extras: inference history plots tokens per second") {
+  auto i1 = WithInferenceFigures(InferenceCase("i", "m", "fsdp", 1, "", ""), 10, 0.1, 10);
+  auto i2 = WithInferenceFigures(InferenceCase("i", "m", "fsdp", 1, "", ""), 8, 0.08, 12.5);
+  auto data = Compute({RunWith(MakeRun(5), {i1}), RunWith(MakeRun(9), {i2})});
+  const auto& h = data.models[0].history;
+  REQUIRE(h.size() == 1);
+  CHECK(h[0].identity == "inference fsdp 1 node");
+  CHECK(h[0].y_label == "tokens per second");
+  CHECK(h[0].chart.series[0].markers[1].title == "run 9: 12.50 tokens/s");
+}
+
+}  // namespace
+}  // namespace protocol

@@ -217,6 +217,7 @@ struct Resolved {
   double min = 0, max = 0;
   int n = 0;  // values combined
   std::vector<double> values;  // the values combined, in display units
+  std::vector<CellSource> sources;  // the cases that gave a figure
   std::string marker;
   std::string provenance;
   std::string origin;
@@ -253,6 +254,19 @@ Resolved Resolve(const CellResults* cell, const FigureFn& get, double scale, con
     if (!f) continue;
     r.any = true;
     if (f->value) values.push_back(*f->value * scale);
+    CellSource src;
+    src.run_id = e.run->id;
+    src.case_id = e.c->record.case_id;
+    src.repeat = e.c->record.repeat;
+    src.value_text = f->value ? format(*f->value * scale) + (unit.empty() ? "" : " " + unit) + (f->marker == "*" ? " *" : "")
+                              : "not provided";
+    src.how = ProvenanceName(f->how);
+    if (f->derived_from) src.how += fmt::format(", derived from {} requests", f->derived_from);
+    if (f->how == Provenance::kExtrapolated) src.detail = f->method;
+    if (f->how == Provenance::kImported) src.detail = f->source;
+    src.log_sha256 = e.c->record.log_sha256;
+    src.plan_sha256 = e.run->plan_sha256;
+    r.sources.push_back(std::move(src));
     if (f->marker == "*") star = true;
     if (f->marker == "X") not_provided = true;
     if (f->how == Provenance::kExtrapolated) extrap = true;
@@ -312,6 +326,7 @@ ReportCell ValueCell(const std::string& column, const Resolved& r,
   c.provenance = r.provenance;
   c.origin = r.origin;
   c.repeats = r.values;
+  c.sources = r.sources;
   if (r.value) {
     c.text = format(*r.value) + (r.marker == "*" ? " *" : "");
   } else {
@@ -553,10 +568,15 @@ class ModelBuilder {
     BuildExtra("quality", "Quality & cost", kQuality, std::size(kQuality));
     BuildExtra("metrics", "Additional metrics", kMetrics, std::size(kMetrics));
     BuildAppendix();
+    BuildProvenance();
     BuildUntabulated();
     BuildChart();
+    BuildHistory();
     return std::move(out_);
   }
+
+  // An ok result of a run read for the history charts only (or also tabulated).
+  void AddHistory(const CellKey& k, const Entry& e) { history_[k][e.run->id].push_back(e); }
 
  private:
   const CellResults* Find(const CellKey& k) const {
@@ -901,6 +921,52 @@ class ModelBuilder {
     }
   }
 
+  void BuildProvenance() {
+    for (const auto& t : out_.tables) {
+      if (t.id == "scaling") continue;  // its cells repeat training and metrics cells
+      for (const auto& row : t.rows) {
+        for (const auto& cell : row.cells) {
+          for (const auto& src : cell.sources) out_.provenance.push_back({t.title, row.label, cell.column, src});
+        }
+      }
+    }
+  }
+
+  // One chart per case identity with an ok figure in >= 2 runs: training
+  // rows plot wall minutes, inference tokens per second, against the run id.
+  void BuildHistory() {
+    for (const auto& [k, by_run] : history_) {
+      const bool inference = k.workload == "inference";
+      FigureFn get = inference ? FigureFn([](const Entry& e) { return InferenceFigure(e, metric::kTokensPerSecond); })
+                               : FigureFn([](const Entry& e) { return WallFigure(e); });
+      const double scale = inference ? 1.0 : 1.0 / 60.0;
+      const std::string unit = inference ? "tokens/s" : "min";
+      auto format = inference ? FormatTokensPerSecond : FormatMinutes;
+      ChartSeriesInput series;
+      series.label = KeyText(k);
+      for (const auto& [run_id, entries] : by_run) {
+        CellResults one;
+        one.ok_by_run[run_id] = entries;
+        Resolved r = Resolve(&one, get, scale, unit, format);
+        if (!r.value) continue;
+        series.points.push_back({static_cast<double>(run_id), *r.value});
+        series.titles.push_back(fmt::format("run {}: {} {}{}{}", run_id, format(*r.value), unit,
+                                            r.marker == "*" ? " *" : "",
+                                            r.n > 1 ? fmt::format(" (median of {})", r.n) : ""));
+      }
+      if (series.points.size() < 2) continue;
+      ChartAxes axes;
+      axes.x_label = "run id";
+      axes.y_label = inference ? "tokens per second" : "wall time (min)";
+      axes.integer_x_from_data = true;
+      HistoryChart h;
+      h.identity = series.label;
+      h.y_label = axes.y_label;
+      h.chart = LayoutChart({series}, axes);
+      out_.history.push_back(std::move(h));
+    }
+  }
+
   void BuildUntabulated() {
     for (const auto& [k, cell] : cells_) {
       if (tabulated_.count(k)) continue;
@@ -951,6 +1017,7 @@ class ModelBuilder {
   std::set<CellKey> tabulated_;
   std::vector<Placed> placed_;
   std::vector<std::pair<std::string, const CellResults*>> series_;  // winning cells with requests
+  std::map<CellKey, std::map<int64_t, std::vector<Entry>>> history_;  // ok results by run, all runs read
 };
 
 }  // namespace
@@ -989,6 +1056,16 @@ ReportData ComputeReport(const ReportInput& input, const ReportOptions& options)
       } else {
         it->second.AddFailure(KeyOf(rec), e);
       }
+    }
+  }
+  // History: every run of the input up to history_through, selected or not.
+  for (const auto& r : input.runs) {
+    if (options.history_through > 0 && r.run.id > options.history_through) continue;
+    for (const auto& c : r.cases) {
+      if (c.record.status != CaseStatus::kOk) continue;
+      auto it = builders.find(c.record.model);
+      if (it == builders.end()) continue;  // a model the selected runs do not report
+      it->second.AddHistory(KeyOf(c.record), Entry{&r.run, &c});
     }
   }
   for (auto& [_, b] : builders) data.models.push_back(b.Build());

@@ -38,6 +38,18 @@ struct ReportInput {
 
 // ---- output: the report -----------------------------------------------------
 
+// One stored case behind a cell (the HTML provenance appendix).
+struct CellSource {
+  int64_t run_id = 0;
+  std::string case_id;
+  int repeat = 0;
+  std::string value_text;   // "120.0 min", "not provided"
+  std::string how;          // "measured" | "extrapolated" | "imported" | "measured, derived from 3 requests"
+  std::string detail;       // extrapolated: the method; imported: the source; "" otherwise
+  std::string log_sha256;   // CaseRecord::log_sha256; "" when not stored
+  std::string plan_sha256;  // RunRecord::plan_sha256 of its run; "" when not stored
+};
+
 // One cell of a table: a value, a ratio, or a reason why there is none.
 struct ReportCell {
   std::string column;           // the column header it sits under
@@ -55,6 +67,8 @@ struct ReportCell {
   // repeats (compare_stats.h); absent with fewer than 3 repeats on a side.
   std::optional<RatioInterval> interval;
   std::string interval_note;  // "" | "no interval (fewer than 3 repeats)" | ...
+  // Value cells: every case of the winning run that gave a figure.
+  std::vector<CellSource> sources;
 };
 
 struct ReportRow {
@@ -82,6 +96,23 @@ struct AppendixEntry {
   std::string row;
   std::string column;
   std::string text;
+};
+
+// The provenance of one figure of one cell: the table cell and one case behind it.
+struct ProvenanceEntry {
+  std::string table;  // table title
+  std::string row;
+  std::string column;
+  CellSource source;
+};
+
+// The history of one case identity (model, workload, row length, system,
+// nodes, network, variant) over the stored runs: one point per run with an ok
+// figure (median of that run's repeats). Present only with >= 2 points.
+struct HistoryChart {
+  std::string identity;  // "pretrain 1000 steps fsdp 1 node"
+  std::string y_label;   // "wall time (min)" | "tokens per second"
+  Chart chart;           // x = run id
 };
 
 // A case that did not end ok; never hidden.
@@ -117,6 +148,12 @@ struct ModelReport {
   std::vector<std::string> untabulated; // results that fit no table column, said so
   Chart chart;                          // generation time vs answer length; no series when no samples
   std::vector<RequestRow> requests;
+  // Every figure of every value cell (training, inference, quality, metrics
+  // tables), one entry per case behind it.
+  std::vector<ProvenanceEntry> provenance;
+  // Over every run of the input up to ReportOptions::history_through (not
+  // only the selected ones).
+  std::vector<HistoryChart> history;
 };
 
 struct ReportRunSummary {
@@ -141,7 +178,9 @@ struct ReportData {
 
 // Builds the report from records. Pure and total: an empty input gives a
 // report whose empty_message says so. Filters by options.model and
-// options.run_ids (empty = all) itself, so callers may pass more.
+// options.run_ids (empty = all) itself, so callers may pass more: the tables
+// use the selected runs only, the history charts every run of the input with
+// id <= options.history_through (0: all).
 ReportData ComputeReport(const ReportInput& input, const ReportOptions& options);
 
 // Number formats used in every output (docs/report.md, "Formats").
