@@ -60,7 +60,7 @@ TEST_CASE("report: one baseline 2-node column per network label, in label order"
   CHECK(Texts(t->efficiency[0]) == std::vector<std::string>{"4.00", "2.00", "1"});
   REQUIRE(data.models[0].sentences.size() == 2);
   CHECK(data.models[0].sentences[0] ==
-        "share is 4.00× faster than fsdp on 2 nodes (400 %) for pretrain 100 steps (fsdp over 80G, share over 10G).");
+        "share is 4.00× faster than fsdp on 2 nodes (400 %) for pretrain 100 steps (fsdp over 80G, share over 10G); no interval (fewer than 3 repeats).");
 }
 
 TEST_CASE("report: rows are pretrain then finetune, steps ascending then epochs, never compared across rows") {
@@ -108,7 +108,7 @@ TEST_CASE("report: an extrapolated case sits on its report_as row, marked *, and
   CHECK(Texts(t->efficiency[0]) == std::vector<std::string>{"2.00 *", "1"});
   CHECK(data.models[0].sentences ==
         std::vector<std::string>{"share is 2.00× faster than fsdp on 1 node (200 %) for pretrain 2000 steps; share "
-                                 "figure extrapolated."});
+                                 "figure extrapolated; no interval (fewer than 3 repeats)."});
   CHECK(data.models[0].appendix[1].text == "run 1, case b (extrapolated: 50.0 min; method: 2000 × 1.5 s)");
 }
 
@@ -174,7 +174,7 @@ TEST_CASE("report: imported fsdp and share figures give coefficients equal to ba
   CHECK(t->efficiency[0].cells[0].text == "3.21");
   CHECK(t->rows[0].cells[0].provenance == "imported");
   CHECK(m.sentences == std::vector<std::string>{"share is 3.21× faster than fsdp on 1 node (321 %) for finetune 500 "
-                                                "steps; fsdp figure imported, share figure imported."});
+                                                "steps; fsdp figure imported, share figure imported; no interval (fewer than 3 repeats)."});
   CHECK(m.appendix[0].text == "imported from vendor table (run 5, case f1: 53.5 min)");
 }
 
@@ -184,8 +184,8 @@ TEST_CASE("report: sentences say slower with the inverse below one, as fast at o
                                             TrainCase("c", "m", "finetune", "fsdp", 1, "", "steps", 10, 500),
                                             TrainCase("d", "m", "finetune", "share", 1, "", "steps", 10, 500)})});
   CHECK(data.models[0].sentences ==
-        std::vector<std::string>{"share is 1.25× slower than fsdp on 1 node (80 %) for pretrain 10 steps.",
-                                 "share is as fast as fsdp on 1 node (100 %) for finetune 10 steps."});
+        std::vector<std::string>{"share is 1.25× slower than fsdp on 1 node (80 %) for pretrain 10 steps; no interval (fewer than 3 repeats).",
+                                 "share is as fast as fsdp on 1 node (100 %) for finetune 10 steps; no interval (fewer than 3 repeats)."});
 }
 
 TEST_CASE("report: inference ratios use the baseline single-stream figure; tokens/s is inverted") {
@@ -210,9 +210,9 @@ TEST_CASE("report: inference ratios use the baseline single-stream figure; token
   CHECK(Texts(b->efficiency[1]) == std::vector<std::string>{"no solution", "3.20", "0.32"});
   CHECK(Texts(b->efficiency[2]) == std::vector<std::string>{"no solution", "3.20", "0.32"});
   CHECK(m.sentences[0] ==
-        "share multi-inference on 1 node is 3.00× faster than fsdp on 1 node (300 %) for total generation time.");
+        "share multi-inference on 1 node is 3.00× faster than fsdp on 1 node (300 %) for total generation time; no interval (fewer than 3 repeats).");
   CHECK(m.sentences[5] == "share multi-inference on 2 nodes over 10G is 3.13× slower than fsdp on 1 node (32 %) for "
-                          "tokens per second.");
+                          "tokens per second; no interval (fewer than 3 repeats).");
   bool derived = false;
   for (const auto& e : m.appendix) {
     if (e.text == "run 1, case i3 (measured, derived from 2 requests: 0.1250 s/token)") derived = true;
@@ -254,7 +254,7 @@ TEST_CASE("report: baseline and candidate system names come from the options") {
   const ReportTable* t = FindTable(data.models[0], "training");
   REQUIRE(t != nullptr);
   CHECK(t->columns == std::vector<std::string>{"ddp 1 node", "fsdp 1 node"});
-  CHECK(data.models[0].sentences[0] == "fsdp is 2.00× faster than ddp on 1 node (200 %) for pretrain 10 steps.");
+  CHECK(data.models[0].sentences[0] == "fsdp is 2.00× faster than ddp on 1 node (200 %) for pretrain 10 steps; no interval (fewer than 3 repeats).");
 }
 
 }  // namespace

@@ -131,6 +131,7 @@ inline ReportInput MethodologyInput() {
   auto b1 = TrainCase("2.1.1.1", k70, "pretrain", "fsdp", 1, "", "steps", 1000, 7200, 0);
   b1.measurements.push_back(M(metric::kTgs, 350.5, Provenance::kMeasured, "tokens/s"));
   b1.measurements.push_back(M(metric::kMfu, 0.42, Provenance::kMeasured, ""));
+  b1.measurements.push_back(M(metric::kEvalLoss, 2.95, Provenance::kMeasured, ""));
   in.runs.push_back(RunWith(
       MakeRun(1),
       {b1, TrainCase("2.1.1.1", k70, "pretrain", "fsdp", 1, "", "steps", 1000, 7260, 1),
@@ -150,9 +151,15 @@ inline ReportInput MethodologyInput() {
   auto s2 = TrainCase("2.2.1.1", k70, "pretrain", "share", 2, "10G", "steps", 1000, 1800);
   s2.measurements.push_back(M(metric::kFinalLoss, 2.5, Provenance::kMeasured, ""));
   s2.measurements.push_back(M(metric::kBytesCommunicated, 1073741824.0, Provenance::kMeasured, "bytes"));
+  s2.measurements.push_back(M(metric::kTgs, 700.0, Provenance::kMeasured, "tokens/s"));
+  auto s1 = TrainCase("2.2.1.1", k70, "pretrain", "share", 1, "", "steps", 1000, 2400);
+  s1.measurements.push_back(M(metric::kTgs, 1050.0, Provenance::kMeasured, "tokens/s"));
+  s1.measurements.push_back(M(metric::kEvalLoss, 3.1, Provenance::kMeasured, ""));
+  s1.measurements.push_back(M("best_group_eval_loss", 3.02, Provenance::kMeasured, ""));
+  s1.measurements.push_back(M("merge_seconds", 12.5, Provenance::kMeasured, "s"));
   in.runs.push_back(RunWith(
       MakeRun(2),
-      {TrainCase("2.2.1.1", k70, "pretrain", "share", 1, "", "steps", 1000, 2400), s2,
+      {s1, s2,
        Extrapolated(TrainCase("2.2.1.2", k70, "finetune", "share", 1, "", "steps", 50, 90), "steps", 500, 960,
                     "wall_seconds(50 steps) + 450 × step_seconds_mean 1.933 s"),
        [&] {

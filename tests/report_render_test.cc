@@ -16,6 +16,7 @@
 #include "report/report.h"
 #include "report/report_data.h"
 #include "report/report_json.h"
+#include "report/verify.h"
 #include "report_fixtures.h"
 
 namespace protocol {
@@ -149,8 +150,11 @@ TEST_CASE("report render: csv has one row per cell with value, marker, provenanc
   CHECK(csv.find("\nllama2-70b,inference-multi,tokens per second,fsdp,,tokens/s,no solution,,no solution,\n") !=
         std::string::npos);
   CHECK(CsvField("a,\"b\"") == "\"a,\"\"b\"\"\"");
-  // 4 + 4 training rows x 5 columns, 3 x 2 + 3 x 3 inference, 1 x 3 quality, 1 x 6 metrics, 2 x 2 (7B).
-  CHECK(Count(csv, "\n") == 1 + 20 + 6 + 9 + 3 + 6 + 4);
+  // 4 training rows x 5 columns, 5 x 6 scaling, 3 x 2 + 3 x 3 inference, 3 x 5 quality, 3 x 6 metrics,
+  // 2 x 2 (7B).
+  CHECK(Count(csv, "\n") == 1 + 20 + 30 + 6 + 9 + 15 + 18 + 4);
+  CHECK(csv.find("\nllama2-70b,scaling,pretrain 1000 steps — share 2 nodes (10G),scaling efficiency,0.66666") !=
+        std::string::npos);
 }
 
 TEST_CASE("report render: a broken custom template is an error that names it") {
@@ -286,6 +290,97 @@ TEST_CASE("report render: BuildReport returns store errors and unknown runs as v
   CHECK(broken.status().message() == "disk on fire");
   auto no_file = BuildReport(store, missing, ReportFormat::kHtml, "/nonexistent/t.mustache");
   CHECK(!no_file.ok());
+}
+
+// Methodology runs 1-4, and a run 5 that repeats the 7B baseline cell.
+ReportInput WithRun5() {
+  ReportInput in = MethodologyInput();
+  in.runs.push_back(RunWith(MakeRun(5), {TrainCase("2.1.2.1", "llama2-7b", "pretrain", "fsdp", 1, "", "steps", 1000,
+                                                   1800)}));
+  return in;
+}
+
+TEST_CASE("report render: collect reads every run for the history, the tables only the selected ones") {
+  ReportFakeStore store(MethodologyInput());
+  ReportOptions only;
+  only.run_ids = {1};
+  auto input = CollectReportInput(store, only);
+  REQUIRE(input.ok());
+  CHECK(input->runs.size() == 4);
+  ReportData data = ComputeReport(input.value(), only);
+  REQUIRE(data.runs.size() == 1);
+  // 7B pretrain fsdp 1 node: run 1 (1000 s) and run 4 (1500 s), though only run 1 is tabulated.
+  const ModelReport& m7 = data.models[1];
+  CHECK(m7.tables[0].rows[0].cells[0].text == "16.7");
+  REQUIRE(m7.history.size() == 1);
+  CHECK(m7.history[0].identity == "pretrain 1000 steps fsdp 1 node");
+  REQUIRE(m7.history[0].chart.series[0].markers.size() == 2);
+  CHECK(m7.history[0].chart.series[0].markers[1].title == "run 4: 25.0 min");
+}
+
+TEST_CASE("report render: html provenance appendix and history charts are inline and escaped") {
+  ReportInput in = WithRun5();
+  in.runs[0].run.plan_sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+  in.runs[0].cases[0].record.log_sha256 = "<b>log</b>";
+  std::string html = RenderHtml(ComputeReport(in, ReportOptions()));
+  CHECK(html.find("<h3>Appendix: provenance of every cell</h3>") != std::string::npos);
+  CHECK(html.find("<tr><td>Training (minutes)</td><td>pretrain 1000 steps</td><td>fsdp 1 node</td><td>1</td>"
+                  "<td>2.1.1.1</td><td>0</td><td>120.0 min</td><td>measured</td><td class=\"text\"></td>"
+                  "<td class=\"sha\">&lt;b&gt;log&lt;/b&gt;</td><td class=\"sha\">"
+                  "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08</td></tr>") != std::string::npos);
+  // No sha stored: a dash.
+  CHECK(html.find("<td>2.1.1.1</td><td>1</td><td>121.0 min</td><td>measured</td><td class=\"text\"></td>"
+                  "<td class=\"sha\">–</td>") != std::string::npos);
+  CHECK(html.find("<td>extrapolated</td><td class=\"text\">wall_seconds(50 steps) + 450 × step_seconds_mean "
+                  "1.933 s</td>") != std::string::npos);
+  CHECK(html.find("<td>imported</td><td class=\"text\">other-cloud results, table 4</td>") != std::string::npos);
+  CHECK(html.find("<b>log</b>") == std::string::npos);
+  // History: the 7B baseline pretrain cell has runs 1, 4 and 5.
+  CHECK(html.find("<h3>History per case over the stored runs</h3>") != std::string::npos);
+  CHECK(html.find("<h4>pretrain 1000 steps fsdp 1 node</h4>") != std::string::npos);
+  CHECK(html.find("<title>pretrain 1000 steps fsdp 1 node: run 5: 30.0 min</title>") != std::string::npos);
+  CHECK(html.find(">run id</text>") != std::string::npos);
+  CHECK(Count(html, "<svg ") == 2);  // the generation-time chart and one history chart
+  CHECK(Count(html, "</svg>") == 2);
+  CHECK(html.find("<script") == std::string::npos);
+  CHECK(html.find("http://") == std::string::npos);
+  CHECK(html.find("https://") == std::string::npos);
+  CHECK(html.find("<link") == std::string::npos);
+  // Markdown carries neither (HTML only).
+  std::string md = RenderMd(ComputeReport(in, ReportOptions()));
+  CHECK(md.find("provenance of every cell") == std::string::npos);
+  CHECK(md.find("History") == std::string::npos);
+}
+
+TEST_CASE("report render: an html report names a newer stored run for its history, and still verifies") {
+  ReportFakeStore store(WithRun5());
+  ReportInvocation inv;
+  inv.options.run_ids = {1, 2};
+  inv.format = ReportFormat::kHtml;
+  auto text = RenderReportFile(store, inv);
+  REQUIRE_MESSAGE(text.ok(), text.status().ToString());
+  CHECK(text->find("\n<!-- protocol report: --run 1 --run 2 --history-through 5 --format html -->\n") !=
+        std::string::npos);
+  auto back = ParseReportComment(text.value());
+  REQUIRE(back.ok());
+  CHECK(back->options.history_through == 5);
+  CHECK(ParseReportComment("<!-- protocol report: --run 2 --run 1 --format md -->\n")->options.history_through == 2);
+  CHECK(ParseReportComment("<!-- protocol report: --run 1 --history-through x --format md -->\n").status().message() ==
+        "report comment: 'x' is not a run id");
+  // A later run (6) does not change what it re-renders to.
+  ReportInput later = WithRun5();
+  later.runs.push_back(RunWith(MakeRun(6), {TrainCase("2.1.2.1", "llama2-7b", "pretrain", "fsdp", 1, "", "steps",
+                                                      1000, 2400)}));
+  ReportFakeStore later_store(later);
+  auto verified = VerifyReport(later_store, text.value(), ReportInvocation());
+  REQUIRE(verified.ok());
+  CHECK(verified->match);
+  // Markdown and all-runs reports carry no --history-through.
+  inv.format = ReportFormat::kMarkdown;
+  CHECK(RenderReportFile(store, inv)->find("<!-- protocol report: --run 1 --run 2 --format md -->\n") == 0);
+  inv.format = ReportFormat::kHtml;
+  inv.options.run_ids = {};
+  CHECK(RenderReportFile(store, inv)->find("--run 5 --format html -->") != std::string::npos);
 }
 
 TEST_CASE("report render: chart axes use nice steps and cover the data") {

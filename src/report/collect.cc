@@ -1,26 +1,18 @@
 #include "report/collect.h"
 
+#include <algorithm>
+
 #include "runner/text.h"
 
 namespace protocol {
 
 Result<ReportInput> CollectReportInput(Store& store, const ReportOptions& options) {
-  std::vector<RunRecord> runs;
-  if (options.run_ids.empty()) {
-    auto all = store.ListRuns();
-    if (!all.ok()) return all.status();
-    runs = std::move(all.value());
-  } else {
-    for (int64_t id : options.run_ids) {
-      auto run = store.GetRun(id);
-      if (!run.ok()) {
-        if (run.status().code() == Status::Code::kNotFound) {
-          return Status::NotFound(fmt::format("run {} is not in the store", id));
-        }
-        return run.status();
-      }
-      runs.push_back(std::move(run.value()));
-    }
+  auto all = store.ListRuns();
+  if (!all.ok()) return all.status();
+  std::vector<RunRecord> runs = std::move(all.value());
+  for (int64_t id : options.run_ids) {
+    bool found = std::any_of(runs.begin(), runs.end(), [id](const RunRecord& r) { return r.id == id; });
+    if (!found) return Status::NotFound(fmt::format("run {} is not in the store", id));
   }
   ReportInput input;
   for (auto& run : runs) {

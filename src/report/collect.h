@@ -11,9 +11,10 @@
 
 namespace protocol {
 
-// Reads options.run_ids (each must exist: kNotFound names the first missing
-// one) or, when empty, every run (ListRuns). Cases of other models than
-// options.model (when set) are skipped, but their runs are still listed.
+// Reads every run (ListRuns): the history charts cover all of them, and
+// ComputeReport selects options.run_ids itself. Each id of options.run_ids
+// must exist (kNotFound names the first missing one). Cases of other models
+// than options.model (when set) are skipped, but their runs are still listed.
 // Store errors are returned as they are.
 Result<ReportInput> CollectReportInput(Store& store, const ReportOptions& options);
 

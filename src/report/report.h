@@ -22,6 +22,10 @@ struct ReportOptions {
   std::string model;             // empty: every model
   std::string baseline_system = "fsdp";
   std::string candidate_system = "share";
+  // History charts cover every stored run with id <= history_through (0: all
+  // of them), whatever run_ids selects; fixed in a report's comment so that
+  // later runs do not change what it re-renders to (verify.h).
+  int64_t history_through = 0;
 };
 
 struct ReportData;  // defined in report/report_data.h

@@ -13,6 +13,7 @@
 #include <set>
 #include <tuple>
 
+#include "runner/compare_stats.h"
 #include "runner/text.h"
 
 namespace protocol {
@@ -21,6 +22,14 @@ namespace {
 
 const char* const kDash = "–";  // U+2013: no value / no ratio
 const char* const kNoSolution = "no solution";
+const char* const kNotSignificant = "~";  // the ratio's interval crosses 1
+
+// Ratio intervals: the percentile bootstrap of compare_stats.h, with the
+// defaults of `protocol compare` (fixed seed: the same report every time).
+const int kIntervalResamples = 2000;
+const uint64_t kIntervalSeed = 20240501;
+const double kIntervalConfidence = 0.95;
+const size_t kIntervalMinRepeats = 3;
 
 // ---- formats ---------------------------------------------------------------
 
@@ -38,6 +47,17 @@ std::string FormatSecondsPerToken(double s) { return FormatFigure(s, 4); }
 std::string FormatTokensPerSecond(double t) { return fmt::format("{:.2f}", t); }
 std::string FormatLoss(double v) { return fmt::format("{:.4f}", v); }
 std::string FormatGiB(double bytes) { return FormatFigure(bytes / (1024.0 * 1024.0 * 1024.0), 2); }
+// Human units, binary: "512 B", "1.50 KiB", "3.25 MiB", "1.00 GiB" (GiB and up stay GiB).
+std::string FormatBytes(double bytes) {
+  const char* const units[] = {"KiB", "MiB", "GiB"};
+  if (std::fabs(bytes) < 1024) return fmt::format("{:.0f} B", bytes);
+  double v = bytes;
+  for (size_t i = 0; i < std::size(units); ++i) {
+    v /= 1024;
+    if (std::fabs(v) < 1024 || i + 1 == std::size(units)) return fmt::format("{:.2f} {}", v, units[i]);
+  }
+  return "";  // unreachable
+}
 std::string FormatOne(double v) { return fmt::format("{:.1f}", v); }
 std::string FormatTwo(double v) { return fmt::format("{:.2f}", v); }
 std::string FormatMfu(double v) { return fmt::format("{:.1f}", v * 100); }
@@ -196,6 +216,8 @@ struct Resolved {
   std::optional<double> value;  // median, in display units
   double min = 0, max = 0;
   int n = 0;  // values combined
+  std::vector<double> values;  // the values combined, in display units
+  std::vector<CellSource> sources;  // the cases that gave a figure
   std::string marker;
   std::string provenance;
   std::string origin;
@@ -232,6 +254,19 @@ Resolved Resolve(const CellResults* cell, const FigureFn& get, double scale, con
     if (!f) continue;
     r.any = true;
     if (f->value) values.push_back(*f->value * scale);
+    CellSource src;
+    src.run_id = e.run->id;
+    src.case_id = e.c->record.case_id;
+    src.repeat = e.c->record.repeat;
+    src.value_text = f->value ? format(*f->value * scale) + (unit.empty() ? "" : " " + unit) + (f->marker == "*" ? " *" : "")
+                              : "not provided";
+    src.how = ProvenanceName(f->how);
+    if (f->derived_from) src.how += fmt::format(", derived from {} requests", f->derived_from);
+    if (f->how == Provenance::kExtrapolated) src.detail = f->method;
+    if (f->how == Provenance::kImported) src.detail = f->source;
+    src.log_sha256 = e.c->record.log_sha256;
+    src.plan_sha256 = e.run->plan_sha256;
+    r.sources.push_back(std::move(src));
     if (f->marker == "*") star = true;
     if (f->marker == "X") not_provided = true;
     if (f->how == Provenance::kExtrapolated) extrap = true;
@@ -254,6 +289,7 @@ Resolved Resolve(const CellResults* cell, const FigureFn& get, double scale, con
     return r;
   }
   r.value = Median(values);
+  r.values = values;
   r.min = *std::min_element(values.begin(), values.end());
   r.max = *std::max_element(values.begin(), values.end());
   r.n = static_cast<int>(values.size());
@@ -289,6 +325,8 @@ ReportCell ValueCell(const std::string& column, const Resolved& r,
   c.marker = r.marker;
   c.provenance = r.provenance;
   c.origin = r.origin;
+  c.repeats = r.values;
+  c.sources = r.sources;
   if (r.value) {
     c.text = format(*r.value) + (r.marker == "*" ? " *" : "");
   } else {
@@ -316,36 +354,74 @@ ReportCell UnitRatioCell(const ReportCell& value_cell) {
   return MarkerCell(value_cell.column, value_cell.marker == "X" ? "X" : kDash);
 }
 
-// ratio = numerator / denominator, marked `*` when an input is.
+// ratio = numerator / denominator, marked `*` when an input is, and `~` when
+// the bootstrap interval of median(num) / median(den) over the repeats
+// (>= 3 on each side) contains 1.
 ReportCell RatioCell(const std::string& column, const ReportCell& num, const ReportCell& den) {
   if (!num.value || !den.value || *den.value == 0) return MarkerCell(column, kDash);
   ReportCell c;
   c.column = column;
   c.value = *num.value / *den.value;
-  c.marker = (num.marker == "*" || den.marker == "*") ? "*" : "";
-  c.text = FormatRatio(*c.value) + (c.marker == "*" ? " *" : "");
+  std::vector<std::string> markers;
+  if (num.marker == "*" || den.marker == "*") markers.push_back("*");
+  if (num.repeats.size() < kIntervalMinRepeats || den.repeats.size() < kIntervalMinRepeats) {
+    c.interval_note = "no interval (fewer than 3 repeats)";
+  } else {
+    // BootstrapMedianRatio gives median(candidate) / median(baseline): the
+    // denominator is its "baseline".
+    c.interval = BootstrapMedianRatio(den.repeats, num.repeats, kIntervalResamples, kIntervalSeed,
+                                      kIntervalConfidence, kIntervalMinRepeats);
+    if (!c.interval) {
+      c.interval_note = "no interval (a resampled median is 0)";
+    } else if (c.interval->low <= 1 && c.interval->high >= 1) {
+      markers.push_back(kNotSignificant);
+      c.interval_note = "the interval crosses 1: not significant";
+    }
+  }
+  c.marker = Join(markers, " ");
+  c.text = FormatRatio(*c.value) + (c.marker.empty() ? "" : " " + c.marker);
   c.provenance = (num.provenance == "measured" && den.provenance == "measured") ? "measured"
                  : (num.provenance == "extrapolated" || den.provenance == "extrapolated") ? "extrapolated"
                                                                                           : "imported";
   c.origin = fmt::format("{} / {}", num.text, den.text);
+  if (c.interval) {
+    c.origin += fmt::format("; 95 % interval {}–{}", FormatRatio(c.interval->low), FormatRatio(c.interval->high));
+  }
+  if (!c.interval_note.empty()) c.origin += "; " + c.interval_note;
   return c;
 }
 
 // "share is 3.21× faster than fsdp on 1 node (321 %) for pretrain 1000 steps."
-std::string Sentence(const std::string& subject, const std::string& object, double ratio,
+// With an interval: "share is 1.04× (95 % interval 0.97–1.12) faster than …",
+// the interval in the direction of the factor (inverted for "slower").
+// `clause` (", but its held-out loss …") follows the context.
+std::string Sentence(const std::string& subject, const std::string& object, const ReportCell& ratio_cell,
                      const std::string& what, const std::string& context,
-                     const std::vector<std::pair<std::string, const ReportCell*>>& inputs) {
+                     const std::vector<std::pair<std::string, const ReportCell*>>& inputs,
+                     const std::string& clause = "") {
+  const double ratio = *ratio_cell.value;
   std::string pct = FormatPercent(ratio);
   std::string s;
+  const auto& iv = ratio_cell.interval;
   if (FormatRatio(ratio) == "1.00") {
-    s = fmt::format("{} is as fast as {} ({} %) for {}", subject, object, pct, what);
+    std::string interval =
+        iv ? fmt::format(", 95 % interval {}–{}", FormatRatio(iv->low), FormatRatio(iv->high)) : "";
+    s = fmt::format("{} is as fast as {} ({} %{}) for {}", subject, object, pct, interval, what);
   } else if (ratio > 1) {
-    s = fmt::format("{} is {}× faster than {} ({} %) for {}", subject, FormatRatio(ratio), object, pct, what);
-  } else {
-    s = fmt::format("{} is {}× slower than {} ({} %) for {}", subject, FormatRatio(1 / ratio), object, pct,
+    std::string interval =
+        iv ? fmt::format(" (95 % interval {}–{})", FormatRatio(iv->low), FormatRatio(iv->high)) : "";
+    s = fmt::format("{} is {}×{} faster than {} ({} %) for {}", subject, FormatRatio(ratio), interval, object, pct,
                     what);
+  } else {
+    std::string interval =
+        iv && iv->low > 0
+            ? fmt::format(" (95 % interval {}–{})", FormatRatio(1 / iv->high), FormatRatio(1 / iv->low))
+            : "";
+    s = fmt::format("{} is {}×{} slower than {} ({} %) for {}", subject, FormatRatio(1 / ratio), interval, object,
+                    pct, what);
   }
   if (!context.empty()) s += " (" + context + ")";
+  s += clause;
   std::vector<std::string> notes;
   for (const auto& [who, cell] : inputs) {
     if (cell->provenance == "extrapolated" || (cell->marker == "*" && cell->provenance != "imported")) {
@@ -356,6 +432,7 @@ std::string Sentence(const std::string& subject, const std::string& object, doub
     }
   }
   if (!notes.empty()) s += "; " + Join(notes, ", ");
+  if (!ratio_cell.interval_note.empty()) s += "; " + ratio_cell.interval_note;
   return s + ".";
 }
 
@@ -423,15 +500,23 @@ const InferenceRowSpec kInferenceRows[] = {
 };
 
 // Quality & cost, and additional metrics: name, column header, scale, format.
+// Share-protocol measurements (issue 4 §4) the report reads by name.
+const char* const kBestGroupEvalLoss = "best_group_eval_loss";  // eval loss of the best single group
+const char* const kMergeSeconds = "merge_seconds";              // s, moving and merging the groups' results
+
 struct ExtraSpec {
   const char* metric;
   const char* column;
   std::string (*format)(double);
+  bool optional = false;  // column shown only when some row has the figure
 };
+// Held-out loss first, so that a speed-up is read next to it.
 const ExtraSpec kQuality[] = {
-    {metric::kFinalLoss, "final loss", FormatLoss},
     {metric::kEvalLoss, "eval loss", FormatLoss},
-    {metric::kBytesCommunicated, "bytes communicated (GiB)", FormatGiB},
+    {kBestGroupEvalLoss, "best group eval loss", FormatLoss, true},
+    {metric::kFinalLoss, "final loss", FormatLoss},
+    {metric::kBytesCommunicated, "bytes communicated", FormatBytes},
+    {kMergeSeconds, "merge time (s)", FormatSeconds, true},
 };
 const ExtraSpec kMetrics[] = {
     {metric::kTgs, "TGS (tokens/GPU/s)", FormatOne},
@@ -478,14 +563,20 @@ class ModelBuilder {
       cells_[failures_[i].first].failures.push_back(&out_.failures[i]);
     }
     BuildTraining();
+    BuildScaling();
     BuildInference();
     BuildExtra("quality", "Quality & cost", kQuality, std::size(kQuality));
     BuildExtra("metrics", "Additional metrics", kMetrics, std::size(kMetrics));
     BuildAppendix();
+    BuildProvenance();
     BuildUntabulated();
     BuildChart();
+    BuildHistory();
     return std::move(out_);
   }
+
+  // An ok result of a run read for the history charts only (or also tabulated).
+  void AddHistory(const CellKey& k, const Entry& e) { history_[k][e.run->id].push_back(e); }
 
  private:
   const CellResults* Find(const CellKey& k) const {
@@ -510,12 +601,15 @@ class ModelBuilder {
     t.unit = "min";
     for (const auto& c : columns) t.columns.push_back(c.label);
     auto get = [](const Entry& e) { return WallFigure(e); };
+    auto eval = [](const Entry& e) { return NamedFigure(e, metric::kEvalLoss); };
     for (const auto& [wo, uo, count, workload, unit] : rows) {
       RowSpec spec{workload, unit, count};
       ReportRow row{spec.Label(), "min", {}};
+      std::vector<const CellResults*> row_cells;
       for (const auto& col : columns) {
         CellKey k{workload, unit, count, col.system, col.nodes, col.network, col.variant};
         const CellResults* cell = Find(k);
+        row_cells.push_back(cell);
         Resolved r = Resolve(cell, get, 1.0 / 60.0, "min", FormatMinutes);
         row.cells.push_back(ValueCell(col.label, r, FormatMinutes));
         if (cell) placed_.push_back({row.label, col.label, cell});
@@ -548,13 +642,93 @@ class ModelBuilder {
           std::vector<std::string> nets;
           if (!col.network.empty()) nets.push_back(col.system + " over " + col.network);
           if (!columns[partner].network.empty()) nets.push_back(columns[partner].system + " over " + columns[partner].network);
+          // A speed-up is read next to the held-out loss: say when the candidate's is worse.
+          std::string clause;
+          Resolved eb = Resolve(row_cells[j], eval, 1.0, "", FormatLoss);
+          Resolved es = Resolve(row_cells[partner], eval, 1.0, "", FormatLoss);
+          if (eb.value && es.value && *es.value > *eb.value && FormatLoss(*es.value) != FormatLoss(*eb.value)) {
+            clause = fmt::format(*ratio.value >= 1 || FormatRatio(*ratio.value) == "1.00"
+                                     ? ", but its held-out loss is {} vs {} for {}"
+                                     : ", and its held-out loss is also worse: {} vs {} for {}",
+                                 FormatLoss(*es.value), FormatLoss(*eb.value), o_.baseline_system);
+          }
           out_.sentences.push_back(Sentence(o_.candidate_system, o_.baseline_system + " on " + NodesText(col.nodes),
-                                            *ratio.value, row.label, Join(nets, ", "),
-                                            {{o_.baseline_system, &b}, {o_.candidate_system, &s}}));
+                                            ratio, row.label, Join(nets, ", "),
+                                            {{o_.baseline_system, &b}, {o_.candidate_system, &s}}, clause));
         }
       }
       t.rows.push_back(std::move(row));
       t.efficiency.push_back(std::move(eff));
+    }
+    out_.tables.push_back(std::move(t));
+  }
+
+  // Scaling 1 → N nodes (issue 4 §6), one row per training row, system
+  // (baseline, candidate) and multi-node cell: T1, TN, N, the scaling
+  // efficiency T1 / (N · TN), and TGS on 1 and on N nodes. The 1-node side is
+  // the same row and system on 1 node, same variant (no network preferred).
+  void BuildScaling() {
+    std::map<std::tuple<int, int, int64_t, int, int, std::string, std::string>, CellKey> multi;
+    for (const auto& [k, _] : cells_) {
+      if (k.workload != "pretrain" && k.workload != "finetune") continue;
+      if (k.system != o_.baseline_system && k.system != o_.candidate_system) continue;
+      if (k.nodes < 2) continue;
+      multi[{WorkloadOrder(k.workload), UnitOrder(k.length_unit), k.length_count, k.nodes,
+             k.system == o_.baseline_system ? 0 : 1, k.network, k.variant}] = k;
+    }
+    if (multi.empty()) return;
+    ReportTable t;
+    t.id = "scaling";
+    t.title = "Scaling 1 → N nodes";
+    t.columns = {"1 node (min)", "N nodes (min)", "N", "scaling efficiency", "TGS 1 node", "TGS N nodes"};
+    t.note = "Scaling efficiency = T1 / (N · TN), T1 and TN the wall times of the same model, workload, length and "
+             "system on 1 node and on N nodes (issue 4 §6): 1.00 when N nodes do the same work N times as fast. "
+             "TGS = tokens per GPU per second (tokens_per_gpu_per_second), per device. – : that side is missing.";
+    auto wall = [](const Entry& e) { return WallFigure(e); };
+    auto tgs = [](const Entry& e) { return NamedFigure(e, metric::kTgs); };
+    auto tgs_cell = [&](const std::string& column, const CellResults* cell) {
+      Resolved r = Resolve(cell, tgs, 1.0, "", FormatOne);
+      if (!r.any) {
+        r = Resolved();
+        r.marker = kDash;
+      }
+      return ValueCell(column, r, FormatOne);
+    };
+    for (const auto& [_, k] : multi) {
+      CellKey one = k;
+      one.nodes = 1;
+      one.network = "";
+      if (!Find(one)) {
+        for (const auto& [c, __] : cells_) {
+          if (c.workload == k.workload && c.length_unit == k.length_unit && c.length_count == k.length_count &&
+              c.system == k.system && c.variant == k.variant && c.nodes == 1) {
+            one = c;
+            break;
+          }
+        }
+      }
+      std::string label = RowSpec{k.workload, k.length_unit, k.length_count}.Label() + " — " + k.system + " " +
+                          NodesText(k.nodes) + (k.network.empty() ? "" : " (" + k.network + ")") +
+                          (k.variant.empty() ? "" : " [" + k.variant + "]");
+      ReportRow row{label, "", {}};
+      ReportCell t1 = ValueCell(t.columns[0], Resolve(Find(one), wall, 1.0 / 60.0, "min", FormatMinutes), FormatMinutes);
+      ReportCell tn = ValueCell(t.columns[1], Resolve(Find(k), wall, 1.0 / 60.0, "min", FormatMinutes), FormatMinutes);
+      ReportCell n = MarkerCell(t.columns[2], "");
+      n.value = k.nodes;
+      n.text = std::to_string(k.nodes);
+      ReportCell eff = MarkerCell(t.columns[3], kDash);
+      if (t1.value && tn.value && *tn.value > 0) {
+        eff.marker = (t1.marker == "*" || tn.marker == "*") ? "*" : "";
+        eff.value = *t1.value / (k.nodes * *tn.value);
+        eff.text = FormatRatio(*eff.value) + (eff.marker.empty() ? "" : " *");
+        eff.provenance = (t1.provenance == "measured" && tn.provenance == "measured") ? "measured"
+                         : (t1.provenance == "extrapolated" || tn.provenance == "extrapolated") ? "extrapolated"
+                                                                                                  : "imported";
+        eff.origin = fmt::format("T1 / (N · TN) = {} / ({} × {})", FormatMinutes(*t1.value), k.nodes,
+                                 FormatMinutes(*tn.value));
+      }
+      row.cells = {t1, tn, n, eff, tgs_cell(t.columns[4], Find(one)), tgs_cell(t.columns[5], Find(k))};
+      t.rows.push_back(std::move(row));
     }
     out_.tables.push_back(std::move(t));
   }
@@ -620,7 +794,7 @@ class ModelBuilder {
       for (size_t i = 0; i < t.rows.size(); ++i) {
         const ReportCell& ratio = t.efficiency[i].cells[col];
         if (!ratio.value) continue;
-        out_.sentences.push_back(Sentence(subject, o_.baseline_system + " on 1 node", *ratio.value,
+        out_.sentences.push_back(Sentence(subject, o_.baseline_system + " on 1 node", ratio,
                                           kInferenceRows[i].what, "",
                                           {{o_.baseline_system, &reference[i]},
                                            {o_.candidate_system, &t.rows[i].cells[col]}}));
@@ -697,10 +871,23 @@ class ModelBuilder {
     }
   }
 
-  void BuildExtra(const char* id, const char* title, const ExtraSpec* specs, size_t n) {
+  void BuildExtra(const char* id, const char* title, const ExtraSpec* all_specs, size_t n_all) {
     ReportTable t;
     t.id = id;
     t.title = title;
+    std::vector<ExtraSpec> specs;
+    for (size_t i = 0; i < n_all; ++i) {
+      bool present = !all_specs[i].optional;
+      std::string name = all_specs[i].metric;
+      for (const auto& p : placed_) {
+        if (present) break;
+        present = Resolve(p.cell, [name](const Entry& e) { return NamedFigure(e, name); }, 1.0, "",
+                          all_specs[i].format)
+                      .any;
+      }
+      if (present) specs.push_back(all_specs[i]);
+    }
+    const size_t n = specs.size();
     for (size_t i = 0; i < n; ++i) t.columns.push_back(specs[i].column);
     for (const auto& p : placed_) {
       ReportRow row{p.row_label + " — " + p.column_label, "", {}};
@@ -723,13 +910,60 @@ class ModelBuilder {
 
   void BuildAppendix() {
     for (const auto& t : out_.tables) {
-      if (t.id == "quality" || t.id == "metrics") continue;
+      // Quality, metrics and scaling cells repeat figures of the main tables' cells.
+      if (t.id == "quality" || t.id == "metrics" || t.id == "scaling") continue;
       for (const auto& row : t.rows) {
         for (const auto& cell : row.cells) {
           if (cell.origin.empty()) continue;
           out_.appendix.push_back({t.title, row.label, cell.column, cell.origin});
         }
       }
+    }
+  }
+
+  void BuildProvenance() {
+    for (const auto& t : out_.tables) {
+      if (t.id == "scaling") continue;  // its cells repeat training and metrics cells
+      for (const auto& row : t.rows) {
+        for (const auto& cell : row.cells) {
+          for (const auto& src : cell.sources) out_.provenance.push_back({t.title, row.label, cell.column, src});
+        }
+      }
+    }
+  }
+
+  // One chart per case identity with an ok figure in >= 2 runs: training
+  // rows plot wall minutes, inference tokens per second, against the run id.
+  void BuildHistory() {
+    for (const auto& [k, by_run] : history_) {
+      const bool inference = k.workload == "inference";
+      FigureFn get = inference ? FigureFn([](const Entry& e) { return InferenceFigure(e, metric::kTokensPerSecond); })
+                               : FigureFn([](const Entry& e) { return WallFigure(e); });
+      const double scale = inference ? 1.0 : 1.0 / 60.0;
+      const std::string unit = inference ? "tokens/s" : "min";
+      auto format = inference ? FormatTokensPerSecond : FormatMinutes;
+      ChartSeriesInput series;
+      series.label = KeyText(k);
+      for (const auto& [run_id, entries] : by_run) {
+        CellResults one;
+        one.ok_by_run[run_id] = entries;
+        Resolved r = Resolve(&one, get, scale, unit, format);
+        if (!r.value) continue;
+        series.points.push_back({static_cast<double>(run_id), *r.value});
+        series.titles.push_back(fmt::format("run {}: {} {}{}{}", run_id, format(*r.value), unit,
+                                            r.marker == "*" ? " *" : "",
+                                            r.n > 1 ? fmt::format(" (median of {})", r.n) : ""));
+      }
+      if (series.points.size() < 2) continue;
+      ChartAxes axes;
+      axes.x_label = "run id";
+      axes.y_label = inference ? "tokens per second" : "wall time (min)";
+      axes.integer_x_from_data = true;
+      HistoryChart h;
+      h.identity = series.label;
+      h.y_label = axes.y_label;
+      h.chart = LayoutChart({series}, axes);
+      out_.history.push_back(std::move(h));
     }
   }
 
@@ -783,6 +1017,7 @@ class ModelBuilder {
   std::set<CellKey> tabulated_;
   std::vector<Placed> placed_;
   std::vector<std::pair<std::string, const CellResults*>> series_;  // winning cells with requests
+  std::map<CellKey, std::map<int64_t, std::vector<Entry>>> history_;  // ok results by run, all runs read
 };
 
 }  // namespace
@@ -821,6 +1056,16 @@ ReportData ComputeReport(const ReportInput& input, const ReportOptions& options)
       } else {
         it->second.AddFailure(KeyOf(rec), e);
       }
+    }
+  }
+  // History: every run of the input up to history_through, selected or not.
+  for (const auto& r : input.runs) {
+    if (options.history_through > 0 && r.run.id > options.history_through) continue;
+    for (const auto& c : r.cases) {
+      if (c.record.status != CaseStatus::kOk) continue;
+      auto it = builders.find(c.record.model);
+      if (it == builders.end()) continue;  // a model the selected runs do not report
+      it->second.AddHistory(KeyOf(c.record), Entry{&r.run, &c});
     }
   }
   for (auto& [_, b] : builders) data.models.push_back(b.Build());

@@ -14,6 +14,7 @@
 
 #include "report/report.h"
 #include "report/svg.h"
+#include "runner/compare_stats.h"
 #include "runner/records.h"
 
 namespace protocol {
@@ -37,14 +38,37 @@ struct ReportInput {
 
 // ---- output: the report -----------------------------------------------------
 
+// One stored case behind a cell (the HTML provenance appendix).
+struct CellSource {
+  int64_t run_id = 0;
+  std::string case_id;
+  int repeat = 0;
+  std::string value_text;   // "120.0 min", "not provided"
+  std::string how;          // "measured" | "extrapolated" | "imported" | "measured, derived from 3 requests"
+  std::string detail;       // extrapolated: the method; imported: the source; "" otherwise
+  std::string log_sha256;   // CaseRecord::log_sha256; "" when not stored
+  std::string plan_sha256;  // RunRecord::plan_sha256 of its run; "" when not stored
+};
+
 // One cell of a table: a value, a ratio, or a reason why there is none.
 struct ReportCell {
   std::string column;           // the column header it sits under
   std::optional<double> value;  // in the row's unit; absent when text is a marker alone
-  std::string text;             // as shown: "12.1", "12.1 *", "X", "–", "no solution", "3.21"
-  std::string marker;           // "" | "*" | "X" | "–" | "no solution"
+  std::string text;             // as shown: "12.1", "12.1 *", "X", "–", "no solution", "3.21", "1.04 ~"
+  // "" | "*" | "X" | "–" | "no solution"; ratio cells also "~" (interval
+  // crosses 1) or "* ~" (both).
+  std::string marker;
   std::string provenance;       // "measured" | "extrapolated" | "imported" | "" (no value)
   std::string origin;           // where the number came from (appendix text, HTML title)
+  // Value cells: the values combined into `value` (display unit), one per
+  // repeat of the winning run, in stored order.
+  std::vector<double> repeats;
+  // Ratio cells: 95 % bootstrap interval of the ratio of medians over the
+  // repeats (compare_stats.h); absent with fewer than 3 repeats on a side.
+  std::optional<RatioInterval> interval;
+  std::string interval_note;  // "" | "no interval (fewer than 3 repeats)" | ...
+  // Value cells: every case of the winning run that gave a figure.
+  std::vector<CellSource> sources;
 };
 
 struct ReportRow {
@@ -54,7 +78,8 @@ struct ReportRow {
 };
 
 struct ReportTable {
-  std::string id;     // "training" | "inference-single-stream" | "inference-multi" | "quality" | "metrics"
+  // "training" | "scaling" | "inference-single-stream" | "inference-multi" | "quality" | "metrics"
+  std::string id;
   std::string title;  // "Training (minutes)", ...
   std::string unit;   // unit of every value row, or "" when rows differ
   std::vector<std::string> columns;
@@ -62,6 +87,7 @@ struct ReportTable {
   // Efficiency coefficients: same rows and columns as `rows` (row i, column j
   // is the ratio for rows[i].cells[j]); empty for tables without ratios.
   std::vector<ReportRow> efficiency;
+  std::string note;  // shown under the table (the formula it uses); "" for none
 };
 
 // "run 3, case 2.1.1.1 (repeats 3: median 12.1 min, spread 11.9–12.4)".
@@ -70,6 +96,23 @@ struct AppendixEntry {
   std::string row;
   std::string column;
   std::string text;
+};
+
+// The provenance of one figure of one cell: the table cell and one case behind it.
+struct ProvenanceEntry {
+  std::string table;  // table title
+  std::string row;
+  std::string column;
+  CellSource source;
+};
+
+// The history of one case identity (model, workload, row length, system,
+// nodes, network, variant) over the stored runs: one point per run with an ok
+// figure (median of that run's repeats). Present only with >= 2 points.
+struct HistoryChart {
+  std::string identity;  // "pretrain 1000 steps fsdp 1 node"
+  std::string y_label;   // "wall time (min)" | "tokens per second"
+  Chart chart;           // x = run id
 };
 
 // A case that did not end ok; never hidden.
@@ -98,13 +141,19 @@ struct RequestRow {
 
 struct ModelReport {
   std::string model;
-  std::vector<ReportTable> tables;      // training, inference-single-stream, inference-multi, quality, metrics (present ones)
+  std::vector<ReportTable> tables;      // training, scaling, inference-single-stream, inference-multi, quality, metrics (present ones)
   std::vector<std::string> sentences;   // one per ratio with a value
   std::vector<AppendixEntry> appendix;  // one per cell with a stored figure
   std::vector<FailureEntry> failures;   // every case of this model not ok
   std::vector<std::string> untabulated; // results that fit no table column, said so
   Chart chart;                          // generation time vs answer length; no series when no samples
   std::vector<RequestRow> requests;
+  // Every figure of every value cell (training, inference, quality, metrics
+  // tables), one entry per case behind it.
+  std::vector<ProvenanceEntry> provenance;
+  // Over every run of the input up to ReportOptions::history_through (not
+  // only the selected ones).
+  std::vector<HistoryChart> history;
 };
 
 struct ReportRunSummary {
@@ -129,7 +178,9 @@ struct ReportData {
 
 // Builds the report from records. Pure and total: an empty input gives a
 // report whose empty_message says so. Filters by options.model and
-// options.run_ids (empty = all) itself, so callers may pass more.
+// options.run_ids (empty = all) itself, so callers may pass more: the tables
+// use the selected runs only, the history charts every run of the input with
+// id <= options.history_through (0: all).
 ReportData ComputeReport(const ReportInput& input, const ReportOptions& options);
 
 // Number formats used in every output (docs/report.md, "Formats").

@@ -12,6 +12,9 @@ Json CellJson(const ReportCell& c) {
   j["marker"] = c.marker;
   j["provenance"] = c.provenance;
   j["origin"] = c.origin;
+  if (!c.repeats.empty()) j["repeats"] = c.repeats;
+  if (c.interval) j["interval"] = {{"low", c.interval->low}, {"high", c.interval->high}};
+  if (!c.interval_note.empty()) j["interval_note"] = c.interval_note;
   return j;
 }
 
@@ -70,6 +73,7 @@ Json ModelJson(const ModelReport& m) {
     jt["columns"] = t.columns;
     jt["rows"] = RowsJson(t.rows);
     jt["efficiency"] = RowsJson(t.efficiency);
+    jt["note"] = t.note;
     j["tables"].push_back(std::move(jt));
   }
   j["sentences"] = m.sentences;
@@ -98,6 +102,18 @@ Json ModelJson(const ModelReport& m) {
     jr["seconds_text"] = r.seconds_text;
     jr["answer"] = r.answer;
     j["requests"].push_back(std::move(jr));
+  }
+  j["provenance"] = Json::array();
+  for (const auto& p : m.provenance) {
+    const CellSource& s = p.source;
+    j["provenance"].push_back({{"table", p.table}, {"row", p.row}, {"column", p.column}, {"run_id", s.run_id},
+                               {"case_id", s.case_id}, {"repeat", s.repeat}, {"value_text", s.value_text},
+                               {"how", s.how}, {"detail", s.detail}, {"log_sha256", s.log_sha256},
+                               {"plan_sha256", s.plan_sha256}});
+  }
+  j["history"] = Json::array();
+  for (const auto& h : m.history) {
+    j["history"].push_back({{"identity", h.identity}, {"y_label", h.y_label}, {"chart", ChartJson(h.chart)}});
   }
   return j;
 }
@@ -134,6 +150,8 @@ Json ReportView(const ReportData& data) {
     jm["has_untabulated"] = !m.untabulated.empty();
     jm["has_chart"] = !m.chart.series.empty();
     jm["has_requests"] = !m.requests.empty();
+    jm["has_provenance"] = !m.provenance.empty();
+    jm["has_history"] = !m.history.empty();
     for (size_t t = 0; t < m.tables.size(); ++t) {
       jm["tables"][t]["has_efficiency"] = !m.tables[t].efficiency.empty();
     }

@@ -15,6 +15,16 @@ namespace protocol {
 struct ChartSeriesInput {
   std::string label;                              // legend text
   std::vector<std::pair<double, double>> points;  // (x, y) in data units
+  // Marker titles, one per point; empty: "300 tokens, 7.510 s".
+  std::vector<std::string> titles;
+};
+
+// Axis labels and the x axis kind.
+struct ChartAxes {
+  std::string x_label = "answer length (tokens)";
+  std::string y_label = "generation time (s)";
+  // Run ids: the x axis spans the data (not from 0), ticks on whole numbers.
+  bool integer_x_from_data = false;
 };
 
 struct ChartTick {
@@ -52,6 +62,7 @@ struct Chart {
 // steps, at most 6 ticks). Series without points are dropped; colours come
 // from a fixed table in series order.
 Chart LayoutChart(const std::vector<ChartSeriesInput>& series);
+Chart LayoutChart(const std::vector<ChartSeriesInput>& series, const ChartAxes& axes);
 
 // The smallest "nice" step (1, 2, 5 × 10^k) that covers [0, max] in at most
 // `max_ticks` intervals. REQUIRES: max > 0, max_ticks >= 1.

@@ -1,5 +1,6 @@
 #include "report/verify.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "runner/text.h"
@@ -44,6 +45,11 @@ std::string Clip(const std::string& s) {
 std::string InvocationText(const ReportInvocation& inv) {
   std::vector<std::string> parts;
   for (int64_t id : inv.options.run_ids) parts.push_back(fmt::format("--run {}", id));
+  // Only when it says more than the runs do (a newer stored run).
+  const int64_t newest_named =
+      inv.options.run_ids.empty() ? 0 : *std::max_element(inv.options.run_ids.begin(), inv.options.run_ids.end());
+  if (inv.options.history_through > newest_named)
+    parts.push_back(fmt::format("--history-through {}", inv.options.history_through));
   if (!inv.options.model.empty()) parts.push_back("--model " + inv.options.model);
   ReportOptions defaults;
   if (inv.options.baseline_system != defaults.baseline_system)
@@ -81,6 +87,12 @@ Result<ReportInvocation> ParseReportComment(const std::string& text) {
       if (*e != '\0' || id <= 0)
         return Status::InvalidArgument(fmt::format("report comment: '{}' is not a run id", value));
       inv.options.run_ids.push_back(id);
+    } else if (flag == "--history-through") {
+      char* e = nullptr;
+      long long id = std::strtoll(value.c_str(), &e, 10);
+      if (*e != '\0' || id <= 0)
+        return Status::InvalidArgument(fmt::format("report comment: '{}' is not a run id", value));
+      inv.options.history_through = id;
     } else if (flag == "--model") {
       inv.options.model = value;
     } else if (flag == "--baseline-system") {
@@ -98,6 +110,9 @@ Result<ReportInvocation> ParseReportComment(const std::string& text) {
   }
   if (inv.options.run_ids.empty())
     return Status::InvalidArgument("report comment: no --run (the runs must be named)");
+  // Without --history-through the history ends at the newest named run.
+  if (inv.options.history_through == 0)
+    inv.options.history_through = *std::max_element(inv.options.run_ids.begin(), inv.options.run_ids.end());
   return inv;
 }
 
@@ -106,6 +121,16 @@ Result<std::string> RenderReportFile(Store& store, ReportInvocation inv) {
     auto runs = store.ListRuns();
     if (!runs.ok()) return runs.status();
     for (const RunRecord& r : *runs) inv.options.run_ids.push_back(r.id);
+  }
+  // HTML history charts cover every stored run: name the newest in the
+  // comment when it is newer than the newest selected run.
+  if (inv.format == ReportFormat::kHtml && inv.options.history_through == 0 && !inv.options.run_ids.empty()) {
+    auto runs = store.ListRuns();
+    if (!runs.ok()) return runs.status();
+    int64_t newest_selected = *std::max_element(inv.options.run_ids.begin(), inv.options.run_ids.end());
+    int64_t newest = 0;
+    for (const RunRecord& r : *runs) newest = std::max(newest, r.id);
+    if (newest > newest_selected) inv.options.history_through = newest;
   }
   auto text = BuildReport(store, inv.options, inv.format, inv.template_path);
   if (!text.ok()) return text.status();

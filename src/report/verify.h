@@ -8,7 +8,10 @@
 //   <!-- protocol report: --run 1 --run 3 --format md -->
 //
 // The runs are always listed explicitly (every stored run when none was
-// chosen), so later runs do not change what the report re-renders to.
+// chosen), so later runs do not change what the report re-renders to. The
+// HTML history charts cover every stored run, not only the chosen ones: when
+// the store held a newer run than the newest chosen one, the comment names it
+// (`--history-through 7`); without it the history ends at the newest --run.
 // `protocol report --verify FILE` reads that line back, renders again from the
 // database and compares byte for byte; on a mismatch it lists the lines (and,
 // in Markdown tables, the cells) that differ. JSON and CSV reports carry no
@@ -29,8 +32,9 @@ struct ReportInvocation {
   std::string template_path;  // "" = the default template
 };
 
-// "--run 1 --run 3 --format md" (plus --model / --baseline-system /
-// --candidate-system when not the defaults, --template when given).
+// "--run 1 --run 3 --format md" (plus --history-through when set, --model /
+// --baseline-system / --candidate-system when not the defaults, --template
+// when given).
 std::string InvocationText(const ReportInvocation& invocation);
 
 // Finds the comment line in a report; kNotFound when there is none,
