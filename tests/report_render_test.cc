@@ -401,5 +401,14 @@ TEST_CASE("report render: chart axes use nice steps and cover the data") {
   CHECK(LayoutChart({}).series.empty());
 }
 
+TEST_CASE("report render: the chart line joins the median of repeated lengths, markers show every repeat") {
+  // Three repeats at 100 tokens (1, 5, 2 s) and one at 200 tokens (4 s); axes 0..200 x, 0..5 y.
+  Chart c = LayoutChart({{"a", {{100, 1}, {200, 4}, {100, 5}, {100, 2}}}});
+  REQUIRE(c.series.size() == 1);
+  CHECK(c.series[0].markers.size() == 4);
+  // Plot area x 60..540, y 310..20: median 2 s at x=100 → (300, 194); 4 s at x=200 → (540, 78).
+  CHECK(c.series[0].points == "300.0,194.0 540.0,78.0");
+}
+
 }  // namespace
 }  // namespace protocol

@@ -501,8 +501,6 @@ const InferenceRowSpec kInferenceRows[] = {
 
 // Quality & cost, and additional metrics: name, column header, scale, format.
 // Share-protocol measurements (issue 4 §4) the report reads by name.
-const char* const kBestGroupEvalLoss = "best_group_eval_loss";  // eval loss of the best single group
-const char* const kMergeSeconds = "merge_seconds";              // s, moving and merging the groups' results
 
 struct ExtraSpec {
   const char* metric;
@@ -513,10 +511,10 @@ struct ExtraSpec {
 // Held-out loss first, so that a speed-up is read next to it.
 const ExtraSpec kQuality[] = {
     {metric::kEvalLoss, "eval loss", FormatLoss},
-    {kBestGroupEvalLoss, "best group eval loss", FormatLoss, true},
+    {metric::kBestGroupEvalLoss, "best group eval loss", FormatLoss, true},
     {metric::kFinalLoss, "final loss", FormatLoss},
     {metric::kBytesCommunicated, "bytes communicated", FormatBytes},
-    {kMergeSeconds, "merge time (s)", FormatSeconds, true},
+    {metric::kMergeSeconds, "merge time (s)", FormatSeconds, true},
 };
 const ExtraSpec kMetrics[] = {
     {metric::kTgs, "TGS (tokens/GPU/s)", FormatOne},

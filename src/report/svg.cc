@@ -84,11 +84,22 @@ Chart LayoutChart(const std::vector<ChartSeriesInput>& series, const ChartAxes& 
     for (size_t k = 0; k < order.size(); ++k) order[k] = k;
     std::stable_sort(order.begin(), order.end(),
                      [&](size_t a, size_t b) { return in.points[a].first < in.points[b].first; });
+    // Every point is a marker; the line joins the median y of each distinct x,
+    // so repeats of one answer length do not zig-zag the line.
     std::vector<std::string> coords;
+    for (size_t first = 0; first < order.size();) {
+      size_t last = first;
+      while (last < order.size() && in.points[order[last]].first == in.points[order[first]].first) ++last;
+      std::vector<double> ys;
+      for (size_t j = first; j < last; ++j) ys.push_back(in.points[order[j]].second);
+      std::sort(ys.begin(), ys.end());
+      double median = ys.size() % 2 ? ys[ys.size() / 2] : (ys[ys.size() / 2 - 1] + ys[ys.size() / 2]) / 2;
+      coords.push_back(fmt::format("{:.1f},{:.1f}", px(in.points[order[first]].first), py(median)));
+      first = last;
+    }
     for (size_t k : order) {
       const auto& [x, y] = in.points[k];
       double cx = px(x), cy = py(y);
-      coords.push_back(fmt::format("{:.1f},{:.1f}", cx, cy));
       out.markers.push_back({std::round(cx * 10) / 10, std::round(cy * 10) / 10,
                              k < in.titles.size() ? in.titles[k]
                                                   : fmt::format("{} tokens, {:.3f} s", TickLabel(x), y)});

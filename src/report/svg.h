@@ -47,7 +47,7 @@ struct ChartSeries {
 };
 
 struct Chart {
-  int width = 720;
+  int width = 900;  // plot 60..540, legend from 560: room for "share 2 nodes multi-inference"
   int height = 360;
   double left = 60, top = 20, right = 540, bottom = 310;  // plot area, pixels
   double legend_x = 560;

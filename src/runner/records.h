@@ -52,6 +52,8 @@ inline constexpr const char* kPeakHostRss = "peak_host_rss_bytes";
 inline constexpr const char* kFinalLoss = "final_loss";
 inline constexpr const char* kEvalLoss = "eval_loss";
 inline constexpr const char* kBytesCommunicated = "bytes_communicated";
+inline constexpr const char* kBestGroupEvalLoss = "best_group_eval_loss";  // share: best single group
+inline constexpr const char* kMergeSeconds = "merge_seconds";              // share: moving + merging results
 }  // namespace metric
 
 struct Measurement {

@@ -341,7 +341,7 @@ BackendOutcome RunDistributed(BackendContext& ctx, const std::string& role, cons
                                    [](const auto& a, const auto& b) { return a.second < b.second; });
       std::vector<std::string> all;
       for (const auto& [rank, loss] : group_evals) all.push_back(fmt::format("group {}: {:.4f}", rank / layout.group_size, loss));
-      out.measurements.push_back(Measure("best_group_eval_loss", best->second, "",
+      out.measurements.push_back(Measure(metric::kBestGroupEvalLoss, best->second, "",
                                          fmt::format("lowest held-out loss of a single group before the merge ({})",
                                                      Join(all, ", "))));
     }

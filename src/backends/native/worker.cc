@@ -278,7 +278,7 @@ int RunTraining(const WorkerCase& wc, Setup& s, ProcessGroups& g) {
                       how + (s.device.is_cuda() ? " / ranks (one device each)" : " / ranks (per process: CPU)"));
     }
     if (g.groups > 1)
-      EmitMeasurement("merge_seconds", merge_seconds, "s",
+      EmitMeasurement(metric::kMergeSeconds, merge_seconds, "s",
                       fmt::format("rank 0's time in {} merge(s) (cross-group all-reduce of the parameter shards + outer step), after a barrier",
                                   merges));
     if (!wc.output_dir.empty()) {
