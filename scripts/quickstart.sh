@@ -10,8 +10,6 @@ status=0
 "$protocol" run plans/quickstart.yaml --db results/protocol.db || status=$?
 if ((status > 1)); then exit "$status"; fi   # bad plan or internal error: nothing to report
 report=("$protocol" report --db results/protocol.db --run latest)
-# The quickstart compares the demo systems it runs (see plans/quickstart.yaml).
-report+=(--baseline-system demo-baseline --candidate-system demo-share)
 "${report[@]}" --out results/report.md
 "${report[@]}" --out results/report.html
 echo "quickstart: results/protocol.db, results/report.md, results/report.html"
