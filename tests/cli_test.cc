@@ -396,3 +396,59 @@ TEST_CASE("cli: the command-backend demo plan runs end to end") {
     CHECK(c.status == CaseStatus::kOk);
   }
 }
+
+TEST_CASE("cli: two-node rehearsal shows FSDP slowing over a shaped link, and leaves no namespace") {
+  if (geteuid() != 0) {
+    MESSAGE("skipped: the two-node rehearsal needs root (network namespaces)");
+    return;
+  }
+  if (std::system("ip netns add protocol-probe-cli >/dev/null 2>&1 && ip netns del protocol-probe-cli") != 0) {
+    MESSAGE("skipped: `ip netns add` does not work here");
+    return;
+  }
+  TempDir dir;
+  fs::path src = PROTOCOL_SOURCE_DIR;
+  std::string db = (dir.path / "r.db").string();
+  std::vector<std::string> common = {"run", (src / "plans/rehearsal.yaml").string(), "--db", db,
+                                     "--logs", (dir.path / "logs").string(), "--set",
+                                     "defaults.output_dir=" + (dir.path / "models/{case_id}").string(),
+                                     "--set", "stages[stage1].cases[r.1].steps=3", "--set",
+                                     "stages[stage2].cases[r.2].steps=3"};
+  Output unshaped = Protocol(common, src, "OMP_NUM_THREADS=1");
+  INFO(unshaped.err);
+  REQUIRE(unshaped.exit_code == 0);
+  std::vector<std::string> shaped_args = common;
+  for (const char* s : {"cluster.network=100mbit", "cluster.emulate.bandwidth=100mbit"}) {
+    shaped_args.push_back("--set");
+    shaped_args.push_back(s);
+  }
+  Output shaped = Protocol(shaped_args, src, "OMP_NUM_THREADS=1");
+  INFO(shaped.err);
+  REQUIRE(shaped.exit_code == 0);
+
+  auto store = OpenStore(db);
+  REQUIRE(store.ok());
+  auto wall = [&](int64_t run, const std::string& case_id) {
+    for (const auto& c : CasesOf(db, run)) {
+      if (c.case_id != case_id) continue;
+      for (const auto& m : (*store)->MeasurementsOfCase(c.row_id).value())
+        if (m.name == "wall_seconds" && m.how == Provenance::kMeasured) return *m.value;
+    }
+    return -1.0;
+  };
+  // FSDP moves every layer's parameters and gradients across the link each step
+  // (tens of MiB here); at 100 Mbit/s that costs seconds.
+  CHECK(wall(2, "r.1") > 1.5 * wall(1, "r.1"));
+  for (const auto& c : CasesOf(db, 2)) CHECK(c.network == "100mbit");
+  Output md = Protocol({"report", "--db", db}, src);
+  CHECK(md.out.find("fsdp 2 nodes (100mbit)") != std::string::npos);
+  CHECK(md.out.find("fsdp 2 nodes (unshaped)") != std::string::npos);
+  // Every namespace this test's runs made is gone.
+  std::string namespaces;
+  if (FILE* p = popen("ip netns list", "r")) {
+    char line[512];
+    while (std::fgets(line, sizeof line, p)) namespaces += line;
+    pclose(p);
+  }
+  CHECK(namespaces.find("protocol-") == std::string::npos);
+}

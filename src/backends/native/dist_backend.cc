@@ -13,6 +13,7 @@
 #include "backends/native/events.h"
 #include "backends/native/supervisor.h"
 #include "backends/native/worker_case.h"
+#include "runner/network_emulation.h"
 #include "runner/text.h"
 
 namespace protocol {
@@ -228,6 +229,33 @@ BackendOutcome RunDistributed(BackendContext& ctx, const std::string& role, cons
   if (!entry) return Fail(CaseStatus::kFailed, fmt::format("unknown launcher '{}'", plan.cluster.launcher));
   auto launches = entry->make()->Prepare(request);
   if (!launches.ok()) return Fail(CaseStatus::kFailed, launches.status().message());
+  // Two-node rehearsal on one host (cluster.emulate, docs/rehearsal.md): each
+  // plan node becomes a network namespace joined by shaped veth links; ranks
+  // run inside their node's namespace and Gloo binds to its interface, so
+  // traffic between nodes crosses the shaped link while ranks of one node talk
+  // locally. The network lives until every rank has ended (it is destroyed
+  // after Supervise returns, also on failure).
+  std::unique_ptr<EmulatedNetwork> network;
+  if (plan.cluster.emulate) {
+    std::vector<std::string> nodes;
+    for (const std::string& n : layout.rank_nodes)
+      if (std::find(nodes.begin(), nodes.end(), n) == nodes.end()) nodes.push_back(n);
+    if (nodes.size() >= 2) {
+      auto created = EmulatedNetwork::Create(nodes, *plan.cluster.emulate);
+      if (!created.ok())
+        return Fail(CaseStatus::kFailed, "network emulation: " + created.status().message());
+      network = std::move(created).value();
+      const auto& emulated = network->nodes();
+      for (RankLaunch& l : *launches) {
+        size_t index = static_cast<size_t>(std::find(nodes.begin(), nodes.end(), l.node) - nodes.begin());
+        l.argv = network->Wrap(index, l.argv);
+        l.env["MASTER_ADDR"] = emulated[0].address;
+        l.env["GLOO_SOCKET_IFNAME"] = emulated[index].device;
+      }
+      ctx.events.OnStatusLine(fmt::format("emulated network: {} nodes, {} {}", nodes.size(),
+                                          plan.cluster.emulate->bandwidth, plan.cluster.emulate->delay));
+    }
+  }
   if (options.wrap) {
     if (Status s = options.wrap(*launches); !s.ok()) return Fail(CaseStatus::kFailed, s.message());
   }
