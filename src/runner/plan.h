@@ -133,6 +133,13 @@ struct TrainingSettings {
   double learning_rate = 3e-4;
   int64_t seed = 1234;
   std::string device = "auto";  // "auto" | "cpu" | "cuda"
+  // LoRA adapters of a QLoRA finetune (a model with quantization: nf4): rank r
+  // >= 1 and alpha > 0 (update scale alpha/r). Unset: LoraRank() 8 and
+  // LoraAlpha() 16; only values written in the plan appear in resolved_text.
+  std::optional<int64_t> lora_rank;
+  std::optional<double> lora_alpha;
+  int64_t LoraRank() const { return lora_rank.value_or(8); }
+  double LoraAlpha() const { return lora_alpha.value_or(16.0); }
 };
 
 // `reference: {wall_minutes: [93, -5%, +10%]}` (issue 5): an expected value and

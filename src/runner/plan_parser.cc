@@ -53,7 +53,8 @@ const std::vector<std::string> kCommandKeys = {"argv", "shell", "env", "workdir"
                                                "step_regex", "request_regex"};
 const std::vector<std::string> kMetricKeys = {"name", "regex", "unit"};
 const std::vector<std::string> kTrainingKeys = {"batch_size", "seq_len", "grad_accum",
-                                                "learning_rate", "seed", "device"};
+                                                "learning_rate", "seed", "device",
+                                                "lora_rank", "lora_alpha"};
 // Maps merged key by key through inheritance (at any depth).
 const std::set<std::string> kMergedMaps = {"training", "inference", "command", "env",
                                            "reference"};
@@ -856,6 +857,22 @@ void PlanParser::ParseTraining(const YamlNode& node, CaseSpec& c, bool* ok) {
     if (auto v = r_.OneOf(*n, "device", "device", kDevices)) t.device = *v;
     else *ok = false;
   }
+  if (const YamlNode* n = node.Find("lora_rank")) {
+    if (auto v = r_.IntegerIn(*n, "lora_rank", 1, INT64_MAX)) t.lora_rank = *v;
+    else *ok = false;
+  }
+  if (const YamlNode* n = node.Find("lora_alpha")) {
+    if (auto v = r_.Number(*n, "lora_alpha")) {
+      if (*v <= 0) {
+        r_.Error(*n, fmt::format("'lora_alpha' must be > 0, got {}", n->scalar));
+        *ok = false;
+      } else {
+        t.lora_alpha = *v;
+      }
+    } else {
+      *ok = false;
+    }
+  }
 }
 
 // `reference: {METRIC: [VALUE, -LOW%, +HIGH%], ...}`; METRIC is wall_minutes or
@@ -1206,6 +1223,8 @@ YamlNode ResolvedCase(const CaseSpec& c) {
     MapBuilder tr;
     tr.Add("batch_size", Int(t.batch_size)).Add("seq_len", Int(t.seq_len)).Add("grad_accum", Int(t.grad_accum));
     tr.Add("learning_rate", Num(t.learning_rate)).Add("seed", Int(t.seed)).Add("device", Str(t.device));
+    if (t.lora_rank) tr.Add("lora_rank", Int(*t.lora_rank));
+    if (t.lora_alpha) tr.Add("lora_alpha", Num(*t.lora_alpha));
     b.Add("training", tr.node);
   }
   if (!c.references.empty()) {

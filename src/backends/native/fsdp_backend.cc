@@ -12,6 +12,7 @@
 #include "backends/native/generate.h"
 #include "backends/native/model.h"
 #include "backends/native/model_config.h"
+#include "backends/native/quantized_model.h"
 #include "backends/native/safetensors.h"
 #include "backends/native/tokenizer.h"
 #include "backends/native/torch_compat.h"
@@ -88,6 +89,7 @@ struct Setup {
   std::string tokenizer_path;
   at::Device device = at::kCPU;
   at::ScalarType dtype = at::kFloat;
+  std::shared_ptr<LoraAdapters> lora;  // QLoRA finetune of a 4-bit model: what is trained and saved
 };
 
 Result<Setup> Resolve(const Plan& plan, const CaseSpec& spec) {
@@ -146,6 +148,10 @@ class NativeFsdpBackend : public Backend {
         problems.push_back(where + "model '" + ms.name + "' needs a preset or a path for the fsdp backend");
       if (!ms.preset.empty() && !PresetConfig(ms.preset).ok() && ms.path.empty())
         problems.push_back(where + PresetConfig(ms.preset).status().message());
+      if (ms.quantization == "nf4") {
+        std::string refusal = nf4_workload_refusal(spec.workload == Workload::kPretrain);
+        if (!refusal.empty()) problems.push_back(where + refusal);
+      }
     }
     if (spec.workload != Workload::kInference) {
       auto ds = plan.datasets.find(spec.dataset);
@@ -186,9 +192,11 @@ class NativeFsdpBackend : public Backend {
       return Fail(CaseStatus::kFailed,
                   "distributed execution is not built yet (issue 4); this build runs the fsdp backend on one process only");
     auto model_it = ctx.plan.models.find(spec.model);
-    if (model_it != ctx.plan.models.end() && !model_it->second.quantization.empty())
-      return Fail(CaseStatus::kFailed, fmt::format("quantization '{}' is not built yet in the native backend; nothing was run",
+    const bool nf4 = model_it != ctx.plan.models.end() && model_it->second.quantization == "nf4";
+    if (model_it != ctx.plan.models.end() && !model_it->second.quantization.empty() && !nf4)
+      return Fail(CaseStatus::kFailed, fmt::format("quantization '{}' is not built in the native backend; nothing was run",
                                                    model_it->second.quantization));
+    if (nf4 && spec.workload == Workload::kPretrain) return Fail(CaseStatus::kFailed, nf4_workload_refusal(true));
     CaseLog log(ctx.log_path);
     auto setup = Resolve(ctx.plan, spec);
     if (!setup.ok()) {
@@ -224,8 +232,26 @@ class NativeFsdpBackend : public Backend {
       log.Line("fsdp: weights: seeded random initialisation (seed {})", spec.training.seed);
     }
 
+    // 4-bit: the decoder projections become NF4 (quantized_model.h); a finetune trains LoRA adapters on them.
+    std::string quant_note;
+    if (nf4) {
+      model_quantize_nf4(model);
+      quant_note = kNf4InferenceMethod;
+      if (spec.workload == Workload::kFinetune) {
+        setup->lora = std::make_shared<LoraAdapters>(lora_create(setup->config, spec.training.LoraRank(),
+                                                                 spec.training.LoraAlpha(),
+                                                                 static_cast<uint64_t>(spec.training.seed), setup->device));
+        Status s = model_attach_lora(model, setup->lora);
+        if (!s.ok()) return Fail(CaseStatus::kFailed, s.message());
+        quant_note = qlora_method(*setup->lora);
+      }
+      log.Line("fsdp: {} ({} bytes of 4-bit projection weights)", quant_note, nf4_weight_bytes(model));
+    }
+
     BackendOutcome out = spec.workload == Workload::kInference ? RunInference(ctx, *setup, model, log)
                                                                : RunTraining(ctx, *setup, model, log);
+    if (!quant_note.empty())
+      for (Measurement& m : out.measurements) m.method = m.method.empty() ? quant_note : m.method + "; " + quant_note;
     if (!weights_note.empty())
       for (Measurement& m : out.measurements) m.method = m.method.empty() ? weights_note : m.method + "; " + weights_note;
     if (out.status == CaseStatus::kOk || !out.measurements.empty()) {
@@ -272,7 +298,7 @@ class NativeFsdpBackend : public Backend {
     o.grad_accum = ts.grad_accum;
     o.learning_rate = ts.learning_rate;
     o.warmup_steps = std::min<int64_t>(100, steps / 10);
-    AdamW optimizer(model_trainable(model), o);
+    AdamW optimizer(setup.lora ? lora_trainable(*setup.lora) : model_trainable(model), o);
 
     // ---- timed loop ---------------------------------------------------------
     uint64_t epoch = 0;
@@ -339,12 +365,13 @@ class NativeFsdpBackend : public Backend {
     }
     // ---- save -------------------------------------------------------------------
     if (!ctx.output_dir.empty()) {
-      Status s = model_save(model, ctx.output_dir);
+      Status s = setup.lora ? lora_save(*setup.lora, ctx.output_dir, ctx.plan.ResolvePath(ctx.plan.models.at(spec.model).path))
+                            : model_save(model, ctx.output_dir);
       if (!s.ok()) return Fail(CaseStatus::kFailed, s.message());
       std::error_code ec;
       fs::copy_file(setup.tokenizer_path, fs::path(ctx.output_dir) / "tokenizer.model",
                     fs::copy_options::overwrite_existing, ec);
-      log.Line("fsdp: model saved to {}", ctx.output_dir);
+      log.Line("fsdp: {} saved to {}", setup.lora ? "LoRA adapters" : "model", ctx.output_dir);
     }
     return out;
   }
