@@ -276,9 +276,7 @@ TEST_CASE("native fsdp: a 4-bit model: pretrain refused, finetune is QLoRA savin
   const std::string refusal =
       "pretraining a 4-bit model is not meaningful: QLoRA trains adapters on a loaded base; use finetune";
   CaseSpec pretrain = TrainingCase(Workload::kPretrain, "corpus", 1);
-  auto problems = MakeNativeFsdpBackend()->Check(plan, pretrain);
-  REQUIRE(problems.size() == 1);
-  CHECK(problems[0] == refusal);
+  CHECK(MakeNativeFsdpBackend()->Check(plan, pretrain).empty());  // the plan is valid; the case fails
   {
     Harness h;
     BackendContext ctx{plan, pretrain, 0, "", "", h.stop, h.processes, h.clock, h.events};
