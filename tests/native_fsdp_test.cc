@@ -274,6 +274,84 @@ TEST_CASE("native fsdp: Check names what a case lacks") {
   CHECK(problems[2] == "a training workload needs a length");
 }
 
+TEST_CASE("native fsdp: a 4-bit model: pretrain refused, finetune is QLoRA saving adapters, inference from 4 bits") {
+  Fixture fx;
+  Plan plan = fx.MakePlan();
+  // A base model with weights: one pretraining step of the full-precision model.
+  const std::string base_dir = (fx.root / "base").string();
+  Harness pre;
+  REQUIRE(pre.Run(plan, TrainingCase(Workload::kPretrain, "corpus", 1), base_dir).status == CaseStatus::kOk);
+  plan.models["mini"].path = base_dir;
+  plan.models["mini"].quantization = "nf4";
+
+  const std::string refusal =
+      "pretraining a 4-bit model is not meaningful: QLoRA trains adapters on a loaded base; use finetune";
+  CaseSpec pretrain = TrainingCase(Workload::kPretrain, "corpus", 1);
+  CHECK(MakeNativeFsdpBackend()->Check(plan, pretrain).empty());  // the plan is valid; the case fails
+  {
+    Harness h;
+    BackendContext ctx{plan, pretrain, 0, "", "", h.stop, h.processes, h.clock, h.events};
+    BackendOutcome out = MakeNativeFsdpBackend()->Run(ctx);
+    CHECK(out.status == CaseStatus::kFailed);
+    CHECK(out.reason == refusal);
+    CHECK(h.events.steps.empty());
+  }
+
+  {  // More than one rank: the rank workers are full precision, so nothing runs.
+    CaseSpec two_nodes = TrainingCase(Workload::kFinetune, "dolly", 1);
+    two_nodes.nodes = 2;
+    Harness h;
+    BackendContext ctx{plan, two_nodes, 0, "", "", h.stop, h.processes, h.clock, h.events};
+    BackendOutcome out = MakeNativeFsdpBackend()->Run(ctx);
+    CHECK(out.status == CaseStatus::kFailed);
+    CHECK(out.reason ==
+          "a 4-bit (nf4) model runs on one process in this build; distributed QLoRA is not built, so nothing was run");
+    CHECK(h.events.steps.empty());
+  }
+
+  const std::string adapter_dir = (fx.root / "adapters").string(), log = (fx.root / "qlora.log").string();
+  Harness ft;
+  BackendOutcome tuned = ft.Run(plan, TrainingCase(Workload::kFinetune, "dolly", 2), adapter_dir, log);
+  CHECK(tuned.status == CaseStatus::kOk);
+  CHECK(ft.events.steps.size() == 2);
+  CHECK(Find(tuned, metric::kFinalLoss)->method ==
+        "training loss of the last step; QLoRA: 4-bit NF4 base frozen, LoRA rank 8 alpha 16 on q,k,v,o,gate,up,down");
+  CHECK(fs::exists(fs::path(adapter_dir) / "adapter_model.safetensors"));
+  CHECK(fs::exists(fs::path(adapter_dir) / "adapter_config.json"));
+  CHECK_FALSE(fs::exists(fs::path(adapter_dir) / "model.safetensors"));
+  std::ifstream in(log);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // 2 layers · (36 bytes per 64 weights) · (1024 + 512 + 512 + 1024 + 3·2048) weights.
+  CHECK(text.find("fsdp: QLoRA: 4-bit NF4 base frozen, LoRA rank 8 alpha 16 on q,k,v,o,gate,up,down "
+                  "(10368 bytes of 4-bit projection weights)\n") != std::string::npos);
+  CHECK(text.find("fsdp: LoRA adapters saved to " + adapter_dir + "\n") != std::string::npos);
+
+  CaseSpec ranked = TrainingCase(Workload::kFinetune, "dolly", 1);
+  ranked.training.lora_rank = 4;
+  ranked.training.lora_alpha = 8;
+  Harness ft2;
+  BackendOutcome out2 = ft2.Run(plan, ranked);
+  CHECK(out2.status == CaseStatus::kOk);
+  CHECK(Find(out2, metric::kFinalLoss)->method ==
+        "training loss of the last step; QLoRA: 4-bit NF4 base frozen, LoRA rank 4 alpha 8 on q,k,v,o,gate,up,down");
+
+  CaseSpec gen;
+  gen.id = "i.1";
+  gen.workload = Workload::kInference;
+  gen.backend = "fsdp";
+  gen.model = "mini";
+  gen.inference.prompt = "Where is there an ocean?";
+  gen.inference.max_new_tokens = {4, 6};
+  gen.training.device = "cpu";
+  Harness inf;
+  BackendOutcome answered = inf.Run(plan, gen);
+  CHECK(answered.status == CaseStatus::kOk);
+  CHECK(*Find(answered, metric::kGeneratedTokens)->value == 10);
+  CHECK(Find(answered, metric::kTokensPerSecond)->method ==
+        "2 greedy requests, KV cache, one process on cpu; 4-bit NF4 weights: decoder projections dequantized on use; "
+        "embedding, norms, lm_head full precision");
+}
+
 }  // namespace protocol
 
 namespace protocol {

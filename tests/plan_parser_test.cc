@@ -256,7 +256,7 @@ TEST_CASE("plan: unknown keys are errors with did-you-mean over that map's keys"
                "         training: {bach_size: 4, colour: red}}\n") ==
         "<string>:16:21: unknown key 'bach_size' (did you mean 'batch_size'?)\n"
         "<string>:16:35: unknown key 'colour' (valid keys: batch_size, seq_len, grad_accum, learning_rate, "
-        "seed, device, ranks_per_node, collective_timeout, sync_every, outer_lr, outer_momentum)");
+        "seed, device, ranks_per_node, collective_timeout, sync_every, outer_lr, outer_momentum, lora_rank, lora_alpha)");
   PlanParseResult top = ParsePlanString("protocol: 1\nname: t\nstagez: []\n", "<string>");
   CHECK(ErrorsOf(top) ==
         "<string>:1:1: missing 'stages' (a plan runs at least one stage of cases)\n"
@@ -310,6 +310,37 @@ TEST_CASE("plan: out-of-range numbers") {
         "<string>:16:33: 'batch_size' must be > 0, got 0\n"
         "<string>:16:42: 'seed' must be >= 0, got -1\n"
         "<string>:16:61: 'learning_rate' must be > 0, got 0");
+}
+
+TEST_CASE("plan: lora_rank and lora_alpha are read, checked where written, and emitted only when set") {
+  PlanParseResult set = Good("      - {id: a, workload: finetune, backend: fsdp, model: m7, dataset: web, steps: 10,\n"
+                             "         training: {lora_rank: 16, lora_alpha: 32}}\n");
+  const TrainingSettings& t = set.plan->FindCase("a")->training;
+  CHECK(t.LoraRank() == 16);
+  CHECK(t.LoraAlpha() == 32.0);
+  CHECK(set.plan->resolved_text.find("lora_rank: 16\n") != std::string::npos);
+  CHECK(set.plan->resolved_text.find("lora_alpha: 32\n") != std::string::npos);
+  PlanParseResult again = ParsePlanString(set.plan->resolved_text, "resolved.yaml");
+  REQUIRE(again.ok());
+  CHECK(again.plan->FindCase("a")->training.LoraRank() == 16);
+  CHECK(again.plan->FindCase("a")->training.LoraAlpha() == 32.0);
+
+  PlanParseResult unset = Good("      - {id: a, workload: finetune, backend: fsdp, model: m7, dataset: web, steps: 10}\n");
+  const TrainingSettings& d = unset.plan->FindCase("a")->training;
+  CHECK_FALSE(d.lora_rank.has_value());
+  CHECK_FALSE(d.lora_alpha.has_value());
+  CHECK(d.LoraRank() == 8);
+  CHECK(d.LoraAlpha() == 16.0);
+  CHECK(unset.plan->resolved_text.find("lora_") == std::string::npos);
+
+  CHECK(Errors("      - {id: a, workload: finetune, backend: fsdp, model: m7, dataset: web, steps: 10,\n"
+               "         training: {lora_rank: 0, lora_alpha: -2}}\n") ==
+        "<string>:16:32: 'lora_rank' must be > 0, got 0\n"
+        "<string>:16:47: 'lora_alpha' must be > 0, got -2");
+  CHECK(Errors("      - {id: a, workload: finetune, backend: fsdp, model: m7, dataset: web, steps: 10,\n"
+               "         training: {lora_rank: 2.5, lora_alpha: big}}\n") ==
+        "<string>:16:32: expected an integer for 'lora_rank', got '2.5'\n"
+        "<string>:16:49: expected a number for 'lora_alpha', got 'big'");
 }
 
 TEST_CASE("plan: durations accept seconds and h/m/s texts") {

@@ -139,6 +139,13 @@ struct TrainingSettings {
   int64_t sync_every = 0;           // share: merge groups every N steps (DiLoCo); 0 = only at the end
   double outer_lr = 1.0;            // share: outer learning rate of a merge (1 = plain averaging)
   double outer_momentum = 0.0;      // share: outer Nesterov momentum (0 = none)
+  // LoRA adapters of a QLoRA finetune (a model with quantization: nf4): rank r
+  // >= 1 and alpha > 0 (update scale alpha/r). Unset: LoraRank() 8 and
+  // LoraAlpha() 16; only values written in the plan appear in resolved_text.
+  std::optional<int64_t> lora_rank;
+  std::optional<double> lora_alpha;
+  int64_t LoraRank() const { return lora_rank.value_or(8); }
+  double LoraAlpha() const { return lora_alpha.value_or(16.0); }
 };
 
 // `reference: {wall_minutes: [93, -5%, +10%]}` (issue 5): an expected value and

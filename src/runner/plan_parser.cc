@@ -55,7 +55,8 @@ const std::vector<std::string> kMetricKeys = {"name", "regex", "unit"};
 const std::vector<std::string> kTrainingKeys = {"batch_size", "seq_len", "grad_accum",
                                                 "learning_rate", "seed", "device",
                                                 "ranks_per_node", "collective_timeout", "sync_every",
-                                                "outer_lr", "outer_momentum"};
+                                                "outer_lr", "outer_momentum",
+                                                "lora_rank", "lora_alpha"};
 // Maps merged key by key through inheritance (at any depth).
 const std::set<std::string> kMergedMaps = {"training", "inference", "command", "env",
                                            "reference"};
@@ -879,6 +880,22 @@ void PlanParser::ParseTraining(const YamlNode& node, CaseSpec& c, bool* ok) {
   number("collective_timeout", &t.collective_timeout, 0, 1e9, true);
   number("outer_lr", &t.outer_lr, 0, 10, true);
   number("outer_momentum", &t.outer_momentum, 0, 0.999, false);
+  if (const YamlNode* n = node.Find("lora_rank")) {
+    if (auto v = r_.IntegerIn(*n, "lora_rank", 1, INT64_MAX)) t.lora_rank = *v;
+    else *ok = false;
+  }
+  if (const YamlNode* n = node.Find("lora_alpha")) {
+    if (auto v = r_.Number(*n, "lora_alpha")) {
+      if (*v <= 0) {
+        r_.Error(*n, fmt::format("'lora_alpha' must be > 0, got {}", n->scalar));
+        *ok = false;
+      } else {
+        t.lora_alpha = *v;
+      }
+    } else {
+      *ok = false;
+    }
+  }
 }
 
 // `reference: {METRIC: [VALUE, -LOW%, +HIGH%], ...}`; METRIC is wall_minutes or
@@ -1236,6 +1253,8 @@ YamlNode ResolvedCase(const CaseSpec& c) {
     tr.AddIf(t.sync_every != d.sync_every, "sync_every", Int(t.sync_every));
     tr.AddIf(t.outer_lr != d.outer_lr, "outer_lr", Num(t.outer_lr));
     tr.AddIf(t.outer_momentum != d.outer_momentum, "outer_momentum", Num(t.outer_momentum));
+    if (t.lora_rank) tr.Add("lora_rank", Int(*t.lora_rank));
+    if (t.lora_alpha) tr.Add("lora_alpha", Num(*t.lora_alpha));
     b.Add("training", tr.node);
   }
   if (!c.references.empty()) {

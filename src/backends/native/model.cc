@@ -19,6 +19,12 @@ at::Tensor rmsnorm_forward(const at::Tensor& x, const at::Tensor& weight, double
   return weight * (xf * inv_rms).to(x.scalar_type());
 }
 
+// y = x·Wᵀ for projection p of layer `layer`, through the model's override when it has one.
+at::Tensor project(const Model& m, size_t layer, Projection p, const at::Tensor& x) {
+  if (m.projections) return m.projections->Forward(layer, p, x);
+  return at::linear(x, layer_projection(m.layers[layer], p));
+}
+
 // Rotary embeddings (Su et al. 2021, RoFormer), rotate-half form: the head dim
 // is split in halves (x1, x2) and each pair is rotated by the angle pos·θ_i:
 //   x' = x·cos + rotate_half(x)·sin,   rotate_half(x) = (−x2, x1).
@@ -40,15 +46,15 @@ at::Tensor kv_repeat(const at::Tensor& x, int64_t n_rep) {
 
 // Causal self-attention with rotary positions and an optional KV cache.
 // h: (B,T,C) -> (B,T,C). pos0 is the absolute position of h's first token.
-at::Tensor attention_forward(const Model& model, const LayerWeights& w, const at::Tensor& h,
+at::Tensor attention_forward(const Model& model, const at::Tensor& h,
                              const at::Tensor& cos, const at::Tensor& sin, KvCache* cache,
                              size_t layer, int64_t pos0) {
   const ModelConfig& c = model.config;
   const int64_t B = h.size(0), T = h.size(1), HD = c.HeadDim();
   // Projections, split into heads: q (B,NH,T,HD), k and v (B,NKV,T,HD).
-  at::Tensor q = at::linear(h, w.wq).view({B, T, c.n_heads, HD}).transpose(1, 2);
-  at::Tensor k = at::linear(h, w.wk).view({B, T, c.n_kv_heads, HD}).transpose(1, 2);
-  at::Tensor v = at::linear(h, w.wv).view({B, T, c.n_kv_heads, HD}).transpose(1, 2);
+  at::Tensor q = project(model, layer, Projection::kQ, h).view({B, T, c.n_heads, HD}).transpose(1, 2);
+  at::Tensor k = project(model, layer, Projection::kK, h).view({B, T, c.n_kv_heads, HD}).transpose(1, 2);
+  at::Tensor v = project(model, layer, Projection::kV, h).view({B, T, c.n_kv_heads, HD}).transpose(1, 2);
   q = rope_apply(q, cos, sin);
   k = rope_apply(k, cos, sin);
   // With a cache: append this chunk's keys/values, attend over all S = pos0+T.
@@ -73,15 +79,40 @@ at::Tensor attention_forward(const Model& model, const LayerWeights& w, const at
   }
   at::Tensor y = compat::ScaledDotProductAttention(q, k, v, is_causal, mask);  // (B,NH,T,HD)
   y = y.transpose(1, 2).reshape({B, T, c.n_heads * HD});
-  return at::linear(y, w.wo);
+  return project(model, layer, Projection::kO, y);
 }
 
 // SwiGLU feed-forward (Shazeer 2020): down( silu(gate(h)) ⊙ up(h) ).
-at::Tensor mlp_forward(const LayerWeights& w, const at::Tensor& h) {
-  return at::linear(at::silu(at::linear(h, w.w_gate)) * at::linear(h, w.w_up), w.w_down);
+at::Tensor mlp_forward(const Model& m, size_t layer, const at::Tensor& h) {
+  at::Tensor gate = project(m, layer, Projection::kGate, h), up = project(m, layer, Projection::kUp, h);
+  return project(m, layer, Projection::kDown, at::silu(gate) * up);
 }
 
 }  // namespace
+
+const char* projection_module(Projection p) {
+  static const char* const kNames[kProjectionCount] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
+                                                       "self_attn.o_proj", "mlp.gate_proj",    "mlp.up_proj",
+                                                       "mlp.down_proj"};
+  return kNames[static_cast<int>(p)];
+}
+
+at::Tensor& layer_projection(LayerWeights& w, Projection p) {
+  switch (p) {
+    case Projection::kQ: return w.wq;
+    case Projection::kK: return w.wk;
+    case Projection::kV: return w.wv;
+    case Projection::kO: return w.wo;
+    case Projection::kGate: return w.w_gate;
+    case Projection::kUp: return w.w_up;
+    case Projection::kDown: break;
+  }
+  return w.w_down;
+}
+
+const at::Tensor& layer_projection(const LayerWeights& w, Projection p) {
+  return layer_projection(const_cast<LayerWeights&>(w), p);
+}
 
 std::vector<NamedParameter> model_parameters(Model& m) {
   const ModelConfig& c = m.config;
@@ -140,7 +171,8 @@ void model_init_random(Model& m, uint64_t seed) {
 
 int64_t model_parameter_count(Model& m) {
   int64_t n = 0;
-  for (const NamedParameter& p : model_parameters(m)) n += p.tensor->numel();
+  for (const NamedParameter& p : model_parameters(m))
+    if (p.tensor->defined()) n += p.tensor->numel();
   return n;
 }
 
@@ -163,8 +195,8 @@ at::Tensor model_forward(const Model& m, const at::Tensor& tokens, KvCache* cach
   at::Tensor sin = m.rope_sin.narrow(0, pos0, T).to(x.scalar_type());
   for (size_t i = 0; i < m.layers.size(); ++i) {
     const LayerWeights& w = m.layers[i];
-    x = x + attention_forward(m, w, rmsnorm_forward(x, w.input_norm, eps), cos, sin, cache, i, pos0);
-    x = x + mlp_forward(w, rmsnorm_forward(x, w.post_norm, eps));
+    x = x + attention_forward(m, rmsnorm_forward(x, w.input_norm, eps), cos, sin, cache, i, pos0);
+    x = x + mlp_forward(m, i, rmsnorm_forward(x, w.post_norm, eps));
   }
   if (cache) cache->length += T;
   return at::linear(rmsnorm_forward(x, m.norm, eps), m.lm_head);  // (B,T,V)

@@ -17,6 +17,7 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,25 @@ struct LayerWeights {
   at::Tensor w_down;      // (C, F)       mlp.down_proj.weight
 };
 
+// The seven matrices of a decoder layer, in Hugging Face order.
+enum class Projection { kQ, kK, kV, kO, kGate, kUp, kDown };
+inline constexpr int kProjectionCount = 7;
+// The HF module name within a layer: "self_attn.q_proj", ..., "mlp.down_proj".
+const char* projection_module(Projection p);
+// The LayerWeights field holding projection p's (out, in) matrix.
+at::Tensor& layer_projection(LayerWeights& w, Projection p);
+const at::Tensor& layer_projection(const LayerWeights& w, Projection p);
+
+// Computes the layer projections y = x·Wᵀ in place of the LayerWeights
+// matrices when a Model carries one: a 4-bit model (quantized_model.h) keeps
+// its projections as NF4 blocks, dequantizes them here and adds its LoRA
+// adapters. x (..., in) -> (..., out), in x's dtype.
+class ProjectionOverride {
+ public:
+  virtual ~ProjectionOverride() = default;
+  virtual at::Tensor Forward(size_t layer, Projection p, const at::Tensor& x) const = 0;
+};
+
 struct Model {
   ModelConfig config;
   at::Tensor embed;                 // (V, C)  model.embed_tokens.weight
@@ -46,6 +66,10 @@ struct Model {
   // Rotary tables for positions 0..max_seq_len-1, float32, not parameters.
   at::Tensor rope_cos;              // (max_seq_len, HD)
   at::Tensor rope_sin;              // (max_seq_len, HD)
+  // Null: the projections are the LayerWeights matrices. Set (4-bit model):
+  // the forward calls it for every projection, and the seven LayerWeights
+  // projection tensors are undefined (their weights live in the override).
+  std::shared_ptr<const ProjectionOverride> projections;
 };
 
 // A parameter under its Hugging Face name, with the shape that name must have.
@@ -64,6 +88,8 @@ Model model_create(const ModelConfig& config, const at::TensorOptions& options);
 // Drawn on the CPU in float32 and then copied, so the same seed gives the same
 // weights on every device and dtype.
 void model_init_random(Model& model, uint64_t seed);
+// Elements of the defined parameter tensors (a 4-bit model's projections,
+// held by its override, are not counted).
 int64_t model_parameter_count(Model& model);
 
 // Key/value cache for incremental decoding: per layer (B, NKV, capacity, HD).

@@ -9,9 +9,8 @@
 // indices are packed per byte (first value in the high nibble).
 // Storage: numel/2 bytes + one float32 absmax per 64 values (~4.5 bits/weight).
 //
-// Not built yet: the second-level quantization of the absmax values ("double
-// quantization") and running the model on NF4 weights (QLoRA adapters); the
-// backend still fails cases that ask for quantization.
+// Not built: the second-level quantization of the absmax values ("double
+// quantization"). Models on NF4 weights: quantized_model.h.
 
 #include <ATen/ATen.h>
 

@@ -126,9 +126,7 @@ StepStats train_step(Model& model, AdamW& optimizer, const std::vector<const Seq
     stats.loss += loss.item<double>();
     stats.tokens += static_cast<int64_t>(part.size() * part[0]->mask.size());
   }
-  std::vector<at::Tensor> params;
-  for (NamedParameter& p : model_parameters(model)) params.push_back(*p.tensor);
-  stats.grad_norm = grad_clip_norm(params, o.grad_clip);
+  stats.grad_norm = grad_clip_norm(optimizer.params(), o.grad_clip);
   optimizer.step(lr);
   return stats;
 }

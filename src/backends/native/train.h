@@ -57,6 +57,8 @@ class AdamW {
   void step(double lr);
   void zero_grad();
   int64_t steps_taken() const { return t_; }
+  // The tensors it updates (all of a model's, or only LoRA adapters).
+  const std::vector<at::Tensor>& params() const { return params_; }
 
  private:
   std::vector<at::Tensor> params_, master_, m_, v_;
@@ -75,7 +77,7 @@ struct StepStats {
 };
 
 // One optimizer step over `batch` (batch_size sequences, split into grad_accum
-// micro-batches): forward, backward, clip, AdamW.
+// micro-batches): forward, backward, clip (over the optimizer's tensors), AdamW.
 StepStats train_step(Model& model, AdamW& optimizer, const std::vector<const Sequence*>& batch,
                      const TrainOptions& options, double lr);
 

@@ -1,0 +1,73 @@
+#ifndef PROTOCOL_BACKENDS_NATIVE_QUANTIZED_MODEL_H_
+#define PROTOCOL_BACKENDS_NATIVE_QUANTIZED_MODEL_H_
+
+// 4-bit models (`quantization: nf4`) and QLoRA (Dettmers et al. 2023).
+//
+// What is 4-bit: the seven projections of every decoder layer (q, k, v, o,
+// gate, up, down), stored as NF4 blocks of 64 with a float32 absmax each
+// (nf4.h), and dequantized on use in every forward (to the activations'
+// dtype, one projection at a time). What stays in the model's dtype: the
+// token embedding, the RMSNorm gains and lm_head — as in QLoRA /
+// bitsandbytes, which quantize only the Linear layers inside the decoder.
+//
+// Memory of the 4-bit weights: per projection of n weights, ceil(n/64) blocks
+// of 32 bytes of codes + 4 bytes of absmax = 36 bytes per 64 weights
+// (4.5 bits/weight: 1/8 of float32 plus 1/64, 1/4 of bf16 plus 1/32).
+//
+// QLoRA: the 4-bit base is frozen (no gradient, no optimizer state) and LoRA
+// adapters (lora.h) on the seven projections are trained; the forward is
+//   y = x·dequant(W_nf4)ᵀ + (alpha/r)·(x·Aᵀ)·Bᵀ.
+// Not built: double quantization of the absmax values, paged optimizers.
+
+#include <ATen/ATen.h>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/native/lora.h"
+#include "backends/native/model.h"
+#include "backends/native/nf4.h"
+
+namespace protocol {
+namespace native {
+
+// The projections of a 4-bit model, with optional LoRA adapters on top.
+class Nf4Projections : public ProjectionOverride {
+ public:
+  at::Tensor Forward(size_t layer, Projection p, const at::Tensor& x) const override;
+
+  std::vector<std::array<Nf4Tensor, kProjectionCount>> layers;  // L of them, in Projection order
+  std::shared_ptr<const LoraAdapters> lora;                     // null: base model only
+};
+
+// Quantizes every decoder-layer projection of `model` to NF4, releases the
+// full-precision projection tensors and installs the Nf4Projections override.
+// REQUIRES: the model's weights are set and it is not already quantized.
+void model_quantize_nf4(Model& model);
+// The model's NF4 projections; null when the model is not 4-bit.
+const Nf4Projections* model_nf4(const Model& model);
+// Bytes held by the NF4 projections: packed codes + absmax scales.
+int64_t nf4_weight_bytes(const Model& model);
+// What nf4_weight_bytes must be for a 4-bit model of `config`: 36 bytes per
+// started block of 64 weights of each projection.
+int64_t nf4_expected_weight_bytes(const ModelConfig& config);
+// Attaches LoRA adapters to a 4-bit model (the adapters are shared, not copied:
+// training them changes the model's output). kInvalidArgument when the model
+// is not 4-bit.
+Status model_attach_lora(Model& model, std::shared_ptr<const LoraAdapters> lora);
+
+// Why the native backend refuses a workload on a 4-bit model; empty when it runs.
+std::string nf4_workload_refusal(bool is_pretrain);
+// Method text for measurements of a QLoRA run, e.g. "QLoRA: 4-bit NF4 base
+// frozen, LoRA rank 8 alpha 16 on q,k,v,o,gate,up,down".
+std::string qlora_method(const LoraAdapters& lora);
+// Method text for inference from 4-bit weights.
+extern const char kNf4InferenceMethod[];
+
+}  // namespace native
+}  // namespace protocol
+
+#endif  // PROTOCOL_BACKENDS_NATIVE_QUANTIZED_MODEL_H_
