@@ -54,6 +54,11 @@ struct BackendOutcome {
   std::vector<Measurement> measurements;  // backend figures (tokens/s, loss, metrics parsed from output ...)
 };
 
+// Shorthands for backends: a measured figure, and an outcome that failed
+// (or timed out, or was interrupted) for `reason` with nothing measured.
+Measurement MeasuredFigure(std::string name, double value, std::string unit, std::string method = "");
+BackendOutcome FailedOutcome(CaseStatus status, std::string reason);
+
 class Backend {
  public:
   virtual ~Backend() = default;

@@ -1,4 +1,5 @@
-// The backend registry: one row per backend (name, summary, factory).
+// The backend registry: one row per backend (name, summary, factory), and the
+// shorthands of backend.h.
 
 #include "backends/backend.h"
 #include "backends/command_backend.h"
@@ -6,6 +7,23 @@
 #include "backends/native/share_backend.h"
 
 namespace protocol {
+
+Measurement MeasuredFigure(std::string name, double value, std::string unit, std::string method) {
+  Measurement m;
+  m.name = std::move(name);
+  m.value = value;
+  m.unit = std::move(unit);
+  m.how = Provenance::kMeasured;
+  m.method = std::move(method);
+  return m;
+}
+
+BackendOutcome FailedOutcome(CaseStatus status, std::string reason) {
+  BackendOutcome out;
+  out.status = status;
+  out.reason = std::move(reason);
+  return out;
+}
 
 const std::vector<BackendEntry>& BackendTable() {
   static const std::vector<BackendEntry> table = {

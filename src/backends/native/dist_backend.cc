@@ -24,22 +24,6 @@ namespace fs = std::filesystem;
 // Set in every rank's environment; RunDistributed refuses to run where it is set.
 constexpr const char* kInWorkerVariable = "PROTOCOL_IN_WORKER";
 
-Measurement Measure(const std::string& name, double value, const char* unit, std::string method) {
-  Measurement m;
-  m.name = name;
-  m.value = value;
-  m.unit = unit;
-  m.method = std::move(method);
-  return m;
-}
-
-BackendOutcome Fail(CaseStatus status, std::string reason) {
-  BackendOutcome out;
-  out.status = status;
-  out.reason = std::move(reason);
-  return out;
-}
-
 // A TCP port that was free a moment ago (bind to 0, read it back, close).
 Result<int> FreePort() {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -144,7 +128,7 @@ BackendOutcome RunDistributed(BackendContext& ctx, const std::string& role, cons
   // A rank never starts ranks: were the worker program not `protocol` (a test
   // binary run as /proc/self/exe), each rank would start ranks of its own.
   if (const char* inside = std::getenv(kInWorkerVariable); inside && *inside)
-    return Fail(CaseStatus::kFailed,
+    return FailedOutcome(CaseStatus::kFailed,
                 fmt::format("this process is a rank of a distributed case ({} is set); a rank never starts ranks",
                             kInWorkerVariable));
   // ---- the case file --------------------------------------------------------
@@ -178,7 +162,7 @@ BackendOutcome RunDistributed(BackendContext& ctx, const std::string& role, cons
           ? fs::temp_directory_path() / fmt::format("protocol-{}-{}-{}.case.json", ::getpid(), spec.id, ctx.repeat)
           : fs::absolute(fs::path(ctx.log_path).replace_extension(".case.json"));
   fs::create_directories(case_path.parent_path(), ec);
-  if (Status s = WriteWorkerCase(case_path.string(), wc); !s.ok()) return Fail(CaseStatus::kFailed, s.message());
+  if (Status s = WriteWorkerCase(case_path.string(), wc); !s.ok()) return FailedOutcome(CaseStatus::kFailed, s.message());
   struct Cleanup {
     fs::path p;
     bool temp;
@@ -190,7 +174,7 @@ BackendOutcome RunDistributed(BackendContext& ctx, const std::string& role, cons
 
   // ---- one worker command per rank --------------------------------------------------
   auto port = FreePort();
-  if (!port.ok()) return Fail(CaseStatus::kFailed, port.status().message());
+  if (!port.ok()) return FailedOutcome(CaseStatus::kFailed, port.status().message());
   const std::string first_node = layout.rank_nodes.front();
   const std::string master = layout.node_hosts.count(first_node) && layout.node_hosts.at(first_node) != "localhost"
                                  ? layout.node_hosts.at(first_node)
@@ -226,9 +210,9 @@ BackendOutcome RunDistributed(BackendContext& ctx, const std::string& role, cons
     request.ranks.push_back(std::move(l));
   }
   const LauncherEntry* entry = FindLauncher(plan.cluster.launcher);
-  if (!entry) return Fail(CaseStatus::kFailed, fmt::format("unknown launcher '{}'", plan.cluster.launcher));
+  if (!entry) return FailedOutcome(CaseStatus::kFailed, fmt::format("unknown launcher '{}'", plan.cluster.launcher));
   auto launches = entry->make()->Prepare(request);
-  if (!launches.ok()) return Fail(CaseStatus::kFailed, launches.status().message());
+  if (!launches.ok()) return FailedOutcome(CaseStatus::kFailed, launches.status().message());
   // Two-node rehearsal on one host (cluster.emulate, docs/rehearsal.md): each
   // plan node becomes a network namespace joined by shaped veth links; ranks
   // run inside their node's namespace and Gloo binds to its interface, so
@@ -243,7 +227,7 @@ BackendOutcome RunDistributed(BackendContext& ctx, const std::string& role, cons
     if (nodes.size() >= 2) {
       auto created = EmulatedNetwork::Create(nodes, *plan.cluster.emulate);
       if (!created.ok())
-        return Fail(CaseStatus::kFailed, "network emulation: " + created.status().message());
+        return FailedOutcome(CaseStatus::kFailed, "network emulation: " + created.status().message());
       network = std::move(created).value();
       const auto& emulated = network->nodes();
       for (RankLaunch& l : *launches) {
@@ -257,7 +241,7 @@ BackendOutcome RunDistributed(BackendContext& ctx, const std::string& role, cons
     }
   }
   if (options.wrap) {
-    if (Status s = options.wrap(*launches); !s.ok()) return Fail(CaseStatus::kFailed, s.message());
+    if (Status s = options.wrap(*launches); !s.ok()) return FailedOutcome(CaseStatus::kFailed, s.message());
   }
 
   // ---- supervise, turning events into results -------------------------------------------
@@ -320,9 +304,9 @@ BackendOutcome RunDistributed(BackendContext& ctx, const std::string& role, cons
     case SuperviseResult::Outcome::kOk:
       break;
     case SuperviseResult::Outcome::kTimedOut:
-      return Fail(CaseStatus::kTimeout, sr.reason);
+      return FailedOutcome(CaseStatus::kTimeout, sr.reason);
     case SuperviseResult::Outcome::kStopped:
-      return Fail(CaseStatus::kInterrupted, sr.reason);
+      return FailedOutcome(CaseStatus::kInterrupted, sr.reason);
     default: {
       std::string reason = sr.reason;
       // "rank 1 (node rig1) exited with code 1: <its error event>"
@@ -332,7 +316,7 @@ BackendOutcome RunDistributed(BackendContext& ctx, const std::string& role, cons
           break;
         }
       }
-      BackendOutcome failed = Fail(CaseStatus::kFailed, reason);
+      BackendOutcome failed = FailedOutcome(CaseStatus::kFailed, reason);
       failed.exit_code = sr.exit_code;
       return failed;
     }
@@ -341,7 +325,7 @@ BackendOutcome RunDistributed(BackendContext& ctx, const std::string& role, cons
   // Every rank that ends its work says so ("bytes"); exit 0 without it is not a result.
   for (const RankLaunch& l : *launches)
     if (!reported.count(l.rank))
-      return Fail(CaseStatus::kFailed,
+      return FailedOutcome(CaseStatus::kFailed,
                   fmt::format("rank {} (node {}) exited with code 0 without reporting the end of its work (no \"bytes\" "
                               "event): is '{}' the protocol program with the `worker` subcommand?",
                               l.rank, l.node, program));
@@ -355,11 +339,11 @@ BackendOutcome RunDistributed(BackendContext& ctx, const std::string& role, cons
       const std::string how = fmt::format(
           "{} requests over {} replica(s) of {} rank(s) in parallel (round-robin); time = the slowest replica's, from a common barrier",
           requests, layout.groups, layout.group_size);
-      out.measurements.push_back(Measure(metric::kTotalGenerationSeconds, wall, "s", how));
-      out.measurements.push_back(Measure(metric::kGeneratedTokens, static_cast<double>(generated), "tokens", how));
+      out.measurements.push_back(MeasuredFigure(metric::kTotalGenerationSeconds, wall, "s", how));
+      out.measurements.push_back(MeasuredFigure(metric::kGeneratedTokens, static_cast<double>(generated), "tokens", how));
       if (generated > 0 && wall > 0) {
-        out.measurements.push_back(Measure(metric::kSecondsPerToken, wall / static_cast<double>(generated), "s/token", how));
-        out.measurements.push_back(Measure(metric::kTokensPerSecond, static_cast<double>(generated) / wall, "tokens/s",
+        out.measurements.push_back(MeasuredFigure(metric::kSecondsPerToken, wall / static_cast<double>(generated), "s/token", how));
+        out.measurements.push_back(MeasuredFigure(metric::kTokensPerSecond, static_cast<double>(generated) / wall, "tokens/s",
                                            how + " (aggregate)"));
       }
     }
@@ -369,7 +353,7 @@ BackendOutcome RunDistributed(BackendContext& ctx, const std::string& role, cons
                                    [](const auto& a, const auto& b) { return a.second < b.second; });
       std::vector<std::string> all;
       for (const auto& [rank, loss] : group_evals) all.push_back(fmt::format("group {}: {:.4f}", rank / layout.group_size, loss));
-      out.measurements.push_back(Measure(metric::kBestGroupEvalLoss, best->second, "",
+      out.measurements.push_back(MeasuredFigure(metric::kBestGroupEvalLoss, best->second, "",
                                          fmt::format("lowest held-out loss of a single group before the merge ({})",
                                                      Join(all, ", "))));
     }
@@ -384,10 +368,10 @@ BackendOutcome RunDistributed(BackendContext& ctx, const std::string& role, cons
         "reduce-scatter is an all-reduce); within groups {} ({} per step), between groups {}",
         world, Bytes(static_cast<double>(within)), Bytes(static_cast<double>(within) / static_cast<double>(steps)),
         Bytes(static_cast<double>(between)));
-    out.measurements.push_back(Measure(metric::kBytesCommunicated, static_cast<double>(within + between), "bytes", how));
-    out.measurements.push_back(Measure("bytes_within_groups", static_cast<double>(within), "bytes",
+    out.measurements.push_back(MeasuredFigure(metric::kBytesCommunicated, static_cast<double>(within + between), "bytes", how));
+    out.measurements.push_back(MeasuredFigure("bytes_within_groups", static_cast<double>(within), "bytes",
                                        "FSDP collectives inside each group; see bytes_communicated"));
-    out.measurements.push_back(Measure("bytes_between_groups", static_cast<double>(between), "bytes",
+    out.measurements.push_back(MeasuredFigure("bytes_between_groups", static_cast<double>(between), "bytes",
                                        "merges across groups; see bytes_communicated"));
   }
   if (!weights_note.empty())

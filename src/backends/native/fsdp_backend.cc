@@ -65,22 +65,6 @@ class CaseLog {
   std::ofstream out_;
 };
 
-Measurement Measure(const char* name, double value, const char* unit, std::string method = "") {
-  Measurement m;
-  m.name = name;
-  m.value = value;
-  m.unit = unit;
-  m.method = std::move(method);
-  return m;
-}
-
-BackendOutcome Fail(CaseStatus status, std::string reason) {
-  BackendOutcome out;
-  out.status = status;
-  out.reason = std::move(reason);
-  return out;
-}
-
 // Everything a case needs, resolved from the plan.
 struct Setup {
   ModelConfig config;
@@ -185,7 +169,7 @@ class NativeFsdpBackend : public Backend {
     try {
       return RunCase(ctx);
     } catch (const std::exception& e) {  // libtorch errors (out of memory, shape bugs) are data too
-      return Fail(CaseStatus::kFailed, std::string("libtorch error: ") + e.what());
+      return FailedOutcome(CaseStatus::kFailed, std::string("libtorch error: ") + e.what());
     }
   }
 
@@ -195,19 +179,19 @@ class NativeFsdpBackend : public Backend {
     auto model_it = ctx.plan.models.find(spec.model);
     const bool nf4 = model_it != ctx.plan.models.end() && model_it->second.quantization == "nf4";
     if (model_it != ctx.plan.models.end() && !model_it->second.quantization.empty() && !nf4)
-      return Fail(CaseStatus::kFailed, fmt::format("quantization '{}' is not built in the native backend; nothing was run",
+      return FailedOutcome(CaseStatus::kFailed, fmt::format("quantization '{}' is not built in the native backend; nothing was run",
                                                    model_it->second.quantization));
     // Refused here, not in Check: the methodology's plan lists 4-bit pretrain cases, so the plan
     // stays valid and each such case is stored as a failure that says why.
-    if (nf4 && spec.workload == Workload::kPretrain) return Fail(CaseStatus::kFailed, nf4_workload_refusal(true));
-    if (!spec.topology.empty()) return Fail(CaseStatus::kFailed, "the fsdp backend takes `nodes`, not a topology");
+    if (nf4 && spec.workload == Workload::kPretrain) return FailedOutcome(CaseStatus::kFailed, nf4_workload_refusal(true));
+    if (!spec.topology.empty()) return FailedOutcome(CaseStatus::kFailed, "the fsdp backend takes `nodes`, not a topology");
     auto layout = native::FsdpLayout(ctx.plan, spec);
-    if (!layout.ok()) return Fail(CaseStatus::kFailed, layout.status().message());
+    if (!layout.ok()) return FailedOutcome(CaseStatus::kFailed, layout.status().message());
     if (layout->world() > 1) {
       // The rank workers hold full-precision weights: a 4-bit case must not
       // silently run unquantized.
       if (nf4)
-        return Fail(CaseStatus::kFailed,
+        return FailedOutcome(CaseStatus::kFailed,
                     "a 4-bit (nf4) model runs on one process in this build; distributed QLoRA is "
                     "not built, so nothing was run");
       return native::RunDistributed(ctx, "fsdp", *layout, options_);
@@ -216,7 +200,7 @@ class NativeFsdpBackend : public Backend {
     auto setup = Resolve(ctx.plan, spec);
     if (!setup.ok()) {
       log.Line("fsdp: cannot start: {}", setup.status().message());
-      return Fail(CaseStatus::kFailed, setup.status().message());
+      return FailedOutcome(CaseStatus::kFailed, setup.status().message());
     }
     // Threads: OMP_NUM_THREADS when set, else every hardware thread.
     if (setup->device.is_cpu() && std::getenv("OMP_NUM_THREADS") == nullptr)
@@ -237,7 +221,7 @@ class NativeFsdpBackend : public Backend {
     std::string weights_note;
     if (spec.workload != Workload::kPretrain && !ms.path.empty() && model_dir_has_weights(ms.path)) {
       Status s = model_load_weights(model, ms.path);
-      if (!s.ok()) return Fail(CaseStatus::kFailed, s.message());
+      if (!s.ok()) return FailedOutcome(CaseStatus::kFailed, s.message());
       log.Line("fsdp: weights loaded from {}", ms.path);
     } else {
       model_init_random(model, static_cast<uint64_t>(spec.training.seed));
@@ -257,7 +241,7 @@ class NativeFsdpBackend : public Backend {
                                                                  spec.training.LoraAlpha(),
                                                                  static_cast<uint64_t>(spec.training.seed), setup->device));
         Status s = model_attach_lora(model, setup->lora);
-        if (!s.ok()) return Fail(CaseStatus::kFailed, s.message());
+        if (!s.ok()) return FailedOutcome(CaseStatus::kFailed, s.message());
         quant_note = qlora_method(*setup->lora);
       }
       log.Line("fsdp: {} ({} bytes of 4-bit projection weights)", quant_note, nf4_weight_bytes(model));
@@ -270,10 +254,10 @@ class NativeFsdpBackend : public Backend {
     if (!weights_note.empty())
       for (Measurement& m : out.measurements) m.method = m.method.empty() ? weights_note : m.method + "; " + weights_note;
     if (out.status == CaseStatus::kOk || !out.measurements.empty()) {
-      out.measurements.push_back(Measure(metric::kPeakHostRss, static_cast<double>(PeakHostRssBytes()), "bytes",
+      out.measurements.push_back(MeasuredFigure(metric::kPeakHostRss, static_cast<double>(PeakHostRssBytes()), "bytes",
                                          "getrusage ru_maxrss of the runner process (peak since it started)"));
       if (auto peak = compat::CudaPeakMemoryBytes())
-        out.measurements.push_back(Measure(metric::kPeakDeviceMemory, static_cast<double>(*peak), "bytes",
+        out.measurements.push_back(MeasuredFigure(metric::kPeakDeviceMemory, static_cast<double>(*peak), "bytes",
                                            "CUDA caching allocator peak allocated bytes during the case"));
     }
     log.Line("fsdp: {}{}", out.status == CaseStatus::kOk ? "done" : "ended", out.reason.empty() ? "" : ": " + out.reason);
@@ -282,9 +266,9 @@ class NativeFsdpBackend : public Backend {
 
   // Returns the reason to stop between steps, if any.
   static std::optional<BackendOutcome> ShouldStop(BackendContext& ctx, double start, const std::string& where) {
-    if (ctx.stop.requested()) return Fail(CaseStatus::kInterrupted, "stopped by request " + where);
+    if (ctx.stop.requested()) return FailedOutcome(CaseStatus::kInterrupted, "stopped by request " + where);
     if (ctx.spec.timeout_seconds > 0 && ctx.clock.NowSeconds() - start > ctx.spec.timeout_seconds)
-      return Fail(CaseStatus::kTimeout,
+      return FailedOutcome(CaseStatus::kTimeout,
                   fmt::format("exceeded the case's timeout of {} s {}", ctx.spec.timeout_seconds, where));
     return std::nullopt;
   }
@@ -297,10 +281,10 @@ class NativeFsdpBackend : public Backend {
     DatasetSpec ds = ctx.plan.datasets.at(spec.dataset);
     ds.path = ctx.plan.ResolvePath(ds.path);
     auto docs = data_load(ds.path, ds.format, *setup.tokenizer);
-    if (!docs.ok()) return Fail(CaseStatus::kFailed, docs.status().message());
+    if (!docs.ok()) return FailedOutcome(CaseStatus::kFailed, docs.status().message());
     const int pad = setup.tokenizer->eos_id() >= 0 ? setup.tokenizer->eos_id() : 0;
     DataSplit split = data_split(data_pack(*docs, ts.seq_len, pad), kEvalFraction, static_cast<uint64_t>(ts.seed));
-    if (split.train.empty()) return Fail(CaseStatus::kFailed, fmt::format("{}: the dataset has no tokens", ds.path));
+    if (split.train.empty()) return FailedOutcome(CaseStatus::kFailed, fmt::format("{}: the dataset has no tokens", ds.path));
     const int64_t steps_per_epoch = (static_cast<int64_t>(split.train.size()) + ts.batch_size - 1) / ts.batch_size;
     const int64_t steps = spec.length->unit == Length::Unit::kSteps ? spec.length->count
                                                                     : spec.length->count * steps_per_epoch;
@@ -336,7 +320,7 @@ class NativeFsdpBackend : public Backend {
       compat::DeviceSynchronize(setup.device);
       const double seconds = ctx.clock.NowSeconds() - t0;
       if (!std::isfinite(st.loss))
-        return Fail(CaseStatus::kFailed, fmt::format("loss became {} at step {}", st.loss, step + 1));
+        return FailedOutcome(CaseStatus::kFailed, fmt::format("loss became {} at step {}", st.loss, step + 1));
       last_loss = st.loss;
       if (step >= spec.warmup_steps || steps <= spec.warmup_steps) {
         timed_seconds += seconds;
@@ -356,25 +340,25 @@ class NativeFsdpBackend : public Backend {
 
     // ---- results --------------------------------------------------------------
     BackendOutcome out;
-    out.measurements.push_back(Measure(metric::kFinalLoss, last_loss, "", "training loss of the last step"));
+    out.measurements.push_back(MeasuredFigure(metric::kFinalLoss, last_loss, "", "training loss of the last step"));
     if (auto ev = eval_loss(model, split.eval, ts.batch_size))
-      out.measurements.push_back(Measure(metric::kEvalLoss, *ev, "",
+      out.measurements.push_back(MeasuredFigure(metric::kEvalLoss, *ev, "",
                                          fmt::format("mean loss on {} held-out sequences", split.eval.size())));
     if (timed_seconds > 0) {
       const double tps = static_cast<double>(timed_tokens) / timed_seconds;
       const std::string how = fmt::format("{} tokens over {} steps after {} warm-up step(s), one process on {}",
                                           timed_tokens, timed_steps, spec.warmup_steps, setup.device.str());
-      out.measurements.push_back(Measure(metric::kTrainTokensPerSecond, tps, "tokens/s", how));
-      out.measurements.push_back(Measure(metric::kTgs, tps, "tokens/s",
+      out.measurements.push_back(MeasuredFigure(metric::kTrainTokensPerSecond, tps, "tokens/s", how));
+      out.measurements.push_back(MeasuredFigure(metric::kTgs, tps, "tokens/s",
                                          setup.device.is_cuda() ? how + " (one device)" : how + " (per process: CPU)"));
       if (setup.device.is_cuda()) {
         const double flops = setup.config.TrainingFlopsPerToken(ts.seq_len);
         const double tflops = flops * tps / 1e12;
-        out.measurements.push_back(Measure(metric::kTflops, tflops, "TFLOP/s",
+        out.measurements.push_back(MeasuredFigure(metric::kTflops, tflops, "TFLOP/s",
                                            "6(N-N_emb)+12·L·H·Q·T FLOPs/token (PaLM) × tokens/s"));
         const std::string name = compat::CudaDeviceName();
         if (auto peak = PeakTflops(name))
-          out.measurements.push_back(Measure(metric::kMfu, tflops / *peak, "",
+          out.measurements.push_back(MeasuredFigure(metric::kMfu, tflops / *peak, "",
                                              fmt::format("tflops / {} TFLOP/s dense bf16 peak of '{}'", *peak, name)));
       }
     }
@@ -382,7 +366,7 @@ class NativeFsdpBackend : public Backend {
     if (!ctx.output_dir.empty()) {
       Status s = setup.lora ? lora_save(*setup.lora, ctx.output_dir, ctx.plan.ResolvePath(ctx.plan.models.at(spec.model).path))
                             : model_save(model, ctx.output_dir);
-      if (!s.ok()) return Fail(CaseStatus::kFailed, s.message());
+      if (!s.ok()) return FailedOutcome(CaseStatus::kFailed, s.message());
       std::error_code ec;
       fs::copy_file(setup.tokenizer_path, fs::path(ctx.output_dir) / "tokenizer.model",
                     fs::copy_options::overwrite_existing, ec);
@@ -408,8 +392,8 @@ class NativeFsdpBackend : public Backend {
       auto g = generate_greedy(model, prompt, o, &ctx.stop);
       compat::DeviceSynchronize(setup.device);
       const double seconds = ctx.clock.NowSeconds() - t0;
-      if (!g.ok()) return Fail(CaseStatus::kFailed, g.status().message());
-      if (g->interrupted) return Fail(CaseStatus::kInterrupted, fmt::format("stopped by request at request {} of {}", i, schedule.size()));
+      if (!g.ok()) return FailedOutcome(CaseStatus::kFailed, g.status().message());
+      if (g->interrupted) return FailedOutcome(CaseStatus::kInterrupted, fmt::format("stopped by request at request {} of {}", i, schedule.size()));
       RequestSample r;
       r.index = static_cast<int>(i);
       r.max_new_tokens = schedule[i];
@@ -427,11 +411,11 @@ class NativeFsdpBackend : public Backend {
     }
     BackendOutcome out;
     const std::string how = fmt::format("{} greedy requests, KV cache, one process on {}", schedule.size(), setup.device.str());
-    out.measurements.push_back(Measure(metric::kTotalGenerationSeconds, total_seconds, "s", "sum of request times; " + how));
-    out.measurements.push_back(Measure(metric::kGeneratedTokens, static_cast<double>(generated), "tokens", how));
+    out.measurements.push_back(MeasuredFigure(metric::kTotalGenerationSeconds, total_seconds, "s", "sum of request times; " + how));
+    out.measurements.push_back(MeasuredFigure(metric::kGeneratedTokens, static_cast<double>(generated), "tokens", how));
     if (generated > 0 && total_seconds > 0) {
-      out.measurements.push_back(Measure(metric::kSecondsPerToken, total_seconds / static_cast<double>(generated), "s/token", how));
-      out.measurements.push_back(Measure(metric::kTokensPerSecond, static_cast<double>(generated) / total_seconds, "tokens/s", how));
+      out.measurements.push_back(MeasuredFigure(metric::kSecondsPerToken, total_seconds / static_cast<double>(generated), "s/token", how));
+      out.measurements.push_back(MeasuredFigure(metric::kTokensPerSecond, static_cast<double>(generated) / total_seconds, "tokens/s", how));
     }
     return out;
   }
