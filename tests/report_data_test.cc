@@ -13,25 +13,6 @@ namespace {
 
 using namespace report_test;
 
-const ReportTable* FindTable(const ModelReport& m, const std::string& id) {
-  for (const auto& t : m.tables) {
-    if (t.id == id) return &t;
-  }
-  return nullptr;
-}
-
-std::vector<std::string> Texts(const ReportRow& row) {
-  std::vector<std::string> out;
-  for (const auto& c : row.cells) out.push_back(c.text);
-  return out;
-}
-
-ReportData Compute(std::vector<ReportRunInput> runs, ReportOptions options = ReportOptions()) {
-  ReportInput in;
-  in.runs = std::move(runs);
-  return ComputeReport(in, options);
-}
-
 TEST_CASE("report: training ratio is baseline time over share time per node count") {
   auto data = Compute({RunWith(MakeRun(1), {TrainCase("a", "m", "pretrain", "fsdp", 1, "", "steps", 1000, 7200),
                                             TrainCase("b", "m", "pretrain", "share", 1, "", "steps", 1000, 2400),

@@ -16,25 +16,6 @@ namespace {
 
 using namespace report_test;
 
-const ReportTable* FindTable(const ModelReport& m, const std::string& id) {
-  for (const auto& t : m.tables) {
-    if (t.id == id) return &t;
-  }
-  return nullptr;
-}
-
-std::vector<std::string> Texts(const ReportRow& row) {
-  std::vector<std::string> out;
-  for (const auto& c : row.cells) out.push_back(c.text);
-  return out;
-}
-
-ReportData Compute(std::vector<ReportRunInput> runs, ReportOptions options = ReportOptions()) {
-  ReportInput in;
-  in.runs = std::move(runs);
-  return ComputeReport(in, options);
-}
-
 // `seconds.size()` repeats of one training cell.
 std::vector<ReportCaseInput> Repeats(const std::string& id, const std::string& system, int nodes,
                                      const std::string& network, const std::vector<double>& seconds) {

@@ -189,6 +189,28 @@ inline ReportInput MethodologyInput() {
   return in;
 }
 
+// The table `id` of a model's report, or nullptr.
+inline const ReportTable* FindTable(const ModelReport& m, const std::string& id) {
+  for (const auto& t : m.tables) {
+    if (t.id == id) return &t;
+  }
+  return nullptr;
+}
+
+// The cell texts of a row.
+inline std::vector<std::string> Texts(const ReportRow& row) {
+  std::vector<std::string> out;
+  for (const auto& c : row.cells) out.push_back(c.text);
+  return out;
+}
+
+// ComputeReport over these runs.
+inline ReportData Compute(std::vector<ReportRunInput> runs, ReportOptions options = ReportOptions()) {
+  ReportInput in;
+  in.runs = std::move(runs);
+  return ComputeReport(in, options);
+}
+
 }  // namespace report_test
 }  // namespace protocol
 
