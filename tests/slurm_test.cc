@@ -8,12 +8,15 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "runner/slurm_env.h"
+#include "runner/store.h"
 #include "runner/text.h"
 
 using namespace protocol;
@@ -169,7 +172,7 @@ std::string LastLineStartingWith(const std::vector<std::string>& lines, std::str
 
 }  // namespace
 
-TEST_CASE("slurm: srun -n 2 runs both ranks on a local Slurm") {
+TEST_CASE("slurm: srun -n 2 runs both ranks on a local Slurm, and so do the slurm launcher's cases") {
   // Starting (and, as root on a fresh machine, installing) takes a while the
   // first time; every step is bounded.
   const std::string script = std::string(PROTOCOL_SOURCE_DIR) + "/scripts/slurm-local.sh";
@@ -214,5 +217,52 @@ TEST_CASE("slurm: srun -n 2 runs both ranks on a local Slurm") {
     ranks.insert(rank->rank);
   }
   CHECK(ranks == std::set<int>{0, 1});
+
+  // A 2-rank fsdp case and a 2-group share case through the slurm launcher:
+  // each rank an srun step. Slurm's own log must show the completed jobs.
+  const std::string conf = env["SLURM_CONF"];
+  const std::string ctld_log = conf.substr(0, conf.rfind('/')) + "/log/slurmctld.log";
+  auto completed_jobs = [&] {
+    std::ifstream in(ctld_log);
+    std::string line;
+    int n = 0;
+    while (std::getline(in, line))
+      if (line.find("_job_complete: JobId=") != std::string::npos && line.find("WEXITSTATUS 0") != std::string::npos) ++n;
+    return n;
+  };
+  const int jobs_before = completed_jobs();
+  char dir_template[] = "/tmp/protocol-slurm-case-XXXXXX";
+  const std::string dir = mkdtemp(dir_template);
+  const std::string source = PROTOCOL_SOURCE_DIR;
+  std::ofstream(dir + "/slurm.yaml") << "protocol: 1\nname: slurm-case\ntitle: \"through the slurm launcher\"\n"
+      "models:\n  tiny: {preset: tiny, path: " << source << "/data/quickstart}\n"
+      "datasets:\n  corpus: {format: text, path: " << source << "/data/quickstart/corpus.txt}\n"
+      "cluster:\n  launcher: slurm\n  nodes:\n"
+      "    - {name: n0, host: " << short_host << ", gpus: 0}\n"
+      "    - {name: n1, host: " << short_host << ", gpus: 0}\n"
+      "defaults:\n  model: tiny\n  dataset: corpus\n  workload: pretrain\n  timeout: 120\n"
+      "  output_dir: " << dir << "/models/{case_id}\n"
+      "  training: {batch_size: 4, seq_len: 32, seed: 1, device: cpu, ranks_per_node: 1, collective_timeout: 60}\n"
+      "stages:\n  - name: s\n    cases:\n"
+      "      - {id: s.1, backend: fsdp, nodes: 2, steps: 2}\n"
+      "      - {id: s.2, backend: share, topology: \"n0:1x1 n1:1x1\", steps: 2}\n";
+  std::map<std::string, std::string> run_env = env;
+  run_env["OMP_NUM_THREADS"] = "1";
+  Lines run = RunBounded({PROTOCOL_BINARY, "run", dir + "/slurm.yaml", "--db", dir + "/s.db", "--logs", dir + "/logs"},
+                         240, run_env);
+  if (run.result.exit_code != 0) MESSAGE("protocol run said: " << Join(run.lines, "\n"));
+  CHECK(run.result.ending == ProcessResult::Ending::kExited);
+  CHECK(run.result.exit_code == 0);
+  auto store = OpenStore(dir + "/s.db");
+  REQUIRE(store.ok());
+  auto cases = (*store)->CasesOfRun(1);
+  REQUIRE(cases.ok());
+  REQUIRE(cases->size() == 2);
+  for (const auto& c : cases.value()) {
+    INFO(c.case_id << ": " << c.reason);
+    CHECK(c.status == CaseStatus::kOk);
+  }
+  CHECK(completed_jobs() - jobs_before >= 4);  // 2 ranks × 2 cases, each an srun step that exited 0
+  std::filesystem::remove_all(dir);
   if (started_here) RunBounded({"bash", script, "stop"}, 30);
 }
