@@ -48,6 +48,7 @@ TEST_CASE("Environment: this machine's facts are present once each in the docume
   CHECK(env["cpu_cores"] == std::to_string(sysconf(_SC_NPROCESSORS_ONLN)));
   CHECK(std::stoll(env["cpu_cores"]) > 0);
   CHECK(std::stoll(env["memory_bytes"]) > 0);
+  CHECK(std::stod(env["load_average_1m"]) >= 0);
   CHECK(env["os"].find("Linux") != std::string::npos);
   REQUIRE(!env["libtorch_version"].empty());
   CHECK(std::isdigit(static_cast<unsigned char>(env["libtorch_version"][0])));
@@ -58,7 +59,7 @@ TEST_CASE("Environment: this machine's facts are present once each in the docume
   for (const auto& [key, value] : facts) CHECK_MESSAGE(!value.empty(), key);
 
   const std::vector<std::string> order = {
-      "hostname",       "os",           "cpu_model",    "cpu_cores",  "memory_bytes",
+      "hostname",       "os",           "cpu_model",    "cpu_cores",  "load_average_1m", "memory_bytes",
       "protocol_version", "git_revision", "build_type", "compiler",   "libtorch_version",
       "cuda_available", "cuda_version", "nccl_version", "gpu_count",  "gpu_names",
       "gpu_driver",     "blas_library"};

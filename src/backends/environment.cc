@@ -5,6 +5,7 @@
 //   os                /etc/os-release PRETTY_NAME + uname (sysname release machine)
 //   cpu_model         first "model name" of /proc/cpuinfo
 //   cpu_cores         online logical CPUs, sysconf(_SC_NPROCESSORS_ONLN)
+//   load_average_1m   getloadavg() when the run starts: above cpu_cores, timings are contended
 //   memory_bytes      physical memory, sysconf(_SC_PHYS_PAGES * _SC_PAGESIZE)
 //   protocol_version, git_revision, build_type, compiler   runner/build_info.h
 //   libtorch_version  TORCH_VERSION of the libtorch headers this was built with
@@ -22,6 +23,7 @@
 #include <torch/version.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -100,6 +102,8 @@ std::vector<std::pair<std::string, std::string>> CollectEnvironment() {
   add("cpu_model", ReadKey("/proc/cpuinfo", "model name", ':'));
   long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
   if (cpus > 0) add("cpu_cores", std::to_string(cpus));
+  double load[1] = {0};
+  if (::getloadavg(load, 1) == 1) add("load_average_1m", fmt::format("{:.2f}", load[0]));
   long pages = ::sysconf(_SC_PHYS_PAGES);
   long page_size = ::sysconf(_SC_PAGESIZE);
   if (pages > 0 && page_size > 0)

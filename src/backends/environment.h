@@ -11,7 +11,7 @@
 
 namespace protocol {
 
-// Keys: hostname, os, cpu_model, cpu_cores, memory_bytes, protocol_version,
+// Keys: hostname, os, cpu_model, cpu_cores, load_average_1m, memory_bytes, protocol_version,
 // git_revision, build_type, compiler, libtorch_version, cuda_available,
 // cuda_version, nccl_version, gpu_count, gpu_names, gpu_driver, blas_library.
 std::vector<std::pair<std::string, std::string>> CollectEnvironment();

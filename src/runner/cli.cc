@@ -172,6 +172,17 @@ int CmdRun(Args& a) {
     // Provenance: the program that produced the figures (docs/regression.md).
     auto exe = Sha256File("/proc/self/exe");
     if (exe.ok()) options.context.emplace_back("protocol_binary_sha256", exe.value());
+    // Timings taken on a machine busy with other work are contended (OpenMP
+    // threads spin while waiting for a core): say so; the context keeps the load.
+    std::string load, cores;
+    for (const auto& [key, value] : options.context) {
+      if (key == "load_average_1m") load = value;
+      if (key == "cpu_cores") cores = value;
+    }
+    if (!load.empty() && !cores.empty() && std::stod(load) > std::stod(cores))
+      spdlog::warn("load average {} exceeds the {} cores: timings of this run will be contended "
+                   "(docs/performance.md); measure on an idle machine for figures you report",
+                   load, cores);
   }
   BackendFactory factory = [](const std::string& name) -> std::unique_ptr<Backend> {
     const BackendEntry* entry = FindBackend(name);
