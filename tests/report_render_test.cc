@@ -388,7 +388,7 @@ TEST_CASE("report render: chart axes use nice steps and cover the data") {
   CHECK(NiceStep(7.9, 5) == doctest::Approx(2));
   CHECK(NiceStep(0.9, 5) == doctest::Approx(0.2));
   CHECK(NiceStep(1000, 5) == doctest::Approx(200));
-  Chart c = LayoutChart({{"a", {{100, 2.5}, {400, 7.9}}}, {"empty", {}}});
+  Chart c = LayoutChart({{"a", {{100, 2.5}, {400, 7.9}}, {}}, {"empty", {}, {}}});
   REQUIRE(c.series.size() == 1);
   std::vector<std::string> xs, ys;
   for (const auto& t : c.x_ticks) xs.push_back(t.label);
@@ -403,7 +403,7 @@ TEST_CASE("report render: chart axes use nice steps and cover the data") {
 
 TEST_CASE("report render: the chart line joins the median of repeated lengths, markers show every repeat") {
   // Three repeats at 100 tokens (1, 5, 2 s) and one at 200 tokens (4 s); axes 0..200 x, 0..5 y.
-  Chart c = LayoutChart({{"a", {{100, 1}, {200, 4}, {100, 5}, {100, 2}}}});
+  Chart c = LayoutChart({{"a", {{100, 1}, {200, 4}, {100, 5}, {100, 2}}, {}}});
   REQUIRE(c.series.size() == 1);
   CHECK(c.series[0].markers.size() == 4);
   // Plot area x 60..540, y 310..20: median 2 s at x=100 → (300, 194); 4 s at x=200 → (540, 78).

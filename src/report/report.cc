@@ -1,11 +1,8 @@
 #include "report/report.h"
 
-#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "report/collect.h"
 #include "report/csv.h"
@@ -45,11 +42,9 @@ std::string ExecutableDir() {
 }
 
 Result<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::IoError(fmt::format("{}: cannot read template", path));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  auto text = ReadFileText(path);
+  if (!text.ok()) return Status::IoError(fmt::format("{}: cannot read template", path));
+  return text;
 }
 
 }  // namespace

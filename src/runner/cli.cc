@@ -317,13 +317,12 @@ int CmdReport(Args& a) {
   options.candidate_system = a.candidate_system;
   ReportInvocation invocation{options, format, a.template_path};
   if (!a.verify.empty()) {
-    std::ifstream in(a.verify, std::ios::binary);
-    if (!in) {
+    auto text = ReadFileText(a.verify);
+    if (!text.ok()) {
       PrintError(fmt::format("cannot read {}", a.verify));
       return kExitBadInput;
     }
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    auto outcome = VerifyReport(*store, text, invocation);
+    auto outcome = VerifyReport(*store, text.value(), invocation);
     if (!outcome.ok()) return Fail(outcome.status());
     const std::string how = InvocationText(outcome->invocation);
     if (outcome->match) {

@@ -56,6 +56,8 @@ class Result {
   const T& value() const& { return *value_; }
   // By value, so `for (auto& x : F().value())` keeps the vector alive for the loop.
   T value() && { return std::move(*value_); }
+  // The value, or `fallback` when there is none.
+  T value_or(T fallback) const { return ok() ? *value_ : std::move(fallback); }
   T* operator->() { return &*value_; }
   const T* operator->() const { return &*value_; }
   T& operator*() { return *value_; }

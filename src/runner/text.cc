@@ -1,6 +1,11 @@
 #include "runner/text.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 namespace protocol {
 
@@ -39,6 +44,29 @@ bool StartsWith(std::string_view text, std::string_view prefix) {
 
 bool EndsWith(std::string_view text, std::string_view suffix) {
   return text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix;
+}
+
+Result<std::string> ReadFileText(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  auto failure = [](int err) {
+    return err == ENOENT ? Status::NotFound(std::strerror(err)) : Status::IoError(std::strerror(err));
+  };
+  if (fd < 0) return failure(errno);
+  std::string text;
+  char buffer[1 << 16];
+  while (true) {
+    ssize_t got = ::read(fd, buffer, sizeof buffer);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      int err = errno;
+      ::close(fd);
+      return failure(err);
+    }
+    if (got == 0) break;
+    text.append(buffer, static_cast<size_t>(got));
+  }
+  ::close(fd);
+  return text;
 }
 
 std::string CsvField(const std::string& text) {

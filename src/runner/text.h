@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "runner/status.h"
+
 namespace protocol {
 
 std::string Join(const std::vector<std::string>& parts, std::string_view sep);
@@ -16,6 +18,11 @@ std::vector<std::string> Split(std::string_view text, char sep);
 std::string Trim(std::string_view text);
 bool StartsWith(std::string_view text, std::string_view prefix);
 bool EndsWith(std::string_view text, std::string_view suffix);
+
+// The whole file at `path`. On failure the status (kNotFound when it does not
+// exist, else kIoError) carries only the system's reason, e.g. "Is a
+// directory", so each caller can say what the file was for.
+Result<std::string> ReadFileText(const std::string& path);
 
 // One CSV field per RFC 4180: quoted (with "" for \") only when it holds a
 // comma, a quote, CR or LF.

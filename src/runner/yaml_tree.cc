@@ -16,11 +16,8 @@
 #include <yaml-cpp/parser.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
-#include <fcntl.h>
 #include <sstream>
-#include <unistd.h>
 
 #include "runner/text.h"
 
@@ -285,22 +282,9 @@ YamlParse ParseYaml(const std::string& text, const std::string& file) {
 }
 
 YamlParse ParseYamlFile(const std::string& path, std::string* text_out) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Failure(path, 0, 0, std::string("cannot read file: ") + std::strerror(errno));
-  std::string text;
-  char buffer[1 << 16];
-  while (true) {
-    ssize_t got = ::read(fd, buffer, sizeof buffer);
-    if (got < 0) {
-      if (errno == EINTR) continue;
-      int err = errno;
-      ::close(fd);
-      return Failure(path, 0, 0, std::string("cannot read file: ") + std::strerror(err));
-    }
-    if (got == 0) break;
-    text.append(buffer, static_cast<size_t>(got));
-  }
-  ::close(fd);
+  auto read = ReadFileText(path);
+  if (!read.ok()) return Failure(path, 0, 0, "cannot read file: " + read.status().message());
+  std::string text = std::move(read).value();
   if (text_out) *text_out = text;
   return ParseYaml(text, path);
 }

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <random>
 #include <sstream>
 
@@ -16,11 +15,9 @@ namespace fs = std::filesystem;
 namespace {
 
 Result<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::NotFound(fmt::format("{}: cannot open the dataset file", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  auto text = ReadFileText(path);
+  if (!text.ok()) return Status::NotFound(fmt::format("{}: cannot open the dataset file", path));
+  return text;
 }
 
 // The files a dataset path stands for: itself, or a directory's files with `ext`.

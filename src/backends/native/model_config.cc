@@ -1,8 +1,6 @@
 #include "backends/native/model_config.h"
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "runner/json.h"
 #include "runner/text.h"
@@ -163,11 +161,9 @@ Result<ModelConfig> ParseHfConfig(const std::string& text, const std::string& fi
 
 Result<ModelConfig> ReadHfConfig(const std::string& dir) {
   const std::string file = (std::filesystem::path(dir) / "config.json").string();
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return Status::NotFound(fmt::format("{}: no such file", file));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ParseHfConfig(ss.str(), file);
+  auto text = ReadFileText(file);
+  if (!text.ok()) return Status::NotFound(fmt::format("{}: no such file", file));
+  return ParseHfConfig(text.value(), file);
 }
 
 }  // namespace native

@@ -8,7 +8,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "runner/json.h"
 #include "runner/text.h"
@@ -225,12 +224,10 @@ Status model_load_weights(Model& model, const std::string& dir) {
   std::string source;  // names the weights in "missing tensor" messages
   if (fs::is_regular_file(index_path, ec)) {
     source = index_path.string();
-    std::ifstream in(index_path);
-    std::stringstream ss;
-    ss << in.rdbuf();
+    const std::string text = ReadFileText(index_path.string()).value_or("");
     Json index;
     try {
-      index = Json::parse(ss.str());
+      index = Json::parse(text);
     } catch (const std::exception& e) {
       return Status::Corruption(fmt::format("{}: not valid JSON: {}", source, e.what()));
     }

@@ -3,9 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
-#include <sstream>
 #include <unordered_map>
 
 #include "runner/text.h"
@@ -355,10 +353,7 @@ Result<std::unique_ptr<Tokenizer>> LoadSentencePieceTokenizer(const std::string&
     return Status::NotFound(fmt::format(
         "{}: no tokenizer model here (a SentencePiece tokenizer.model is needed to turn text into tokens; "
         "put one in the model's directory)", path));
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string data = ss.str();
+  const std::string data = ReadFileText(path).value_or("");  // unreadable: "" fails as a model below
   auto tok = std::make_unique<SentencePieceTokenizer>();
   auto bad = [&](const std::string& why) {
     return Status::InvalidArgument(fmt::format("{}: not a SentencePiece model: {}", path, why));

@@ -1,7 +1,6 @@
 #include "backends/native/worker_case.h"
 
 #include <fstream>
-#include <sstream>
 
 #include "runner/json.h"
 #include "runner/text.h"
@@ -96,11 +95,9 @@ Status WriteWorkerCase(const std::string& path, const WorkerCase& c) {
 }
 
 Result<WorkerCase> ReadWorkerCase(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Status::NotFound(fmt::format("{}: cannot read the case file", path));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto c = DecodeWorkerCase(ss.str());
+  auto text = ReadFileText(path);
+  if (!text.ok()) return Status::NotFound(fmt::format("{}: cannot read the case file", path));
+  auto c = DecodeWorkerCase(text.value());
   if (!c.ok()) return Status::InvalidArgument(fmt::format("{}: {}", path, c.status().message()));
   return c;
 }
