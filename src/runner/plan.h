@@ -45,6 +45,10 @@ struct ModelSpec {
   std::string preset;        // built-in architecture preset, e.g. "llama2-70b", "tiny"
   std::string path;          // HF-style model directory (config.json, *.safetensors, tokenizer.model); may be empty
   std::string quantization;  // "" (none) or "nf4"
+  // nf4 only: QLoRA's double quantization — the float32 absmax of each block
+  // of 64 weights is itself quantized to 8 bits in blocks of 256 (one float32
+  // scale per 256 absmax values). Default false (bitsandbytes' default).
+  bool double_quant = false;
   SourceLocation where;
 };
 
@@ -60,6 +64,7 @@ struct NodeSpec {
   std::string name;  // e.g. "rig0"; topologies refer to it
   std::string host;  // hostname or address used by launchers
   int gpus = 0;      // accelerators on the node (0 = CPU only)
+  double gpu_memory_gb = 0;  // memory of each accelerator in GB (10^9 bytes); 0 = not stated
 };
 
 // Optional two-node rehearsal on one host (issue 4): a veth pair shaped with tc.
@@ -144,6 +149,16 @@ struct TrainingSettings {
   // LoraAlpha() 16; only values written in the plan appear in resolved_text.
   std::optional<int64_t> lora_rank;
   std::optional<double> lora_alpha;
+  // Activation checkpointing of decoder layers: every k-th layer's forward is
+  // recomputed in the backward pass instead of keeping its activations;
+  // 1 = every layer, 0 = none. The distributed FSDP re-gathers a unit's
+  // parameters in backward either way.
+  int64_t checkpoint_every = 1;
+  // share + 4-bit + sync_every: keep every group's LoRA A at its shared seeded
+  // start and train only B, so that averaging B is the exact mean of the groups'
+  // updates (mean_g B_g·A = (mean_g B_g)·A). false: A and B are both trained and
+  // averaged, which is not exact (the method text says so).
+  bool lora_freeze_a = false;
   int64_t LoraRank() const { return lora_rank.value_or(8); }
   double LoraAlpha() const { return lora_alpha.value_or(16.0); }
 };

@@ -42,10 +42,10 @@ const std::vector<std::string> kCaseKeys = {
     "inference", "timeout", "repeats", "warmup_steps", "output_dir", "command", "training",
     "reference"};
 const std::vector<std::string> kStageKeys = {"name", "title", "defaults", "cases"};
-const std::vector<std::string> kModelKeys = {"preset", "path", "quantization"};
+const std::vector<std::string> kModelKeys = {"preset", "path", "quantization", "double_quant"};
 const std::vector<std::string> kDatasetKeys = {"format", "path"};
 const std::vector<std::string> kClusterKeys = {"launcher", "network", "nodes", "emulate"};
-const std::vector<std::string> kNodeKeys = {"name", "host", "gpus"};
+const std::vector<std::string> kNodeKeys = {"name", "host", "gpus", "gpu_memory_gb"};
 const std::vector<std::string> kEmulateKeys = {"bandwidth", "delay"};
 const std::vector<std::string> kInferenceKeys = {"prompt", "max_new_tokens", "ignore_eos"};
 const std::vector<std::string> kRangeKeys = {"from", "to", "step"};
@@ -56,7 +56,8 @@ const std::vector<std::string> kTrainingKeys = {"batch_size", "seq_len", "grad_a
                                                 "learning_rate", "seed", "device",
                                                 "ranks_per_node", "collective_timeout", "sync_every",
                                                 "outer_lr", "outer_momentum",
-                                                "lora_rank", "lora_alpha"};
+                                                "lora_rank", "lora_alpha", "checkpoint_every",
+                                                "lora_freeze_a"};
 // Maps merged key by key through inheritance (at any depth).
 const std::set<std::string> kMergedMaps = {"training", "inference", "command", "env",
                                            "reference"};
@@ -397,6 +398,11 @@ void PlanParser::ParseModels(const YamlNode& node) {
     if (const YamlNode* n = value.Find("quantization"))
       if (auto v = r_.OneOf(*n, "quantization", "quantization", kQuantizations))
         m.quantization = *v == "none" ? "" : *v;
+    if (const YamlNode* n = value.Find("double_quant")) {
+      if (auto v = r_.Bool(*n, "double_quant")) m.double_quant = *v;
+      if (m.double_quant && m.quantization != "nf4")
+        r_.Error(*n, fmt::format("model '{}': double_quant applies to quantization: nf4 only", m.name));
+    }
     if (!value.Find("preset") && !value.Find("path"))
       r_.Error(key, fmt::format("model '{}' needs a preset or a path", m.name));
     plan_.models[m.name] = m;
@@ -462,6 +468,12 @@ void PlanParser::ParseCluster(const YamlNode& node) {
         if (auto v = r_.String(*h, "host")) spec.host = *v;
       if (const YamlNode* g = item.Find("gpus"))
         if (auto v = r_.IntegerIn(*g, "gpus", 0, 1 << 20)) spec.gpus = static_cast<int>(*v);
+      if (const YamlNode* g = item.Find("gpu_memory_gb")) {
+        if (auto v = r_.Number(*g, "gpu_memory_gb")) {
+          if (*v <= 0 || *v > 1e6) r_.Error(*g, fmt::format("'gpu_memory_gb' must be > 0 and <= 1e6, got {}", g->scalar));
+          else spec.gpu_memory_gb = *v;
+        }
+      }
       c.nodes.push_back(spec);
     }
   }
@@ -863,6 +875,11 @@ void PlanParser::ParseTraining(const YamlNode& node, CaseSpec& c, bool* ok) {
   positive("ranks_per_node", &ranks, 0);
   t.ranks_per_node = static_cast<int>(std::min<int64_t>(ranks, 1 << 20));
   positive("sync_every", &t.sync_every, 0);
+  positive("checkpoint_every", &t.checkpoint_every, 0);
+  if (const YamlNode* n = node.Find("lora_freeze_a")) {
+    if (auto v = r_.Bool(*n, "lora_freeze_a")) t.lora_freeze_a = *v;
+    else *ok = false;
+  }
   // A number in [min, max] (inclusive unless open_min).
   auto number = [&](const char* key, double* out, double min, double max, bool open_min) {
     const YamlNode* n = node.Find(key);
@@ -1255,6 +1272,8 @@ YamlNode ResolvedCase(const CaseSpec& c) {
     tr.AddIf(t.outer_momentum != d.outer_momentum, "outer_momentum", Num(t.outer_momentum));
     if (t.lora_rank) tr.Add("lora_rank", Int(*t.lora_rank));
     if (t.lora_alpha) tr.Add("lora_alpha", Num(*t.lora_alpha));
+    tr.AddIf(t.checkpoint_every != d.checkpoint_every, "checkpoint_every", Int(t.checkpoint_every));
+    tr.AddIf(t.lora_freeze_a != d.lora_freeze_a, "lora_freeze_a", Bool(t.lora_freeze_a));
     b.Add("training", tr.node);
   }
   if (!c.references.empty()) {
@@ -1276,6 +1295,7 @@ std::string ResolvedText(const Plan& plan) {
     MapBuilder mb;
     mb.AddIf(!m.preset.empty(), "preset", Str(m.preset)).AddIf(!m.path.empty(), "path", Str(m.path));
     mb.AddIf(!m.quantization.empty(), "quantization", Str(m.quantization));
+    mb.AddIf(m.double_quant, "double_quant", Bool(m.double_quant));
     models.Add(name, mb.node);
   }
   root.Add("models", models.node);
@@ -1292,6 +1312,7 @@ std::string ResolvedText(const Plan& plan) {
   for (const auto& n : plan.cluster.nodes) {
     MapBuilder nb;
     nb.Add("name", Str(n.name)).Add("host", Str(n.host)).Add("gpus", Int(n.gpus));
+    nb.AddIf(n.gpu_memory_gb > 0, "gpu_memory_gb", Num(n.gpu_memory_gb));
     nodes.push_back(nb.node);
   }
   cluster.Add("nodes", Seq(std::move(nodes)));
