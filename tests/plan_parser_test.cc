@@ -256,7 +256,8 @@ TEST_CASE("plan: unknown keys are errors with did-you-mean over that map's keys"
                "         training: {bach_size: 4, colour: red}}\n") ==
         "<string>:16:21: unknown key 'bach_size' (did you mean 'batch_size'?)\n"
         "<string>:16:35: unknown key 'colour' (valid keys: batch_size, seq_len, grad_accum, learning_rate, "
-        "seed, device, ranks_per_node, collective_timeout, sync_every, outer_lr, outer_momentum, lora_rank, lora_alpha)");
+        "seed, device, ranks_per_node, collective_timeout, sync_every, outer_lr, outer_momentum, lora_rank, lora_alpha, "
+          "checkpoint_every, lora_freeze_a)");
   PlanParseResult top = ParsePlanString("protocol: 1\nname: t\nstagez: []\n", "<string>");
   CHECK(ErrorsOf(top) ==
         "<string>:1:1: missing 'stages' (a plan runs at least one stage of cases)\n"
