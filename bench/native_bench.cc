@@ -32,7 +32,7 @@
 #include "backends/native/model_config.h"
 #include "backends/native/torch_compat.h"
 #include "backends/native/train.h"
-#include "runner/text.h"
+#include "runner/base/text.h"
 
 using namespace protocol;
 using namespace protocol::native;

@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "runner/store.h"
+#include "runner/store/store.h"
 
 namespace fs = std::filesystem;
 using namespace protocol;

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "backends/command_backend.h"
-#include "runner/text.h"
+#include "runner/base/text.h"
 
 using namespace protocol;
 

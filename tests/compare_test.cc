@@ -4,9 +4,9 @@
 #include <doctest/doctest.h>
 
 #include "regression_fixtures.h"
-#include "runner/compare.h"
-#include "runner/compare_stats.h"
-#include "runner/text.h"
+#include "runner/analysis/compare.h"
+#include "runner/analysis/compare_stats.h"
+#include "runner/base/text.h"
 
 using namespace protocol;
 using namespace protocol::testing;

@@ -21,7 +21,7 @@
 #include "backends/native/model_config.h"
 #include "backends/native/safetensors.h"
 #include "backends/native/share_backend.h"
-#include "runner/text.h"
+#include "runner/base/text.h"
 
 namespace protocol {
 namespace {

@@ -3,8 +3,8 @@
 // errors, and the resolved text (written only when set).
 #include <doctest/doctest.h>
 
-#include "runner/plan_parser.h"
-#include "runner/text.h"
+#include "runner/base/text.h"
+#include "runner/plan/plan_parser.h"
 
 namespace protocol {
 namespace {

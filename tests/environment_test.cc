@@ -12,8 +12,8 @@
 
 #include "backends/environment.h"
 #include "backends/gpu_probe.h"
-#include "runner/build_info.h"
-#include "runner/text.h"
+#include "runner/base/build_info.h"
+#include "runner/base/text.h"
 
 using namespace protocol;
 

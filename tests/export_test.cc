@@ -3,10 +3,10 @@
 
 #include <doctest/doctest.h>
 
-#include "runner/export.h"
-#include "runner/json.h"
-#include "runner/store.h"
-#include "runner/text.h"
+#include "runner/base/json.h"
+#include "runner/base/text.h"
+#include "runner/store/export.h"
+#include "runner/store/store.h"
 
 using namespace protocol;
 

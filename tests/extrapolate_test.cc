@@ -1,6 +1,6 @@
 #include <doctest/doctest.h>
 
-#include "runner/extrapolate.h"
+#include "runner/exec/extrapolate.h"
 
 using namespace protocol;
 

@@ -21,10 +21,10 @@
 #include <string>
 #include <vector>
 
-#include "backends/backend.h"
 #include "fake_clock.h"
-#include "runner/runner.h"
-#include "runner/text.h"
+#include "runner/base/text.h"
+#include "runner/exec/backend.h"
+#include "runner/exec/runner.h"
 
 namespace protocol {
 

@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <string>
 
-#include "runner/clock.h"
+#include "runner/base/clock.h"
 
 namespace protocol {
 

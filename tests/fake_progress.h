@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "runner/progress.h"
-#include "runner/text.h"
+#include "runner/base/text.h"
+#include "runner/exec/progress.h"
 
 namespace protocol {
 

@@ -23,8 +23,8 @@
 #include <utility>
 #include <vector>
 
-#include "runner/store.h"
-#include "runner/text.h"
+#include "runner/base/text.h"
+#include "runner/store/store.h"
 
 namespace protocol {
 

@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <map>
 
-#include "runner/import_file.h"
-#include "runner/text.h"
+#include "runner/base/text.h"
+#include "runner/store/import_file.h"
 
 using namespace protocol;
 

@@ -8,9 +8,9 @@
 #include <regex>
 
 #include "regression_fixtures.h"
-#include "runner/compare.h"
-#include "runner/junit.h"
-#include "runner/text.h"
+#include "runner/analysis/compare.h"
+#include "runner/analysis/junit.h"
+#include "runner/base/text.h"
 
 using namespace protocol;
 using namespace protocol::testing;

@@ -8,11 +8,11 @@
 #include <filesystem>
 #include <fstream>
 
-#include "backends/native/fsdp_backend.h"
 #include "backends/native/data.h"
+#include "backends/native/fsdp_backend.h"
 #include "backends/native/model_config.h"
 #include "backends/native/tokenizer.h"
-#include "runner/text.h"
+#include "runner/base/text.h"
 
 namespace protocol {
 namespace {

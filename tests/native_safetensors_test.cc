@@ -11,7 +11,7 @@
 #include "backends/native/generate.h"
 #include "backends/native/safetensors.h"
 #include "backends/native/tokenizer.h"
-#include "runner/text.h"
+#include "runner/base/text.h"
 
 namespace protocol {
 namespace native {

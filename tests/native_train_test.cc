@@ -11,7 +11,7 @@
 #include "backends/native/data.h"
 #include "backends/native/tokenizer.h"
 #include "backends/native/train.h"
-#include "runner/text.h"
+#include "runner/base/text.h"
 
 namespace protocol {
 namespace native {

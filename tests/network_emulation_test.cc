@@ -29,8 +29,8 @@
 #include <thread>
 #include <vector>
 
-#include "runner/network_emulation.h"
-#include "runner/text.h"
+#include "backends/native/network_emulation.h"
+#include "runner/base/text.h"
 
 using namespace protocol;
 namespace fs = std::filesystem;

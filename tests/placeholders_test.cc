@@ -1,6 +1,6 @@
 #include <doctest/doctest.h>
 
-#include "runner/placeholders.h"
+#include "runner/base/placeholders.h"
 
 using namespace protocol;
 

@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <numeric>
 
-#include "runner/plan_parser.h"
-#include "runner/text.h"
+#include "runner/base/text.h"
+#include "runner/plan/plan_parser.h"
 
 using namespace protocol;
 

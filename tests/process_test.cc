@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "runner/process.h"
+#include "runner/exec/process.h"
 
 using namespace protocol;
 

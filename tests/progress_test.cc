@@ -1,7 +1,7 @@
 #include <doctest/doctest.h>
 
 #include "fake_clock.h"
-#include "runner/terminal_progress.h"
+#include "runner/exec/terminal_progress.h"
 
 using namespace protocol;
 

@@ -4,9 +4,9 @@
 #include <doctest/doctest.h>
 
 #include "regression_fixtures.h"
-#include "runner/plan_parser.h"
-#include "runner/reference_check.h"
-#include "runner/text.h"
+#include "runner/analysis/reference_check.h"
+#include "runner/base/text.h"
+#include "runner/plan/plan_parser.h"
 
 using namespace protocol;
 using namespace protocol::testing;

@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "runner/json.h"
-#include "runner/store.h"
+#include "runner/base/json.h"
+#include "runner/store/store.h"
 
 namespace protocol {
 namespace testing {

@@ -10,14 +10,14 @@
 
 #include "report/collect.h"
 #include "report/csv.h"
-#include "runner/text.h"
-#include "report/svg.h"
 #include "report/render.h"
 #include "report/report.h"
 #include "report/report_data.h"
 #include "report/report_json.h"
+#include "report/svg.h"
 #include "report/verify.h"
 #include "report_fixtures.h"
+#include "runner/base/text.h"
 
 namespace protocol {
 namespace {

@@ -10,9 +10,9 @@
 #include "fake_clock.h"
 #include "fake_progress.h"
 #include "fake_store.h"
-#include "runner/build_info.h"
-#include "runner/runner.h"
-#include "runner/sha256.h"
+#include "runner/base/build_info.h"
+#include "runner/base/sha256.h"
+#include "runner/exec/runner.h"
 
 using namespace protocol;
 

@@ -1,7 +1,7 @@
 #include <doctest/doctest.h>
 
-#include "runner/schedule.h"
-#include "runner/text.h"
+#include "runner/base/text.h"
+#include "runner/plan/schedule.h"
 
 using namespace protocol;
 

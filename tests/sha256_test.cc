@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <string>
 
-#include "runner/sha256.h"
+#include "runner/base/sha256.h"
 
 using namespace protocol;
 

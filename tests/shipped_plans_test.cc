@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <map>
 
-#include "runner/plan_parser.h"
-#include "runner/text.h"
+#include "runner/base/text.h"
+#include "runner/plan/plan_parser.h"
 
 using namespace protocol;
 

@@ -2,7 +2,7 @@
 
 #include <signal.h>
 
-#include "runner/signals.h"
+#include "runner/exec/signals.h"
 
 using namespace protocol;
 

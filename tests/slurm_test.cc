@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "runner/slurm_env.h"
-#include "runner/store.h"
-#include "runner/text.h"
+#include "backends/native/slurm_env.h"
+#include "runner/base/text.h"
+#include "runner/store/store.h"
 
 using namespace protocol;
 

@@ -21,8 +21,8 @@
 #include <set>
 #include <thread>
 
-#include "runner/store.h"
-#include "runner/text.h"
+#include "runner/base/text.h"
+#include "runner/store/store.h"
 
 using namespace protocol;
 namespace fs = std::filesystem;

@@ -1,6 +1,6 @@
 #include <doctest/doctest.h>
 
-#include "runner/text.h"
+#include "runner/base/text.h"
 
 using namespace protocol;
 

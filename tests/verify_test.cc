@@ -7,8 +7,8 @@
 
 #include "regression_fixtures.h"
 #include "report/verify.h"
-#include "runner/sha256.h"
-#include "runner/text.h"
+#include "runner/base/sha256.h"
+#include "runner/base/text.h"
 
 using namespace protocol;
 using namespace protocol::testing;

@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <fstream>
 
-#include "runner/yaml_tree.h"
+#include "runner/plan/yaml_tree.h"
 
 using namespace protocol;
 

@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "runner/placeholders.h"
-#include "runner/text.h"
+#include "runner/base/placeholders.h"
+#include "runner/base/text.h"
 
 namespace protocol {
 namespace {

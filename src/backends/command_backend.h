@@ -13,7 +13,7 @@
 
 #include <memory>
 
-#include "backends/backend.h"
+#include "runner/exec/backend.h"
 
 namespace protocol {
 

@@ -29,9 +29,9 @@
 #include <string>
 
 #include "backends/gpu_probe.h"
-#include "runner/build_info.h"
-#include "runner/process.h"
-#include "runner/text.h"
+#include "runner/base/build_info.h"
+#include "runner/base/text.h"
+#include "runner/exec/process.h"
 
 namespace protocol {
 namespace {

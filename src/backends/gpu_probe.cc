@@ -6,7 +6,7 @@
 
 #include <cstdlib>
 
-#include "runner/text.h"
+#include "runner/base/text.h"
 
 namespace protocol {
 

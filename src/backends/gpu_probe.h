@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "runner/process.h"
+#include "runner/exec/process.h"
 
 namespace protocol {
 

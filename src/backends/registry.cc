@@ -1,29 +1,12 @@
-// The backend registry: one row per backend (name, summary, factory), and the
-// shorthands of backend.h.
+// The backend registry: one row per backend (name, summary, factory).
 
-#include "backends/backend.h"
+#include "backends/registry.h"
+
 #include "backends/command_backend.h"
 #include "backends/native/fsdp_backend.h"
 #include "backends/native/share_backend.h"
 
 namespace protocol {
-
-Measurement MeasuredFigure(std::string name, double value, std::string unit, std::string method) {
-  Measurement m;
-  m.name = std::move(name);
-  m.value = value;
-  m.unit = std::move(unit);
-  m.how = Provenance::kMeasured;
-  m.method = std::move(method);
-  return m;
-}
-
-BackendOutcome FailedOutcome(CaseStatus status, std::string reason) {
-  BackendOutcome out;
-  out.status = status;
-  out.reason = std::move(reason);
-  return out;
-}
 
 const std::vector<BackendEntry>& BackendTable() {
   static const std::vector<BackendEntry> table = {

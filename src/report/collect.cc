@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "runner/text.h"
+#include "runner/base/text.h"
 
 namespace protocol {
 

@@ -6,8 +6,8 @@
 
 #include "report/report.h"
 #include "report/report_data.h"
-#include "runner/status.h"
-#include "runner/store.h"
+#include "runner/base/status.h"
+#include "runner/store/store.h"
 
 namespace protocol {
 

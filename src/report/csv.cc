@@ -1,6 +1,6 @@
 #include "report/csv.h"
 
-#include "runner/text.h"
+#include "runner/base/text.h"
 
 namespace protocol {
 

@@ -9,8 +9,8 @@
 
 #include <string>
 
-#include "runner/json.h"
-#include "runner/status.h"
+#include "runner/base/json.h"
+#include "runner/base/status.h"
 
 namespace protocol {
 

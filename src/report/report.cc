@@ -9,7 +9,7 @@
 #include "report/render.h"
 #include "report/report_data.h"
 #include "report/report_json.h"
-#include "runner/text.h"
+#include "runner/base/text.h"
 
 #ifndef PROTOCOL_TEMPLATE_DIR
 #define PROTOCOL_TEMPLATE_DIR ""

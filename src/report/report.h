@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "runner/status.h"
-#include "runner/store.h"
+#include "runner/base/status.h"
+#include "runner/store/store.h"
 
 namespace protocol {
 

@@ -13,8 +13,8 @@
 #include <set>
 #include <tuple>
 
-#include "runner/compare_stats.h"
-#include "runner/text.h"
+#include "runner/analysis/compare_stats.h"
+#include "runner/base/text.h"
 
 namespace protocol {
 

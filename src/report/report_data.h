@@ -14,8 +14,8 @@
 
 #include "report/report.h"
 #include "report/svg.h"
-#include "runner/compare_stats.h"
-#include "runner/records.h"
+#include "runner/analysis/compare_stats.h"
+#include "runner/store/records.h"
 
 namespace protocol {
 

@@ -6,7 +6,7 @@
 // docs/report.md lists every field.
 
 #include "report/report_data.h"
-#include "runner/json.h"
+#include "runner/base/json.h"
 
 namespace protocol {
 

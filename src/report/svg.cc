@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "runner/text.h"
+#include "runner/base/text.h"
 
 namespace protocol {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "runner/text.h"
+#include "runner/base/text.h"
 
 namespace protocol {
 

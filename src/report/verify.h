@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "report/report.h"
-#include "runner/status.h"
-#include "runner/store.h"
+#include "runner/base/status.h"
+#include "runner/store/store.h"
 
 namespace protocol {
 

@@ -6,8 +6,8 @@
 #include <random>
 #include <sstream>
 
-#include "runner/json.h"
-#include "runner/text.h"
+#include "runner/base/json.h"
+#include "runner/base/text.h"
 
 namespace protocol {
 namespace native {

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "backends/native/tokenizer.h"
-#include "runner/status.h"
+#include "runner/base/status.h"
 
 namespace protocol {
 namespace native {

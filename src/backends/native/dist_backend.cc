@@ -11,10 +11,10 @@
 #include <thread>
 
 #include "backends/native/events.h"
+#include "backends/native/network_emulation.h"
 #include "backends/native/supervisor.h"
 #include "backends/native/worker_case.h"
-#include "runner/network_emulation.h"
-#include "runner/text.h"
+#include "runner/base/text.h"
 
 namespace protocol {
 namespace native {

@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "backends/backend.h"
 #include "backends/native/launcher.h"
+#include "runner/exec/backend.h"
 
 namespace protocol {
 namespace native {

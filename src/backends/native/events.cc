@@ -1,6 +1,6 @@
 #include "backends/native/events.h"
 
-#include "runner/json.h"
+#include "runner/base/json.h"
 
 namespace protocol {
 namespace native {

@@ -16,7 +16,7 @@
 #include <string>
 #include <string_view>
 
-#include "runner/records.h"
+#include "runner/store/records.h"
 
 namespace protocol {
 namespace native {

@@ -17,7 +17,7 @@
 #include "backends/native/tokenizer.h"
 #include "backends/native/torch_compat.h"
 #include "backends/native/train.h"
-#include "runner/text.h"
+#include "runner/base/text.h"
 
 namespace protocol {
 namespace {

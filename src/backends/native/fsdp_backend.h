@@ -16,8 +16,8 @@
 
 #include <memory>
 
-#include "backends/backend.h"
 #include "backends/native/dist_backend.h"
+#include "runner/exec/backend.h"
 
 namespace protocol {
 

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "backends/native/model.h"
-#include "runner/status.h"
-#include "runner/stop_flag.h"
+#include "runner/base/status.h"
+#include "runner/base/stop_flag.h"
 
 namespace protocol {
 namespace native {

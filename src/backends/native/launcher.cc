@@ -1,7 +1,7 @@
 #include "backends/native/launcher.h"
 
-#include "runner/placeholders.h"
-#include "runner/text.h"
+#include "runner/base/placeholders.h"
+#include "runner/base/text.h"
 
 namespace protocol {
 namespace native {

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "runner/status.h"
+#include "runner/base/status.h"
 
 namespace protocol {
 namespace native {

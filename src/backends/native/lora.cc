@@ -7,8 +7,8 @@
 #include <fstream>
 
 #include "backends/native/safetensors.h"
-#include "runner/json.h"
-#include "runner/text.h"
+#include "runner/base/json.h"
+#include "runner/base/text.h"
 
 namespace protocol {
 namespace native {

@@ -2,8 +2,8 @@
 
 #include <filesystem>
 
-#include "runner/json.h"
-#include "runner/text.h"
+#include "runner/base/json.h"
+#include "runner/base/text.h"
 
 namespace protocol {
 namespace native {

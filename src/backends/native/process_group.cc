@@ -2,7 +2,7 @@
 
 #include <cstdlib>
 
-#include "runner/text.h"
+#include "runner/base/text.h"
 
 namespace protocol {
 namespace native {

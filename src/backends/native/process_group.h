@@ -15,7 +15,7 @@
 #include <string>
 
 #include "backends/native/torch_compat.h"
-#include "runner/status.h"
+#include "runner/base/status.h"
 
 namespace protocol {
 namespace native {

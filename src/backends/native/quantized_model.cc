@@ -1,6 +1,6 @@
 #include "backends/native/quantized_model.h"
 
-#include "runner/text.h"
+#include "runner/base/text.h"
 
 namespace protocol {
 namespace native {

@@ -9,8 +9,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "runner/json.h"
-#include "runner/text.h"
+#include "runner/base/json.h"
+#include "runner/base/text.h"
 
 namespace protocol {
 namespace native {

@@ -13,7 +13,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "runner/text.h"
+#include "runner/base/text.h"
 
 extern char** environ;
 

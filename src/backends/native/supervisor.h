@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "backends/native/launcher.h"
-#include "runner/stop_flag.h"
+#include "runner/base/stop_flag.h"
 
 namespace protocol {
 namespace native {

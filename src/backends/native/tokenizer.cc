@@ -6,7 +6,7 @@
 #include <limits>
 #include <unordered_map>
 
-#include "runner/text.h"
+#include "runner/base/text.h"
 
 namespace protocol {
 namespace native {

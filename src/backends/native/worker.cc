@@ -20,7 +20,7 @@
 #include "backends/native/torch_compat.h"
 #include "backends/native/train.h"
 #include "backends/native/worker_case.h"
-#include "runner/text.h"
+#include "runner/base/text.h"
 
 namespace protocol {
 namespace native {

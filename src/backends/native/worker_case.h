@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "runner/plan.h"
-#include "runner/status.h"
+#include "runner/base/status.h"
+#include "runner/plan/plan.h"
 
 namespace protocol {
 namespace native {

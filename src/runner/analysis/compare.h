@@ -1,0 +1,140 @@
+#ifndef PROTOCOL_RUNNER_ANALYSIS_COMPARE_H_
+#define PROTOCOL_RUNNER_ANALYSIS_COMPARE_H_
+
+// `protocol compare BASELINE CANDIDATE`: per matching case of two stored runs,
+// the ratio candidate / baseline of each metric's median over the repeats, a
+// bootstrap interval for it (compare_stats.h), and a verdict. docs/regression.md
+// is the user-facing description.
+//
+//   CollectCompareSide: store → CompareSide (records, measurements, context).
+//   CompareRuns:        two sides → CompareReport. Pure: no store, no clock.
+//   RenderCompareText / CompareToJson: the report as a table or JSON.
+//
+// Rules (each one tested in tests/compare_test.cc):
+//   - Cases match by case id, else by identity (model, workload, length,
+//     system, backend, nodes, topology, network, variant) when exactly one
+//     case on the other side has it. A case on one side only is incomparable
+//     ("missing in the candidate run").
+//   - Matched cases whose identities differ are incomparable, naming each
+//     difference ("different topology: rig0:2x4 vs rig0:4x2").
+//   - A case with any repeat not ok on a side is incomparable ("failed in the
+//     candidate run: repeat 1 failed — <reason>").
+//   - Runs whose environment fingerprints differ (run-context keys
+//     kFingerprintKeys) make every case incomparable, listing the keys.
+//   - Per metric, better direction from kMetricDirections (or "name:lower" /
+//     "name:higher" given by the user). worse = the ratio moved against the
+//     direction by more than the threshold: ratio > 1 + t (lower is better) or
+//     ratio < 1 - t (higher is better). regressed = worse AND, when an interval
+//     exists (>= 3 repeats on both sides), the whole interval lies beyond the
+//     same bound; improved symmetrically; otherwise unchanged.
+//   - A case is regressed when any metric regressed, else improved when any
+//     improved, else unchanged.
+// Only measured figures are compared (never extrapolated or imported ones).
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runner/base/json.h"
+#include "runner/base/status.h"
+#include "runner/store/records.h"
+#include "runner/store/store.h"
+
+namespace protocol {
+
+enum class Verdict { kImproved, kUnchanged, kRegressed, kIncomparable };
+const char* VerdictName(Verdict v);  // "improved" | "unchanged" | "regressed" | "incomparable"
+
+// Which way is better for a metric.
+enum class Direction { kLower, kHigher };
+const char* DirectionName(Direction d);  // "lower" | "higher"
+// The better direction of a well-known metric; nullopt for unknown names.
+std::optional<Direction> MetricDirection(const std::string& name);
+
+// Run-context keys whose values must agree for two runs to be comparable.
+extern const char* const kFingerprintKeys[6];
+
+struct CompareOptions {
+  double threshold = 0.05;  // fraction: 0.05 = 5 %
+  // "name" (a well-known metric) or "name:lower" / "name:higher". Empty: wall_seconds
+  // plus every other well-known metric measured on both sides.
+  std::vector<std::string> metrics;
+  int resamples = 2000;
+  uint64_t seed = 20240501;
+  double confidence = 0.95;
+};
+
+// Checks options.metrics; every problem in one message (kInvalidArgument).
+Status ValidateCompareOptions(const CompareOptions& options);
+// "5%", "5 %", "0.05" → 0.05. kInvalidArgument otherwise or outside [0, 1).
+Result<double> ParseThreshold(const std::string& text);
+
+struct CompareCase {
+  CaseRecord record;                      // latest row of this (case, repeat)
+  std::vector<Measurement> measurements;
+};
+
+// One side of a comparison: a run, its context and its case rows.
+struct CompareSide {
+  RunRecord run;
+  std::vector<std::pair<std::string, std::string>> context;
+  std::vector<CompareCase> cases;  // in row order; later rows of a (case, repeat) win
+};
+
+struct MetricComparison {
+  std::string metric;
+  Direction direction = Direction::kLower;
+  std::string unit;
+  std::vector<double> baseline;   // measured values, one per ok repeat
+  std::vector<double> candidate;
+  std::optional<double> baseline_median;
+  std::optional<double> candidate_median;
+  std::optional<double> ratio;     // candidate median / baseline median
+  std::optional<double> low, high; // bootstrap interval of the ratio
+  std::string note;                // "fewer than 3 repeats, no interval", ...
+  Verdict verdict = Verdict::kIncomparable;
+};
+
+struct CaseComparison {
+  std::string case_id;           // the candidate's (the baseline's when missing there)
+  std::string baseline_case_id;  // differs from case_id when matched by identity
+  std::string identity;          // "llama2-7b pretrain 1000 steps fsdp 1 node"
+  Verdict verdict = Verdict::kIncomparable;
+  std::string reason;            // why incomparable; empty otherwise
+  std::vector<MetricComparison> metrics;
+};
+
+struct CompareReport {
+  int64_t baseline_run = 0;
+  int64_t candidate_run = 0;
+  std::string baseline_plan, candidate_plan;
+  CompareOptions options;
+  std::vector<std::string> environment_differences;  // "cpu_cores: 8 vs 16"
+  std::vector<CaseComparison> cases;                  // candidate order, then baseline-only
+  int Count(Verdict v) const;
+  bool HasRegression() const { return Count(Verdict::kRegressed) > 0; }
+  // 1 when any case regressed, else 0 (the CLI contract).
+  int ExitCode() const { return HasRegression() ? 1 : 0; }
+};
+
+// "17" | "latest" (newest run of kind "run") | "latest:PLAN" (newest run of that
+// plan name). kNotFound / kInvalidArgument with a message naming the text.
+Result<int64_t> ResolveRunSpec(Store& store, const std::string& text);
+
+// Reads a run, its context and its cases with their measurements.
+Result<CompareSide> CollectCompareSide(Store& store, int64_t run_id);
+
+// REQUIRES: ValidateCompareOptions(options).ok().
+CompareReport CompareRuns(const CompareSide& baseline, const CompareSide& candidate,
+                          const CompareOptions& options);
+
+// A table for people: one line per (case, metric), then a summary line.
+std::string RenderCompareText(const CompareReport& report);
+// Everything in the report, schema_version 1.
+Json CompareToJson(const CompareReport& report);
+
+}  // namespace protocol
+
+#endif  // PROTOCOL_RUNNER_ANALYSIS_COMPARE_H_

@@ -1,0 +1,114 @@
+#include "runner/base/text.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace protocol {
+
+std::string Join(const std::vector<std::string>& parts, std::string_view sep) {
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (i) out += sep;
+    out += parts[i];
+  }
+  return out;
+}
+
+std::vector<std::string> Split(std::string_view text, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (true) {
+    size_t pos = text.find(sep, start);
+    out.emplace_back(text.substr(start, pos == std::string_view::npos ? std::string_view::npos : pos - start));
+    if (pos == std::string_view::npos) break;
+    start = pos + 1;
+  }
+  return out;
+}
+
+std::string Trim(std::string_view text) {
+  const char* ws = " \t\r\n";
+  size_t b = text.find_first_not_of(ws);
+  if (b == std::string_view::npos) return "";
+  size_t e = text.find_last_not_of(ws);
+  return std::string(text.substr(b, e - b + 1));
+}
+
+bool StartsWith(std::string_view text, std::string_view prefix) {
+  return text.substr(0, prefix.size()) == prefix;
+}
+
+bool EndsWith(std::string_view text, std::string_view suffix) {
+  return text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix;
+}
+
+Result<std::string> ReadFileText(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  auto failure = [](int err) {
+    return err == ENOENT ? Status::NotFound(std::strerror(err)) : Status::IoError(std::strerror(err));
+  };
+  if (fd < 0) return failure(errno);
+  std::string text;
+  char buffer[1 << 16];
+  while (true) {
+    ssize_t got = ::read(fd, buffer, sizeof buffer);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      int err = errno;
+      ::close(fd);
+      return failure(err);
+    }
+    if (got == 0) break;
+    text.append(buffer, static_cast<size_t>(got));
+  }
+  ::close(fd);
+  return text;
+}
+
+std::string CsvField(const std::string& text) {
+  if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+int EditDistance(std::string_view a, std::string_view b) {
+  // Optimal string alignment: insert, delete, substitute, or swap two
+  // adjacent characters, each costs 1 ("fdsp" -> "fsdp" is 1).
+  const size_t n = a.size(), m = b.size();
+  std::vector<std::vector<int>> d(n + 1, std::vector<int>(m + 1));
+  for (size_t i = 0; i <= n; ++i) d[i][0] = static_cast<int>(i);
+  for (size_t j = 0; j <= m; ++j) d[0][j] = static_cast<int>(j);
+  for (size_t i = 1; i <= n; ++i) {
+    for (size_t j = 1; j <= m; ++j) {
+      int cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  }
+  return d[n][m];
+}
+
+std::string DidYouMean(std::string_view word, const std::vector<std::string>& candidates) {
+  std::string best;
+  int best_distance = 1 << 30;
+  for (const auto& c : candidates) {
+    int d = EditDistance(word, c);
+    if (d < best_distance) {
+      best_distance = d;
+      best = c;
+    }
+  }
+  int limit = std::max<int>(1, static_cast<int>(word.size()) / 3);
+  return best_distance <= limit ? best : std::string();
+}
+
+}  // namespace protocol

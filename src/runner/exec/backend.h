@@ -1,0 +1,75 @@
+#ifndef PROTOCOL_RUNNER_EXEC_BACKEND_H_
+#define PROTOCOL_RUNNER_EXEC_BACKEND_H_
+
+// The contract between the runner and a backend. A backend executes one case
+// (one repeat of it) and says what happened; the runner does everything else:
+// stores the row before and after, times the case (wall_seconds is measured by
+// the runner around Run, not by the backend), extrapolates, shows progress.
+//
+// Failures are data: Run never throws and never exits the process; a crash,
+// a non-zero exit, a NaN loss or a missing file is a BackendOutcome with
+// status kFailed and a reason a person can act on.
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runner/base/clock.h"
+#include "runner/base/status.h"
+#include "runner/base/stop_flag.h"
+#include "runner/exec/process.h"
+#include "runner/plan/plan.h"
+#include "runner/store/records.h"
+
+namespace protocol {
+
+// Live events from a running case. The runner batches samples into the store
+// and shows progress; backends call these as things happen.
+class CaseEvents {
+ public:
+  virtual ~CaseEvents() = default;
+  virtual void OnStep(const StepSample& step) = 0;
+  virtual void OnRequest(const RequestSample& request) = 0;
+  // A short live figure for the progress line, e.g. "step 12/100 loss 3.21".
+  virtual void OnStatusLine(const std::string& text) = 0;
+};
+
+struct BackendContext {
+  const Plan& plan;
+  const CaseSpec& spec;
+  int repeat = 0;               // 0-based
+  std::string log_path;         // the case's full log (results/logs/...); the backend appends to it
+  std::string output_dir;       // placeholders already expanded; the backend creates it if it saves a model
+  const StopFlag& stop;         // raised on Ctrl-C / SIGTERM: end promptly with kInterrupted
+  ProcessRunner& processes;
+  Clock& clock;
+  CaseEvents& events;
+};
+
+struct BackendOutcome {
+  CaseStatus status = CaseStatus::kOk;  // kOk | kFailed | kTimeout | kInterrupted | kSkipped
+  std::string reason;                   // empty on success
+  std::optional<int> exit_code;         // when a process ran
+  std::vector<Measurement> measurements;  // backend figures (tokens/s, loss, metrics parsed from output ...)
+};
+
+// Shorthands for backends: a measured figure, and an outcome that failed
+// (or timed out, or was interrupted) for `reason` with nothing measured.
+Measurement MeasuredFigure(std::string name, double value, std::string unit, std::string method = "");
+BackendOutcome FailedOutcome(CaseStatus status, std::string reason);
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  // Static checks of a case against this backend, run by `protocol validate` and
+  // before a run starts (e.g. the command backend needs argv, knows its
+  // placeholders). Returns one message per problem; empty when the case can run.
+  virtual std::vector<std::string> Check(const Plan& plan, const CaseSpec& spec) const = 0;
+  // Executes one repeat of the case. REQUIRES: Check() returned no problem.
+  virtual BackendOutcome Run(BackendContext& context) = 0;
+};
+
+}  // namespace protocol
+
+#endif  // PROTOCOL_RUNNER_EXEC_BACKEND_H_

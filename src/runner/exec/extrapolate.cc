@@ -1,0 +1,83 @@
+#include "runner/exec/extrapolate.h"
+
+#include <numeric>
+
+#include "runner/base/text.h"
+
+namespace protocol {
+
+std::string FormatFigure(double value) {
+  std::string s = fmt::format("{:.3f}", value);
+  while (!s.empty() && s.back() == '0') s.pop_back();
+  if (!s.empty() && s.back() == '.') s.pop_back();
+  if (s == "-0") s = "0";
+  return s;
+}
+
+std::optional<Measurement> StepSecondsMean(const std::vector<double>& step_seconds,
+                                           int warmup_steps) {
+  size_t w = warmup_steps > 0 ? static_cast<size_t>(warmup_steps) : 0;
+  if (step_seconds.size() <= w) return std::nullopt;
+  double sum = std::accumulate(step_seconds.begin() + w, step_seconds.end(), 0.0);
+  Measurement m;
+  m.name = metric::kStepSecondsMean;
+  m.value = sum / static_cast<double>(step_seconds.size() - w);
+  m.unit = "s";
+  m.how = Provenance::kMeasured;
+  m.method = fmt::format("mean of steps {}..{}", w + 1, step_seconds.size());
+  return m;
+}
+
+Result<Measurement> ExtrapolateWallSeconds(const ExtrapolationInput& in) {
+  const int64_t n = in.measured.count;
+  const int64_t m = in.target.count;
+  if (in.measured.unit != in.target.unit)
+    return Status::InvalidArgument(fmt::format("cannot extrapolate {} to {}: different units",
+                                               in.measured.ToString(), in.target.ToString()));
+  if (n <= 0 || m <= 0)
+    return Status::InvalidArgument(fmt::format("cannot extrapolate {} to {}: lengths must be positive",
+                                               in.measured.ToString(), in.target.ToString()));
+
+  Measurement out;
+  out.name = metric::kWallSeconds;
+  out.unit = "s";
+  out.how = Provenance::kExtrapolated;
+
+  const int64_t k = static_cast<int64_t>(in.step_seconds.size());
+  const int64_t w = in.warmup_steps > 0 ? in.warmup_steps : 0;
+  const bool steps = in.measured.unit == Length::Unit::kSteps;
+
+  // The per-step formula needs one timing per measured step and at least one
+  // step after the warm-up.
+  if (steps && k == n && k > w) {
+    double total = std::accumulate(in.step_seconds.begin(), in.step_seconds.end(), 0.0);
+    double warmup = std::accumulate(in.step_seconds.begin(), in.step_seconds.begin() + w, 0.0);
+    double mean = (total - warmup) / static_cast<double>(k - w);
+    double overhead = in.wall_seconds - total;
+    out.value = overhead + warmup + static_cast<double>(m - w) * mean;
+    out.method = fmt::format(
+        "extrapolated from {} measured steps to {}: overhead {} s + warm-up {} {} {} s + "
+        "(M\u2212W)={} \u00d7 mean step {} s (steps {}..{})",
+        n, m, FormatFigure(overhead), w, w == 1 ? "step" : "steps", FormatFigure(warmup), m - w,
+        FormatFigure(mean), w + 1, n);
+    return out;
+  }
+
+  // Linear scaling, saying why the per-step formula was not used.
+  std::string why;
+  if (k == 0) {
+    why = "no per-step timings";
+  } else if (!steps) {
+    why = "per-step timings are not used for epoch lengths";
+  } else if (k != n) {
+    why = fmt::format("per-step timings cover {} of {} steps", k, n);
+  } else {
+    why = fmt::format("all {} steps are warm-up", n);
+  }
+  out.value = in.wall_seconds * static_cast<double>(m) / static_cast<double>(n);
+  out.method = fmt::format("scaled wall time linearly {}\u2192{} {} ({})", n, m,
+                           in.measured.UnitName(), why);
+  return out;
+}
+
+}  // namespace protocol

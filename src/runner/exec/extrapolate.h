@@ -1,0 +1,63 @@
+#ifndef PROTOCOL_RUNNER_EXEC_EXTRAPOLATE_H_
+#define PROTOCOL_RUNNER_EXEC_EXTRAPOLATE_H_
+
+// Extrapolating a shorter measured run to the length a report asks for
+// (a case's `report_as`), e.g. 100 measured steps reported as 1000 steps. The
+// methodology marks such figures with `*`: computed, not measured end to end.
+// Pure functions; the runner stores their result beside (never instead of) the
+// measured wall time.
+//
+// The per-step formula. Given the measured wall time T of N steps, the per-step
+// times s_1..s_N (from the backend's step samples) and W warm-up steps:
+//
+//     overhead = T − Σ_{i=1..N} s_i           (start-up, loading, saving: paid once)
+//     mean     = mean(s_{W+1..N})              (steady-state step time)
+//     T(M)     = overhead + Σ_{i≤W} s_i + (M − W) · mean
+//
+// i.e. the one-off costs and the warm-up are paid once whatever the length, and
+// every further step costs the steady-state mean. When that formula cannot be
+// applied (no per-step timings, timings that do not cover every step, only
+// warm-up steps, or an epoch length), the wall time is scaled linearly:
+//
+//     T(M) = T · M / N
+//
+// and the method text says which rule was used and why, with its inputs.
+
+#include <optional>
+#include <vector>
+
+#include "runner/base/status.h"
+#include "runner/plan/plan.h"
+#include "runner/store/records.h"
+
+namespace protocol {
+
+struct ExtrapolationInput {
+  Length measured;                   // N: the length that ran (CaseSpec::length)
+  Length target;                     // M: the length to report (CaseSpec::report_as)
+  double wall_seconds = 0;           // T: measured wall time of the whole case
+  std::vector<double> step_seconds;  // s_1..s_K from the step samples, in order; may be empty
+  int warmup_steps = 0;              // W (CaseSpec::warmup_steps)
+};
+
+// Measurement{wall_seconds, T(M), "s", kExtrapolated, method} per the formulas
+// above. Method texts:
+//   "extrapolated from 100 measured steps to 1000: overhead 12.3 s + warm-up 2 steps
+//    4.5 s + (M−W)=998 × mean step 1.234 s (steps 3..100)"
+//   "scaled wall time linearly 100→1000 steps (no per-step timings)"
+// kInvalidArgument when the units differ ("cannot extrapolate 100 steps to 1 epoch:
+// different units") or a count is not positive.
+Result<Measurement> ExtrapolateWallSeconds(const ExtrapolationInput& input);
+
+// Measurement{step_seconds_mean, mean(s_{W+1..K}), "s", kMeasured, "mean of steps
+// 3..100"}; nullopt when there is no step after the warm-up.
+std::optional<Measurement> StepSecondsMean(const std::vector<double>& step_seconds,
+                                           int warmup_steps);
+
+// A number for method texts: at most 3 decimals, trailing zeros dropped
+// ("12.3", "4", "1.234", "-0.5").
+std::string FormatFigure(double value);
+
+}  // namespace protocol
+
+#endif  // PROTOCOL_RUNNER_EXEC_EXTRAPOLATE_H_

@@ -1,0 +1,423 @@
+// The execution layer: runner.h is the contract; docs/runner.md describes a run
+// for users (statuses, resume, interrupts, extrapolation, logs, progress).
+
+#include "runner/exec/runner.h"
+
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <set>
+#include <utility>
+
+#include "runner/base/build_info.h"
+#include "runner/base/log.h"
+#include "runner/base/placeholders.h"
+#include "runner/base/sha256.h"
+#include "runner/base/text.h"
+#include "runner/exec/extrapolate.h"
+#include "runner/plan/schedule.h"
+
+namespace protocol {
+namespace {
+
+// Samples are appended to the store in batches: every kFlushSamples samples
+// or every kFlushSeconds of Clock time, whichever comes first; the rest goes
+// with FinishCase. A runner killed with -9 so loses at most one batch.
+constexpr size_t kFlushSamples = 64;
+constexpr double kFlushSeconds = 2.0;
+
+// The runner's CaseEvents: batches samples into the store, keeps every step's
+// time for extrapolation, forwards status lines to the progress display.
+// The first store error is kept (error()) and later appends are not tried:
+// the run is aborted with it when the backend returns.
+class CaseEventSink : public CaseEvents {
+ public:
+  CaseEventSink(Store* store, int64_t row_id, Clock& clock, Progress& progress)
+      : store_(store), row_id_(row_id), clock_(clock), progress_(progress),
+        last_flush_(clock.NowSeconds()) {}
+
+  void OnStep(const StepSample& step) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    step_seconds_.push_back(step.seconds);
+    pending_steps_.push_back(step);
+    MaybeFlush();
+  }
+  void OnRequest(const RequestSample& request) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_requests_.push_back(request);
+    MaybeFlush();
+  }
+  void OnStatusLine(const std::string& text) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    progress_.CaseStatusLine(text);
+  }
+
+  // REQUIRES: the backend has returned (no more events).
+  std::vector<StepSample> TakePendingSteps() { return std::move(pending_steps_); }
+  std::vector<RequestSample> TakePendingRequests() { return std::move(pending_requests_); }
+  const std::vector<double>& step_seconds() const { return step_seconds_; }
+  const Status& error() const { return error_; }
+
+ private:
+  void MaybeFlush() {
+    if (store_ == nullptr || !error_.ok()) return;
+    double now = clock_.NowSeconds();
+    if (pending_steps_.size() + pending_requests_.size() < kFlushSamples &&
+        now - last_flush_ < kFlushSeconds)
+      return;
+    last_flush_ = now;
+    if (!pending_steps_.empty()) {
+      error_ = store_->AppendSteps(row_id_, pending_steps_);
+      if (!error_.ok()) return;
+      pending_steps_.clear();
+    }
+    if (!pending_requests_.empty()) {
+      error_ = store_->AppendRequests(row_id_, pending_requests_);
+      if (!error_.ok()) return;
+      pending_requests_.clear();
+    }
+  }
+
+  std::mutex mu_;  // backends may report from a worker thread
+  Store* store_;   // nullptr: keep everything for FinishCase
+  int64_t row_id_;
+  Clock& clock_;
+  Progress& progress_;
+  double last_flush_;
+  std::vector<StepSample> pending_steps_;
+  std::vector<RequestSample> pending_requests_;
+  std::vector<double> step_seconds_;
+  Status error_;
+};
+
+// "<abs>/results/logs/run-7/2.1.1.1.log", "<abs>/results/logs/run-7/2.1.1.1.r1.log".
+std::string LogPath(const std::string& logs_dir, int64_t run_id, const std::string& case_id,
+                    int repeat) {
+  std::string file = repeat > 0 ? fmt::format("{}.r{}.log", case_id, repeat) : case_id + ".log";
+  // Absolute, so the stored path still leads to the log from another directory.
+  std::error_code ec;
+  auto dir = std::filesystem::absolute(logs_dir, ec);
+  if (ec) dir = logs_dir;
+  return (dir.lexically_normal() / fmt::format("run-{}", run_id) / file).string();
+}
+
+// "1000 steps", "100 steps, reported as 1000 steps", "31 requests, 7750 tokens".
+std::string DescribeLength(const CaseSpec& spec) {
+  if (spec.workload == Workload::kInference)
+    return fmt::format("{} requests, {} tokens", spec.inference.max_new_tokens.size(),
+                       spec.inference.TotalTokens());
+  if (!spec.length) return "no length";
+  std::string text = spec.length->ToString();
+  if (spec.report_as) text += ", reported as " + spec.report_as->ToString();
+  return text;
+}
+
+CaseRecord MakeCaseRecord(const CaseSpec& spec, int64_t run_id, int repeat) {
+  CaseRecord r;
+  r.run_id = run_id;
+  r.case_id = spec.id;
+  r.repeat = repeat;
+  r.stage = spec.stage;
+  r.model = spec.model;
+  r.workload = WorkloadName(spec.workload);
+  r.backend = spec.backend;
+  r.system = spec.system.empty() ? spec.backend : spec.system;
+  r.nodes = spec.nodes;
+  r.topology = spec.topology.ToString();
+  r.network = spec.network;
+  r.variant = spec.variant;
+  if (spec.length) {
+    r.length_unit = spec.length->UnitName();
+    r.length_count = spec.length->count;
+  }
+  if (spec.report_as) {
+    r.report_as_unit = spec.report_as->UnitName();
+    r.report_as_count = spec.report_as->count;
+  }
+  return r;
+}
+
+// A backend and its problems, or why there is none.
+struct Lookup {
+  std::unique_ptr<Backend> backend;
+  std::string failure;  // non-empty: the case fails with this reason without running
+};
+
+Lookup LookUpBackend(const BackendFactory& factory, const Plan& plan, const CaseSpec& spec) {
+  Lookup out;
+  try {
+    out.backend = factory(spec.backend);
+    if (!out.backend) {
+      out.failure = fmt::format("unknown backend '{}'", spec.backend);
+      return out;
+    }
+    std::vector<std::string> problems = out.backend->Check(plan, spec);
+    if (!problems.empty()) out.failure = "backend check failed: " + Join(problems, "; ");
+  } catch (const std::exception& e) {
+    out.failure = fmt::format("backend threw: {}", e.what());
+  } catch (...) {
+    out.failure = "backend threw: unknown exception";
+  }
+  if (!out.failure.empty()) out.backend.reset();
+  return out;
+}
+
+// Case statuses the run status counts as success.
+bool IsSuccess(CaseStatus s) { return s == CaseStatus::kOk || s == CaseStatus::kSkipped; }
+
+void Count(RunSummary& summary, CaseStatus status) {
+  switch (status) {
+    case CaseStatus::kOk: ++summary.ok; break;
+    case CaseStatus::kFailed: ++summary.failed; break;
+    case CaseStatus::kTimeout: ++summary.timeout; break;
+    case CaseStatus::kSkipped: ++summary.skipped; break;
+    case CaseStatus::kInterrupted: ++summary.interrupted; break;
+    case CaseStatus::kRunning: break;  // never a final outcome (mapped to failed)
+  }
+}
+
+std::string ShortSha(const std::string& sha) { return sha.substr(0, 12) + "\u2026"; }
+
+}  // namespace
+
+Runner::Runner(Store& store, Clock& clock, ProcessRunner& processes, BackendFactory backends,
+               Progress& progress, const StopFlag& stop)
+    : store_(store), clock_(clock), processes_(processes), backends_(std::move(backends)),
+      progress_(progress), stop_(stop) {}
+
+Result<RunSummary> Runner::Run(const Plan& plan, const RunOptions& options) {
+  // ---- what to run: --only ids must exist ----
+  std::vector<std::string> all_ids;
+  for (const CaseSpec* c : plan.Cases()) all_ids.push_back(c->id);
+  std::vector<std::string> unknown;
+  for (const std::string& id : options.only) {
+    if (plan.FindCase(id) != nullptr) continue;
+    std::string suggestion = DidYouMean(id, all_ids);
+    unknown.push_back(suggestion.empty()
+                          ? fmt::format("unknown case id '{}'", id)
+                          : fmt::format("unknown case id '{}' (did you mean '{}'?)", id, suggestion));
+  }
+  if (!unknown.empty()) return Status::InvalidArgument(Join(unknown, "; "));
+  const std::set<std::string> only(options.only.begin(), options.only.end());
+
+  const std::string plan_sha = Sha256Hex(plan.resolved_text);
+  RunSummary summary;
+
+  // ---- the run: new, or the one being resumed ----
+  std::set<std::pair<std::string, int>> done;  // (case_id, repeat) with a final status
+  if (options.resume_run_id) {
+    const int64_t id = *options.resume_run_id;
+    Result<RunRecord> run = store_.GetRun(id);
+    if (!run.ok()) return run.status();
+    if (run->kind != "run")
+      return Status::InvalidArgument(
+          fmt::format("run {} is an {}, not a run; there is nothing to resume", id, run->kind));
+    if (run->plan_sha256 != plan_sha)
+      return Status::InvalidArgument(fmt::format(
+          "plan changed since run {} (sha256 {} vs {}); --resume needs the same resolved plan", id,
+          ShortSha(run->plan_sha256), ShortSha(plan_sha)));
+    if (!options.dry_run) {
+      Result<int> changed = store_.InterruptRunningCases(
+          id, "runner stopped before the case finished (found running on --resume)");
+      if (!changed.ok()) return changed.status();
+      Status s = store_.PutContext(id, {{"resumed_at", clock_.NowIso8601()}});
+      if (!s.ok()) return s;
+    }
+    Result<std::vector<CaseRecord>> rows = store_.CasesOfRun(id);
+    if (!rows.ok()) return rows.status();
+    for (const CaseRecord& row : *rows)
+      if (IsFinal(row.status)) done.insert({row.case_id, row.repeat});
+    summary.run_id = id;
+  } else if (!options.dry_run) {
+    RunRecord run;
+    run.kind = "run";
+    run.plan_name = plan.name;
+    run.plan_title = plan.title;
+    run.plan_file = plan.file;
+    run.plan_text = plan.resolved_text;
+    run.plan_sha256 = plan_sha;
+    run.started_at = clock_.NowIso8601();
+    run.status = "running";
+    run.protocol_version = BuildInfo().version;
+    run.git_revision = BuildInfo().git_revision;
+    Result<int64_t> id = store_.CreateRun(run);
+    if (!id.ok()) return id.status();
+    summary.run_id = *id;
+    auto facts = options.context;
+    facts.emplace_back("plan_sha256", plan_sha);
+    Status s = store_.PutContext(summary.run_id, facts);
+    if (!s.ok()) return s;
+  }
+  const int64_t run_id = summary.run_id;
+
+  // The schedule (plan order, or interleaved groups) less what a resumed run has.
+  std::vector<ScheduledRun> work;
+  for (const ScheduledRun& item : ScheduleRuns(plan, only))
+    if (!done.count({item.spec->id, item.repeat})) work.push_back(item);
+  const int total = static_cast<int>(work.size());
+
+  // ---- dry run: say what would run, store nothing ----
+  if (options.dry_run) {
+    for (const ScheduledRun& item : work) {
+      const CaseSpec& spec = *item.spec;
+      Lookup lookup = LookUpBackend(backends_, plan, spec);
+      if (!lookup.failure.empty()) {
+        progress_.Message(fmt::format("would fail {}: {}", spec.id, lookup.failure));
+        continue;
+      }
+      progress_.Message(fmt::format("would run {} {} {} nodes={} {} (repeat {}/{})", spec.id,
+                                    WorkloadName(spec.workload), spec.backend, spec.nodes,
+                                    DescribeLength(spec), item.repeat + 1, std::max(1, spec.repeats)));
+    }
+    return summary;
+  }
+
+  // ---- each (case, repeat) in schedule order ----
+  for (int i = 0; i < total; ++i) {
+    if (stop_.requested()) {
+      summary.stopped = true;
+      break;
+    }
+    const CaseSpec& spec = *work[i].spec;
+    const int repeat = work[i].repeat;
+    const int index = i + 1;
+    progress_.CaseStarted(index, total, spec, repeat);
+
+    // The log file exists (with a header) before the row says "running".
+    CaseRecord record = MakeCaseRecord(spec, run_id, repeat);
+    record.log_path = LogPath(options.logs_dir, run_id, spec.id, repeat);
+    record.started_at = clock_.NowIso8601();
+    {
+      std::error_code ec;
+      std::filesystem::create_directories(std::filesystem::path(record.log_path).parent_path(), ec);
+      std::ofstream log(record.log_path, std::ios::app);
+      if (ec || !log)
+        return Status::IoError(fmt::format("cannot write the case log {}{}", record.log_path,
+                                           ec ? ": " + ec.message() : std::string()));
+      log << fmt::format("# protocol run {} case {} repeat {}/{} backend {} started {}\n", run_id,
+                         spec.id, repeat + 1, std::max(1, spec.repeats), spec.backend,
+                         record.started_at);
+    }
+    Result<int64_t> row = store_.BeginCase(record);
+    if (!row.ok()) return row.status();
+
+    const std::string output_dir = ExpandPlaceholders(
+        spec.output_dir, {{"plan", plan.name},
+                          {"case_id", spec.id},
+                          {"repeat", std::to_string(repeat)},
+                          {"stage", spec.stage},
+                          {"model", spec.model},
+                          {"run_id", std::to_string(run_id)}});
+
+    // Set-up, timed run, outcome. wall_seconds covers everything the case cost.
+    CaseEventSink events(&store_, *row, clock_, progress_);
+    const double t0 = clock_.NowSeconds();
+    BackendOutcome outcome;
+    Lookup lookup = LookUpBackend(backends_, plan, spec);
+    if (!lookup.failure.empty()) {
+      outcome.status = CaseStatus::kFailed;
+      outcome.reason = lookup.failure;
+    } else {
+      BackendContext context{plan, spec, repeat, record.log_path, output_dir,
+                             stop_, processes_, clock_, events};
+      try {
+        outcome = lookup.backend->Run(context);
+      } catch (const std::exception& e) {
+        outcome = BackendOutcome{CaseStatus::kFailed, fmt::format("backend threw: {}", e.what()),
+                                 std::nullopt, {}};
+      } catch (...) {
+        outcome = BackendOutcome{CaseStatus::kFailed, "backend threw: unknown exception",
+                                 std::nullopt, {}};
+      }
+    }
+    const double seconds = clock_.NowSeconds() - t0;
+    if (!events.error().ok()) return events.error();
+
+    CaseResult result;
+    result.status = outcome.status;
+    result.reason = outcome.reason;
+    result.exit_code = outcome.exit_code;
+    if (result.status == CaseStatus::kRunning) {
+      result.status = CaseStatus::kFailed;
+      result.reason = "backend returned status 'running' (a backend bug)" +
+                      (outcome.reason.empty() ? std::string() : ": " + outcome.reason);
+    }
+    const bool stop_seen = stop_.requested();
+    if (stop_seen && result.status != CaseStatus::kInterrupted) {
+      result.reason = fmt::format("stop requested (Ctrl-C / SIGTERM); backend reported {}{}",
+                                  CaseStatusName(result.status),
+                                  result.reason.empty() ? "" : ": " + result.reason);
+      result.status = CaseStatus::kInterrupted;
+    } else if (stop_seen && result.reason.empty()) {
+      result.reason = "stop requested (Ctrl-C / SIGTERM)";
+    }
+
+    // Measurements: the measured wall time first (also for failed cases: a
+    // failure's time is data), the backend's figures, then derived ones.
+    Measurement wall;
+    wall.name = metric::kWallSeconds;
+    wall.value = seconds;
+    wall.unit = "s";
+    wall.how = Provenance::kMeasured;
+    result.measurements.push_back(wall);
+    for (auto& m : outcome.measurements) result.measurements.push_back(std::move(m));
+    if (auto mean = StepSecondsMean(events.step_seconds(), spec.warmup_steps))
+      result.measurements.push_back(*mean);
+    if (result.status == CaseStatus::kOk && spec.report_as && spec.length) {
+      ExtrapolationInput in;
+      in.measured = *spec.length;
+      in.target = *spec.report_as;
+      in.wall_seconds = seconds;
+      in.step_seconds = events.step_seconds();
+      in.warmup_steps = spec.warmup_steps;
+      Result<Measurement> extrapolated = ExtrapolateWallSeconds(in);
+      if (extrapolated.ok()) {
+        result.measurements.push_back(*extrapolated);
+      } else {
+        // Validation should have caught it; the measured figure stands alone.
+        spdlog::warn("case {}: no extrapolation: {}", spec.id, extrapolated.status().message());
+      }
+    }
+    result.steps = events.TakePendingSteps();
+    result.requests = events.TakePendingRequests();
+    result.finished_at = clock_.NowIso8601();
+
+    {
+      // Best effort: the row is stored whatever happens to the log.
+      std::ofstream log(record.log_path, std::ios::app);
+      log << fmt::format("# protocol case {} repeat {}/{} ended {} after {} s{}\n", spec.id,
+                         repeat + 1, std::max(1, spec.repeats), CaseStatusName(result.status),
+                         FormatFigure(seconds), result.reason.empty() ? "" : ": " + result.reason);
+    }
+    // Provenance: the log as it stands now, footer included, is what the row vouches for.
+    if (Result<std::string> sha = Sha256File(record.log_path); sha.ok()) result.log_sha256 = *sha;
+    Status finished = store_.FinishCase(*row, result);
+    if (!finished.ok()) return finished;
+    Count(summary, result.status);
+    progress_.CaseFinished(index, total, spec, repeat, result.status, seconds, result.reason);
+    if (stop_seen) {
+      summary.stopped = true;
+      break;
+    }
+  }
+
+  // ---- run status: over the latest row of every (case, repeat) of the run ----
+  std::string status = "ok";
+  if (summary.stopped) {
+    status = "interrupted";
+  } else {
+    Result<std::vector<CaseRecord>> rows = store_.CasesOfRun(run_id);
+    if (!rows.ok()) return rows.status();
+    std::map<std::pair<std::string, int>, CaseStatus> latest;
+    for (const CaseRecord& row : *rows) latest[{row.case_id, row.repeat}] = row.status;
+    for (const auto& entry : latest)
+      if (!IsSuccess(entry.second)) status = "failed";
+  }
+  Status s = store_.FinishRun(run_id, status, clock_.NowIso8601());
+  if (!s.ok()) return s;
+  return summary;
+}
+
+}  // namespace protocol

@@ -1,0 +1,73 @@
+#ifndef PROTOCOL_RUNNER_EXEC_RUNNER_H_
+#define PROTOCOL_RUNNER_EXEC_RUNNER_H_
+
+// Executes a plan: each (case, repeat) in the order of ScheduleRuns
+// (schedule.h: plan order, repeats consecutive, or the ABBA rounds of an
+// `interleave` group) through its backend, every outcome stored. A failed case is data; only a broken harness (unwritable
+// store, unknown backend that validation missed) returns a non-OK Status.
+//
+// Per case and repeat:
+//   1. Store::BeginCase (status running) — before anything runs.
+//   2. Backend::Run, timed by the runner's Clock (wall_seconds, measured).
+//   3. Step / request samples batched into the store while it runs.
+//   4. Extrapolation when the case has report_as (extrapolate.h).
+//   5. Store::FinishCase in one transaction.
+// A raised StopFlag ends the running case as interrupted, marks the remaining
+// ones as not run (they stay absent, so --resume runs them) and returns.
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runner/base/clock.h"
+#include "runner/base/status.h"
+#include "runner/base/stop_flag.h"
+#include "runner/exec/backend.h"
+#include "runner/exec/process.h"
+#include "runner/exec/progress.h"
+#include "runner/plan/plan.h"
+#include "runner/store/store.h"
+
+namespace protocol {
+
+struct RunOptions {
+  std::vector<std::string> only;          // case ids to run; empty = all (others are not run at all)
+  bool dry_run = false;                   // print what would run; store nothing
+  std::optional<int64_t> resume_run_id;   // continue this run: run only cases without a final status
+  std::string logs_dir = "results/logs";  // per-case logs: <logs_dir>/run-<id>/<case_id>[.r<repeat>].log
+  // Extra run-context facts (hosts, CPU, GPU, libtorch ...) gathered by the caller.
+  std::vector<std::pair<std::string, std::string>> context;
+};
+
+struct RunSummary {
+  int64_t run_id = 0;
+  int ok = 0, failed = 0, timeout = 0, skipped = 0, interrupted = 0;
+  bool stopped = false;  // the StopFlag ended the run early
+  // Exit code per the CLI contract: 0 all ok, 1 any case not ok (or stopped).
+  int ExitCode() const { return (failed || timeout || interrupted || stopped) ? 1 : 0; }
+};
+
+using BackendFactory = std::function<std::unique_ptr<Backend>(const std::string& name)>;
+
+class Runner {
+ public:
+  // All references must outlive the Runner.
+  Runner(Store& store, Clock& clock, ProcessRunner& processes, BackendFactory backends,
+         Progress& progress, const StopFlag& stop);
+  Result<RunSummary> Run(const Plan& plan, const RunOptions& options);
+
+ private:
+  Store& store_;
+  Clock& clock_;
+  ProcessRunner& processes_;
+  BackendFactory backends_;
+  Progress& progress_;
+  const StopFlag& stop_;
+};
+
+}  // namespace protocol
+
+#endif  // PROTOCOL_RUNNER_EXEC_RUNNER_H_

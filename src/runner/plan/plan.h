@@ -1,0 +1,245 @@
+#ifndef PROTOCOL_RUNNER_PLAN_PLAN_H_
+#define PROTOCOL_RUNNER_PLAN_PLAN_H_
+
+// The plan model: what a YAML plan (format v1, docs/plan-format.md) means once
+// parsed, validated and resolved. Inheritance (plan defaults → stage defaults →
+// case) is already applied: every Case is complete on its own. Nothing here
+// knows YAML (plan_parser.h builds it) or how cases are executed (runner.h).
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace protocol {
+
+// Where a value came from, for messages such as "plans/x.yaml:12:5: ...".
+// line and column are 1-based; 0 means unknown.
+struct SourceLocation {
+  std::string file;
+  int line = 0;
+  int column = 0;
+  std::string ToString() const;  // "file:line:col" (or "file" when line is 0)
+};
+
+enum class Workload { kPretrain, kFinetune, kInference };
+const char* WorkloadName(Workload w);  // "pretrain" | "finetune" | "inference"
+std::optional<Workload> ParseWorkload(const std::string& s);
+
+// A training length: N steps or N epochs.
+struct Length {
+  enum class Unit { kSteps, kEpochs };
+  Unit unit = Unit::kSteps;
+  int64_t count = 0;
+  // "1000 steps", "1 epoch", "2 epochs".
+  std::string ToString() const;
+  const char* UnitName() const;  // "steps" | "epochs"
+  bool operator==(const Length& o) const { return unit == o.unit && count == o.count; }
+  bool operator!=(const Length& o) const { return !(*this == o); }
+};
+
+// A model as named in the plan's `models:` map.
+struct ModelSpec {
+  std::string name;          // key in `models:`, e.g. "llama2-70b"; reports group by it
+  std::string preset;        // built-in architecture preset, e.g. "llama2-70b", "tiny"
+  std::string path;          // HF-style model directory (config.json, *.safetensors, tokenizer.model); may be empty
+  std::string quantization;  // "" (none) or "nf4"
+  // nf4 only: QLoRA's double quantization — the float32 absmax of each block
+  // of 64 weights is itself quantized to 8 bits in blocks of 256 (one float32
+  // scale per 256 absmax values). Default false (bitsandbytes' default).
+  bool double_quant = false;
+  SourceLocation where;
+};
+
+// A dataset as named in the plan's `datasets:` map.
+struct DatasetSpec {
+  std::string name;    // key in `datasets:`
+  std::string format;  // "text" | "jsonl" | "dolly" | "tokens" | "parquet"
+  std::string path;
+  SourceLocation where;
+};
+
+struct NodeSpec {
+  std::string name;  // e.g. "rig0"; topologies refer to it
+  std::string host;  // hostname or address used by launchers
+  int gpus = 0;      // accelerators on the node (0 = CPU only)
+  double gpu_memory_gb = 0;  // memory of each accelerator in GB (10^9 bytes); 0 = not stated
+};
+
+// Optional two-node rehearsal on one host (issue 4): a veth pair shaped with tc.
+struct NetworkEmulation {
+  std::string bandwidth;  // e.g. "100mbit"
+  std::string delay;      // e.g. "5ms"
+};
+
+struct ClusterSpec {
+  std::vector<NodeSpec> nodes;
+  std::string launcher = "local";  // "local" | "ssh" | "slurm"
+  std::string network;             // default network label for multi-node cases, e.g. "10G"
+  std::optional<NetworkEmulation> emulate;
+};
+
+// Share-protocol topology "rig0:2x4 rig1:2x4": G groups of K ranks per node.
+struct TopologyPart {
+  std::string node;
+  int groups = 0;
+  int ranks_per_group = 0;
+};
+struct Topology {
+  std::vector<TopologyPart> parts;  // empty when the case has no topology
+  int NodeCount() const;            // number of distinct nodes
+  int TotalRanks() const;           // sum of groups * ranks_per_group
+  std::string ToString() const;     // canonical "rig0:2x4 rig1:2x4"
+  bool empty() const { return parts.empty(); }
+};
+
+// The inference schedule: one request per max_new_tokens value, in order.
+struct InferenceSchedule {
+  std::string prompt;
+  std::vector<int> max_new_tokens;  // e.g. 100, 110, ..., 400 (31 values, 7750 tokens)
+  bool ignore_eos = true;           // generate exactly max_new_tokens tokens
+  int64_t TotalTokens() const;      // sum of max_new_tokens
+};
+
+// `metrics: [{name, regex, unit}]` for the command backend: the first capture
+// group of `regex`, matched against each output line, is the value; the last
+// match wins.
+struct MetricPattern {
+  std::string name;
+  std::string regex;
+  std::string unit;
+};
+
+// How the command backend launches a case. Each argv element is one argument:
+// plan values substituted into "{placeholders}" never split or reach a shell,
+// unless `shell` is true (then argv must be a single string run by /bin/sh -c).
+struct CommandSpec {
+  std::vector<std::string> argv;
+  bool shell = false;
+  std::map<std::string, std::string> env;  // added to the inherited environment
+  std::string workdir;                     // empty = the runner's working directory
+  std::vector<MetricPattern> metrics;
+  // Optional per-step pattern with named values, e.g. "step (?<step>\\d+) loss (?<loss>\\S+)";
+  // std::regex has no named groups, so groups are positional: 1 = step, 2 = loss (optional).
+  std::string step_regex;
+  // Optional per-request pattern for inference commands: group 1 = generated
+  // tokens, group 2 = seconds; the i-th match is the i-th request of the
+  // schedule (its max_new_tokens from the plan), e.g. "tokens (\\d+) seconds (\\S+)".
+  std::string request_regex;
+};
+
+// Settings the native backends read (issue 3 extends this). Defaults are documented
+// in docs/plan-format.md.
+struct TrainingSettings {
+  int64_t batch_size = 8;      // sequences per optimizer step (global)
+  int64_t seq_len = 128;       // tokens per sequence
+  int64_t grad_accum = 1;      // micro-batches per optimizer step
+  double learning_rate = 3e-4;
+  int64_t seed = 1234;
+  std::string device = "auto";  // "auto" | "cpu" | "cuda"
+  // Distributed native backends (issue 4; docs/distributed.md):
+  int ranks_per_node = 0;           // fsdp: ranks on each node; 0 = max(1, the node's gpus)
+  double collective_timeout = 300;  // s: rendezvous and every c10d collective; a hung rank ends there
+  int64_t sync_every = 0;           // share: merge groups every N steps (DiLoCo); 0 = only at the end
+  double outer_lr = 1.0;            // share: outer learning rate of a merge (1 = plain averaging)
+  double outer_momentum = 0.0;      // share: outer Nesterov momentum (0 = none)
+  // LoRA adapters of a QLoRA finetune (a model with quantization: nf4): rank r
+  // >= 1 and alpha > 0 (update scale alpha/r). Unset: LoraRank() 8 and
+  // LoraAlpha() 16; only values written in the plan appear in resolved_text.
+  std::optional<int64_t> lora_rank;
+  std::optional<double> lora_alpha;
+  // Activation checkpointing of decoder layers: every k-th layer's forward is
+  // recomputed in the backward pass instead of keeping its activations;
+  // 1 = every layer, 0 = none. The distributed FSDP re-gathers a unit's
+  // parameters in backward either way.
+  int64_t checkpoint_every = 1;
+  // share + 4-bit + sync_every: keep every group's LoRA A at its shared seeded
+  // start and train only B, so that averaging B is the exact mean of the groups'
+  // updates (mean_g B_g·A = (mean_g B_g)·A). false: A and B are both trained and
+  // averaged, which is not exact (the method text says so).
+  bool lora_freeze_a = false;
+  int64_t LoraRank() const { return lora_rank.value_or(8); }
+  double LoraAlpha() const { return lora_alpha.value_or(16.0); }
+};
+
+// `reference: {wall_minutes: [93, -5%, +10%]}` (issue 5): an expected value and
+// the band around it that `protocol run --check` accepts (reference_check.h).
+struct ReferenceBand {
+  std::string metric;  // as written: "wall_minutes", "wall_seconds", "tokens_per_second", ...
+  double value = 0;    // the expected value, in the metric's unit (minutes for wall_minutes)
+  double lower = 0;    // fraction <= 0: "-5%" is -0.05
+  double upper = 0;    // fraction >= 0: "+10%" is 0.10
+  SourceLocation where;
+};
+
+// One case of the methodology, fully resolved.
+struct CaseSpec {
+  std::string id;            // the methodology's section number, e.g. "2.1.1.1"; unique in a plan
+  std::string title;         // optional human text
+  std::string stage;         // name of the stage the case belongs to
+  Workload workload = Workload::kPretrain;
+  std::string backend;       // registry name: "fsdp" | "share" | "command" | ...
+  // The system under test, as reports group it: "fsdp" (the baseline) or "share",
+  // or another label. Defaults to `backend` for the native backends; a command
+  // case must say which system its launch command runs.
+  std::string system;
+  std::string model;         // key into Plan::models
+  std::string dataset;       // key into Plan::datasets; may be empty for inference
+  int nodes = 1;             // node count (for share: Topology::NodeCount())
+  Topology topology;         // share protocol only
+  std::string network;       // column label for multi-node cases, e.g. "80G"; empty on 1 node
+  std::string variant;       // free label, e.g. "single-stream", "multi-inference"
+  std::optional<Length> length;     // training workloads; absent for inference
+  std::optional<Length> report_as;  // extrapolate the measured length to this one
+  InferenceSchedule inference;      // inference workload only
+  double timeout_seconds = 0;       // 0 = no limit
+  int repeats = 1;                  // >= 1
+  int warmup_steps = 0;             // steps excluded from per-step statistics
+  std::string output_dir;           // where the resulting model is saved; "{placeholders}" expanded
+  CommandSpec command;              // command backend only
+  TrainingSettings training;
+  std::vector<ReferenceBand> references;  // in the order written; empty = nothing to check
+  SourceLocation where;             // the case's `- id:` entry
+};
+
+struct StageSpec {
+  std::string name;   // e.g. "stage1"
+  std::string title;  // e.g. "Open source (FSDP baseline)"
+  std::vector<CaseSpec> cases;
+};
+
+struct Plan {
+  int format_version = 1;  // `protocol: 1`
+  std::string name;
+  std::string title;
+  std::string file;  // path the plan was read from ("<string>" for tests)
+  std::map<std::string, ModelSpec> models;
+  std::map<std::string, DatasetSpec> datasets;
+  ClusterSpec cluster;
+  std::vector<StageSpec> stages;
+  // `interleave: [[2.1.1.1, 2.2.1.1], ...]` (issue 5 §3): groups of case ids,
+  // as written, whose repeats alternate in ABBA rounds (schedule.h). Each id
+  // names a case of the plan and is in at most one group; a group has at
+  // least two cases, all with the same `repeats`. Empty: plan order.
+  std::vector<std::vector<std::string>> interleave;
+  // The plan after inheritance and --set overrides, as canonical YAML text; stored
+  // with every run with its sha256 so a result names exactly what produced it.
+  std::string resolved_text;
+
+  // All cases in execution order (stage order, then case order).
+  std::vector<const CaseSpec*> Cases() const;
+  const CaseSpec* FindCase(const std::string& id) const;
+
+  // The plan file's directory, absolute and normalised ("/repo/plans").
+  std::string Directory() const;
+  // Input paths (models[].path, datasets[].path) are relative to the plan's
+  // directory, so a plan works from any working directory; absolute paths and
+  // "" are returned unchanged. (Outputs — output_dir, --db, --logs — are
+  // relative to the working directory.)
+  std::string ResolvePath(const std::string& path) const;
+};
+
+}  // namespace protocol
+
+#endif  // PROTOCOL_RUNNER_PLAN_PLAN_H_

@@ -1,0 +1,1388 @@
+// Plan format v1 (docs/plan-format.md): YAML tree → overrides → inheritance →
+// validated, resolved Plan. Every problem is collected; nothing throws.
+//
+// Order of work:
+//   1. ParseYaml (syntax, duplicate keys, empty/binary files).
+//   2. --set overrides edit the tree; their nodes carry negative line numbers
+//      so diagnostics point at the override (NodeReader out-of-file labels).
+//   3. Top-level sections: models, datasets, cluster.
+//   4. Each case: plan defaults ⊕ stage defaults ⊕ case (maps training,
+//      inference, command, env merge key by key; everything else replaces),
+//      then typed reading and cross-field rules, located at the node that
+//      was written — an inherited mistake points at its defaults line.
+//   5. Diagnostics sorted into file order and de-duplicated.
+//   6. resolved_text: EmitYaml of the resolved plan (no defaults blocks).
+
+#include "runner/plan/plan_parser.h"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <map>
+#include <regex>
+#include <set>
+
+#include "runner/base/placeholders.h"
+#include "runner/base/text.h"
+#include "runner/plan/plan_reader.h"
+#include "runner/plan/yaml_tree.h"
+
+namespace protocol {
+namespace {
+
+using Kind = YamlNode::Kind;
+
+// ---- key tables -----------------------------------------------------------
+
+const std::vector<std::string> kTopKeys = {"protocol", "name", "title", "models", "datasets",
+                                           "cluster", "defaults", "stages", "interleave"};
+const std::vector<std::string> kCaseKeys = {
+    "id",       "title",   "workload", "backend",   "system",  "model",    "dataset",
+    "nodes",    "topology", "network", "variant",   "steps",   "epochs",   "report_as",
+    "inference", "timeout", "repeats", "warmup_steps", "output_dir", "command", "training",
+    "reference"};
+const std::vector<std::string> kStageKeys = {"name", "title", "defaults", "cases"};
+const std::vector<std::string> kModelKeys = {"preset", "path", "quantization", "double_quant"};
+const std::vector<std::string> kDatasetKeys = {"format", "path"};
+const std::vector<std::string> kClusterKeys = {"launcher", "network", "nodes", "emulate"};
+const std::vector<std::string> kNodeKeys = {"name", "host", "gpus", "gpu_memory_gb"};
+const std::vector<std::string> kEmulateKeys = {"bandwidth", "delay"};
+const std::vector<std::string> kInferenceKeys = {"prompt", "max_new_tokens", "ignore_eos"};
+const std::vector<std::string> kRangeKeys = {"from", "to", "step"};
+const std::vector<std::string> kCommandKeys = {"argv", "shell", "env", "workdir", "metrics",
+                                               "step_regex", "request_regex"};
+const std::vector<std::string> kMetricKeys = {"name", "regex", "unit"};
+const std::vector<std::string> kTrainingKeys = {"batch_size", "seq_len", "grad_accum",
+                                                "learning_rate", "seed", "device",
+                                                "ranks_per_node", "collective_timeout", "sync_every",
+                                                "outer_lr", "outer_momentum",
+                                                "lora_rank", "lora_alpha", "checkpoint_every",
+                                                "lora_freeze_a"};
+// Maps merged key by key through inheritance (at any depth).
+const std::set<std::string> kMergedMaps = {"training", "inference", "command", "env",
+                                           "reference"};
+
+const std::vector<std::string> kWorkloads = {"pretrain", "finetune", "inference"};
+const std::vector<std::string> kDatasetFormats = {"text", "jsonl", "dolly", "tokens", "parquet"};
+const std::vector<std::string> kLaunchers = {"local", "ssh", "slurm"};
+const std::vector<std::string> kQuantizations = {"none", "nf4"};
+const std::vector<std::string> kDevices = {"auto", "cpu", "cuda"};
+
+// "{name}" placeholders a case string may use (command_backend.h; {plan} is
+// the plan name, used by output_dir).
+const std::vector<std::string> kPlaceholders = {
+    "case_id", "repeat", "model",    "model_path", "dataset", "dataset_path", "output_dir", "steps",
+    "epochs",  "nodes",  "topology", "network",    "prompt",  "max_new_tokens", "plan_dir", "plan"};
+
+// Largest inference schedule accepted (a range typo must not exhaust memory).
+constexpr int64_t kMaxScheduleLength = 100000;
+
+std::vector<std::string> Without(std::vector<std::string> keys, const std::string& drop) {
+  keys.erase(std::remove(keys.begin(), keys.end(), drop), keys.end());
+  return keys;
+}
+
+bool IsName(const std::string& s) {
+  if (s.empty()) return false;
+  for (char c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-')) return false;
+  return true;
+}
+
+bool IsPlanName(const std::string& s) {
+  if (s.empty()) return false;
+  for (char c : s)
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
+      return false;
+  return true;
+}
+
+template <typename Map>
+std::vector<std::string> KeysOf(const Map& m) {
+  std::vector<std::string> out;
+  for (const auto& [k, v] : m) out.push_back(k);
+  return out;
+}
+
+// ---- overrides --------------------------------------------------------------
+
+void Relocate(YamlNode& node, int line) {
+  node.line = line;
+  node.column = 0;
+  for (auto& item : node.items) Relocate(item, line);
+  for (auto& [k, v] : node.entries) {
+    Relocate(k, line);
+    Relocate(v, line);
+  }
+}
+
+std::string Singular(const std::string& key) {
+  if (key == "stages") return "stage";
+  if (key == "cases") return "case";
+  if (key == "nodes") return "node";
+  if (key == "metrics") return "metric";
+  return "item";
+}
+
+struct PathStep {
+  std::string key;
+  std::vector<std::string> selectors;  // [..] contents
+};
+
+bool ParsePath(const std::string& path, std::vector<PathStep>* steps) {
+  size_t i = 0;
+  while (true) {
+    PathStep step;
+    while (i < path.size() && path[i] != '.' && path[i] != '[') step.key += path[i++];
+    if (step.key.empty()) return false;
+    while (i < path.size() && path[i] == '[') {
+      size_t close = path.find(']', i);
+      if (close == std::string::npos || close == i + 1) return false;
+      step.selectors.push_back(path.substr(i + 1, close - i - 1));
+      i = close + 1;
+    }
+    steps->push_back(step);
+    if (i == path.size()) return true;
+    if (path[i] != '.') return false;
+    ++i;
+  }
+}
+
+// Applies one `PATH=VALUE`; on failure returns the message (without the
+// "--set ..." prefix).
+std::string ApplyOverride(YamlNode& root, const std::string& text, int line) {
+  size_t eq = text.find('=');
+  if (eq == std::string::npos) return "expected PATH=VALUE (e.g. defaults.timeout=1h)";
+  std::string path = Trim(text.substr(0, eq));
+  std::vector<PathStep> steps;
+  if (!ParsePath(path, &steps)) return fmt::format("bad path '{}'", path);
+
+  YamlParse value = ParseYaml(text.substr(eq + 1), "--set");
+  YamlNode value_node;  // kNull for an empty value
+  if (!value.ok && value.error.message != "file is empty") return value.error.message;
+  if (value.ok) value_node = std::move(value.root);
+  Relocate(value_node, line);
+
+  YamlNode* node = &root;
+  std::string where;  // the path walked so far, for messages
+  for (size_t s = 0; s < steps.size(); ++s) {
+    const PathStep& step = steps[s];
+    bool last = s + 1 == steps.size() && step.selectors.empty();
+    if (node->kind == Kind::kNull && !last) node->kind = Kind::kMap;  // create missing maps
+    if (node->kind != Kind::kMap)
+      return fmt::format("'{}' is {}, not a map", where, NodeReader::Describe(*node));
+    where += (where.empty() ? "" : ".") + step.key;
+    YamlNode* child = node->Find(step.key);
+    if (!child) {
+      if (!step.selectors.empty()) return fmt::format("the plan has no '{}'", where);
+      YamlNode key;
+      key.kind = Kind::kScalar;
+      key.scalar = step.key;
+      key.line = line;
+      YamlNode empty;
+      empty.line = line;
+      node->entries.emplace_back(std::move(key), std::move(empty));
+      child = &node->entries.back().second;
+    }
+    node = child;
+    for (const auto& sel : step.selectors) {
+      if (node->kind != Kind::kSequence)
+        return fmt::format("'{}' is {}, not a list", where, NodeReader::Describe(*node));
+      bool index = std::all_of(sel.begin(), sel.end(), [](char c) { return c >= '0' && c <= '9'; });
+      YamlNode* found = nullptr;
+      if (index) {
+        size_t n = sel.size() > 9 ? SIZE_MAX : std::stoul(sel);
+        if (n >= node->items.size())
+          return fmt::format("index {} is out of range ('{}' has {} items)", sel, where, node->items.size());
+        found = &node->items[n];
+      } else {
+        for (auto& item : node->items) {
+          const YamlNode* name = item.Find("name");
+          const YamlNode* id = item.Find("id");
+          if ((name && name->scalar == sel) || (id && id->scalar == sel)) {
+            found = &item;
+            break;
+          }
+        }
+        if (!found) return fmt::format("no {} named '{}'", Singular(step.key), sel);
+      }
+      where += "[" + sel + "]";
+      node = found;
+    }
+  }
+  *node = std::move(value_node);
+  return "";
+}
+
+// ---- inheritance -------------------------------------------------------------
+
+// `over` on top of `base` (both maps): kMergedMaps merge recursively; other
+// keys replace. Keys keep the position of their first appearance.
+YamlNode Merge(const YamlNode& base, const YamlNode& over) {
+  YamlNode out = base;
+  for (const auto& [key, value] : over.entries) {
+    auto it = std::find_if(out.entries.begin(), out.entries.end(),
+                           [&](const auto& e) { return e.first.scalar == key.scalar; });
+    if (it == out.entries.end()) {
+      out.entries.emplace_back(key, value);
+    } else if (kMergedMaps.count(key.scalar) && it->second.kind == Kind::kMap &&
+               value.kind == Kind::kMap) {
+      it->second = Merge(it->second, value);
+    } else {
+      it->first = key;
+      it->second = value;
+    }
+  }
+  return out;
+}
+
+// ---- the parser ----------------------------------------------------------------
+
+class PlanParser {
+ public:
+  PlanParser(const std::string& file, const PlanParseOptions& options, std::vector<Diagnostic>* errors)
+      : options_(options), r_(file, errors) {}
+
+  void SetLabels(std::vector<std::string> labels) { r_.SetOutOfFileLabels(std::move(labels)); }
+
+  Plan Parse(const YamlNode& root);
+
+ private:
+  void ParseModels(const YamlNode& node);
+  void ParseDatasets(const YamlNode& node);
+  void ParseCluster(const YamlNode& node);
+  const YamlNode& Defaults(const YamlNode* node);
+  void ParseStage(const YamlNode& stage, const YamlNode& plan_defaults);
+  std::optional<CaseSpec> ParseCase(const YamlNode& merged, const YamlNode& case_node,
+                                    const std::string& stage);
+  std::optional<Topology> ParseTopology(const YamlNode& node);
+  void ParseInference(const YamlNode& node, bool required, CaseSpec& c, bool* ok);
+  void ParseCommand(const YamlNode& node, CaseSpec& c, bool* ok);
+  // A positional-group regex under `node[key]` ("" = none, overriding an
+  // inherited one): it must compile and have at least `min_groups` groups.
+  void ReadPattern(const YamlNode& node, const char* key, unsigned min_groups,
+                   const char* groups_meaning, std::string* out, bool* ok);
+  void ParseTraining(const YamlNode& node, CaseSpec& c, bool* ok);
+  void ParseReference(const YamlNode& node, CaseSpec& c, bool* ok);
+  // `interleave:` — after the stages, so every case id is known.
+  void ParseInterleave(const YamlNode& node);
+  void CheckPlaceholders(const YamlNode& node, const std::string& text, const std::string& field,
+                         const std::vector<std::string>& known);
+
+  const PlanParseOptions& options_;
+  NodeReader r_;
+  Plan plan_;
+  YamlNode empty_map_ = [] {
+    YamlNode n;
+    n.kind = Kind::kMap;
+    return n;
+  }();
+  std::map<std::string, int> case_lines_;   // id → line of its first `id:`
+  std::map<std::string, int> stage_lines_;  // name → line
+};
+
+Plan PlanParser::Parse(const YamlNode& root) {
+  if (root.kind != Kind::kMap) {
+    r_.Error(root, fmt::format("a plan is a map at top level, got {}", NodeReader::Describe(root)));
+    return plan_;
+  }
+  r_.CheckKeys(root, kTopKeys);
+
+  if (const YamlNode* n = root.Find("protocol")) {
+    if (auto v = r_.Integer(*n, "protocol"); v && *v != 1)
+      r_.Error(*n, fmt::format("unsupported plan format version {} (this program reads version 1)", *v));
+  } else {
+    r_.Error(root, "missing 'protocol: 1' (the plan format version)");
+  }
+  if (const YamlNode* n = root.Find("name")) {
+    if (auto v = r_.String(*n, "name")) {
+      if (IsPlanName(*v)) plan_.name = *v;
+      else r_.Error(*n, fmt::format("plan name '{}' may only contain a-z, 0-9, '.', '_' and '-'", *v));
+    }
+  } else {
+    r_.Error(root, "missing 'name' (the plan's name, e.g. name: llama70b)");
+  }
+  if (const YamlNode* n = root.Find("title"))
+    if (auto v = r_.String(*n, "title")) plan_.title = *v;
+  if (const YamlNode* n = root.Find("models")) ParseModels(*n);
+  if (const YamlNode* n = root.Find("datasets")) ParseDatasets(*n);
+  if (const YamlNode* n = root.Find("cluster")) ParseCluster(*n);
+
+  const YamlNode& defaults = Defaults(root.Find("defaults"));
+  const YamlNode* stages = root.Find("stages");
+  if (!stages) {
+    r_.Error(root, "missing 'stages' (a plan runs at least one stage of cases)");
+  } else if (r_.ExpectSequence(*stages, "stages")) {
+    if (stages->items.empty()) r_.Error(*stages, "'stages' is empty (a plan runs at least one stage)");
+    for (const auto& stage : stages->items) ParseStage(stage, defaults);
+  }
+  if (const YamlNode* n = root.Find("interleave")) ParseInterleave(*n);
+  return plan_;
+}
+
+void PlanParser::ParseInterleave(const YamlNode& node) {
+  if (!r_.ExpectSequence(node, "interleave")) return;
+  std::vector<std::string> known = KeysOf(case_lines_);
+  std::map<std::string, const YamlNode*> grouped;  // case id → the group that has it
+  for (const YamlNode& group : node.items) {
+    if (group.kind != Kind::kSequence) {
+      r_.Error(group,
+               fmt::format("an interleave group is a list of case ids, got {}", NodeReader::Describe(group)),
+               "e.g. interleave: [[2.1.1.1, 2.2.1.1]]");
+      continue;
+    }
+    std::vector<std::string> ids;
+    bool ok = true;
+    for (const YamlNode& item : group.items) {
+      std::optional<std::string> id = r_.String(item, "interleave");
+      if (!id) {
+        ok = false;
+        continue;
+      }
+      if (!case_lines_.count(*id)) {
+        std::string close = DidYouMean(*id, known);
+        r_.Error(item, fmt::format("interleave names unknown case id '{}'", *id),
+                 close.empty() ? "" : fmt::format("did you mean '{}'?", close));
+        ok = false;
+      } else if (auto it = grouped.find(*id); it != grouped.end()) {
+        r_.Error(item, it->second == &group
+                           ? fmt::format("case '{}' is listed twice in this interleave group", *id)
+                           : fmt::format("case '{}' is already in an interleave group{}", *id,
+                                         it->second->line > 0
+                                             ? fmt::format(" (line {})", it->second->line)
+                                             : std::string()));
+        ok = false;
+      } else {
+        grouped[*id] = &group;
+        ids.push_back(*id);
+      }
+    }
+    if (!ok) continue;
+    if (ids.size() < 2) {
+      r_.Error(group, fmt::format("an interleave group needs at least two cases, got {}", ids.size()));
+      continue;
+    }
+    // Equal repeats, so every round holds every member (cases that failed
+    // to parse are absent here; their errors are reported already).
+    const CaseSpec* first = nullptr;
+    for (const std::string& id : ids) {
+      const CaseSpec* c = plan_.FindCase(id);
+      if (c == nullptr) continue;
+      if (first == nullptr) first = c;
+      else if (c->repeats != first->repeats) {
+        r_.Error(group, fmt::format("the cases of an interleave group need the same repeats: '{}' has {}, "
+                                    "'{}' has {}",
+                                    first->id, first->repeats, c->id, c->repeats));
+        ok = false;
+        break;
+      }
+    }
+    if (ok) plan_.interleave.push_back(std::move(ids));
+  }
+}
+
+void PlanParser::ParseModels(const YamlNode& node) {
+  if (!r_.ExpectMap(node, "models")) return;
+  for (const auto& [key, value] : node.entries) {
+    ModelSpec m;
+    m.name = key.scalar;
+    m.where = r_.Where(key);
+    if (!IsName(m.name))
+      r_.Error(key, fmt::format("model name '{}' may only contain letters, digits, '.', '_' and '-'", m.name));
+    if (!r_.ExpectMap(value, m.name)) continue;
+    r_.CheckKeys(value, kModelKeys);
+    if (const YamlNode* n = value.Find("preset"))
+      if (auto v = r_.String(*n, "preset")) m.preset = *v;
+    if (const YamlNode* n = value.Find("path"))
+      if (auto v = r_.String(*n, "path")) m.path = *v;
+    if (const YamlNode* n = value.Find("quantization"))
+      if (auto v = r_.OneOf(*n, "quantization", "quantization", kQuantizations))
+        m.quantization = *v == "none" ? "" : *v;
+    if (const YamlNode* n = value.Find("double_quant")) {
+      if (auto v = r_.Bool(*n, "double_quant")) m.double_quant = *v;
+      if (m.double_quant && m.quantization != "nf4")
+        r_.Error(*n, fmt::format("model '{}': double_quant applies to quantization: nf4 only", m.name));
+    }
+    if (!value.Find("preset") && !value.Find("path"))
+      r_.Error(key, fmt::format("model '{}' needs a preset or a path", m.name));
+    plan_.models[m.name] = m;
+  }
+}
+
+void PlanParser::ParseDatasets(const YamlNode& node) {
+  if (!r_.ExpectMap(node, "datasets")) return;
+  for (const auto& [key, value] : node.entries) {
+    DatasetSpec d;
+    d.name = key.scalar;
+    d.where = r_.Where(key);
+    if (!IsName(d.name))
+      r_.Error(key, fmt::format("dataset name '{}' may only contain letters, digits, '.', '_' and '-'", d.name));
+    if (!r_.ExpectMap(value, d.name)) continue;
+    r_.CheckKeys(value, kDatasetKeys);
+    if (const YamlNode* n = value.Find("format")) {
+      if (auto v = r_.OneOf(*n, "format", "dataset format", kDatasetFormats)) d.format = *v;
+    } else {
+      r_.Error(key, fmt::format("dataset '{}' needs a format ({})", d.name, Join(kDatasetFormats, " | ")));
+    }
+    if (const YamlNode* n = value.Find("path")) {
+      if (auto v = r_.String(*n, "path")) d.path = *v;
+    } else {
+      r_.Error(key, fmt::format("dataset '{}' needs a path", d.name));
+    }
+    plan_.datasets[d.name] = d;
+  }
+}
+
+void PlanParser::ParseCluster(const YamlNode& node) {
+  if (!r_.ExpectMap(node, "cluster")) return;
+  r_.CheckKeys(node, kClusterKeys);
+  ClusterSpec& c = plan_.cluster;
+  if (const YamlNode* n = node.Find("launcher"))
+    if (auto v = r_.OneOf(*n, "launcher", "launcher", kLaunchers)) c.launcher = *v;
+  if (const YamlNode* n = node.Find("network"))
+    if (auto v = r_.String(*n, "network")) c.network = *v;
+  if (const YamlNode* n = node.Find("nodes"); n && r_.ExpectSequence(*n, "nodes")) {
+    std::map<std::string, int> lines;
+    for (const auto& item : n->items) {
+      if (!r_.ExpectMap(item, "nodes")) continue;
+      r_.CheckKeys(item, kNodeKeys);
+      NodeSpec spec;
+      const YamlNode* name = item.Find("name");
+      if (!name) {
+        r_.Error(item, "a cluster node needs a name");
+        continue;
+      }
+      if (auto v = r_.String(*name, "name")) spec.name = *v;
+      else continue;
+      if (!IsName(spec.name)) {
+        r_.Error(*name, fmt::format("node name '{}' may only contain letters, digits, '.', '_' and '-'", spec.name));
+        continue;
+      }
+      if (auto it = lines.find(spec.name); it != lines.end()) {
+        r_.Error(*name, fmt::format("duplicate node name '{}' (first at line {})", spec.name, it->second));
+        continue;
+      }
+      lines[spec.name] = name->line;
+      spec.host = spec.name;
+      if (const YamlNode* h = item.Find("host"))
+        if (auto v = r_.String(*h, "host")) spec.host = *v;
+      if (const YamlNode* g = item.Find("gpus"))
+        if (auto v = r_.IntegerIn(*g, "gpus", 0, 1 << 20)) spec.gpus = static_cast<int>(*v);
+      if (const YamlNode* g = item.Find("gpu_memory_gb")) {
+        if (auto v = r_.Number(*g, "gpu_memory_gb")) {
+          if (*v <= 0 || *v > 1e6) r_.Error(*g, fmt::format("'gpu_memory_gb' must be > 0 and <= 1e6, got {}", g->scalar));
+          else spec.gpu_memory_gb = *v;
+        }
+      }
+      c.nodes.push_back(spec);
+    }
+  }
+  if (const YamlNode* n = node.Find("emulate"); n && r_.ExpectMap(*n, "emulate")) {
+    r_.CheckKeys(*n, kEmulateKeys);
+    NetworkEmulation e;
+    static const std::regex kBandwidth(R"(^[0-9]+(\.[0-9]+)?(bit|kbit|mbit|gbit|tbit|bps|kbps|mbps|gbps|tbps)$)");
+    static const std::regex kDelay(R"(^[0-9]+(\.[0-9]+)?(us|ms|s)$)");
+    bool ok = true;
+    if (const YamlNode* b = n->Find("bandwidth")) {
+      auto v = r_.String(*b, "bandwidth");
+      if (v && !std::regex_match(*v, kBandwidth)) {
+        r_.Error(*b, fmt::format("bad bandwidth '{}' (tc rate, e.g. 100mbit, 1gbit)", *v));
+        ok = false;
+      }
+      if (v) e.bandwidth = *v;
+      else ok = false;
+    } else {
+      r_.Error(*n, "emulate needs a bandwidth (e.g. bandwidth: 100mbit)");
+      ok = false;
+    }
+    if (const YamlNode* d = n->Find("delay")) {
+      auto v = r_.String(*d, "delay");
+      if (v && !std::regex_match(*v, kDelay)) {
+        r_.Error(*d, fmt::format("bad delay '{}' (tc time, e.g. 2ms, 500us)", *v));
+        ok = false;
+      }
+      if (v) e.delay = *v;
+      else ok = false;
+    }
+    if (ok) c.emulate = e;
+  }
+}
+
+// Checks a `defaults:` block (plan or stage) and returns it, or an empty map.
+const YamlNode& PlanParser::Defaults(const YamlNode* node) {
+  if (!node || !r_.ExpectMap(*node, "defaults")) return empty_map_;
+  YamlNode others = *node;
+  others.entries.clear();
+  for (const auto& entry : node->entries) {
+    if (entry.first.scalar == "id") r_.Error(entry.first, "'id' belongs to each case, not to defaults");
+    else others.entries.push_back(entry);
+  }
+  r_.CheckKeys(others, Without(kCaseKeys, "id"));
+  return *node;
+}
+
+void PlanParser::ParseStage(const YamlNode& node, const YamlNode& plan_defaults) {
+  if (!r_.ExpectMap(node, "stages")) return;
+  r_.CheckKeys(node, kStageKeys);
+  StageSpec stage;
+  if (const YamlNode* n = node.Find("name")) {
+    if (auto v = r_.String(*n, "name")) {
+      stage.name = *v;
+      if (!IsName(*v))
+        r_.Error(*n, fmt::format("stage name '{}' may only contain letters, digits, '.', '_' and '-'", *v));
+      else if (auto it = stage_lines_.find(*v); it != stage_lines_.end())
+        r_.Error(*n, fmt::format("duplicate stage name '{}' (first at line {})", *v, it->second));
+      else stage_lines_[*v] = n->line;
+    }
+  } else {
+    r_.Error(node, "a stage needs a name (e.g. name: stage1)");
+  }
+  if (const YamlNode* n = node.Find("title"))
+    if (auto v = r_.String(*n, "title")) stage.title = *v;
+  YamlNode defaults = Merge(plan_defaults, Defaults(node.Find("defaults")));
+  const std::string who = stage.name.empty() ? std::string("a stage") : fmt::format("stage '{}'", stage.name);
+  const YamlNode* cases = node.Find("cases");
+  if (!cases) {
+    r_.Error(node, fmt::format("{} has no cases", who));
+  } else if (r_.ExpectSequence(*cases, "cases")) {
+    if (cases->items.empty()) r_.Error(*cases, fmt::format("{} has no cases", who));
+    for (const auto& item : cases->items) {
+      if (!r_.ExpectMap(item, "cases")) continue;
+      r_.CheckKeys(item, kCaseKeys);
+      YamlNode merged = Merge(defaults, item);
+      merged.line = item.line;
+      merged.column = item.column;
+      if (auto c = ParseCase(merged, item, stage.name)) stage.cases.push_back(std::move(*c));
+    }
+  }
+  plan_.stages.push_back(std::move(stage));
+}
+
+std::optional<Topology> PlanParser::ParseTopology(const YamlNode& node) {
+  auto text = r_.String(node, "topology");
+  if (!text) return std::nullopt;
+  Topology t;
+  std::vector<std::string> parts;
+  for (const auto& p : Split(*text, ' '))
+    if (!Trim(p).empty()) parts.push_back(Trim(p));
+  if (parts.empty()) {
+    r_.Error(node, "topology is empty (expected NODE:GxK parts, e.g. 'rig0:2x4 rig1:2x4')");
+    return std::nullopt;
+  }
+  static const std::regex kPart(R"(^([A-Za-z0-9._-]+):([0-9]{1,6})x([0-9]{1,6})$)");
+  bool ok = true;
+  for (const auto& p : parts) {
+    std::smatch m;
+    if (!std::regex_match(p, m, kPart)) {
+      r_.Error(node, fmt::format("bad topology part '{}' (expected NODE:GxK, e.g. rig0:2x4)", p));
+      ok = false;
+      continue;
+    }
+    TopologyPart part{m[1].str(), std::stoi(m[2].str()), std::stoi(m[3].str())};
+    if (part.groups < 1 || part.ranks_per_group < 1) {
+      r_.Error(node, fmt::format("topology part '{}' needs G >= 1 groups of K >= 1 GPUs", p));
+      ok = false;
+      continue;
+    }
+    bool twice = std::any_of(t.parts.begin(), t.parts.end(),
+                             [&](const TopologyPart& q) { return q.node == part.node; });
+    if (twice) {
+      r_.Error(node, fmt::format("topology names node '{}' twice", part.node));
+      ok = false;
+      continue;
+    }
+    const auto& nodes = plan_.cluster.nodes;
+    if (!nodes.empty()) {
+      auto it = std::find_if(nodes.begin(), nodes.end(), [&](const NodeSpec& n) { return n.name == part.node; });
+      if (it == nodes.end()) {
+        std::vector<std::string> names;
+        for (const auto& n : nodes) names.push_back(n.name);
+        std::string close = DidYouMean(part.node, names);
+        r_.Error(node, fmt::format("topology names unknown node '{}'", part.node),
+                 close.empty() ? "cluster nodes: " + Join(names, ", ") : fmt::format("did you mean '{}'?", close));
+        ok = false;
+        continue;
+      }
+      if (it->gpus > 0 && part.groups * part.ranks_per_group > it->gpus) {
+        r_.Error(node, fmt::format("topology part '{}' needs {} GPUs but node '{}' has {}", p,
+                                   part.groups * part.ranks_per_group, part.node, it->gpus));
+        ok = false;
+        continue;
+      }
+    }
+    t.parts.push_back(part);
+  }
+  if (!ok) return std::nullopt;
+  return t;
+}
+
+void PlanParser::CheckPlaceholders(const YamlNode& node, const std::string& text,
+                                   const std::string& field, const std::vector<std::string>& known) {
+  for (const auto& name : UnknownPlaceholders(text, known)) {
+    std::string close = DidYouMean(name, known);
+    r_.Error(node, fmt::format("unknown placeholder '{{{}}}' in {}", name, field),
+             close.empty() ? "known: " + Join(known, ", ") : fmt::format("did you mean '{{{}}}'?", close));
+  }
+}
+
+void PlanParser::ParseInference(const YamlNode& node, bool required, CaseSpec& c, bool* ok) {
+  if (!r_.ExpectMap(node, "inference")) {
+    *ok = false;
+    return;
+  }
+  r_.CheckKeys(node, kInferenceKeys);
+  InferenceSchedule s;
+  if (const YamlNode* n = node.Find("prompt")) {
+    if (auto v = r_.String(*n, "prompt")) {
+      s.prompt = *v;
+      if (required && v->empty()) {
+        r_.Error(*n, "inference.prompt is empty");
+        *ok = false;
+      }
+    } else {
+      *ok = false;
+    }
+  } else if (required) {
+    r_.Error(node, "an inference case needs inference.prompt");
+    *ok = false;
+  }
+  if (const YamlNode* n = node.Find("max_new_tokens")) {
+    auto tokens = [&](const YamlNode& v, const std::string& name) {
+      return r_.IntegerIn(v, name, 1, INT_MAX);
+    };
+    if (n->kind == Kind::kSequence) {
+      if (n->items.empty()) {
+        r_.Error(*n, "max_new_tokens is empty");
+        *ok = false;
+      }
+      for (const auto& item : n->items) {
+        if (auto v = tokens(item, "max_new_tokens")) s.max_new_tokens.push_back(static_cast<int>(*v));
+        else *ok = false;
+      }
+    } else if (n->kind == Kind::kMap) {
+      r_.CheckKeys(*n, kRangeKeys);
+      std::optional<int64_t> from, to, step;
+      for (const char* key : {"from", "to", "step"}) {
+        const YamlNode* k = n->Find(key);
+        if (!k) {
+          r_.Error(*n, fmt::format("max_new_tokens range needs '{}' (from, to, step)", key));
+          *ok = false;
+          continue;
+        }
+        auto v = tokens(*k, key);
+        if (!v) *ok = false;
+        if (std::string(key) == "from") from = v;
+        else if (std::string(key) == "to") to = v;
+        else step = v;
+      }
+      if (from && to && step) {
+        if (*from > *to) {
+          r_.Error(*n, fmt::format("max_new_tokens range needs from <= to (from {}, to {})", *from, *to));
+          *ok = false;
+        } else if ((*to - *from) / *step + 1 > kMaxScheduleLength) {
+          r_.Error(*n, fmt::format("max_new_tokens range has {} values (at most {})",
+                                   (*to - *from) / *step + 1, kMaxScheduleLength));
+          *ok = false;
+        } else {
+          for (int64_t v = *from; v <= *to; v += *step) s.max_new_tokens.push_back(static_cast<int>(v));
+        }
+      }
+    } else {
+      r_.Error(*n, fmt::format("expected a list or a {{from, to, step}} range for 'max_new_tokens', got {}",
+                               NodeReader::Describe(*n)));
+      *ok = false;
+    }
+  } else if (required) {
+    r_.Error(node, "an inference case needs inference.max_new_tokens");
+    *ok = false;
+  }
+  if (const YamlNode* n = node.Find("ignore_eos")) {
+    if (auto v = r_.Bool(*n, "ignore_eos")) s.ignore_eos = *v;
+    else *ok = false;
+  }
+  if (required) c.inference = s;
+}
+
+void PlanParser::ReadPattern(const YamlNode& node, const char* key, unsigned min_groups,
+                             const char* groups_meaning, std::string* out, bool* ok) {
+  const YamlNode* n = node.Find(key);
+  if (!n) return;
+  auto v = r_.String(*n, key);
+  if (!v) {
+    *ok = false;
+    return;
+  }
+  *out = *v;
+  if (v->empty()) return;
+  try {
+    std::regex re(*v, std::regex::ECMAScript);
+    if (re.mark_count() < min_groups) {
+      r_.Error(*n, min_groups == 1
+                       ? fmt::format("{} has no capture group ({})", key, groups_meaning)
+                       : fmt::format("{} needs {} capture groups ({})", key, min_groups, groups_meaning));
+      *ok = false;
+    }
+  } catch (const std::regex_error& e) {
+    r_.Error(*n, fmt::format("{} does not compile: {}", key, e.what()));
+    *ok = false;
+  }
+}
+
+void PlanParser::ParseCommand(const YamlNode& node, CaseSpec& c, bool* ok) {
+  if (!r_.ExpectMap(node, "command")) {
+    *ok = false;
+    return;
+  }
+  r_.CheckKeys(node, kCommandKeys);
+  CommandSpec cmd;
+  if (const YamlNode* n = node.Find("shell")) {
+    if (auto v = r_.Bool(*n, "shell")) cmd.shell = *v;
+    else *ok = false;
+  }
+  if (const YamlNode* n = node.Find("argv")) {
+    if (n->kind == Kind::kScalar && cmd.shell) {
+      cmd.argv.push_back(n->scalar);
+    } else if (n->kind == Kind::kSequence) {
+      for (const auto& item : n->items) {
+        if (auto v = r_.String(item, "argv")) cmd.argv.push_back(*v);
+        else *ok = false;
+      }
+      if (n->items.empty()) {
+        r_.Error(*n, "command.argv is empty");
+        *ok = false;
+      } else if (cmd.shell && n->items.size() > 1) {
+        r_.Error(*n, "with shell: true, argv is one string (the shell command line)");
+        *ok = false;
+      }
+    } else if (n->kind == Kind::kScalar) {
+      r_.Error(*n, "expected a list of strings for 'argv' (a single string only with shell: true)");
+      *ok = false;
+    } else {
+      r_.Error(*n, fmt::format("expected a list of strings for 'argv', got {}", NodeReader::Describe(*n)));
+      *ok = false;
+    }
+    for (size_t i = 0; i < cmd.argv.size(); ++i)
+      CheckPlaceholders(n->kind == Kind::kSequence ? n->items[i] : *n, cmd.argv[i], "command.argv", kPlaceholders);
+  }
+  if (const YamlNode* n = node.Find("env"); n && r_.ExpectMap(*n, "env")) {
+    for (const auto& [key, value] : n->entries) {
+      if (auto v = r_.String(value, key.scalar)) {
+        cmd.env[key.scalar] = *v;
+        CheckPlaceholders(value, *v, "command.env", kPlaceholders);
+      } else {
+        *ok = false;
+      }
+    }
+  } else if (n) {
+    *ok = false;
+  }
+  if (const YamlNode* n = node.Find("workdir")) {
+    if (auto v = r_.String(*n, "workdir")) {
+      cmd.workdir = *v;
+      CheckPlaceholders(*n, *v, "command.workdir", kPlaceholders);
+    } else {
+      *ok = false;
+    }
+  }
+  if (const YamlNode* n = node.Find("metrics"); n && r_.ExpectSequence(*n, "metrics")) {
+    std::set<std::string> names;
+    for (const auto& item : n->items) {
+      if (!r_.ExpectMap(item, "metrics")) {
+        *ok = false;
+        continue;
+      }
+      r_.CheckKeys(item, kMetricKeys);
+      MetricPattern m;
+      const YamlNode* name = item.Find("name");
+      const YamlNode* regex = item.Find("regex");
+      if (!name) r_.Error(item, "a metric needs a name");
+      if (!regex) r_.Error(item, "a metric needs a regex (its first capture group is the value)");
+      if (!name || !regex) {
+        *ok = false;
+        continue;
+      }
+      auto name_text = r_.String(*name, "name");
+      auto regex_text = r_.String(*regex, "regex");
+      if (!name_text || !regex_text) {
+        *ok = false;
+        continue;
+      }
+      m.name = *name_text;
+      m.regex = *regex_text;
+      if (!names.insert(m.name).second) {
+        r_.Error(*name, fmt::format("duplicate metric '{}'", m.name));
+        *ok = false;
+      }
+      try {
+        std::regex re(m.regex, std::regex::ECMAScript);
+        if (re.mark_count() < 1) {
+          r_.Error(*regex, fmt::format("metric '{}' regex has no capture group (the first group is the value)", m.name));
+          *ok = false;
+        }
+      } catch (const std::regex_error& e) {
+        r_.Error(*regex, fmt::format("metric '{}' regex does not compile: {}", m.name, e.what()));
+        *ok = false;
+      }
+      if (const YamlNode* u = item.Find("unit")) {
+        if (auto v = r_.String(*u, "unit")) m.unit = *v;
+        else *ok = false;
+      }
+      cmd.metrics.push_back(m);
+    }
+  } else if (n) {
+    *ok = false;
+  }
+  ReadPattern(node, "step_regex", 1, "group 1 is the step, group 2 the loss", &cmd.step_regex, ok);
+  ReadPattern(node, "request_regex", 2, "group 1 is the generated tokens, group 2 the seconds",
+              &cmd.request_regex, ok);
+  c.command = cmd;
+}
+
+void PlanParser::ParseTraining(const YamlNode& node, CaseSpec& c, bool* ok) {
+  if (!r_.ExpectMap(node, "training")) {
+    *ok = false;
+    return;
+  }
+  r_.CheckKeys(node, kTrainingKeys);
+  TrainingSettings& t = c.training;
+  auto positive = [&](const char* key, int64_t* out, int64_t min) {
+    if (const YamlNode* n = node.Find(key)) {
+      if (auto v = r_.IntegerIn(*n, key, min, INT64_MAX)) *out = *v;
+      else *ok = false;
+    }
+  };
+  positive("batch_size", &t.batch_size, 1);
+  positive("seq_len", &t.seq_len, 1);
+  positive("grad_accum", &t.grad_accum, 1);
+  positive("seed", &t.seed, 0);
+  if (const YamlNode* n = node.Find("learning_rate")) {
+    if (auto v = r_.Number(*n, "learning_rate")) {
+      if (*v <= 0) {
+        r_.Error(*n, fmt::format("'learning_rate' must be > 0, got {}", n->scalar));
+        *ok = false;
+      } else {
+        t.learning_rate = *v;
+      }
+    } else {
+      *ok = false;
+    }
+  }
+  if (const YamlNode* n = node.Find("device")) {
+    if (auto v = r_.OneOf(*n, "device", "device", kDevices)) t.device = *v;
+    else *ok = false;
+  }
+  int64_t ranks = t.ranks_per_node;
+  positive("ranks_per_node", &ranks, 0);
+  t.ranks_per_node = static_cast<int>(std::min<int64_t>(ranks, 1 << 20));
+  positive("sync_every", &t.sync_every, 0);
+  positive("checkpoint_every", &t.checkpoint_every, 0);
+  if (const YamlNode* n = node.Find("lora_freeze_a")) {
+    if (auto v = r_.Bool(*n, "lora_freeze_a")) t.lora_freeze_a = *v;
+    else *ok = false;
+  }
+  // A number in [min, max] (inclusive unless open_min).
+  auto number = [&](const char* key, double* out, double min, double max, bool open_min) {
+    const YamlNode* n = node.Find(key);
+    if (!n) return;
+    auto v = r_.Number(*n, key);
+    if (!v) {
+      *ok = false;
+    } else if (*v < min || *v > max || (open_min && *v == min)) {
+      r_.Error(*n, fmt::format("'{}' must be {} {} and <= {}, got {}", key, open_min ? ">" : ">=", min, max, n->scalar));
+      *ok = false;
+    } else {
+      *out = *v;
+    }
+  };
+  number("collective_timeout", &t.collective_timeout, 0, 1e9, true);
+  number("outer_lr", &t.outer_lr, 0, 10, true);
+  number("outer_momentum", &t.outer_momentum, 0, 0.999, false);
+  if (const YamlNode* n = node.Find("lora_rank")) {
+    if (auto v = r_.IntegerIn(*n, "lora_rank", 1, INT64_MAX)) t.lora_rank = *v;
+    else *ok = false;
+  }
+  if (const YamlNode* n = node.Find("lora_alpha")) {
+    if (auto v = r_.Number(*n, "lora_alpha")) {
+      if (*v <= 0) {
+        r_.Error(*n, fmt::format("'lora_alpha' must be > 0, got {}", n->scalar));
+        *ok = false;
+      } else {
+        t.lora_alpha = *v;
+      }
+    } else {
+      *ok = false;
+    }
+  }
+}
+
+// `reference: {METRIC: [VALUE, -LOW%, +HIGH%], ...}`; METRIC is wall_minutes or
+// a measurement name (lower case, digits, '_').
+void PlanParser::ParseReference(const YamlNode& node, CaseSpec& c, bool* ok) {
+  if (!r_.ExpectMap(node, "reference")) {
+    *ok = false;
+    return;
+  }
+  static const std::regex kMetricName("^[a-z][a-z0-9_]*$");
+  static const std::regex kTolerance(R"(^([+-]?)([0-9]+(\.[0-9]+)?)\s*%$)");
+  for (const auto& [key, value] : node.entries) {
+    const std::string& name = key.scalar;
+    if (!std::regex_match(name, kMetricName)) {
+      r_.Error(key, fmt::format("'{}' is not a metric name (e.g. wall_minutes, tokens_per_second)", name));
+      *ok = false;
+      continue;
+    }
+    const std::string where = "reference." + name;
+    if (value.kind != Kind::kSequence || value.items.size() != 3) {
+      r_.Error(value, fmt::format("expected [value, -lower%, +upper%] for '{}', got {}", where,
+                                  NodeReader::Describe(value)),
+               "e.g. wall_minutes: [93, -5%, +10%]");
+      *ok = false;
+      continue;
+    }
+    ReferenceBand band;
+    band.metric = name;
+    band.where = r_.Where(key);
+    if (auto v = r_.Number(value.items[0], where)) {
+      if (*v <= 0) {
+        r_.Error(value.items[0], fmt::format("the reference value of '{}' must be > 0, got {}", where,
+                                             value.items[0].scalar));
+        *ok = false;
+      }
+      band.value = *v;
+    } else {
+      *ok = false;
+    }
+    for (int side = 0; side < 2; ++side) {
+      const YamlNode& t = value.items[1 + side];
+      std::smatch m;
+      const std::string text = t.kind == Kind::kScalar ? t.scalar : "";
+      bool good = t.kind == Kind::kScalar && std::regex_match(text, m, kTolerance);
+      double fraction = good ? std::stod(m[2].str()) / 100 : 0;
+      // The sign is required (except for 0%) and must point away from the value.
+      if (good && fraction != 0 && m[1].str() != (side == 0 ? "-" : "+")) good = false;
+      if (!good) {
+        r_.Error(t, fmt::format("expected {} tolerance like '{}' for '{}', got {}",
+                                side == 0 ? "a lower" : "an upper", side == 0 ? "-5%" : "+10%", where,
+                                NodeReader::Describe(t)));
+        *ok = false;
+        continue;
+      }
+      (side == 0 ? band.lower : band.upper) = side == 0 ? -fraction : fraction;
+    }
+    c.references.push_back(band);
+  }
+}
+
+std::optional<CaseSpec> PlanParser::ParseCase(const YamlNode& m, const YamlNode& case_node,
+                                              const std::string& stage) {
+  CaseSpec c;
+  c.stage = stage;
+  c.where = r_.Where(case_node);
+  bool ok = true;
+  auto fail = [&](const YamlNode& at, std::string message, std::string hint = "") {
+    r_.Error(at, std::move(message), std::move(hint));
+    ok = false;
+  };
+  auto str = [&](const char* key, std::string* out) -> const YamlNode* {
+    const YamlNode* n = m.Find(key);
+    if (!n) return nullptr;
+    if (auto v = r_.String(*n, key)) *out = *v;
+    else ok = false;
+    return n;
+  };
+
+  // Identity.
+  const YamlNode* id = m.Find("id");
+  if (!id) {
+    fail(case_node, "a case needs an id (e.g. id: \"2.1.1.1\")");
+  } else if (auto v = r_.String(*id, "id")) {
+    c.id = *v;
+    if (!IsName(c.id)) {
+      fail(*id, fmt::format("case id '{}' may only contain letters, digits, '.', '_' and '-'", c.id));
+    } else if (auto it = case_lines_.find(c.id); it != case_lines_.end()) {
+      fail(*id, fmt::format("duplicate case id '{}' (first at line {})", c.id, it->second));
+    } else {
+      case_lines_[c.id] = id->line;
+    }
+  } else {
+    ok = false;
+  }
+  const std::string who = c.id.empty() ? std::string("a case") : fmt::format("case '{}'", c.id);
+  str("title", &c.title);
+
+  std::optional<Workload> workload;
+  if (const YamlNode* n = m.Find("workload")) {
+    if (auto v = r_.OneOf(*n, "workload", "workload", kWorkloads)) workload = ParseWorkload(*v);
+    else ok = false;
+  } else {
+    fail(case_node, fmt::format("{} needs a workload (pretrain | finetune | inference)", who));
+  }
+  if (workload) c.workload = *workload;
+  const bool training = workload && *workload != Workload::kInference;
+  const bool inference = workload && *workload == Workload::kInference;
+
+  const YamlNode* backend = m.Find("backend");
+  if (!backend) {
+    fail(case_node, fmt::format("{} needs a backend ({})", who, Join(options_.backend_names, " | ")));
+  } else if (auto v = r_.OneOf(*backend, "backend", "backend", options_.backend_names)) {
+    c.backend = *v;
+  } else {
+    ok = false;
+  }
+
+  const YamlNode* system = str("system", &c.system);
+  if (!system && !c.backend.empty()) {
+    if (c.backend == "command")
+      fail(case_node, "a command case must say which system its command runs (system: fsdp | share | <label>)");
+    else
+      c.system = c.backend;
+  }
+  if (system && ok && c.system.empty()) fail(*system, "'system' is empty");
+
+  if (const YamlNode* n = m.Find("model")) {
+    if (auto v = r_.String(*n, "model")) {
+      if (plan_.models.count(*v)) {
+        c.model = *v;
+      } else {
+        std::string close = DidYouMean(*v, KeysOf(plan_.models));
+        fail(*n, fmt::format("unknown model '{}'", *v),
+             close.empty() ? (plan_.models.empty() ? std::string("the plan defines no models")
+                                                   : "models: " + Join(KeysOf(plan_.models), ", "))
+                           : fmt::format("did you mean '{}'?", close));
+      }
+    } else {
+      ok = false;
+    }
+  } else {
+    fail(case_node, fmt::format("{} needs a model", who));
+  }
+
+  const bool native = c.backend == "fsdp" || c.backend == "share";
+  if (const YamlNode* n = m.Find("dataset")) {
+    if (auto v = r_.String(*n, "dataset")) {
+      if (plan_.datasets.count(*v)) {
+        c.dataset = *v;
+      } else {
+        std::string close = DidYouMean(*v, KeysOf(plan_.datasets));
+        fail(*n, fmt::format("unknown dataset '{}'", *v),
+             close.empty() ? (plan_.datasets.empty() ? std::string("the plan defines no datasets")
+                                                     : "datasets: " + Join(KeysOf(plan_.datasets), ", "))
+                           : fmt::format("did you mean '{}'?", close));
+      }
+    } else {
+      ok = false;
+    }
+  } else if (training && native) {
+    fail(case_node, fmt::format("{} needs a dataset ({} with the {} backend)", who,
+                                WorkloadName(*workload), c.backend));
+  }
+
+  // Placement.
+  std::optional<int64_t> nodes;
+  const YamlNode* nodes_node = m.Find("nodes");
+  if (nodes_node) {
+    nodes = r_.IntegerIn(*nodes_node, "nodes", 1, INT_MAX);
+    if (!nodes) ok = false;
+  }
+  const YamlNode* topology_node = m.Find("topology");
+  if (topology_node) {
+    if (auto t = ParseTopology(*topology_node)) c.topology = *t;
+    else ok = false;
+  }
+  if (c.backend == "share" && !topology_node)
+    fail(case_node, fmt::format("{} needs a topology (share backend; e.g. topology: \"rig0:2x4 rig1:2x4\")", who));
+  if (!c.topology.empty()) {
+    c.nodes = c.topology.NodeCount();
+    if (nodes && *nodes != c.nodes)
+      fail(*nodes_node, fmt::format("nodes ({}) disagrees with topology '{}' ({} {})", *nodes,
+                                    c.topology.ToString(), c.nodes, c.nodes == 1 ? "node" : "nodes"));
+  } else if (nodes) {
+    c.nodes = static_cast<int>(*nodes);
+    const size_t cluster = plan_.cluster.nodes.size();
+    if (cluster > 0 && static_cast<size_t>(c.nodes) > cluster)
+      fail(*nodes_node, fmt::format("{} needs {} nodes but the cluster has {}", who, c.nodes, cluster));
+  }
+  if (!str("network", &c.network) && c.nodes > 1) c.network = plan_.cluster.network;
+  str("variant", &c.variant);
+
+  // Length.
+  const YamlNode* steps = m.Find("steps");
+  const YamlNode* epochs = m.Find("epochs");
+  std::optional<int64_t> steps_v, epochs_v;
+  if (steps && !(steps_v = r_.IntegerIn(*steps, "steps", 1, INT64_MAX))) ok = false;
+  if (epochs && !(epochs_v = r_.IntegerIn(*epochs, "epochs", 1, INT64_MAX))) ok = false;
+  if (training) {
+    if (steps && epochs) fail(*epochs, fmt::format("{} gives both steps and epochs (give one)", who));
+    else if (!steps && !epochs)
+      fail(case_node, fmt::format("{} needs steps or epochs ({})", who, WorkloadName(*workload)));
+    else if (steps_v) c.length = Length{Length::Unit::kSteps, *steps_v};
+    else if (epochs_v) c.length = Length{Length::Unit::kEpochs, *epochs_v};
+  } else if (inference) {
+    for (const YamlNode* n : {steps, epochs})
+      if (n) fail(*n, "an inference case has no steps or epochs (its length is inference.max_new_tokens)");
+  }
+  if (const YamlNode* n = m.Find("report_as")) {
+    if (inference) {
+      fail(*n, "report_as applies to pretrain and finetune cases only");
+    } else if (auto v = r_.IntegerIn(*n, "report_as", 1, INT64_MAX)) {
+      if (c.length && *v <= c.length->count)
+        fail(*n, fmt::format("report_as ({}) must be greater than the measured length ({})", *v,
+                             c.length->ToString()));
+      else if (c.length)
+        c.report_as = Length{c.length->unit, *v};
+    } else {
+      ok = false;
+    }
+  }
+
+  // Workload settings.
+  if (const YamlNode* n = m.Find("inference")) {
+    ParseInference(*n, inference, c, &ok);
+  } else if (inference) {
+    fail(case_node, fmt::format("{} needs inference.prompt and inference.max_new_tokens", who));
+  }
+  if (const YamlNode* n = m.Find("command")) {
+    ParseCommand(*n, c, &ok);
+    if (c.backend == "command" && !n->Find("argv") && n->kind == Kind::kMap)
+      fail(*n, fmt::format("{} needs command.argv (the launch command)", who));
+  } else if (c.backend == "command") {
+    fail(case_node, fmt::format("{} needs a command (command: {{argv: [...]}})", who));
+  }
+  if (const YamlNode* n = m.Find("training")) ParseTraining(*n, c, &ok);
+  if (const YamlNode* n = m.Find("reference")) ParseReference(*n, c, &ok);
+
+  // Execution.
+  if (const YamlNode* n = m.Find("timeout")) {
+    if (auto v = r_.Duration(*n, "timeout")) c.timeout_seconds = *v;
+    else ok = false;
+  }
+  if (const YamlNode* n = m.Find("repeats")) {
+    if (auto v = r_.IntegerIn(*n, "repeats", 1, INT_MAX)) c.repeats = static_cast<int>(*v);
+    else ok = false;
+  }
+  if (const YamlNode* n = m.Find("warmup_steps")) {
+    if (auto v = r_.IntegerIn(*n, "warmup_steps", 0, INT_MAX)) {
+      c.warmup_steps = static_cast<int>(*v);
+      if (c.length && c.length->unit == Length::Unit::kSteps && *v >= c.length->count)
+        fail(*n, fmt::format("warmup_steps ({}) must be less than steps ({})", *v, c.length->count));
+    } else {
+      ok = false;
+    }
+  }
+  if (const YamlNode* n = str("output_dir", &c.output_dir))
+    CheckPlaceholders(*n, c.output_dir, "output_dir", Without(kPlaceholders, "output_dir"));
+
+  if (!ok) return std::nullopt;
+  return c;
+}
+
+// ---- resolved text -------------------------------------------------------------
+
+YamlNode Scalar(const std::string& s, bool quoted = false) {
+  YamlNode n;
+  n.kind = Kind::kScalar;
+  n.scalar = s;
+  n.quoted = quoted;
+  return n;
+}
+
+// Strings that a reader could take for a number or boolean are quoted.
+YamlNode Str(const std::string& s) {
+  static const std::regex kTyped(R"(^([+-]?[0-9.]+([eE][+-]?[0-9]+)?|true|false|True|False|TRUE|FALSE)$)");
+  return Scalar(s, std::regex_match(s, kTyped));
+}
+YamlNode Int(int64_t v) { return Scalar(std::to_string(v)); }
+YamlNode Num(double v) { return Scalar(fmt::format("{}", v)); }
+YamlNode Bool(bool v) { return Scalar(v ? "true" : "false"); }
+
+struct MapBuilder {
+  YamlNode node;
+  MapBuilder() { node.kind = Kind::kMap; }
+  MapBuilder& Add(const std::string& key, YamlNode value) {
+    node.entries.emplace_back(Scalar(key), std::move(value));
+    return *this;
+  }
+  MapBuilder& AddIf(bool cond, const std::string& key, YamlNode value) {
+    if (cond) Add(key, std::move(value));
+    return *this;
+  }
+};
+
+YamlNode Seq(std::vector<YamlNode> items) {
+  YamlNode n;
+  n.kind = Kind::kSequence;
+  n.items = std::move(items);
+  return n;
+}
+
+YamlNode ResolvedCase(const CaseSpec& c) {
+  MapBuilder b;
+  b.Add("id", Str(c.id)).AddIf(!c.title.empty(), "title", Str(c.title));
+  b.Add("workload", Str(WorkloadName(c.workload))).Add("backend", Str(c.backend)).Add("system", Str(c.system));
+  b.Add("model", Str(c.model)).AddIf(!c.dataset.empty(), "dataset", Str(c.dataset));
+  b.Add("nodes", Int(c.nodes)).AddIf(!c.topology.empty(), "topology", Str(c.topology.ToString()));
+  b.AddIf(!c.network.empty(), "network", Str(c.network)).AddIf(!c.variant.empty(), "variant", Str(c.variant));
+  if (c.length) b.Add(c.length->UnitName(), Int(c.length->count));
+  if (c.report_as) b.Add("report_as", Int(c.report_as->count));
+  if (c.workload == Workload::kInference) {
+    std::vector<YamlNode> tokens;
+    for (int t : c.inference.max_new_tokens) tokens.push_back(Int(t));
+    MapBuilder inf;
+    inf.Add("prompt", Str(c.inference.prompt)).Add("max_new_tokens", Seq(std::move(tokens)));
+    inf.Add("ignore_eos", Bool(c.inference.ignore_eos));
+    b.Add("inference", inf.node);
+  }
+  b.Add("timeout", Num(c.timeout_seconds)).Add("repeats", Int(c.repeats)).Add("warmup_steps", Int(c.warmup_steps));
+  b.AddIf(!c.output_dir.empty(), "output_dir", Str(c.output_dir));
+  if (!c.command.argv.empty()) {
+    MapBuilder cmd;
+    std::vector<YamlNode> argv;
+    for (const auto& a : c.command.argv) argv.push_back(Str(a));
+    cmd.Add("argv", Seq(std::move(argv))).Add("shell", Bool(c.command.shell));
+    if (!c.command.env.empty()) {
+      MapBuilder env;
+      for (const auto& [k, v] : c.command.env) env.Add(k, Str(v));
+      cmd.Add("env", env.node);
+    }
+    cmd.AddIf(!c.command.workdir.empty(), "workdir", Str(c.command.workdir));
+    if (!c.command.metrics.empty()) {
+      std::vector<YamlNode> metrics;
+      for (const auto& m : c.command.metrics) {
+        MapBuilder mb;
+        mb.Add("name", Str(m.name)).Add("regex", Str(m.regex)).AddIf(!m.unit.empty(), "unit", Str(m.unit));
+        metrics.push_back(mb.node);
+      }
+      cmd.Add("metrics", Seq(std::move(metrics)));
+    }
+    cmd.AddIf(!c.command.step_regex.empty(), "step_regex", Str(c.command.step_regex));
+    cmd.AddIf(!c.command.request_regex.empty(), "request_regex", Str(c.command.request_regex));
+    b.Add("command", cmd.node);
+  }
+  if (c.workload != Workload::kInference) {
+    const TrainingSettings& t = c.training;
+    MapBuilder tr;
+    tr.Add("batch_size", Int(t.batch_size)).Add("seq_len", Int(t.seq_len)).Add("grad_accum", Int(t.grad_accum));
+    tr.Add("learning_rate", Num(t.learning_rate)).Add("seed", Int(t.seed)).Add("device", Str(t.device));
+    // The distributed settings only when set, so plans that do not use them resolve as before.
+    const TrainingSettings d;
+    tr.AddIf(t.ranks_per_node != d.ranks_per_node, "ranks_per_node", Int(t.ranks_per_node));
+    tr.AddIf(t.collective_timeout != d.collective_timeout, "collective_timeout", Num(t.collective_timeout));
+    tr.AddIf(t.sync_every != d.sync_every, "sync_every", Int(t.sync_every));
+    tr.AddIf(t.outer_lr != d.outer_lr, "outer_lr", Num(t.outer_lr));
+    tr.AddIf(t.outer_momentum != d.outer_momentum, "outer_momentum", Num(t.outer_momentum));
+    if (t.lora_rank) tr.Add("lora_rank", Int(*t.lora_rank));
+    if (t.lora_alpha) tr.Add("lora_alpha", Num(*t.lora_alpha));
+    tr.AddIf(t.checkpoint_every != d.checkpoint_every, "checkpoint_every", Int(t.checkpoint_every));
+    tr.AddIf(t.lora_freeze_a != d.lora_freeze_a, "lora_freeze_a", Bool(t.lora_freeze_a));
+    b.Add("training", tr.node);
+  }
+  if (!c.references.empty()) {
+    MapBuilder ref;
+    auto pct = [](double f) { return fmt::format("{}{}%", f < 0 ? "-" : "+", std::fabs(f) * 100); };
+    for (const ReferenceBand& band : c.references)
+      ref.Add(band.metric, Seq({Num(band.value), Scalar(pct(band.lower)), Scalar(pct(band.upper))}));
+    b.Add("reference", ref.node);
+  }
+  return b.node;
+}
+
+std::string ResolvedText(const Plan& plan) {
+  MapBuilder root;
+  root.Add("protocol", Int(plan.format_version)).Add("name", Str(plan.name));
+  root.AddIf(!plan.title.empty(), "title", Str(plan.title));
+  MapBuilder models;
+  for (const auto& [name, m] : plan.models) {
+    MapBuilder mb;
+    mb.AddIf(!m.preset.empty(), "preset", Str(m.preset)).AddIf(!m.path.empty(), "path", Str(m.path));
+    mb.AddIf(!m.quantization.empty(), "quantization", Str(m.quantization));
+    mb.AddIf(m.double_quant, "double_quant", Bool(m.double_quant));
+    models.Add(name, mb.node);
+  }
+  root.Add("models", models.node);
+  MapBuilder datasets;
+  for (const auto& [name, d] : plan.datasets) {
+    MapBuilder db;
+    db.Add("format", Str(d.format)).Add("path", Str(d.path));
+    datasets.Add(name, db.node);
+  }
+  root.Add("datasets", datasets.node);
+  MapBuilder cluster;
+  cluster.Add("launcher", Str(plan.cluster.launcher)).AddIf(!plan.cluster.network.empty(), "network", Str(plan.cluster.network));
+  std::vector<YamlNode> nodes;
+  for (const auto& n : plan.cluster.nodes) {
+    MapBuilder nb;
+    nb.Add("name", Str(n.name)).Add("host", Str(n.host)).Add("gpus", Int(n.gpus));
+    nb.AddIf(n.gpu_memory_gb > 0, "gpu_memory_gb", Num(n.gpu_memory_gb));
+    nodes.push_back(nb.node);
+  }
+  cluster.Add("nodes", Seq(std::move(nodes)));
+  if (plan.cluster.emulate) {
+    MapBuilder eb;
+    eb.Add("bandwidth", Str(plan.cluster.emulate->bandwidth));
+    eb.AddIf(!plan.cluster.emulate->delay.empty(), "delay", Str(plan.cluster.emulate->delay));
+    cluster.Add("emulate", eb.node);
+  }
+  root.Add("cluster", cluster.node);
+  std::vector<YamlNode> stages;
+  for (const auto& s : plan.stages) {
+    MapBuilder sb;
+    sb.Add("name", Str(s.name)).AddIf(!s.title.empty(), "title", Str(s.title));
+    std::vector<YamlNode> cases;
+    for (const auto& c : s.cases) cases.push_back(ResolvedCase(c));
+    sb.Add("cases", Seq(std::move(cases)));
+    stages.push_back(sb.node);
+  }
+  root.Add("stages", Seq(std::move(stages)));
+  if (!plan.interleave.empty()) {  // absent when unused: older resolved texts stay as they were
+    std::vector<YamlNode> groups;
+    for (const auto& group : plan.interleave) {
+      std::vector<YamlNode> ids;
+      for (const auto& id : group) ids.push_back(Str(id));
+      groups.push_back(Seq(std::move(ids)));
+    }
+    root.Add("interleave", Seq(std::move(groups)));
+  }
+  return EmitYaml(root.node);
+}
+
+PlanParseResult ParseTree(YamlParse parsed, std::string text, const std::string& file,
+                          const PlanParseOptions& options) {
+  PlanParseResult result;
+  result.source_text = std::move(text);
+  if (!parsed.ok) {
+    result.errors.push_back(parsed.error);
+    return result;
+  }
+  YamlNode& root = parsed.root;
+  std::vector<std::string> labels;
+  for (size_t i = 0; i < options.overrides.size(); ++i) {
+    labels.push_back("--set " + options.overrides[i]);
+    if (root.kind != Kind::kMap) break;
+    std::string error = ApplyOverride(root, options.overrides[i], -static_cast<int>(i) - 1);
+    if (!error.empty()) result.errors.push_back(Diagnostic{{labels.back(), 0, 0}, error, ""});
+  }
+  PlanParser parser(file, options, &result.errors);
+  parser.SetLabels(labels);
+  Plan plan = parser.Parse(root);
+  SortAndDedupe(result.errors);
+  if (!result.errors.empty()) return result;
+  plan.file = file;
+  plan.resolved_text = ResolvedText(plan);
+  result.plan = std::move(plan);
+  return result;
+}
+
+}  // namespace
+
+PlanParseResult ParsePlanFile(const std::string& path, const PlanParseOptions& options) {
+  std::string text;
+  YamlParse parsed = ParseYamlFile(path, &text);
+  return ParseTree(std::move(parsed), std::move(text), path, options);
+}
+
+PlanParseResult ParsePlanString(const std::string& text, const std::string& file_label,
+                                const PlanParseOptions& options) {
+  return ParseTree(ParseYaml(text, file_label), text, file_label, options);
+}
+
+}  // namespace protocol

@@ -1,0 +1,452 @@
+#include "runner/store/export.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "runner/base/json.h"
+#include "runner/base/text.h"
+
+namespace protocol {
+
+namespace {
+
+// ---- text helpers ---------------------------------------------------------
+
+// Display width of UTF-8 text: code points, not bytes (plan titles and
+// answers may hold non-ASCII text).
+size_t DisplayWidth(const std::string& s) {
+  size_t n = 0;
+  for (unsigned char c : s)
+    if ((c & 0xC0) != 0x80) ++n;
+  return n;
+}
+
+// A cell on one line: CR, LF and TAB written as \r, \n, \t (stored text,
+// e.g. an import's source, may span lines; the JSON export keeps it as is).
+std::string OneLine(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '\n') out += "\\n";
+    else if (c == '\r') out += "\\r";
+    else if (c == '\t') out += "\\t";
+    else out += c;
+  }
+  return out;
+}
+
+// "1 step", "2 steps".
+std::string Count(size_t n, const char* noun) {
+  return fmt::format("{} {}{}", n, noun, n == 1 ? "" : "s");
+}
+
+// Rows of cells printed in columns two spaces apart; `right` marks columns
+// aligned right (numbers). Cells are made one-line; trailing blanks are not
+// printed.
+struct TextTable {
+  std::vector<std::vector<std::string>> rows;
+  std::vector<bool> right;
+
+  std::string Render(const std::string& indent) const {
+    std::vector<size_t> width;
+    std::vector<std::vector<std::string>> cells;
+    for (const auto& raw : rows) {
+      std::vector<std::string> row;
+      for (const std::string& cell : raw) row.push_back(OneLine(cell));
+      cells.push_back(std::move(row));
+    }
+    for (const auto& row : cells) {
+      if (width.size() < row.size()) width.resize(row.size(), 0);
+      for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], DisplayWidth(row[i]));
+    }
+    std::string out;
+    for (const auto& row : cells) {
+      std::string line = indent;
+      for (size_t i = 0; i < row.size(); ++i) {
+        if (i) line += "  ";
+        std::string pad(width[i] - DisplayWidth(row[i]), ' ');
+        bool r = i < right.size() && right[i];
+        line += r ? pad + row[i] : row[i] + pad;
+      }
+      while (!line.empty() && line.back() == ' ') line.pop_back();
+      out += line + "\n";
+    }
+    return out;
+  }
+};
+
+// Shortest text that reads back as the same double ("3600", "0.25", "1e+20").
+std::string Number(double v) { return fmt::format("{}", v); }
+
+std::string ValueText(const std::optional<double>& v) { return v ? Number(*v) : "-"; }
+
+// "measured", "extrapolated: <method>", "imported: <source>", then " [marker]".
+std::string HowText(const Measurement& m) {
+  std::string out = ProvenanceName(m.how);
+  const std::string& detail = m.how == Provenance::kImported ? m.source : m.method;
+  if (!detail.empty()) out += ": " + detail;
+  if (m.how != Provenance::kImported && !m.source.empty()) out += " (source: " + m.source + ")";
+  if (m.how == Provenance::kImported && !m.method.empty()) out += " (method: " + m.method + ")";
+  if (!m.marker.empty()) out += " [" + m.marker + "]";
+  return out;
+}
+
+// "100 steps" / "100 steps, reported as 1000 steps" / "" for inference.
+std::string LengthText(const CaseRecord& c) {
+  std::string out;
+  if (!c.length_unit.empty()) out = fmt::format("{} {}", c.length_count, c.length_unit);
+  if (!c.report_as_unit.empty()) {
+    if (!out.empty()) out += ", ";
+    out += fmt::format("reported as {} {}", c.report_as_count, c.report_as_unit);
+  }
+  return out;
+}
+
+// "failed: NaN loss (exit 3)", "ok (exit 0)", "running".
+std::string StatusText(const CaseRecord& c) {
+  std::string out = CaseStatusName(c.status);
+  if (!c.reason.empty()) out += ": " + c.reason;
+  if (c.exit_code) out += fmt::format(" (exit {})", *c.exit_code);
+  return out;
+}
+
+struct CaseCounts {
+  int cases = 0, ok = 0, failed = 0;
+};
+
+Result<CaseCounts> CountCases(Store& store, int64_t run_id) {
+  auto cases = store.CasesOfRun(run_id);
+  if (!cases.ok()) return cases.status();
+  CaseCounts n;
+  for (const CaseRecord& c : *cases) {
+    ++n.cases;
+    if (c.status == CaseStatus::kOk) ++n.ok;
+    if (c.status == CaseStatus::kFailed || c.status == CaseStatus::kTimeout) ++n.failed;
+  }
+  return n;
+}
+
+// ---- JSON ------------------------------------------------------------------
+
+Json OptionalJson(const std::optional<double>& v) { return v ? Json(*v) : Json(nullptr); }
+
+Json RunFieldsJson(const RunRecord& r) {
+  return Json{{"id", r.id},
+              {"kind", r.kind},
+              {"plan_name", r.plan_name},
+              {"plan_title", r.plan_title},
+              {"plan_file", r.plan_file},
+              {"plan_text", r.plan_text},
+              {"plan_sha256", r.plan_sha256},
+              {"source", r.source},
+              {"started_at", r.started_at},
+              {"finished_at", r.finished_at},
+              {"status", r.status},
+              {"protocol_version", r.protocol_version},
+              {"git_revision", r.git_revision}};
+}
+
+Json CaseFieldsJson(const CaseRecord& c) {
+  return Json{{"row_id", c.row_id},
+              {"run_id", c.run_id},
+              {"case_id", c.case_id},
+              {"repeat", c.repeat},
+              {"stage", c.stage},
+              {"model", c.model},
+              {"workload", c.workload},
+              {"backend", c.backend},
+              {"system", c.system},
+              {"nodes", c.nodes},
+              {"topology", c.topology},
+              {"network", c.network},
+              {"variant", c.variant},
+              {"length_unit", c.length_unit},
+              {"length_count", c.length_count},
+              {"report_as_unit", c.report_as_unit},
+              {"report_as_count", c.report_as_count},
+              {"status", CaseStatusName(c.status)},
+              {"reason", c.reason},
+              {"exit_code", c.exit_code ? Json(*c.exit_code) : Json(nullptr)},
+              {"started_at", c.started_at},
+              {"finished_at", c.finished_at},
+              {"log_path", c.log_path}};
+}
+
+// One run with its context and its cases, each with measurements and samples.
+Result<Json> RunJson(Store& store, const RunRecord& run) {
+  Json out = RunFieldsJson(run);
+  auto context = store.GetContext(run.id);
+  if (!context.ok()) return context.status();
+  Json ctx = Json::object();
+  for (const auto& [key, value] : *context) ctx[key] = value;
+  out["context"] = std::move(ctx);
+
+  auto cases = store.CasesOfRun(run.id);
+  if (!cases.ok()) return cases.status();
+  Json cases_json = Json::array();
+  for (const CaseRecord& c : *cases) {
+    Json cj = CaseFieldsJson(c);
+    auto ms = store.MeasurementsOfCase(c.row_id);
+    if (!ms.ok()) return ms.status();
+    Json mj = Json::array();
+    for (const Measurement& m : *ms)
+      mj.push_back(Json{{"name", m.name},
+                        {"value", OptionalJson(m.value)},
+                        {"unit", m.unit},
+                        {"how", ProvenanceName(m.how)},
+                        {"method", m.method},
+                        {"source", m.source},
+                        {"marker", m.marker}});
+    cj["measurements"] = std::move(mj);
+
+    auto steps = store.StepsOfCase(c.row_id);
+    if (!steps.ok()) return steps.status();
+    Json sj = Json::array();
+    for (const StepSample& s : *steps)
+      sj.push_back(Json{{"step", s.step},
+                        {"seconds", s.seconds},
+                        {"loss", OptionalJson(s.loss)},
+                        {"tokens", s.tokens ? Json(*s.tokens) : Json(nullptr)}});
+    cj["steps"] = std::move(sj);
+
+    auto requests = store.RequestsOfCase(c.row_id);
+    if (!requests.ok()) return requests.status();
+    Json rj = Json::array();
+    for (const RequestSample& r : *requests)
+      rj.push_back(Json{{"index", r.index},
+                        {"max_new_tokens", r.max_new_tokens},
+                        {"prompt_tokens", r.prompt_tokens},
+                        {"generated_tokens", r.generated_tokens},
+                        {"seconds", r.seconds},
+                        {"answer", r.answer}});
+    cj["requests"] = std::move(rj);
+    cases_json.push_back(std::move(cj));
+  }
+  out["cases"] = std::move(cases_json);
+  return out;
+}
+
+// Invalid UTF-8 (a binary answer) is replaced, not thrown.
+std::string DumpJson(const Json& j) {
+  return j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
+}
+
+// ---- text details --------------------------------------------------------------
+
+Result<std::string> CaseText(Store& store, const CaseRecord& c) {
+  std::string out = fmt::format("  case {} repeat {} (row {})\n", c.case_id, c.repeat, c.row_id);
+  TextTable facts;
+  auto add = [&facts](const std::string& key, const std::string& value) {
+    if (!value.empty()) facts.rows.push_back({key, value});
+  };
+  std::string what = c.model;
+  if (!c.workload.empty()) what += (what.empty() ? "" : " ") + c.workload;
+  std::string length = LengthText(c);
+  if (!length.empty()) what += (what.empty() ? "" : ", ") + length;
+  add("what", what);
+  std::string system = c.system;
+  if (!c.backend.empty()) system += " (backend " + c.backend + ")";
+  system += fmt::format(", {} node{}", c.nodes, c.nodes == 1 ? "" : "s");
+  if (!c.topology.empty()) system += ", topology " + c.topology;
+  if (!c.network.empty()) system += ", network " + c.network;
+  if (!c.variant.empty()) system += ", variant " + c.variant;
+  add("system", system);
+  add("stage", c.stage);
+  add("status", StatusText(c));
+  if (!c.finished_at.empty())
+    add("time", c.started_at + " .. " + c.finished_at);
+  else if (!c.started_at.empty())
+    add("time", c.started_at + " .. (not finished)");
+  add("log", c.log_path);
+
+  auto steps = store.StepsOfCase(c.row_id);
+  if (!steps.ok()) return steps.status();
+  auto requests = store.RequestsOfCase(c.row_id);
+  if (!requests.ok()) return requests.status();
+  add("samples", Count(steps->size(), "step") + ", " + Count(requests->size(), "request"));
+  out += facts.Render("    ");
+
+  auto ms = store.MeasurementsOfCase(c.row_id);
+  if (!ms.ok()) return ms.status();
+  if (ms->empty()) {
+    out += "    no measurements\n";
+    return out;
+  }
+  out += "    measurements\n";
+  TextTable table;
+  table.right = {false, true, false, false};
+  for (const Measurement& m : *ms) table.rows.push_back({m.name, ValueText(m.value), m.unit, HowText(m)});
+  out += table.Render("      ");
+  return out;
+}
+
+Result<std::string> RunText(Store& store, const RunRecord& run) {
+  std::string out = fmt::format("run {}: {} ({})\n", run.id, run.plan_name, run.kind);
+  TextTable facts;
+  auto add = [&facts](const std::string& key, const std::string& value) {
+    if (!value.empty()) facts.rows.push_back({key, value});
+  };
+  add("title", run.plan_title);
+  add("plan file", run.plan_file);
+  add("sha256", run.plan_sha256);
+  add("source", run.source);
+  add("started", run.started_at);
+  add("finished", run.finished_at);
+  add("status", run.status);
+  std::string version = run.protocol_version;
+  if (!run.git_revision.empty()) version += (version.empty() ? "git " : ", git ") + run.git_revision;
+  add("protocol", version);
+  out += facts.Render("  ");
+
+  auto context = store.GetContext(run.id);
+  if (!context.ok()) return context.status();
+  if (!context->empty()) {
+    out += "context\n";
+    TextTable table;
+    for (const auto& [key, value] : *context) table.rows.push_back({key, value});
+    out += table.Render("  ");
+  }
+
+  auto cases = store.CasesOfRun(run.id);
+  if (!cases.ok()) return cases.status();
+  out += fmt::format("cases ({})\n", cases->size());
+  for (const CaseRecord& c : *cases) {
+    auto text = CaseText(store, c);
+    if (!text.ok()) return text.status();
+    out += *text;
+  }
+  return out;
+}
+
+// ---- CSV ---------------------------------------------------------------------
+
+const char* const kCsvColumns[] = {
+    "run_id",         "kind",         "plan",           "case_id",         "repeat",
+    "model",          "workload",     "system",         "backend",         "nodes",
+    "network",        "variant",      "length_unit",    "length_count",    "report_as_unit",
+    "report_as_count", "status",      "name",           "value",           "unit",
+    "how",            "method",       "source",         "marker"};
+
+std::string CsvRow(const std::vector<std::string>& fields) {
+  std::string line;
+  for (size_t i = 0; i < fields.size(); ++i) {
+    if (i) line += ',';
+    line += CsvField(fields[i]);
+  }
+  return line + "\r\n";
+}
+
+Result<std::string> ExportCsv(Store& store) {
+  std::string out = CsvRow(std::vector<std::string>(std::begin(kCsvColumns), std::end(kCsvColumns)));
+  auto runs = store.ListRuns();
+  if (!runs.ok()) return runs.status();
+  for (const RunRecord& run : *runs) {
+    auto cases = store.CasesOfRun(run.id);
+    if (!cases.ok()) return cases.status();
+    for (const CaseRecord& c : *cases) {
+      std::vector<std::string> identity = {
+          std::to_string(run.id), run.kind, run.plan_name, c.case_id,
+          std::to_string(c.repeat), c.model, c.workload, c.system, c.backend,
+          std::to_string(c.nodes), c.network, c.variant, c.length_unit,
+          std::to_string(c.length_count), c.report_as_unit, std::to_string(c.report_as_count),
+          CaseStatusName(c.status)};
+      auto ms = store.MeasurementsOfCase(c.row_id);
+      if (!ms.ok()) return ms.status();
+      if (ms->empty()) {
+        std::vector<std::string> row = identity;
+        row.resize(std::size(kCsvColumns));
+        out += CsvRow(row);
+      }
+      for (const Measurement& m : *ms) {
+        std::vector<std::string> row = identity;
+        row.insert(row.end(), {m.name, m.value ? Number(*m.value) : "", m.unit,
+                               ProvenanceName(m.how), m.method, m.source, m.marker});
+        out += CsvRow(row);
+      }
+    }
+  }
+  return out;
+}
+
+Result<std::string> ExportJson(Store& store) {
+  auto runs = store.ListRuns();
+  if (!runs.ok()) return runs.status();
+  Json all = Json::array();
+  for (const RunRecord& run : *runs) {
+    auto j = RunJson(store, run);
+    if (!j.ok()) return j.status();
+    all.push_back(std::move(*j));
+  }
+  Json doc = Json{{"schema_version", StoreSchemaVersion()}, {"runs", std::move(all)}};
+  return DumpJson(doc);
+}
+
+// The export formats: a table, like every registry.
+struct ExportFormat {
+  const char* name;
+  Result<std::string> (*write)(Store&);
+};
+const ExportFormat kExportFormats[] = {{"json", ExportJson}, {"csv", ExportCsv}};
+
+}  // namespace
+
+Result<std::string> RenderRunList(Store& store, bool json) {
+  auto runs = store.ListRuns();
+  if (!runs.ok()) return runs.status();
+  if (json) {
+    Json out = Json::array();
+    for (const RunRecord& r : *runs) {
+      auto n = CountCases(store, r.id);
+      if (!n.ok()) return n.status();
+      out.push_back(Json{{"id", r.id},
+                         {"kind", r.kind},
+                         {"plan_name", r.plan_name},
+                         {"plan_title", r.plan_title},
+                         {"started_at", r.started_at},
+                         {"finished_at", r.finished_at},
+                         {"status", r.status},
+                         {"cases", n->cases},
+                         {"ok", n->ok},
+                         {"failed", n->failed}});
+    }
+    return DumpJson(out);
+  }
+  if (runs->empty()) return std::string("no runs stored\n");
+  TextTable table;
+  table.right = {true, false, false, false, false, true, true, true};
+  table.rows.push_back({"ID", "KIND", "PLAN", "STARTED", "STATUS", "CASES", "OK", "FAILED"});
+  for (const RunRecord& r : *runs) {
+    auto n = CountCases(store, r.id);
+    if (!n.ok()) return n.status();
+    table.rows.push_back({std::to_string(r.id), r.kind, r.plan_name, r.started_at, r.status,
+                          std::to_string(n->cases), std::to_string(n->ok),
+                          std::to_string(n->failed)});
+  }
+  return table.Render("");
+}
+
+Result<std::string> RenderRunDetails(Store& store, int64_t run_id, bool json) {
+  auto run = store.GetRun(run_id);
+  if (!run.ok()) return run.status();
+  if (json) {
+    auto j = RunJson(store, *run);
+    if (!j.ok()) return j.status();
+    return DumpJson(*j);
+  }
+  return RunText(store, *run);
+}
+
+Result<std::string> ExportStore(Store& store, const std::string& format) {
+  std::vector<std::string> names;
+  for (const ExportFormat& f : kExportFormats) {
+    if (format == f.name) return f.write(store);
+    names.push_back(f.name);
+  }
+  std::string hint = DidYouMean(format, names);
+  if (!hint.empty())
+    return Status::InvalidArgument(
+        fmt::format("unknown export format '{}' (did you mean '{}'?)", format, hint));
+  return Status::InvalidArgument(fmt::format("unknown export format '{}' (expected {})", format,
+                                             Join(names, " or ")));
+}
+
+}  // namespace protocol

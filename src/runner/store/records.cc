@@ -1,0 +1,60 @@
+#include "runner/store/records.h"
+
+namespace protocol {
+
+namespace {
+
+// The registries of names: one row per enum value, so the name and the parser
+// can never disagree.
+struct CaseStatusRow {
+  CaseStatus status;
+  const char* name;
+};
+constexpr CaseStatusRow kCaseStatuses[] = {
+    {CaseStatus::kRunning, "running"},   {CaseStatus::kOk, "ok"},
+    {CaseStatus::kFailed, "failed"},     {CaseStatus::kTimeout, "timeout"},
+    {CaseStatus::kSkipped, "skipped"},   {CaseStatus::kInterrupted, "interrupted"},
+};
+
+struct ProvenanceRow {
+  Provenance how;
+  const char* name;
+};
+constexpr ProvenanceRow kProvenances[] = {
+    {Provenance::kMeasured, "measured"},
+    {Provenance::kExtrapolated, "extrapolated"},
+    {Provenance::kImported, "imported"},
+};
+
+}  // namespace
+
+const char* CaseStatusName(CaseStatus s) {
+  for (const auto& row : kCaseStatuses)
+    if (row.status == s) return row.name;
+  return "?";
+}
+
+std::optional<CaseStatus> ParseCaseStatus(const std::string& s) {
+  for (const auto& row : kCaseStatuses)
+    if (s == row.name) return row.status;
+  return std::nullopt;
+}
+
+bool IsFinal(CaseStatus s) {
+  return s == CaseStatus::kOk || s == CaseStatus::kFailed || s == CaseStatus::kTimeout ||
+         s == CaseStatus::kSkipped;
+}
+
+const char* ProvenanceName(Provenance p) {
+  for (const auto& row : kProvenances)
+    if (row.how == p) return row.name;
+  return "?";
+}
+
+std::optional<Provenance> ParseProvenance(const std::string& s) {
+  for (const auto& row : kProvenances)
+    if (s == row.name) return row.how;
+  return std::nullopt;
+}
+
+}  // namespace protocol

@@ -1,0 +1,147 @@
+#ifndef PROTOCOL_RUNNER_STORE_RECORDS_H_
+#define PROTOCOL_RUNNER_STORE_RECORDS_H_
+
+// What a run produces and the store keeps: runs, case results, measurements and
+// sample series. Shared by the runner (writes), the store (persists) and the
+// report (reads). Plain data; no behaviour beyond name conversions.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace protocol {
+
+enum class CaseStatus {
+  kRunning,      // stored before the case starts; left so by a runner killed with -9
+  kOk,
+  kFailed,       // non-zero exit, crash, NaN loss, lost rank, backend error
+  kTimeout,      // exceeded the case's timeout; its process group was killed
+  kSkipped,      // not run (e.g. --only excluded it, or a backend declined with a reason)
+  kInterrupted,  // Ctrl-C / SIGTERM stopped it, or it was left running by a dead runner
+};
+const char* CaseStatusName(CaseStatus s);  // "running" | "ok" | "failed" | ...
+std::optional<CaseStatus> ParseCaseStatus(const std::string& s);
+// True for statuses that --resume does not run again: ok, failed, timeout, skipped.
+bool IsFinal(CaseStatus s);
+
+// How a figure was obtained. Every stored figure says so.
+enum class Provenance {
+  kMeasured,      // timed end to end by this program
+  kExtrapolated,  // computed from a shorter measured run; `method` says how
+  kImported,      // copied from a published source; `source` names it
+};
+const char* ProvenanceName(Provenance p);  // "measured" | "extrapolated" | "imported"
+std::optional<Provenance> ParseProvenance(const std::string& s);
+
+// Well-known measurement names (a registry of what reports understand).
+namespace metric {
+inline constexpr const char* kWallSeconds = "wall_seconds";                    // s
+inline constexpr const char* kTotalGenerationSeconds = "total_generation_seconds";  // s
+inline constexpr const char* kSecondsPerToken = "seconds_per_token";          // s/token
+inline constexpr const char* kTokensPerSecond = "tokens_per_second";          // tokens/s
+inline constexpr const char* kGeneratedTokens = "generated_tokens";           // tokens
+inline constexpr const char* kStepSecondsMean = "step_seconds_mean";          // s, after warm-up
+inline constexpr const char* kTrainTokensPerSecond = "train_tokens_per_second";
+inline constexpr const char* kTgs = "tokens_per_gpu_per_second";              // TGS
+inline constexpr const char* kTflops = "tflops";                              // achieved TFLOP/s per device
+inline constexpr const char* kMfu = "mfu";                                    // fraction 0..1
+inline constexpr const char* kSamplesPerSecond = "samples_per_second";
+inline constexpr const char* kPeakDeviceMemory = "peak_device_memory_bytes";
+inline constexpr const char* kPeakHostRss = "peak_host_rss_bytes";
+inline constexpr const char* kFinalLoss = "final_loss";
+inline constexpr const char* kEvalLoss = "eval_loss";
+inline constexpr const char* kBytesCommunicated = "bytes_communicated";
+inline constexpr const char* kBestGroupEvalLoss = "best_group_eval_loss";  // share: best single group
+inline constexpr const char* kMergeSeconds = "merge_seconds";              // share: moving + merging results
+}  // namespace metric
+
+struct Measurement {
+  std::string name;              // see namespace metric, or a command-backend metric name
+  std::optional<double> value;   // absent only for imported "not-provided" figures
+  std::string unit;              // "s", "tokens/s", "min", "" ...
+  Provenance how = Provenance::kMeasured;
+  std::string method;  // for kExtrapolated: the formula and inputs; may be empty otherwise
+  std::string source;  // for kImported: where the figure comes from
+  // Marker carried from an import: "" | "extrapolated" (shows `*`) | "not-provided" (shows `X`).
+  std::string marker;
+};
+
+// One training step, as the backend reports it.
+struct StepSample {
+  int64_t step = 0;
+  double seconds = 0;               // wall time of this step
+  std::optional<double> loss;
+  std::optional<int64_t> tokens;    // tokens processed in this step (global)
+};
+
+// One inference request.
+struct RequestSample {
+  int index = 0;
+  int max_new_tokens = 0;
+  int prompt_tokens = 0;
+  int generated_tokens = 0;
+  double seconds = 0;
+  std::string answer;
+};
+
+// A stored run (a `protocol run` invocation, or one `protocol import`).
+struct RunRecord {
+  int64_t id = 0;
+  std::string kind = "run";  // "run" | "import"
+  std::string plan_name;
+  std::string plan_title;
+  std::string plan_file;
+  std::string plan_text;     // resolved plan (or the import file's text)
+  std::string plan_sha256;
+  std::string source;        // import: the file's `source:` text
+  std::string started_at;    // ISO 8601 UTC
+  std::string finished_at;   // empty while running
+  std::string status;        // "running" | "ok" | "failed" | "interrupted"
+  std::string protocol_version;
+  std::string git_revision;
+};
+
+// The identity of a case result, as reports group it, plus its outcome.
+struct CaseRecord {
+  int64_t row_id = 0;  // store's primary key
+  int64_t run_id = 0;
+  std::string case_id;  // "2.1.1.1"
+  int repeat = 0;       // 0-based repeat index
+  std::string stage;
+  std::string model;    // model name as in plans, e.g. "llama2-70b"
+  std::string workload; // "pretrain" | "finetune" | "inference"
+  std::string backend;  // how it was executed: "fsdp" | "share" | "command" | "import"
+  std::string system;   // what was measured (report columns): "fsdp" | "share" | other label
+  int nodes = 1;
+  std::string topology;  // canonical text or ""
+  std::string network;   // column label or ""
+  std::string variant;   // free label or ""
+  std::string length_unit;   // "steps" | "epochs" | "" (inference)
+  int64_t length_count = 0;
+  std::string report_as_unit;  // "" when not extrapolated
+  int64_t report_as_count = 0;
+  CaseStatus status = CaseStatus::kRunning;
+  std::string reason;  // why it failed / was skipped / interrupted
+  std::optional<int> exit_code;
+  std::string started_at;
+  std::string finished_at;
+  std::string log_path;
+  std::string log_sha256;  // sha256 of the case log when the case finished; "" before (schema 2)
+};
+
+// Everything the runner stores when a case ends, in one transaction.
+struct CaseResult {
+  CaseStatus status = CaseStatus::kOk;
+  std::string reason;
+  std::optional<int> exit_code;
+  std::string finished_at;
+  std::vector<Measurement> measurements;
+  std::vector<StepSample> steps;        // not yet appended ones
+  std::vector<RequestSample> requests;  // not yet appended ones
+  std::string log_sha256;  // sha256 of the case log as it stands at finish; may be ""
+};
+
+}  // namespace protocol
+
+#endif  // PROTOCOL_RUNNER_STORE_RECORDS_H_

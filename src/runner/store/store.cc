@@ -1,0 +1,801 @@
+// The SQLite store: the only file that includes <sqlite3.h>.
+//
+// Layout of this file, top to bottom:
+//   1. the schema, as a table of migrations (index + 1 = user_version);
+//   2. small RAII wrappers: Stmt (a prepared statement with bound parameters)
+//      and Txn (a BEGIN IMMEDIATE transaction rolled back unless committed);
+//   3. SqliteStore, one method per Store call;
+//   4. OpenStore / StoreSchemaVersion / CheckStoreIntegrity.
+// docs/database.md describes the schema for people who query the file directly.
+
+#include <sqlite3.h>
+
+#include <chrono>
+#include <filesystem>
+#include <system_error>
+#include <thread>
+
+#include "runner/base/log.h"
+#include "runner/base/text.h"
+#include "runner/store/store.h"
+
+namespace protocol {
+
+namespace {
+
+// ---- 1. schema ------------------------------------------------------------
+// Append-only: never edit a released step; add a new one. Open() applies the
+// steps after the file's user_version, one transaction per step, and sets
+// user_version to the step's index + 1 in the same transaction.
+const char* const kMigrations[] = {
+    // 1: the initial schema.
+    R"sql(
+CREATE TABLE runs (
+  id               INTEGER PRIMARY KEY,
+  kind             TEXT NOT NULL,
+  plan_name        TEXT NOT NULL,
+  plan_title       TEXT NOT NULL,
+  plan_file        TEXT NOT NULL,
+  plan_text        TEXT NOT NULL,
+  plan_sha256      TEXT NOT NULL,
+  source           TEXT NOT NULL,
+  started_at       TEXT NOT NULL,
+  finished_at      TEXT NOT NULL,
+  status           TEXT NOT NULL,
+  protocol_version TEXT NOT NULL,
+  git_revision     TEXT NOT NULL
+);
+CREATE TABLE run_context (
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  seq    INTEGER NOT NULL,
+  key    TEXT NOT NULL,
+  value  TEXT NOT NULL,
+  PRIMARY KEY (run_id, seq)
+);
+CREATE TABLE cases (
+  id              INTEGER PRIMARY KEY,
+  run_id          INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  case_id         TEXT NOT NULL,
+  repeat          INTEGER NOT NULL,
+  stage           TEXT NOT NULL,
+  model           TEXT NOT NULL,
+  workload        TEXT NOT NULL,
+  backend         TEXT NOT NULL,
+  system          TEXT NOT NULL,
+  nodes           INTEGER NOT NULL,
+  topology        TEXT NOT NULL,
+  network         TEXT NOT NULL,
+  variant         TEXT NOT NULL,
+  length_unit     TEXT NOT NULL,
+  length_count    INTEGER NOT NULL,
+  report_as_unit  TEXT NOT NULL,
+  report_as_count INTEGER NOT NULL,
+  status          TEXT NOT NULL CHECK (status IN
+                    ('running','ok','failed','timeout','skipped','interrupted')),
+  reason          TEXT NOT NULL,
+  exit_code       INTEGER,
+  started_at      TEXT NOT NULL,
+  finished_at     TEXT NOT NULL,
+  log_path        TEXT NOT NULL
+);
+CREATE INDEX cases_run_id ON cases(run_id);
+CREATE TABLE measurements (
+  id       INTEGER PRIMARY KEY,
+  case_row INTEGER NOT NULL REFERENCES cases(id) ON DELETE CASCADE,
+  name     TEXT NOT NULL,
+  value    REAL,
+  unit     TEXT NOT NULL,
+  how      TEXT NOT NULL CHECK (how IN ('measured','extrapolated','imported')),
+  method   TEXT NOT NULL,
+  source   TEXT NOT NULL,
+  marker   TEXT NOT NULL
+);
+CREATE INDEX measurements_case_row ON measurements(case_row);
+CREATE TABLE step_samples (
+  id       INTEGER PRIMARY KEY,
+  case_row INTEGER NOT NULL REFERENCES cases(id) ON DELETE CASCADE,
+  step     INTEGER NOT NULL,
+  seconds  REAL NOT NULL,
+  loss     REAL,
+  tokens   INTEGER
+);
+CREATE INDEX step_samples_case_row ON step_samples(case_row);
+CREATE TABLE request_samples (
+  id               INTEGER PRIMARY KEY,
+  case_row         INTEGER NOT NULL REFERENCES cases(id) ON DELETE CASCADE,
+  idx              INTEGER NOT NULL,
+  max_new_tokens   INTEGER NOT NULL,
+  prompt_tokens    INTEGER NOT NULL,
+  generated_tokens INTEGER NOT NULL,
+  seconds          REAL NOT NULL,
+  answer           TEXT NOT NULL
+);
+CREATE INDEX request_samples_case_row ON request_samples(case_row);
+)sql",
+    // 2: provenance (issue 5): the sha256 of each case's log, stored at finish.
+    R"sql(
+ALTER TABLE cases ADD COLUMN log_sha256 TEXT NOT NULL DEFAULT '';
+)sql",
+};
+constexpr int kSchemaVersion = static_cast<int>(sizeof(kMigrations) / sizeof(kMigrations[0]));
+constexpr int kBusyTimeoutMs = 30000;
+
+// Every sqlite failure becomes a Status naming what was being done.
+// Damaged or foreign files are kCorruption; everything else is kIoError.
+Status SqlError(sqlite3* db, int rc, const std::string& doing) {
+  std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+  int primary = rc & 0xff;
+  if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED)
+    msg += fmt::format(" (another process held it for more than {} s)", kBusyTimeoutMs / 1000);
+  std::string text = doing + ": " + msg;
+  if (primary == SQLITE_NOTADB || primary == SQLITE_CORRUPT) return Status::Corruption(text);
+  return Status::IoError(text);
+}
+
+// ---- 2. wrappers ------------------------------------------------------------
+
+// A prepared statement. Parameters are bound by 1-based position, in order,
+// with Bind(); Step() returns SQLITE_ROW / SQLITE_DONE / an error code.
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const char* sql) : db_(db) {
+    rc_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr);
+  }
+  ~Stmt() { sqlite3_finalize(stmt_); }
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+
+  // SQLITE_OK when prepared and every Bind so far succeeded.
+  int rc() const { return rc_; }
+
+  Stmt& Bind(int64_t v) { return Check(sqlite3_bind_int64(stmt_, ++pos_, v)); }
+  Stmt& Bind(int v) { return Bind(static_cast<int64_t>(v)); }
+  Stmt& Bind(double v) { return Check(sqlite3_bind_double(stmt_, ++pos_, v)); }
+  Stmt& Bind(const std::string& v) {
+    return Check(sqlite3_bind_text(stmt_, ++pos_, v.data(), static_cast<int>(v.size()),
+                                   SQLITE_TRANSIENT));
+  }
+  Stmt& Bind(const char* v) { return Bind(std::string(v)); }
+  template <typename T>
+  Stmt& Bind(const std::optional<T>& v) {
+    if (v) return Bind(*v);
+    return Check(sqlite3_bind_null(stmt_, ++pos_));
+  }
+
+  // Makes the statement ready to run again with new parameters (loops of inserts).
+  void Reset() {
+    if (rc_ != SQLITE_OK) return;
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+    pos_ = 0;
+  }
+
+  // Runs one step. REQUIRES: rc() == SQLITE_OK (otherwise returns it).
+  int Step() {
+    if (rc_ != SQLITE_OK) return rc_;
+    return sqlite3_step(stmt_);
+  }
+  // Runs a statement that returns no rows; SQLITE_DONE on success.
+  int Exec() {
+    int rc = Step();
+    return rc == SQLITE_ROW ? SQLITE_DONE : rc;
+  }
+
+  int64_t Int(int col) const { return sqlite3_column_int64(stmt_, col); }
+  double Double(int col) const { return sqlite3_column_double(stmt_, col); }
+  bool IsNull(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
+  std::string Text(int col) const {
+    const unsigned char* p = sqlite3_column_text(stmt_, col);
+    if (!p) return std::string();
+    return std::string(reinterpret_cast<const char*>(p),
+                       static_cast<size_t>(sqlite3_column_bytes(stmt_, col)));
+  }
+
+ private:
+  Stmt& Check(int rc) {
+    if (rc_ == SQLITE_OK && rc != SQLITE_OK) rc_ = rc;
+    return *this;
+  }
+  sqlite3* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+  int rc_ = SQLITE_OK;
+  int pos_ = 0;
+};
+
+// A BEGIN IMMEDIATE transaction: takes the write lock up front (waiting up to
+// the busy timeout), so a writer never fails half-way on a lock upgrade.
+// Rolled back on destruction unless Commit() succeeded.
+class Txn {
+ public:
+  explicit Txn(sqlite3* db) : db_(db) {}
+  ~Txn() {
+    if (open_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+  // `begin` is "BEGIN IMMEDIATE" for writers, "BEGIN" for a consistent read.
+  Status Begin(const std::string& doing, const char* begin = "BEGIN IMMEDIATE") {
+    int rc = sqlite3_exec(db_, begin, nullptr, nullptr, nullptr);
+    if (rc != SQLITE_OK) return SqlError(db_, rc, doing);
+    open_ = true;
+    return Status::Ok();
+  }
+  Status Commit(const std::string& doing) {
+    int rc = sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
+    if (rc != SQLITE_OK) return SqlError(db_, rc, doing);
+    open_ = false;
+    return Status::Ok();
+  }
+
+ private:
+  sqlite3* db_;
+  bool open_ = false;
+};
+
+// Runs one statement of pragmas/DDL with no parameters.
+Status ExecSql(sqlite3* db, const char* sql, const std::string& doing) {
+  char* err = nullptr;
+  int rc = sqlite3_exec(db, sql, nullptr, nullptr, &err);
+  if (rc == SQLITE_OK) return Status::Ok();
+  sqlite3_free(err);
+  return SqlError(db, rc, doing);
+}
+
+// A single integer from a query without parameters (PRAGMA user_version, counts).
+Result<int64_t> QueryInt(sqlite3* db, const char* sql, const std::string& doing) {
+  Stmt q(db, sql);
+  int rc = q.Step();
+  if (rc != SQLITE_ROW) return SqlError(db, rc == SQLITE_DONE ? SQLITE_ERROR : rc, doing);
+  return q.Int(0);
+}
+
+// ---- 3. the store -------------------------------------------------------------
+
+class SqliteStore : public Store {
+ public:
+  SqliteStore(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+  ~SqliteStore() override { sqlite3_close_v2(db_); }
+
+  // Checks the file is ours (or empty), sets the pragmas, migrates.
+  Status Init();
+
+  Result<int64_t> CreateRun(const RunRecord& run) override;
+  Status FinishRun(int64_t run_id, const std::string& status,
+                   const std::string& finished_at) override;
+  Status PutContext(int64_t run_id,
+                    const std::vector<std::pair<std::string, std::string>>& facts) override;
+  Result<int64_t> BeginCase(const CaseRecord& record) override;
+  Status AppendSteps(int64_t row_id, const std::vector<StepSample>& steps) override;
+  Status AppendRequests(int64_t row_id, const std::vector<RequestSample>& requests) override;
+  Status FinishCase(int64_t row_id, const CaseResult& result) override;
+  Result<int> InterruptRunningCases(int64_t run_id, const std::string& reason) override;
+
+  Result<std::vector<RunRecord>> ListRuns() override;
+  Result<RunRecord> GetRun(int64_t run_id) override;
+  Result<std::vector<std::pair<std::string, std::string>>> GetContext(int64_t run_id) override;
+  Result<std::vector<CaseRecord>> CasesOfRun(int64_t run_id) override;
+  Result<std::vector<Measurement>> MeasurementsOfCase(int64_t row_id) override;
+  Result<std::vector<StepSample>> StepsOfCase(int64_t row_id) override;
+  Result<std::vector<RequestSample>> RequestsOfCase(int64_t row_id) override;
+
+ private:
+  Status Err(int rc, const std::string& doing) { return SqlError(db_, rc, doing); }
+  bool InMemory() const { return path_ == ":memory:" || path_.empty(); }
+  // Checks a file with user_version `version` before anything is written to it.
+  Status CheckOwnership(int64_t version);
+  Status Migrate();
+  // kNotFound "run 7 does not exist" when absent.
+  Status RunExists(int64_t run_id, const std::string& doing);
+  // "case 2.1.1.1" or "case 2.1.1.1 repeat 2" for messages; kNotFound when absent.
+  Result<std::string> CaseLabel(int64_t row_id);
+  Status InsertSamples(int64_t row_id, const std::vector<StepSample>& steps,
+                       const std::vector<RequestSample>& requests, const std::string& doing);
+
+  sqlite3* db_;
+  std::string path_;
+};
+
+Status SqliteStore::CheckOwnership(int64_t version) {
+  if (version > kSchemaVersion) {
+    return Status::Corruption(fmt::format(
+        "{}: database schema version {} is newer than this protocol understands ({}); "
+        "upgrade protocol",
+        path_, version, kSchemaVersion));
+  }
+  if (version == 0) {
+    Stmt q(db_,
+           "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
+           "ORDER BY name LIMIT 1");
+    int rc = q.Step();
+    if (rc == SQLITE_ROW) {
+      return Status::Corruption(fmt::format(
+          "{}: not a protocol database (schema version 0, but it holds other tables, e.g. '{}')",
+          path_, q.Text(0)));
+    }
+    if (rc != SQLITE_DONE) return Err(rc, path_);
+    return Status::Ok();
+  }
+  Stmt q(db_, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'runs'");
+  int rc = q.Step();
+  if (rc != SQLITE_ROW) return Err(rc, path_);
+  if (q.Int(0) == 0) {
+    return Status::Corruption(fmt::format(
+        "{}: not a protocol database (schema version {}, but no 'runs' table)", path_, version));
+  }
+  return Status::Ok();
+}
+
+Status SqliteStore::Init() {
+  // Read the header first: this is where a non-SQLite file shows up
+  // ("file is not a database"), before any pragma could write to it. One read
+  // transaction, so the version and the tables come from the same snapshot
+  // even while another process is migrating the file.
+  {
+    Txn read(db_);
+    if (Status s = read.Begin(path_, "BEGIN"); !s.ok()) return s;
+    auto version = QueryInt(db_, "PRAGMA user_version", path_);
+    if (!version.ok()) return version.status();
+    if (Status s = CheckOwnership(*version); !s.ok()) return s;
+    if (Status s = read.Commit(path_); !s.ok()) return s;
+  }
+
+  if (!InMemory()) {
+    // Switching to WAL needs an exclusive lock, and sqlite returns SQLITE_BUSY
+    // for it at once, without calling the busy handler, while another
+    // connection opens the same fresh file; so retry here up to the timeout.
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(kBusyTimeoutMs);
+    std::string mode;
+    while (true) {
+      Stmt q(db_, "PRAGMA journal_mode=WAL");
+      int rc = q.Step();
+      if (rc == SQLITE_ROW) {
+        mode = q.Text(0);
+        break;
+      }
+      if ((rc & 0xff) != SQLITE_BUSY || std::chrono::steady_clock::now() > deadline)
+        return Err(rc, path_ + ": setting journal_mode=WAL");
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    if (mode != "wal")
+      spdlog::warn("{}: journal_mode is '{}', not 'wal'; concurrent writers will wait longer",
+                   path_, mode);
+  }
+  if (Status s = ExecSql(db_, "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;",
+                         path_ + ": setting pragmas");
+      !s.ok())
+    return s;
+  return Migrate();
+}
+
+Status SqliteStore::Migrate() {
+  auto current = QueryInt(db_, "PRAGMA user_version", path_);
+  if (!current.ok()) return current.status();
+  for (int step = static_cast<int>(*current); step < kSchemaVersion; ++step) {
+    std::string doing = fmt::format("{}: migrating to schema version {}", path_, step + 1);
+    Txn txn(db_);
+    if (Status s = txn.Begin(doing); !s.ok()) return s;
+    // Read again under the write lock: another process may have migrated meanwhile.
+    auto version = QueryInt(db_, "PRAGMA user_version", doing);
+    if (!version.ok()) return version.status();
+    if (*version > step) continue;  // rolls back the empty transaction
+    if (Status s = CheckOwnership(*version); !s.ok()) return s;
+    if (Status s = ExecSql(db_, kMigrations[step], doing); !s.ok()) return s;
+    std::string set_version = fmt::format("PRAGMA user_version = {}", step + 1);
+    if (Status s = ExecSql(db_, set_version.c_str(), doing); !s.ok()) return s;
+    if (Status s = txn.Commit(doing); !s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
+Status SqliteStore::RunExists(int64_t run_id, const std::string& doing) {
+  Stmt q(db_, "SELECT 1 FROM runs WHERE id = ?");
+  q.Bind(run_id);
+  int rc = q.Step();
+  if (rc == SQLITE_ROW) return Status::Ok();
+  if (rc == SQLITE_DONE) return Status::NotFound(fmt::format("run {} does not exist", run_id));
+  return Err(rc, doing);
+}
+
+Result<std::string> SqliteStore::CaseLabel(int64_t row_id) {
+  Stmt q(db_, "SELECT case_id, repeat FROM cases WHERE id = ?");
+  q.Bind(row_id);
+  int rc = q.Step();
+  if (rc == SQLITE_DONE)
+    return Status::NotFound(fmt::format("case row {} does not exist", row_id));
+  if (rc != SQLITE_ROW) return Err(rc, fmt::format("looking up case row {}", row_id));
+  if (q.Int(1) == 0) return "case " + q.Text(0);
+  return fmt::format("case {} repeat {}", q.Text(0), q.Int(1));
+}
+
+Result<int64_t> SqliteStore::CreateRun(const RunRecord& run) {
+  const std::string doing = fmt::format("creating run of plan '{}'", run.plan_name);
+  Txn txn(db_);
+  if (Status s = txn.Begin(doing); !s.ok()) return s;
+  Stmt q(db_,
+         "INSERT INTO runs (kind, plan_name, plan_title, plan_file, plan_text, plan_sha256, "
+         "source, started_at, finished_at, status, protocol_version, git_revision) "
+         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  q.Bind(run.kind).Bind(run.plan_name).Bind(run.plan_title).Bind(run.plan_file)
+      .Bind(run.plan_text).Bind(run.plan_sha256).Bind(run.source).Bind(run.started_at)
+      .Bind(run.finished_at).Bind(run.status).Bind(run.protocol_version).Bind(run.git_revision);
+  if (int rc = q.Exec(); rc != SQLITE_DONE) return Err(rc, doing);
+  int64_t id = sqlite3_last_insert_rowid(db_);
+  if (Status s = txn.Commit(doing); !s.ok()) return s;
+  return id;
+}
+
+Status SqliteStore::FinishRun(int64_t run_id, const std::string& status,
+                              const std::string& finished_at) {
+  const std::string doing = fmt::format("finishing run {}", run_id);
+  Txn txn(db_);
+  if (Status s = txn.Begin(doing); !s.ok()) return s;
+  Stmt q(db_, "UPDATE runs SET status = ?, finished_at = ? WHERE id = ?");
+  q.Bind(status).Bind(finished_at).Bind(run_id);
+  if (int rc = q.Exec(); rc != SQLITE_DONE) return Err(rc, doing);
+  if (sqlite3_changes(db_) == 0)
+    return Status::NotFound(fmt::format("run {} does not exist", run_id));
+  return txn.Commit(doing);
+}
+
+Status SqliteStore::PutContext(int64_t run_id,
+                               const std::vector<std::pair<std::string, std::string>>& facts) {
+  const std::string doing = fmt::format("storing context of run {}", run_id);
+  Txn txn(db_);
+  if (Status s = txn.Begin(doing); !s.ok()) return s;
+  if (Status s = RunExists(run_id, doing); !s.ok()) return s;
+  Stmt next(db_, "SELECT COALESCE(MAX(seq) + 1, 0) FROM run_context WHERE run_id = ?");
+  next.Bind(run_id);
+  int rc = next.Step();
+  if (rc != SQLITE_ROW) return Err(rc, doing);
+  int64_t seq = next.Int(0);
+  Stmt q(db_, "INSERT INTO run_context (run_id, seq, key, value) VALUES (?, ?, ?, ?)");
+  for (const auto& [key, value] : facts) {
+    q.Reset();
+    q.Bind(run_id).Bind(seq++).Bind(key).Bind(value);
+    if (int rc2 = q.Exec(); rc2 != SQLITE_DONE) return Err(rc2, doing);
+  }
+  return txn.Commit(doing);
+}
+
+Result<int64_t> SqliteStore::BeginCase(const CaseRecord& r) {
+  const std::string doing = fmt::format("starting case {}", r.case_id);
+  Txn txn(db_);
+  if (Status s = txn.Begin(doing); !s.ok()) return s;
+  if (Status s = RunExists(r.run_id, doing); !s.ok()) return s;
+  Stmt q(db_,
+         "INSERT INTO cases (run_id, case_id, repeat, stage, model, workload, backend, system, "
+         "nodes, topology, network, variant, length_unit, length_count, report_as_unit, "
+         "report_as_count, status, reason, exit_code, started_at, finished_at, log_path) "
+         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  q.Bind(r.run_id).Bind(r.case_id).Bind(r.repeat).Bind(r.stage).Bind(r.model).Bind(r.workload)
+      .Bind(r.backend).Bind(r.system).Bind(r.nodes).Bind(r.topology).Bind(r.network)
+      .Bind(r.variant).Bind(r.length_unit).Bind(r.length_count).Bind(r.report_as_unit)
+      .Bind(r.report_as_count).Bind(CaseStatusName(CaseStatus::kRunning)).Bind(r.reason)
+      .Bind(r.exit_code).Bind(r.started_at).Bind(r.finished_at).Bind(r.log_path);
+  if (int rc = q.Exec(); rc != SQLITE_DONE) return Err(rc, doing);
+  int64_t row = sqlite3_last_insert_rowid(db_);
+  if (Status s = txn.Commit(doing); !s.ok()) return s;
+  return row;
+}
+
+Status SqliteStore::InsertSamples(int64_t row_id, const std::vector<StepSample>& steps,
+                                  const std::vector<RequestSample>& requests,
+                                  const std::string& doing) {
+  Stmt q(db_,
+         "INSERT INTO step_samples (case_row, step, seconds, loss, tokens) "
+         "VALUES (?, ?, ?, ?, ?)");
+  for (const StepSample& s : steps) {
+    q.Reset();
+    q.Bind(row_id).Bind(s.step).Bind(s.seconds).Bind(s.loss).Bind(s.tokens);
+    if (int rc = q.Exec(); rc != SQLITE_DONE) return Err(rc, doing);
+  }
+  Stmt rq(db_,
+          "INSERT INTO request_samples (case_row, idx, max_new_tokens, prompt_tokens, "
+          "generated_tokens, seconds, answer) VALUES (?, ?, ?, ?, ?, ?, ?)");
+  for (const RequestSample& r : requests) {
+    rq.Reset();
+    rq.Bind(row_id).Bind(r.index).Bind(r.max_new_tokens).Bind(r.prompt_tokens)
+        .Bind(r.generated_tokens).Bind(r.seconds).Bind(r.answer);
+    if (int rc = rq.Exec(); rc != SQLITE_DONE) return Err(rc, doing);
+  }
+  return Status::Ok();
+}
+
+Status SqliteStore::AppendSteps(int64_t row_id, const std::vector<StepSample>& steps) {
+  auto label = CaseLabel(row_id);
+  if (!label.ok()) return label.status();
+  const std::string doing = "appending steps of " + *label;
+  Txn txn(db_);
+  if (Status s = txn.Begin(doing); !s.ok()) return s;
+  if (Status s = InsertSamples(row_id, steps, {}, doing); !s.ok()) return s;
+  return txn.Commit(doing);
+}
+
+Status SqliteStore::AppendRequests(int64_t row_id, const std::vector<RequestSample>& requests) {
+  auto label = CaseLabel(row_id);
+  if (!label.ok()) return label.status();
+  const std::string doing = "appending requests of " + *label;
+  Txn txn(db_);
+  if (Status s = txn.Begin(doing); !s.ok()) return s;
+  if (Status s = InsertSamples(row_id, {}, requests, doing); !s.ok()) return s;
+  return txn.Commit(doing);
+}
+
+Status SqliteStore::FinishCase(int64_t row_id, const CaseResult& result) {
+  auto label = CaseLabel(row_id);
+  if (!label.ok()) return label.status();
+  const std::string doing = "storing " + *label;
+  Txn txn(db_);
+  if (Status s = txn.Begin(doing); !s.ok()) return s;
+  Stmt q(db_, "UPDATE cases SET status = ?, reason = ?, exit_code = ?, finished_at = ?, "
+              "log_sha256 = ? WHERE id = ?");
+  q.Bind(CaseStatusName(result.status)).Bind(result.reason).Bind(result.exit_code)
+      .Bind(result.finished_at).Bind(result.log_sha256).Bind(row_id);
+  if (int rc = q.Exec(); rc != SQLITE_DONE) return Err(rc, doing);
+  Stmt mq(db_,
+          "INSERT INTO measurements (case_row, name, value, unit, how, method, source, marker) "
+          "VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
+  for (const Measurement& m : result.measurements) {
+    mq.Reset();
+    mq.Bind(row_id).Bind(m.name).Bind(m.value).Bind(m.unit).Bind(ProvenanceName(m.how))
+        .Bind(m.method).Bind(m.source).Bind(m.marker);
+    if (int rc = mq.Exec(); rc != SQLITE_DONE) return Err(rc, doing);
+  }
+  if (Status s = InsertSamples(row_id, result.steps, result.requests, doing); !s.ok()) return s;
+  return txn.Commit(doing);
+}
+
+Result<int> SqliteStore::InterruptRunningCases(int64_t run_id, const std::string& reason) {
+  const std::string doing = fmt::format("interrupting running cases of run {}", run_id);
+  Txn txn(db_);
+  if (Status s = txn.Begin(doing); !s.ok()) return s;
+  Stmt q(db_, "UPDATE cases SET status = ?, reason = ? WHERE run_id = ? AND status = ?");
+  q.Bind(CaseStatusName(CaseStatus::kInterrupted)).Bind(reason).Bind(run_id)
+      .Bind(CaseStatusName(CaseStatus::kRunning));
+  if (int rc = q.Exec(); rc != SQLITE_DONE) return Err(rc, doing);
+  int changed = sqlite3_changes(db_);
+  if (Status s = txn.Commit(doing); !s.ok()) return s;
+  return changed;
+}
+
+// ---- reading ----
+
+constexpr const char* kRunColumns =
+    "SELECT id, kind, plan_name, plan_title, plan_file, plan_text, plan_sha256, source, "
+    "started_at, finished_at, status, protocol_version, git_revision FROM runs ";
+
+RunRecord ReadRun(const Stmt& q) {
+  RunRecord r;
+  int c = 0;
+  r.id = q.Int(c++);
+  r.kind = q.Text(c++);
+  r.plan_name = q.Text(c++);
+  r.plan_title = q.Text(c++);
+  r.plan_file = q.Text(c++);
+  r.plan_text = q.Text(c++);
+  r.plan_sha256 = q.Text(c++);
+  r.source = q.Text(c++);
+  r.started_at = q.Text(c++);
+  r.finished_at = q.Text(c++);
+  r.status = q.Text(c++);
+  r.protocol_version = q.Text(c++);
+  r.git_revision = q.Text(c++);
+  return r;
+}
+
+Result<std::vector<RunRecord>> SqliteStore::ListRuns() {
+  const std::string doing = "listing runs";
+  std::string sql = std::string(kRunColumns) + "ORDER BY id";
+  Stmt q(db_, sql.c_str());
+  std::vector<RunRecord> runs;
+  int rc;
+  while ((rc = q.Step()) == SQLITE_ROW) runs.push_back(ReadRun(q));
+  if (rc != SQLITE_DONE) return Err(rc, doing);
+  return runs;
+}
+
+Result<RunRecord> SqliteStore::GetRun(int64_t run_id) {
+  const std::string doing = fmt::format("reading run {}", run_id);
+  std::string sql = std::string(kRunColumns) + "WHERE id = ?";
+  Stmt q(db_, sql.c_str());
+  q.Bind(run_id);
+  int rc = q.Step();
+  if (rc == SQLITE_ROW) return ReadRun(q);
+  if (rc == SQLITE_DONE) return Status::NotFound(fmt::format("run {} does not exist", run_id));
+  return Err(rc, doing);
+}
+
+Result<std::vector<std::pair<std::string, std::string>>> SqliteStore::GetContext(
+    int64_t run_id) {
+  const std::string doing = fmt::format("reading context of run {}", run_id);
+  Stmt q(db_, "SELECT key, value FROM run_context WHERE run_id = ? ORDER BY seq");
+  q.Bind(run_id);
+  std::vector<std::pair<std::string, std::string>> facts;
+  int rc;
+  while ((rc = q.Step()) == SQLITE_ROW) facts.emplace_back(q.Text(0), q.Text(1));
+  if (rc != SQLITE_DONE) return Err(rc, doing);
+  return facts;
+}
+
+Result<std::vector<CaseRecord>> SqliteStore::CasesOfRun(int64_t run_id) {
+  const std::string doing = fmt::format("reading cases of run {}", run_id);
+  Stmt q(db_,
+         "SELECT id, run_id, case_id, repeat, stage, model, workload, backend, system, nodes, "
+         "topology, network, variant, length_unit, length_count, report_as_unit, "
+         "report_as_count, status, reason, exit_code, started_at, finished_at, log_path, "
+         "log_sha256 FROM cases WHERE run_id = ? ORDER BY id");
+  q.Bind(run_id);
+  std::vector<CaseRecord> cases;
+  int rc;
+  while ((rc = q.Step()) == SQLITE_ROW) {
+    CaseRecord r;
+    int c = 0;
+    r.row_id = q.Int(c++);
+    r.run_id = q.Int(c++);
+    r.case_id = q.Text(c++);
+    r.repeat = static_cast<int>(q.Int(c++));
+    r.stage = q.Text(c++);
+    r.model = q.Text(c++);
+    r.workload = q.Text(c++);
+    r.backend = q.Text(c++);
+    r.system = q.Text(c++);
+    r.nodes = static_cast<int>(q.Int(c++));
+    r.topology = q.Text(c++);
+    r.network = q.Text(c++);
+    r.variant = q.Text(c++);
+    r.length_unit = q.Text(c++);
+    r.length_count = q.Int(c++);
+    r.report_as_unit = q.Text(c++);
+    r.report_as_count = q.Int(c++);
+    std::string status = q.Text(c++);
+    auto parsed = ParseCaseStatus(status);
+    if (!parsed)
+      return Status::Corruption(
+          fmt::format("case row {} has unknown status '{}'", r.row_id, status));
+    r.status = *parsed;
+    r.reason = q.Text(c++);
+    if (!q.IsNull(c)) r.exit_code = static_cast<int>(q.Int(c));
+    ++c;
+    r.started_at = q.Text(c++);
+    r.finished_at = q.Text(c++);
+    r.log_path = q.Text(c++);
+    r.log_sha256 = q.Text(c++);
+    cases.push_back(std::move(r));
+  }
+  if (rc != SQLITE_DONE) return Err(rc, doing);
+  return cases;
+}
+
+Result<std::vector<Measurement>> SqliteStore::MeasurementsOfCase(int64_t row_id) {
+  const std::string doing = fmt::format("reading measurements of case row {}", row_id);
+  Stmt q(db_,
+         "SELECT name, value, unit, how, method, source, marker FROM measurements "
+         "WHERE case_row = ? ORDER BY id");
+  q.Bind(row_id);
+  std::vector<Measurement> out;
+  int rc;
+  while ((rc = q.Step()) == SQLITE_ROW) {
+    Measurement m;
+    m.name = q.Text(0);
+    if (!q.IsNull(1)) m.value = q.Double(1);
+    m.unit = q.Text(2);
+    std::string how = q.Text(3);
+    auto parsed = ParseProvenance(how);
+    if (!parsed)
+      return Status::Corruption(fmt::format(
+          "measurement '{}' of case row {} has unknown provenance '{}'", m.name, row_id, how));
+    m.how = *parsed;
+    m.method = q.Text(4);
+    m.source = q.Text(5);
+    m.marker = q.Text(6);
+    out.push_back(std::move(m));
+  }
+  if (rc != SQLITE_DONE) return Err(rc, doing);
+  return out;
+}
+
+Result<std::vector<StepSample>> SqliteStore::StepsOfCase(int64_t row_id) {
+  const std::string doing = fmt::format("reading steps of case row {}", row_id);
+  Stmt q(db_,
+         "SELECT step, seconds, loss, tokens FROM step_samples WHERE case_row = ? ORDER BY id");
+  q.Bind(row_id);
+  std::vector<StepSample> out;
+  int rc;
+  while ((rc = q.Step()) == SQLITE_ROW) {
+    StepSample s;
+    s.step = q.Int(0);
+    s.seconds = q.Double(1);
+    if (!q.IsNull(2)) s.loss = q.Double(2);
+    if (!q.IsNull(3)) s.tokens = q.Int(3);
+    out.push_back(s);
+  }
+  if (rc != SQLITE_DONE) return Err(rc, doing);
+  return out;
+}
+
+Result<std::vector<RequestSample>> SqliteStore::RequestsOfCase(int64_t row_id) {
+  const std::string doing = fmt::format("reading requests of case row {}", row_id);
+  Stmt q(db_,
+         "SELECT idx, max_new_tokens, prompt_tokens, generated_tokens, seconds, answer "
+         "FROM request_samples WHERE case_row = ? ORDER BY id");
+  q.Bind(row_id);
+  std::vector<RequestSample> out;
+  int rc;
+  while ((rc = q.Step()) == SQLITE_ROW) {
+    RequestSample r;
+    r.index = static_cast<int>(q.Int(0));
+    r.max_new_tokens = static_cast<int>(q.Int(1));
+    r.prompt_tokens = static_cast<int>(q.Int(2));
+    r.generated_tokens = static_cast<int>(q.Int(3));
+    r.seconds = q.Double(4);
+    r.answer = q.Text(5);
+    out.push_back(std::move(r));
+  }
+  if (rc != SQLITE_DONE) return Err(rc, doing);
+  return out;
+}
+
+}  // namespace
+
+// ---- 4. entry points -----------------------------------------------------------
+
+Result<std::unique_ptr<Store>> OpenStore(const std::string& path) {
+  const bool in_memory = path.empty() || path == ":memory:";
+  if (!in_memory) {
+    std::filesystem::path parent = std::filesystem::path(path).parent_path();
+    if (!parent.empty()) {
+      std::error_code ec;
+      std::filesystem::create_directories(parent, ec);
+      if (ec)
+        return Status::IoError(fmt::format("{}: cannot create directory '{}': {}", path,
+                                           parent.string(), ec.message()));
+    }
+  }
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(in_memory ? ":memory:" : path.c_str(), &db,
+                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+  if (rc != SQLITE_OK) {
+    Status s = SqlError(db, rc, fmt::format("{}: cannot open database", path));
+    sqlite3_close_v2(db);
+    return s;
+  }
+  sqlite3_extended_result_codes(db, 1);
+  sqlite3_busy_timeout(db, kBusyTimeoutMs);
+  auto store = std::make_unique<SqliteStore>(db, in_memory ? ":memory:" : path);
+  if (Status s = store->Init(); !s.ok()) return s;
+  return std::unique_ptr<Store>(std::move(store));
+}
+
+int StoreSchemaVersion() { return kSchemaVersion; }
+
+Result<bool> CheckStoreIntegrity(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
+    return Status::NotFound(fmt::format("{}: no such database file", path));
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
+  if (rc != SQLITE_OK) {
+    Status s = SqlError(db, rc, fmt::format("{}: cannot open database", path));
+    sqlite3_close_v2(db);
+    return s;
+  }
+  sqlite3_busy_timeout(db, kBusyTimeoutMs);
+  bool ok = true;
+  int rows = 0;
+  {
+    Stmt q(db, "PRAGMA integrity_check");
+    while ((rc = q.Step()) == SQLITE_ROW) {
+      ++rows;
+      std::string line = q.Text(0);
+      if (line != "ok") {
+        ok = false;
+        spdlog::error("{}: integrity_check: {}", path, line);
+      }
+    }
+  }
+  Status s = rc == SQLITE_DONE ? Status::Ok() : SqlError(db, rc, path);
+  sqlite3_close_v2(db);
+  if (!s.ok()) return s;
+  return ok && rows > 0;
+}
+
+}  // namespace protocol
