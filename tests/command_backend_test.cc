@@ -310,7 +310,13 @@ TEST_CASE("Command: Check names unknown placeholders with a suggestion") {
 TEST_CASE("Command: Check rejects an empty argv or a split shell command or bad regexes") {
   Fixture f;
   CHECK(f.Check() == std::vector<std::string>{
-                         "command.argv is empty: give the launch command, one element per argument"});
+                         "command.argv is empty: give the launch command, one element per argument "
+                         "(command: {argv: [...]})"});
+  f.spec.system = "command";  // the parser's default: the backend's name, which is not a system
+  f.spec.command.argv = {"run"};
+  CHECK(f.Check() == std::vector<std::string>{
+                         "a command case must say which system its command runs (system: fsdp | share | <label>)"});
+  f.spec.system = "fsdp";
 
   f.spec.command.shell = true;
   f.spec.command.argv = {"torchrun", "train.py"};

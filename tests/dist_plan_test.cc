@@ -3,6 +3,7 @@
 // errors, and the resolved text (written only when set).
 #include <doctest/doctest.h>
 
+#include "backends/native/share_backend.h"
 #include "runner/base/text.h"
 #include "runner/plan/plan_parser.h"
 
@@ -78,6 +79,14 @@ TEST_CASE("dist plan: out-of-range distributed keys are located errors") {
         "<string>:11:98: 'sync_every' must be >= 0, got -2\n"
         "<string>:11:112: 'outer_lr' must be > 0 and <= 10, got 0\n"
         "<string>:11:131: 'outer_momentum' must be >= 0 and <= 0.999, got 1");
+}
+
+TEST_CASE("dist plan: the share backend's Check asks for a topology") {
+  PlanParseResult r = ParsePlanString(
+      kHead + "      - {id: a, workload: pretrain, backend: share, model: m7, dataset: web, steps: 10}\n", "<string>");
+  REQUIRE(r.ok());
+  CHECK(MakeNativeShareBackend()->Check(*r.plan, *r.plan->FindCase("a")) ==
+        std::vector<std::string>{"the share backend needs a topology (node:GxK ...)"});
 }
 
 }  // namespace protocol

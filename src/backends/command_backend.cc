@@ -168,7 +168,10 @@ class CommandBackend : public Backend {
     std::vector<std::string> problems;
     const CommandSpec& c = spec.command;
     if (c.argv.empty())
-      problems.push_back("command.argv is empty: give the launch command, one element per argument");
+      problems.push_back("command.argv is empty: give the launch command, one element per argument "
+                         "(command: {argv: [...]})");
+    if (spec.system.empty() || spec.system == "command")
+      problems.push_back("a command case must say which system its command runs (system: fsdp | share | <label>)");
     if (c.shell && c.argv.size() > 1)
       problems.push_back(fmt::format(
           "command.shell is true, so command.argv must be one string for /bin/sh -c (it has {} "

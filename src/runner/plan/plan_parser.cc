@@ -12,6 +12,9 @@
 //      was written — an inherited mistake points at its defaults line.
 //   5. Diagnostics sorted into file order and de-duplicated.
 //   6. resolved_text: EmitYaml of the resolved plan (no defaults blocks).
+//
+// The steps live in their own files: overrides.h (2), inheritance.h (the
+// merge of step 4), plan_emit.h (6); this file reads and validates.
 
 #include "runner/plan/plan_parser.h"
 
@@ -24,6 +27,9 @@
 
 #include "runner/base/placeholders.h"
 #include "runner/base/text.h"
+#include "runner/plan/inheritance.h"
+#include "runner/plan/overrides.h"
+#include "runner/plan/plan_emit.h"
 #include "runner/plan/plan_reader.h"
 #include "runner/plan/yaml_tree.h"
 
@@ -58,10 +64,6 @@ const std::vector<std::string> kTrainingKeys = {"batch_size", "seq_len", "grad_a
                                                 "outer_lr", "outer_momentum",
                                                 "lora_rank", "lora_alpha", "checkpoint_every",
                                                 "lora_freeze_a"};
-// Maps merged key by key through inheritance (at any depth).
-const std::set<std::string> kMergedMaps = {"training", "inference", "command", "env",
-                                           "reference"};
-
 const std::vector<std::string> kWorkloads = {"pretrain", "finetune", "inference"};
 const std::vector<std::string> kDatasetFormats = {"text", "jsonl", "dolly", "tokens", "parquet"};
 const std::vector<std::string> kLaunchers = {"local", "ssh", "slurm"};
@@ -101,138 +103,6 @@ template <typename Map>
 std::vector<std::string> KeysOf(const Map& m) {
   std::vector<std::string> out;
   for (const auto& [k, v] : m) out.push_back(k);
-  return out;
-}
-
-// ---- overrides --------------------------------------------------------------
-
-void Relocate(YamlNode& node, int line) {
-  node.line = line;
-  node.column = 0;
-  for (auto& item : node.items) Relocate(item, line);
-  for (auto& [k, v] : node.entries) {
-    Relocate(k, line);
-    Relocate(v, line);
-  }
-}
-
-std::string Singular(const std::string& key) {
-  if (key == "stages") return "stage";
-  if (key == "cases") return "case";
-  if (key == "nodes") return "node";
-  if (key == "metrics") return "metric";
-  return "item";
-}
-
-struct PathStep {
-  std::string key;
-  std::vector<std::string> selectors;  // [..] contents
-};
-
-bool ParsePath(const std::string& path, std::vector<PathStep>* steps) {
-  size_t i = 0;
-  while (true) {
-    PathStep step;
-    while (i < path.size() && path[i] != '.' && path[i] != '[') step.key += path[i++];
-    if (step.key.empty()) return false;
-    while (i < path.size() && path[i] == '[') {
-      size_t close = path.find(']', i);
-      if (close == std::string::npos || close == i + 1) return false;
-      step.selectors.push_back(path.substr(i + 1, close - i - 1));
-      i = close + 1;
-    }
-    steps->push_back(step);
-    if (i == path.size()) return true;
-    if (path[i] != '.') return false;
-    ++i;
-  }
-}
-
-// Applies one `PATH=VALUE`; on failure returns the message (without the
-// "--set ..." prefix).
-std::string ApplyOverride(YamlNode& root, const std::string& text, int line) {
-  size_t eq = text.find('=');
-  if (eq == std::string::npos) return "expected PATH=VALUE (e.g. defaults.timeout=1h)";
-  std::string path = Trim(text.substr(0, eq));
-  std::vector<PathStep> steps;
-  if (!ParsePath(path, &steps)) return fmt::format("bad path '{}'", path);
-
-  YamlParse value = ParseYaml(text.substr(eq + 1), "--set");
-  YamlNode value_node;  // kNull for an empty value
-  if (!value.ok && value.error.message != "file is empty") return value.error.message;
-  if (value.ok) value_node = std::move(value.root);
-  Relocate(value_node, line);
-
-  YamlNode* node = &root;
-  std::string where;  // the path walked so far, for messages
-  for (size_t s = 0; s < steps.size(); ++s) {
-    const PathStep& step = steps[s];
-    bool last = s + 1 == steps.size() && step.selectors.empty();
-    if (node->kind == Kind::kNull && !last) node->kind = Kind::kMap;  // create missing maps
-    if (node->kind != Kind::kMap)
-      return fmt::format("'{}' is {}, not a map", where, NodeReader::Describe(*node));
-    where += (where.empty() ? "" : ".") + step.key;
-    YamlNode* child = node->Find(step.key);
-    if (!child) {
-      if (!step.selectors.empty()) return fmt::format("the plan has no '{}'", where);
-      YamlNode key;
-      key.kind = Kind::kScalar;
-      key.scalar = step.key;
-      key.line = line;
-      YamlNode empty;
-      empty.line = line;
-      node->entries.emplace_back(std::move(key), std::move(empty));
-      child = &node->entries.back().second;
-    }
-    node = child;
-    for (const auto& sel : step.selectors) {
-      if (node->kind != Kind::kSequence)
-        return fmt::format("'{}' is {}, not a list", where, NodeReader::Describe(*node));
-      bool index = std::all_of(sel.begin(), sel.end(), [](char c) { return c >= '0' && c <= '9'; });
-      YamlNode* found = nullptr;
-      if (index) {
-        size_t n = sel.size() > 9 ? SIZE_MAX : std::stoul(sel);
-        if (n >= node->items.size())
-          return fmt::format("index {} is out of range ('{}' has {} items)", sel, where, node->items.size());
-        found = &node->items[n];
-      } else {
-        for (auto& item : node->items) {
-          const YamlNode* name = item.Find("name");
-          const YamlNode* id = item.Find("id");
-          if ((name && name->scalar == sel) || (id && id->scalar == sel)) {
-            found = &item;
-            break;
-          }
-        }
-        if (!found) return fmt::format("no {} named '{}'", Singular(step.key), sel);
-      }
-      where += "[" + sel + "]";
-      node = found;
-    }
-  }
-  *node = std::move(value_node);
-  return "";
-}
-
-// ---- inheritance -------------------------------------------------------------
-
-// `over` on top of `base` (both maps): kMergedMaps merge recursively; other
-// keys replace. Keys keep the position of their first appearance.
-YamlNode Merge(const YamlNode& base, const YamlNode& over) {
-  YamlNode out = base;
-  for (const auto& [key, value] : over.entries) {
-    auto it = std::find_if(out.entries.begin(), out.entries.end(),
-                           [&](const auto& e) { return e.first.scalar == key.scalar; });
-    if (it == out.entries.end()) {
-      out.entries.emplace_back(key, value);
-    } else if (kMergedMaps.count(key.scalar) && it->second.kind == Kind::kMap &&
-               value.kind == Kind::kMap) {
-      it->second = Merge(it->second, value);
-    } else {
-      it->first = key;
-      it->second = value;
-    }
-  }
   return out;
 }
 
@@ -539,7 +409,7 @@ void PlanParser::ParseStage(const YamlNode& node, const YamlNode& plan_defaults)
   }
   if (const YamlNode* n = node.Find("title"))
     if (auto v = r_.String(*n, "title")) stage.title = *v;
-  YamlNode defaults = Merge(plan_defaults, Defaults(node.Find("defaults")));
+  YamlNode defaults = MergeDefaults(plan_defaults, Defaults(node.Find("defaults")));
   const std::string who = stage.name.empty() ? std::string("a stage") : fmt::format("stage '{}'", stage.name);
   const YamlNode* cases = node.Find("cases");
   if (!cases) {
@@ -549,7 +419,7 @@ void PlanParser::ParseStage(const YamlNode& node, const YamlNode& plan_defaults)
     for (const auto& item : cases->items) {
       if (!r_.ExpectMap(item, "cases")) continue;
       r_.CheckKeys(item, kCaseKeys);
-      YamlNode merged = Merge(defaults, item);
+      YamlNode merged = MergeDefaults(defaults, item);
       merged.line = item.line;
       merged.column = item.column;
       if (auto c = ParseCase(merged, item, stage.name)) stage.cases.push_back(std::move(*c));
@@ -1031,12 +901,9 @@ std::optional<CaseSpec> PlanParser::ParseCase(const YamlNode& m, const YamlNode&
   }
 
   const YamlNode* system = str("system", &c.system);
-  if (!system && !c.backend.empty()) {
-    if (c.backend == "command")
-      fail(case_node, "a command case must say which system its command runs (system: fsdp | share | <label>)");
-    else
-      c.system = c.backend;
-  }
+  // The system under test defaults to the backend's name; a backend whose name
+  // is not a system (command) says so in its Check.
+  if (!system && !c.backend.empty()) c.system = c.backend;
   if (system && ok && c.system.empty()) fail(*system, "'system' is empty");
 
   if (const YamlNode* n = m.Find("model")) {
@@ -1057,7 +924,6 @@ std::optional<CaseSpec> PlanParser::ParseCase(const YamlNode& m, const YamlNode&
     fail(case_node, fmt::format("{} needs a model", who));
   }
 
-  const bool native = c.backend == "fsdp" || c.backend == "share";
   if (const YamlNode* n = m.Find("dataset")) {
     if (auto v = r_.String(*n, "dataset")) {
       if (plan_.datasets.count(*v)) {
@@ -1072,9 +938,6 @@ std::optional<CaseSpec> PlanParser::ParseCase(const YamlNode& m, const YamlNode&
     } else {
       ok = false;
     }
-  } else if (training && native) {
-    fail(case_node, fmt::format("{} needs a dataset ({} with the {} backend)", who,
-                                WorkloadName(*workload), c.backend));
   }
 
   // Placement.
@@ -1089,8 +952,6 @@ std::optional<CaseSpec> PlanParser::ParseCase(const YamlNode& m, const YamlNode&
     if (auto t = ParseTopology(*topology_node)) c.topology = *t;
     else ok = false;
   }
-  if (c.backend == "share" && !topology_node)
-    fail(case_node, fmt::format("{} needs a topology (share backend; e.g. topology: \"rig0:2x4 rig1:2x4\")", who));
   if (!c.topology.empty()) {
     c.nodes = c.topology.NodeCount();
     if (nodes && *nodes != c.nodes)
@@ -1141,13 +1002,7 @@ std::optional<CaseSpec> PlanParser::ParseCase(const YamlNode& m, const YamlNode&
   } else if (inference) {
     fail(case_node, fmt::format("{} needs inference.prompt and inference.max_new_tokens", who));
   }
-  if (const YamlNode* n = m.Find("command")) {
-    ParseCommand(*n, c, &ok);
-    if (c.backend == "command" && !n->Find("argv") && n->kind == Kind::kMap)
-      fail(*n, fmt::format("{} needs command.argv (the launch command)", who));
-  } else if (c.backend == "command") {
-    fail(case_node, fmt::format("{} needs a command (command: {{argv: [...]}})", who));
-  }
+  if (const YamlNode* n = m.Find("command")) ParseCommand(*n, c, &ok);
   if (const YamlNode* n = m.Find("training")) ParseTraining(*n, c, &ok);
   if (const YamlNode* n = m.Find("reference")) ParseReference(*n, c, &ok);
 
@@ -1176,175 +1031,6 @@ std::optional<CaseSpec> PlanParser::ParseCase(const YamlNode& m, const YamlNode&
   return c;
 }
 
-// ---- resolved text -------------------------------------------------------------
-
-YamlNode Scalar(const std::string& s, bool quoted = false) {
-  YamlNode n;
-  n.kind = Kind::kScalar;
-  n.scalar = s;
-  n.quoted = quoted;
-  return n;
-}
-
-// Strings that a reader could take for a number or boolean are quoted.
-YamlNode Str(const std::string& s) {
-  static const std::regex kTyped(R"(^([+-]?[0-9.]+([eE][+-]?[0-9]+)?|true|false|True|False|TRUE|FALSE)$)");
-  return Scalar(s, std::regex_match(s, kTyped));
-}
-YamlNode Int(int64_t v) { return Scalar(std::to_string(v)); }
-YamlNode Num(double v) { return Scalar(fmt::format("{}", v)); }
-YamlNode Bool(bool v) { return Scalar(v ? "true" : "false"); }
-
-struct MapBuilder {
-  YamlNode node;
-  MapBuilder() { node.kind = Kind::kMap; }
-  MapBuilder& Add(const std::string& key, YamlNode value) {
-    node.entries.emplace_back(Scalar(key), std::move(value));
-    return *this;
-  }
-  MapBuilder& AddIf(bool cond, const std::string& key, YamlNode value) {
-    if (cond) Add(key, std::move(value));
-    return *this;
-  }
-};
-
-YamlNode Seq(std::vector<YamlNode> items) {
-  YamlNode n;
-  n.kind = Kind::kSequence;
-  n.items = std::move(items);
-  return n;
-}
-
-YamlNode ResolvedCase(const CaseSpec& c) {
-  MapBuilder b;
-  b.Add("id", Str(c.id)).AddIf(!c.title.empty(), "title", Str(c.title));
-  b.Add("workload", Str(WorkloadName(c.workload))).Add("backend", Str(c.backend)).Add("system", Str(c.system));
-  b.Add("model", Str(c.model)).AddIf(!c.dataset.empty(), "dataset", Str(c.dataset));
-  b.Add("nodes", Int(c.nodes)).AddIf(!c.topology.empty(), "topology", Str(c.topology.ToString()));
-  b.AddIf(!c.network.empty(), "network", Str(c.network)).AddIf(!c.variant.empty(), "variant", Str(c.variant));
-  if (c.length) b.Add(c.length->UnitName(), Int(c.length->count));
-  if (c.report_as) b.Add("report_as", Int(c.report_as->count));
-  if (c.workload == Workload::kInference) {
-    std::vector<YamlNode> tokens;
-    for (int t : c.inference.max_new_tokens) tokens.push_back(Int(t));
-    MapBuilder inf;
-    inf.Add("prompt", Str(c.inference.prompt)).Add("max_new_tokens", Seq(std::move(tokens)));
-    inf.Add("ignore_eos", Bool(c.inference.ignore_eos));
-    b.Add("inference", inf.node);
-  }
-  b.Add("timeout", Num(c.timeout_seconds)).Add("repeats", Int(c.repeats)).Add("warmup_steps", Int(c.warmup_steps));
-  b.AddIf(!c.output_dir.empty(), "output_dir", Str(c.output_dir));
-  if (!c.command.argv.empty()) {
-    MapBuilder cmd;
-    std::vector<YamlNode> argv;
-    for (const auto& a : c.command.argv) argv.push_back(Str(a));
-    cmd.Add("argv", Seq(std::move(argv))).Add("shell", Bool(c.command.shell));
-    if (!c.command.env.empty()) {
-      MapBuilder env;
-      for (const auto& [k, v] : c.command.env) env.Add(k, Str(v));
-      cmd.Add("env", env.node);
-    }
-    cmd.AddIf(!c.command.workdir.empty(), "workdir", Str(c.command.workdir));
-    if (!c.command.metrics.empty()) {
-      std::vector<YamlNode> metrics;
-      for (const auto& m : c.command.metrics) {
-        MapBuilder mb;
-        mb.Add("name", Str(m.name)).Add("regex", Str(m.regex)).AddIf(!m.unit.empty(), "unit", Str(m.unit));
-        metrics.push_back(mb.node);
-      }
-      cmd.Add("metrics", Seq(std::move(metrics)));
-    }
-    cmd.AddIf(!c.command.step_regex.empty(), "step_regex", Str(c.command.step_regex));
-    cmd.AddIf(!c.command.request_regex.empty(), "request_regex", Str(c.command.request_regex));
-    b.Add("command", cmd.node);
-  }
-  if (c.workload != Workload::kInference) {
-    const TrainingSettings& t = c.training;
-    MapBuilder tr;
-    tr.Add("batch_size", Int(t.batch_size)).Add("seq_len", Int(t.seq_len)).Add("grad_accum", Int(t.grad_accum));
-    tr.Add("learning_rate", Num(t.learning_rate)).Add("seed", Int(t.seed)).Add("device", Str(t.device));
-    // The distributed settings only when set, so plans that do not use them resolve as before.
-    const TrainingSettings d;
-    tr.AddIf(t.ranks_per_node != d.ranks_per_node, "ranks_per_node", Int(t.ranks_per_node));
-    tr.AddIf(t.collective_timeout != d.collective_timeout, "collective_timeout", Num(t.collective_timeout));
-    tr.AddIf(t.sync_every != d.sync_every, "sync_every", Int(t.sync_every));
-    tr.AddIf(t.outer_lr != d.outer_lr, "outer_lr", Num(t.outer_lr));
-    tr.AddIf(t.outer_momentum != d.outer_momentum, "outer_momentum", Num(t.outer_momentum));
-    if (t.lora_rank) tr.Add("lora_rank", Int(*t.lora_rank));
-    if (t.lora_alpha) tr.Add("lora_alpha", Num(*t.lora_alpha));
-    tr.AddIf(t.checkpoint_every != d.checkpoint_every, "checkpoint_every", Int(t.checkpoint_every));
-    tr.AddIf(t.lora_freeze_a != d.lora_freeze_a, "lora_freeze_a", Bool(t.lora_freeze_a));
-    b.Add("training", tr.node);
-  }
-  if (!c.references.empty()) {
-    MapBuilder ref;
-    auto pct = [](double f) { return fmt::format("{}{}%", f < 0 ? "-" : "+", std::fabs(f) * 100); };
-    for (const ReferenceBand& band : c.references)
-      ref.Add(band.metric, Seq({Num(band.value), Scalar(pct(band.lower)), Scalar(pct(band.upper))}));
-    b.Add("reference", ref.node);
-  }
-  return b.node;
-}
-
-std::string ResolvedText(const Plan& plan) {
-  MapBuilder root;
-  root.Add("protocol", Int(plan.format_version)).Add("name", Str(plan.name));
-  root.AddIf(!plan.title.empty(), "title", Str(plan.title));
-  MapBuilder models;
-  for (const auto& [name, m] : plan.models) {
-    MapBuilder mb;
-    mb.AddIf(!m.preset.empty(), "preset", Str(m.preset)).AddIf(!m.path.empty(), "path", Str(m.path));
-    mb.AddIf(!m.quantization.empty(), "quantization", Str(m.quantization));
-    mb.AddIf(m.double_quant, "double_quant", Bool(m.double_quant));
-    models.Add(name, mb.node);
-  }
-  root.Add("models", models.node);
-  MapBuilder datasets;
-  for (const auto& [name, d] : plan.datasets) {
-    MapBuilder db;
-    db.Add("format", Str(d.format)).Add("path", Str(d.path));
-    datasets.Add(name, db.node);
-  }
-  root.Add("datasets", datasets.node);
-  MapBuilder cluster;
-  cluster.Add("launcher", Str(plan.cluster.launcher)).AddIf(!plan.cluster.network.empty(), "network", Str(plan.cluster.network));
-  std::vector<YamlNode> nodes;
-  for (const auto& n : plan.cluster.nodes) {
-    MapBuilder nb;
-    nb.Add("name", Str(n.name)).Add("host", Str(n.host)).Add("gpus", Int(n.gpus));
-    nb.AddIf(n.gpu_memory_gb > 0, "gpu_memory_gb", Num(n.gpu_memory_gb));
-    nodes.push_back(nb.node);
-  }
-  cluster.Add("nodes", Seq(std::move(nodes)));
-  if (plan.cluster.emulate) {
-    MapBuilder eb;
-    eb.Add("bandwidth", Str(plan.cluster.emulate->bandwidth));
-    eb.AddIf(!plan.cluster.emulate->delay.empty(), "delay", Str(plan.cluster.emulate->delay));
-    cluster.Add("emulate", eb.node);
-  }
-  root.Add("cluster", cluster.node);
-  std::vector<YamlNode> stages;
-  for (const auto& s : plan.stages) {
-    MapBuilder sb;
-    sb.Add("name", Str(s.name)).AddIf(!s.title.empty(), "title", Str(s.title));
-    std::vector<YamlNode> cases;
-    for (const auto& c : s.cases) cases.push_back(ResolvedCase(c));
-    sb.Add("cases", Seq(std::move(cases)));
-    stages.push_back(sb.node);
-  }
-  root.Add("stages", Seq(std::move(stages)));
-  if (!plan.interleave.empty()) {  // absent when unused: older resolved texts stay as they were
-    std::vector<YamlNode> groups;
-    for (const auto& group : plan.interleave) {
-      std::vector<YamlNode> ids;
-      for (const auto& id : group) ids.push_back(Str(id));
-      groups.push_back(Seq(std::move(ids)));
-    }
-    root.Add("interleave", Seq(std::move(groups)));
-  }
-  return EmitYaml(root.node);
-}
-
 PlanParseResult ParseTree(YamlParse parsed, std::string text, const std::string& file,
                           const PlanParseOptions& options) {
   PlanParseResult result;
@@ -1359,7 +1045,12 @@ PlanParseResult ParseTree(YamlParse parsed, std::string text, const std::string&
     labels.push_back("--set " + options.overrides[i]);
     if (root.kind != Kind::kMap) break;
     std::string error = ApplyOverride(root, options.overrides[i], -static_cast<int>(i) - 1);
-    if (!error.empty()) result.errors.push_back(Diagnostic{{labels.back(), 0, 0}, error, ""});
+    if (!error.empty()) {
+      Diagnostic d;
+      d.where.file = labels.back();
+      d.message = error;
+      result.errors.push_back(std::move(d));
+    }
   }
   PlanParser parser(file, options, &result.errors);
   parser.SetLabels(labels);

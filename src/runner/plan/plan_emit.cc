@@ -1,0 +1,185 @@
+#include "runner/plan/plan_emit.h"
+
+#include <cmath>
+#include <cstdint>
+#include <regex>
+#include <vector>
+
+#include "runner/base/text.h"
+#include "runner/plan/yaml_tree.h"
+
+namespace protocol {
+namespace {
+
+using Kind = YamlNode::Kind;
+
+YamlNode Scalar(const std::string& s, bool quoted = false) {
+  YamlNode n;
+  n.kind = Kind::kScalar;
+  n.scalar = s;
+  n.quoted = quoted;
+  return n;
+}
+
+// Strings that a reader could take for a number or boolean are quoted.
+YamlNode Str(const std::string& s) {
+  static const std::regex kTyped(R"(^([+-]?[0-9.]+([eE][+-]?[0-9]+)?|true|false|True|False|TRUE|FALSE)$)");
+  return Scalar(s, std::regex_match(s, kTyped));
+}
+YamlNode Int(int64_t v) { return Scalar(std::to_string(v)); }
+YamlNode Num(double v) { return Scalar(fmt::format("{}", v)); }
+YamlNode Bool(bool v) { return Scalar(v ? "true" : "false"); }
+
+struct MapBuilder {
+  YamlNode node;
+  MapBuilder() { node.kind = Kind::kMap; }
+  MapBuilder& Add(const std::string& key, YamlNode value) {
+    node.entries.emplace_back(Scalar(key), std::move(value));
+    return *this;
+  }
+  MapBuilder& AddIf(bool cond, const std::string& key, YamlNode value) {
+    if (cond) Add(key, std::move(value));
+    return *this;
+  }
+};
+
+YamlNode Seq(std::vector<YamlNode> items) {
+  YamlNode n;
+  n.kind = Kind::kSequence;
+  n.items = std::move(items);
+  return n;
+}
+
+YamlNode ResolvedCase(const CaseSpec& c) {
+  MapBuilder b;
+  b.Add("id", Str(c.id)).AddIf(!c.title.empty(), "title", Str(c.title));
+  b.Add("workload", Str(WorkloadName(c.workload))).Add("backend", Str(c.backend)).Add("system", Str(c.system));
+  b.Add("model", Str(c.model)).AddIf(!c.dataset.empty(), "dataset", Str(c.dataset));
+  b.Add("nodes", Int(c.nodes)).AddIf(!c.topology.empty(), "topology", Str(c.topology.ToString()));
+  b.AddIf(!c.network.empty(), "network", Str(c.network)).AddIf(!c.variant.empty(), "variant", Str(c.variant));
+  if (c.length) b.Add(c.length->UnitName(), Int(c.length->count));
+  if (c.report_as) b.Add("report_as", Int(c.report_as->count));
+  if (c.workload == Workload::kInference) {
+    std::vector<YamlNode> tokens;
+    for (int t : c.inference.max_new_tokens) tokens.push_back(Int(t));
+    MapBuilder inf;
+    inf.Add("prompt", Str(c.inference.prompt)).Add("max_new_tokens", Seq(std::move(tokens)));
+    inf.Add("ignore_eos", Bool(c.inference.ignore_eos));
+    b.Add("inference", inf.node);
+  }
+  b.Add("timeout", Num(c.timeout_seconds)).Add("repeats", Int(c.repeats)).Add("warmup_steps", Int(c.warmup_steps));
+  b.AddIf(!c.output_dir.empty(), "output_dir", Str(c.output_dir));
+  if (!c.command.argv.empty()) {
+    MapBuilder cmd;
+    std::vector<YamlNode> argv;
+    for (const auto& a : c.command.argv) argv.push_back(Str(a));
+    cmd.Add("argv", Seq(std::move(argv))).Add("shell", Bool(c.command.shell));
+    if (!c.command.env.empty()) {
+      MapBuilder env;
+      for (const auto& [k, v] : c.command.env) env.Add(k, Str(v));
+      cmd.Add("env", env.node);
+    }
+    cmd.AddIf(!c.command.workdir.empty(), "workdir", Str(c.command.workdir));
+    if (!c.command.metrics.empty()) {
+      std::vector<YamlNode> metrics;
+      for (const auto& m : c.command.metrics) {
+        MapBuilder mb;
+        mb.Add("name", Str(m.name)).Add("regex", Str(m.regex)).AddIf(!m.unit.empty(), "unit", Str(m.unit));
+        metrics.push_back(mb.node);
+      }
+      cmd.Add("metrics", Seq(std::move(metrics)));
+    }
+    cmd.AddIf(!c.command.step_regex.empty(), "step_regex", Str(c.command.step_regex));
+    cmd.AddIf(!c.command.request_regex.empty(), "request_regex", Str(c.command.request_regex));
+    b.Add("command", cmd.node);
+  }
+  if (c.workload != Workload::kInference) {
+    const TrainingSettings& t = c.training;
+    MapBuilder tr;
+    tr.Add("batch_size", Int(t.batch_size)).Add("seq_len", Int(t.seq_len)).Add("grad_accum", Int(t.grad_accum));
+    tr.Add("learning_rate", Num(t.learning_rate)).Add("seed", Int(t.seed)).Add("device", Str(t.device));
+    // The distributed settings only when set, so plans that do not use them resolve as before.
+    const TrainingSettings d;
+    tr.AddIf(t.ranks_per_node != d.ranks_per_node, "ranks_per_node", Int(t.ranks_per_node));
+    tr.AddIf(t.collective_timeout != d.collective_timeout, "collective_timeout", Num(t.collective_timeout));
+    tr.AddIf(t.sync_every != d.sync_every, "sync_every", Int(t.sync_every));
+    tr.AddIf(t.outer_lr != d.outer_lr, "outer_lr", Num(t.outer_lr));
+    tr.AddIf(t.outer_momentum != d.outer_momentum, "outer_momentum", Num(t.outer_momentum));
+    if (t.lora_rank) tr.Add("lora_rank", Int(*t.lora_rank));
+    if (t.lora_alpha) tr.Add("lora_alpha", Num(*t.lora_alpha));
+    tr.AddIf(t.checkpoint_every != d.checkpoint_every, "checkpoint_every", Int(t.checkpoint_every));
+    tr.AddIf(t.lora_freeze_a != d.lora_freeze_a, "lora_freeze_a", Bool(t.lora_freeze_a));
+    b.Add("training", tr.node);
+  }
+  if (!c.references.empty()) {
+    MapBuilder ref;
+    auto pct = [](double f) { return fmt::format("{}{}%", f < 0 ? "-" : "+", std::fabs(f) * 100); };
+    for (const ReferenceBand& band : c.references)
+      ref.Add(band.metric, Seq({Num(band.value), Scalar(pct(band.lower)), Scalar(pct(band.upper))}));
+    b.Add("reference", ref.node);
+  }
+  return b.node;
+}
+
+}  // namespace
+
+std::string ResolvedText(const Plan& plan) {
+  MapBuilder root;
+  root.Add("protocol", Int(plan.format_version)).Add("name", Str(plan.name));
+  root.AddIf(!plan.title.empty(), "title", Str(plan.title));
+  MapBuilder models;
+  for (const auto& [name, m] : plan.models) {
+    MapBuilder mb;
+    mb.AddIf(!m.preset.empty(), "preset", Str(m.preset)).AddIf(!m.path.empty(), "path", Str(m.path));
+    mb.AddIf(!m.quantization.empty(), "quantization", Str(m.quantization));
+    mb.AddIf(m.double_quant, "double_quant", Bool(m.double_quant));
+    models.Add(name, mb.node);
+  }
+  root.Add("models", models.node);
+  MapBuilder datasets;
+  for (const auto& [name, d] : plan.datasets) {
+    MapBuilder db;
+    db.Add("format", Str(d.format)).Add("path", Str(d.path));
+    datasets.Add(name, db.node);
+  }
+  root.Add("datasets", datasets.node);
+  MapBuilder cluster;
+  cluster.Add("launcher", Str(plan.cluster.launcher)).AddIf(!plan.cluster.network.empty(), "network", Str(plan.cluster.network));
+  std::vector<YamlNode> nodes;
+  for (const auto& n : plan.cluster.nodes) {
+    MapBuilder nb;
+    nb.Add("name", Str(n.name)).Add("host", Str(n.host)).Add("gpus", Int(n.gpus));
+    nb.AddIf(n.gpu_memory_gb > 0, "gpu_memory_gb", Num(n.gpu_memory_gb));
+    nodes.push_back(nb.node);
+  }
+  cluster.Add("nodes", Seq(std::move(nodes)));
+  if (plan.cluster.emulate) {
+    MapBuilder eb;
+    eb.Add("bandwidth", Str(plan.cluster.emulate->bandwidth));
+    eb.AddIf(!plan.cluster.emulate->delay.empty(), "delay", Str(plan.cluster.emulate->delay));
+    cluster.Add("emulate", eb.node);
+  }
+  root.Add("cluster", cluster.node);
+  std::vector<YamlNode> stages;
+  for (const auto& s : plan.stages) {
+    MapBuilder sb;
+    sb.Add("name", Str(s.name)).AddIf(!s.title.empty(), "title", Str(s.title));
+    std::vector<YamlNode> cases;
+    for (const auto& c : s.cases) cases.push_back(ResolvedCase(c));
+    sb.Add("cases", Seq(std::move(cases)));
+    stages.push_back(sb.node);
+  }
+  root.Add("stages", Seq(std::move(stages)));
+  if (!plan.interleave.empty()) {  // absent when unused: older resolved texts stay as they were
+    std::vector<YamlNode> groups;
+    for (const auto& group : plan.interleave) {
+      std::vector<YamlNode> ids;
+      for (const auto& id : group) ids.push_back(Str(id));
+      groups.push_back(Seq(std::move(ids)));
+    }
+    root.Add("interleave", Seq(std::move(groups)));
+  }
+  return EmitYaml(root.node);
+}
+
+}  // namespace protocol
