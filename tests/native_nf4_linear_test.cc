@@ -175,6 +175,45 @@ TEST_CASE("native nf4 linear: output and gradients of x, A and B equal dequantiz
   CHECK(at::allclose(y, at::full({3, 8}, 64.0f)));
 }
 
+TEST_CASE("native nf4 linear: a 4-bit model's LoRA gradients equal those through dequantize-then-linear") {
+  ModelConfig c = WideConfig(2);
+  c.dim = 64;
+  c.n_heads = 4;
+  c.n_kv_heads = 2;
+  c.hidden_dim = 160;
+  for (bool double_quant : {false, true}) {
+    CAPTURE(double_quant);
+    Model m = model_create(c, at::TensorOptions().dtype(at::kFloat));
+    model_init_random(m, 4);
+    model_quantize_nf4(m, double_quant);
+    auto lora = std::make_shared<LoraAdapters>(lora_create(c, 4, 8, 5));
+    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(6);
+    for (auto& layer : lora->layers)
+      for (LoraAdapter& ad : layer) ad.b.normal_(0.0, 0.05, gen);
+    REQUIRE(model_attach_lora(m, lora).ok());
+    std::vector<at::Tensor> params = lora_trainable(*lora);
+    at::Tensor tokens = at::tensor(std::vector<int64_t>{3, 14, 15, 9, 2, 6, 5, 35}).view({1, 8});
+    auto grads = [&](const Model& model) {
+      for (at::Tensor& p : params) p.mutable_grad() = at::Tensor();
+      model_forward(model, tokens).pow(2).mean().backward();
+      std::vector<at::Tensor> out;
+      for (const at::Tensor& p : params) out.push_back(p.grad().clone());
+      return out;
+    };
+    const std::vector<at::Tensor> now = grads(m);
+    Model old = m;
+    old.projections = std::make_shared<DequantizeThenLinear>(std::dynamic_pointer_cast<const Nf4Projections>(m.projections));
+    const std::vector<at::Tensor> before = grads(old);
+    REQUIRE(now.size() == 2 * 7 * 2);
+    double largest = 0;
+    for (size_t i = 0; i < now.size(); ++i) {
+      CHECK((now[i] - before[i]).abs().max().item<double>() <= 1e-6);
+      largest = std::max(largest, now[i].abs().max().item<double>());
+    }
+    CHECK(largest > 1e-3);  // real gradients
+  }
+}
+
 TEST_CASE("native nf4 linear: peak memory of a forward+backward grows with the NF4 bytes, not L dequantized weights") {
   // Per layer: the dequantized projections (float32) and their NF4 storage.
   const int64_t deq_layer = 4 * 3407872;                                          // 13,631,488 bytes

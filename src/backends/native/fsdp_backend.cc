@@ -259,10 +259,6 @@ class NativeFsdpBackend : public Backend {
 
     BackendOutcome out = spec.workload == Workload::kInference ? RunInference(ctx, *setup, model, log)
                                                                : RunTraining(ctx, *setup, model, log);
-    if (!quant_note.empty())
-      for (Measurement& m : out.measurements) m.method = m.method.empty() ? quant_note : m.method + "; " + quant_note;
-    if (!weights_note.empty())
-      for (Measurement& m : out.measurements) m.method = m.method.empty() ? weights_note : m.method + "; " + weights_note;
     if (out.status == CaseStatus::kOk || !out.measurements.empty()) {
       out.measurements.push_back(MeasuredFigure(metric::kPeakHostRss, static_cast<double>(PeakHostRssBytes()), "bytes",
                                          "getrusage ru_maxrss of the runner process (peak since it started)"));
@@ -270,6 +266,11 @@ class NativeFsdpBackend : public Backend {
         out.measurements.push_back(MeasuredFigure(metric::kPeakDeviceMemory, static_cast<double>(*peak), "bytes",
                                            "CUDA caching allocator peak allocated bytes during the case"));
     }
+    // Every measurement, the peak memory included, says what ran (4-bit, QLoRA) and on which weights.
+    if (!quant_note.empty())
+      for (Measurement& m : out.measurements) m.method = m.method.empty() ? quant_note : m.method + "; " + quant_note;
+    if (!weights_note.empty())
+      for (Measurement& m : out.measurements) m.method = m.method.empty() ? weights_note : m.method + "; " + weights_note;
     log.Line("fsdp: {}{}", out.status == CaseStatus::kOk ? "done" : "ended", out.reason.empty() ? "" : ": " + out.reason);
     return out;
   }
