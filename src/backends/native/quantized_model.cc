@@ -1,7 +1,5 @@
 #include "backends/native/quantized_model.h"
 
-#include <filesystem>
-
 #include "backends/native/nf4_linear.h"
 #include "backends/native/safetensors.h"
 #include "runner/text.h"
@@ -72,7 +70,9 @@ Status model_attach_lora(Model& model, std::shared_ptr<const LoraAdapters> lora)
 
 std::string nf4_pretrain_missing_weights(const std::string& model_name, const std::string& path) {
   if (!path.empty() && model_dir_has_weights(path)) return "";
-  const std::string where = path.empty() ? "no path" : fmt::format("no model.safetensors or model.safetensors.index.json in its path '{}'", path);
+  const std::string where =
+      path.empty() ? "no path"
+                   : fmt::format("no model.safetensors or model.safetensors.index.json in its path '{}'", path);
   return fmt::format(
       "a 4-bit pretrain is QLoRA continued pretraining of the model's own weights, but model '{}' has {}; "
       "nothing was run",
