@@ -10,6 +10,7 @@
 
 #include "backends/native/data.h"
 #include "backends/native/fsdp_backend.h"
+#include "backends/native/lora.h"
 #include "backends/native/model_config.h"
 #include "backends/native/tokenizer.h"
 #include "runner/base/text.h"
@@ -274,27 +275,69 @@ TEST_CASE("native fsdp: Check names what a case lacks") {
   CHECK(problems[2] == "a training workload needs a length");
 }
 
-TEST_CASE("native fsdp: a 4-bit model: pretrain refused, finetune is QLoRA saving adapters, inference from 4 bits") {
+TEST_CASE("native fsdp: a 4-bit model: pretrain is QLoRA continued pretraining, finetune is QLoRA, inference from 4 bits") {
   Fixture fx;
   Plan plan = fx.MakePlan();
-  // A base model with weights: one pretraining step of the full-precision model.
-  const std::string base_dir = (fx.root / "base").string();
-  Harness pre;
-  REQUIRE(pre.Run(plan, TrainingCase(Workload::kPretrain, "corpus", 1), base_dir).status == CaseStatus::kOk);
-  plan.models["mini"].path = base_dir;
   plan.models["mini"].quantization = "nf4";
-
-  const std::string refusal =
-      "pretraining a 4-bit model is not meaningful: QLoRA trains adapters on a loaded base; use finetune";
-  CaseSpec pretrain = TrainingCase(Workload::kPretrain, "corpus", 1);
-  CHECK(MakeNativeFsdpBackend()->Check(plan, pretrain).empty());  // the plan is valid; the case fails
-  {
+  CaseSpec pretrain = TrainingCase(Workload::kPretrain, "corpus", 30);
+  CHECK(MakeNativeFsdpBackend()->Check(plan, pretrain).empty());  // the plan is valid
+  {  // The fixture's model directory has a config and a tokenizer but no weights: a stored failure.
     Harness h;
     BackendContext ctx{plan, pretrain, 0, "", "", h.stop, h.processes, h.clock, h.events};
     BackendOutcome out = MakeNativeFsdpBackend()->Run(ctx);
     CHECK(out.status == CaseStatus::kFailed);
-    CHECK(out.reason == refusal);
+    CHECK(out.reason == "a 4-bit pretrain is QLoRA continued pretraining of the model's own weights, but model 'mini' "
+                        "has no model.safetensors or model.safetensors.index.json in its path '" +
+                            (fx.root / "model").string() + "'; nothing was run");
     CHECK(h.events.steps.empty());
+  }
+
+  // A base model with weights, saved by a full-precision pretrain (model_save into its output_dir).
+  const std::string base_dir = (fx.root / "base").string();
+  plan.models["mini"].quantization = "";
+  Harness pre;
+  REQUIRE(pre.Run(plan, TrainingCase(Workload::kPretrain, "corpus", 10), base_dir).status == CaseStatus::kOk);
+  plan.models["mini"].path = base_dir;
+  plan.models["mini"].quantization = "nf4";
+
+  {  // 4-bit pretrain = QLoRA continued pretraining of those weights, 30 steps.
+    pretrain.training.batch_size = 8;  // a smoother loss curve than batches of 2
+    const std::string adapters = (fx.root / "cpt").string(), log = (fx.root / "cpt.log").string();
+    Harness h;
+    BackendOutcome out = h.Run(plan, pretrain, adapters, log);
+    CHECK(out.status == CaseStatus::kOk);
+    REQUIRE(h.events.steps.size() == 30);
+    double first = 0, last = 0;
+    for (int i = 0; i < 5; ++i) {
+      first += *h.events.steps[static_cast<size_t>(i)].loss / 5;
+      last += *h.events.steps[static_cast<size_t>(25 + i)].loss / 5;
+    }
+    INFO("mean loss of steps 1-5 " << first << ", of steps 26-30 " << last);
+    CHECK(last < first - 0.05);  // here about 2.76 -> 2.62
+    const std::string method =
+        "QLoRA continued pretraining: 4-bit NF4 base (the model's weights) frozen, LoRA rank 8 alpha 16 on "
+        "q,k,v,o,gate,up,down, causal-LM loss on every token";
+    CHECK(Find(out, metric::kFinalLoss)->method == "training loss of the last step; " + method);
+    for (const Measurement& m : out.measurements) {
+      CAPTURE(m.name);
+      CHECK(m.method.find(method) != std::string::npos);  // every measurement says what ran
+    }
+    CHECK(Find(out, metric::kPeakHostRss));
+    // The output directory is a PEFT adapter directory, not a model.
+    CHECK_FALSE(fs::exists(fs::path(adapters) / "model.safetensors"));
+    auto config = ReadFileText((fs::path(adapters) / "adapter_config.json").string());
+    REQUIRE(config.ok());
+    for (const char* key : {"\"peft_type\": \"LORA\"", "\"task_type\": \"CAUSAL_LM\"", "\"r\": 8",
+                            "\"lora_alpha\": 16.0", "\"target_modules\"", "\"base_model_name_or_path\""})
+      CHECK(config->find(key) != std::string::npos);
+    auto loaded = native::lora_load(adapters, *native::ReadHfConfig(base_dir));
+    REQUIRE(loaded.ok());
+    CHECK(loaded->rank == 8);
+    CHECK(loaded->layers[1][6].b.abs().sum().item<double>() > 0);  // trained
+    std::ifstream in(log);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    CHECK(text.find("fsdp: weights loaded from " + base_dir + "\n") != std::string::npos);
+    CHECK(text.find("fsdp: " + method + " (10368 bytes of 4-bit projection weights)\n") != std::string::npos);
   }
 
   {  // More than one rank: the rank workers are full precision, so nothing runs.
@@ -334,6 +377,25 @@ TEST_CASE("native fsdp: a 4-bit model: pretrain refused, finetune is QLoRA savin
   CHECK(out2.status == CaseStatus::kOk);
   CHECK(Find(out2, metric::kFinalLoss)->method ==
         "training loss of the last step; QLoRA: 4-bit NF4 base frozen, LoRA rank 4 alpha 8 on q,k,v,o,gate,up,down");
+
+  {  // models[].double_quant and training.lora_freeze_a: named in the method text; bytes of double quantization:
+     // per projection 33 per block + 4 per group of 256 blocks + 4 (mean); 2 layers · (144·33 + 7·8) = 9616.
+    Plan dq = plan;
+    dq.models["mini"].double_quant = true;
+    CaseSpec frozen = TrainingCase(Workload::kFinetune, "dolly", 1);
+    frozen.training.lora_freeze_a = true;
+    const std::string log = (fx.root / "dq.log").string();
+    Harness h;
+    BackendOutcome out = h.Run(dq, frozen, "", log);
+    CHECK(out.status == CaseStatus::kOk);
+    const std::string method =
+        "QLoRA: 4-bit NF4 base (double-quantized absmax) frozen, LoRA rank 8 alpha 16 on q,k,v,o,gate,up,down (A frozen "
+        "at its seeded start, B trained)";
+    CHECK(Find(out, metric::kFinalLoss)->method == "training loss of the last step; " + method);
+    std::ifstream in(log);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    CHECK(text.find("fsdp: " + method + " (9616 bytes of 4-bit projection weights)\n") != std::string::npos);
+  }
 
   CaseSpec gen;
   gen.id = "i.1";

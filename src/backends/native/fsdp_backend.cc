@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -181,9 +182,13 @@ class NativeFsdpBackend : public Backend {
     if (model_it != ctx.plan.models.end() && !model_it->second.quantization.empty() && !nf4)
       return FailedOutcome(CaseStatus::kFailed, fmt::format("quantization '{}' is not built in the native backend; nothing was run",
                                                    model_it->second.quantization));
-    // Refused here, not in Check: the methodology's plan lists 4-bit pretrain cases, so the plan
-    // stays valid and each such case is stored as a failure that says why.
-    if (nf4 && spec.workload == Workload::kPretrain) return FailedOutcome(CaseStatus::kFailed, nf4_workload_refusal(true));
+    // A 4-bit pretrain is QLoRA continued pretraining of the model's own weights: without weights
+    // in the path the case is stored as a failure that says so (not in Check: the plan stays valid).
+    if (nf4 && spec.workload == Workload::kPretrain) {
+      const std::string missing =
+          nf4_pretrain_missing_weights(model_it->second.name, ctx.plan.ResolvePath(model_it->second.path));
+      if (!missing.empty()) return FailedOutcome(CaseStatus::kFailed, missing);
+    }
     if (!spec.topology.empty()) return FailedOutcome(CaseStatus::kFailed, "the fsdp backend takes `nodes`, not a topology");
     auto layout = native::FsdpLayout(ctx.plan, spec);
     if (!layout.ok()) return FailedOutcome(CaseStatus::kFailed, layout.status().message());
@@ -214,12 +219,13 @@ class NativeFsdpBackend : public Backend {
              setup->config.ParameterCount());
     if (setup->device.is_cuda()) compat::CudaResetPeakMemory();
 
-    // Weights: pretraining starts blank; the others load the path's weights when present.
+    // Weights: pretraining starts blank, except a 4-bit pretrain (QLoRA continued pretraining of the
+    // path's weights, checked above); the others load the path's weights when present.
     ModelSpec ms = model_it->second;
     ms.path = ctx.plan.ResolvePath(ms.path);
     Model model = model_create(setup->config, at::TensorOptions().dtype(setup->dtype).device(setup->device));
     std::string weights_note;
-    if (spec.workload != Workload::kPretrain && !ms.path.empty() && model_dir_has_weights(ms.path)) {
+    if ((spec.workload != Workload::kPretrain || nf4) && !ms.path.empty() && model_dir_has_weights(ms.path)) {
       Status s = model_load_weights(model, ms.path);
       if (!s.ok()) return FailedOutcome(CaseStatus::kFailed, s.message());
       log.Line("fsdp: weights loaded from {}", ms.path);
@@ -231,28 +237,28 @@ class NativeFsdpBackend : public Backend {
       log.Line("fsdp: weights: seeded random initialisation (seed {})", spec.training.seed);
     }
 
-    // 4-bit: the decoder projections become NF4 (quantized_model.h); a finetune trains LoRA adapters on them.
+    // 4-bit: the decoder projections become NF4 (quantized_model.h); finetune (QLoRA) and pretrain
+    // (QLoRA continued pretraining) train LoRA adapters on them.
     std::string quant_note;
     if (nf4) {
-      model_quantize_nf4(model);
-      quant_note = kNf4InferenceMethod;
-      if (spec.workload == Workload::kFinetune) {
+      model_quantize_nf4(model, ms.double_quant);
+      quant_note = nf4_inference_method(ms.double_quant);
+      if (spec.workload != Workload::kInference) {
         setup->lora = std::make_shared<LoraAdapters>(lora_create(setup->config, spec.training.LoraRank(),
                                                                  spec.training.LoraAlpha(),
                                                                  static_cast<uint64_t>(spec.training.seed), setup->device));
         Status s = model_attach_lora(model, setup->lora);
         if (!s.ok()) return FailedOutcome(CaseStatus::kFailed, s.message());
-        quant_note = qlora_method(*setup->lora);
+        quant_note = qlora_method(*setup->lora,
+                                  spec.workload == Workload::kPretrain ? QloraKind::kContinuedPretraining
+                                                                       : QloraKind::kFinetune,
+                                  ms.double_quant, spec.training.lora_freeze_a);
       }
       log.Line("fsdp: {} ({} bytes of 4-bit projection weights)", quant_note, nf4_weight_bytes(model));
     }
 
     BackendOutcome out = spec.workload == Workload::kInference ? RunInference(ctx, *setup, model, log)
                                                                : RunTraining(ctx, *setup, model, log);
-    if (!quant_note.empty())
-      for (Measurement& m : out.measurements) m.method = m.method.empty() ? quant_note : m.method + "; " + quant_note;
-    if (!weights_note.empty())
-      for (Measurement& m : out.measurements) m.method = m.method.empty() ? weights_note : m.method + "; " + weights_note;
     if (out.status == CaseStatus::kOk || !out.measurements.empty()) {
       out.measurements.push_back(MeasuredFigure(metric::kPeakHostRss, static_cast<double>(PeakHostRssBytes()), "bytes",
                                          "getrusage ru_maxrss of the runner process (peak since it started)"));
@@ -260,6 +266,11 @@ class NativeFsdpBackend : public Backend {
         out.measurements.push_back(MeasuredFigure(metric::kPeakDeviceMemory, static_cast<double>(*peak), "bytes",
                                            "CUDA caching allocator peak allocated bytes during the case"));
     }
+    // Every measurement, the peak memory included, says what ran (4-bit, QLoRA) and on which weights.
+    if (!quant_note.empty())
+      for (Measurement& m : out.measurements) m.method = m.method.empty() ? quant_note : m.method + "; " + quant_note;
+    if (!weights_note.empty())
+      for (Measurement& m : out.measurements) m.method = m.method.empty() ? weights_note : m.method + "; " + weights_note;
     log.Line("fsdp: {}{}", out.status == CaseStatus::kOk ? "done" : "ended", out.reason.empty() ? "" : ": " + out.reason);
     return out;
   }
@@ -282,6 +293,10 @@ class NativeFsdpBackend : public Backend {
     ds.path = ctx.plan.ResolvePath(ds.path);
     auto docs = data_load(ds.path, ds.format, *setup.tokenizer);
     if (!docs.ok()) return FailedOutcome(CaseStatus::kFailed, docs.status().message());
+    // QLoRA continued pretraining: the causal-LM loss counts every token (an instruction
+    // dataset's prompt tokens too; text and jsonl datasets count every token already).
+    if (setup.lora && spec.workload == Workload::kPretrain)
+      for (Document& d : *docs) std::fill(d.loss_mask.begin(), d.loss_mask.end(), 1);
     const int pad = setup.tokenizer->eos_id() >= 0 ? setup.tokenizer->eos_id() : 0;
     DataSplit split = data_split(data_pack(*docs, ts.seq_len, pad), kEvalFraction, static_cast<uint64_t>(ts.seed));
     if (split.train.empty()) return FailedOutcome(CaseStatus::kFailed, fmt::format("{}: the dataset has no tokens", ds.path));
@@ -297,7 +312,7 @@ class NativeFsdpBackend : public Backend {
     o.grad_accum = ts.grad_accum;
     o.learning_rate = ts.learning_rate;
     o.warmup_steps = std::min<int64_t>(100, steps / 10);
-    AdamW optimizer(setup.lora ? lora_trainable(*setup.lora) : model_trainable(model), o);
+    AdamW optimizer(setup.lora ? lora_trainable(*setup.lora, ts.lora_freeze_a) : model_trainable(model), o);
 
     // ---- timed loop ---------------------------------------------------------
     uint64_t epoch = 0;

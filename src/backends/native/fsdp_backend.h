@@ -7,9 +7,12 @@
 //
 // What it runs, per workload (see docs/native.md):
 //   pretrain   a blank model (seeded random init from the config) trained for
-//              the case's steps or epochs on the dataset;
+//              the case's steps or epochs on the dataset; a 4-bit model
+//              (quantization: nf4): QLoRA continued pretraining of the weights
+//              in its path (none there: a failed case saying so);
 //   finetune   the weights in the model's path when it has them, else seeded
-//              random weights (said in each measurement's method text);
+//              random weights (said in each measurement's method text); a
+//              4-bit model: QLoRA;
 //   inference  the schedule's requests, one greedy generation per max_new_tokens.
 // The model's config comes from <path>/config.json, else from its preset; the
 // tokenizer from <path>/tokenizer.model (required).

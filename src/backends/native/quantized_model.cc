@@ -1,5 +1,7 @@
 #include "backends/native/quantized_model.h"
 
+#include "backends/native/nf4_linear.h"
+#include "backends/native/safetensors.h"
 #include "runner/base/text.h"
 
 namespace protocol {
@@ -9,31 +11,26 @@ namespace {
 constexpr Projection kAll[kProjectionCount] = {Projection::kQ,    Projection::kK,  Projection::kV,   Projection::kO,
                                                Projection::kGate, Projection::kUp, Projection::kDown};
 
-int64_t nf4_bytes_for(int64_t numel) {
-  const int64_t blocks = (numel + kNf4BlockSize - 1) / kNf4BlockSize;
-  return blocks * (kNf4BlockSize / 2 + static_cast<int64_t>(sizeof(float)));
-}
-
 }  // namespace
 
 const char kNf4InferenceMethod[] =
     "4-bit NF4 weights: decoder projections dequantized on use; embedding, norms, lm_head full precision";
 
 at::Tensor Nf4Projections::Forward(size_t layer, Projection p, const at::Tensor& x) const {
-  // The dequantized weight is a temporary: no gradient flows into the 4-bit base.
-  at::Tensor w = nf4_dequantize(layers[layer][static_cast<size_t>(p)]).to(x.scalar_type());
-  at::Tensor y = at::linear(x, w);
+  // The dequantized weight is a temporary of nf4_linear, in forward and again in
+  // backward: autograd keeps the 4-bit storage only; no gradient reaches the base.
+  at::Tensor y = nf4_linear(x, layers[layer][static_cast<size_t>(p)]);
   if (lora) y = y + lora_forward(*lora, layer, p, x);
   return y;
 }
 
-void model_quantize_nf4(Model& model) {
+void model_quantize_nf4(Model& model, bool double_quant) {
   auto q = std::make_shared<Nf4Projections>();
   q->layers.resize(model.layers.size());
   for (size_t i = 0; i < model.layers.size(); ++i) {
     for (Projection p : kAll) {
       at::Tensor& w = layer_projection(model.layers[i], p);
-      q->layers[i][static_cast<size_t>(p)] = nf4_quantize(w);
+      q->layers[i][static_cast<size_t>(p)] = nf4_quantize(w, double_quant);
       w = at::Tensor();  // the full-precision copy is gone
     }
   }
@@ -49,15 +46,15 @@ int64_t nf4_weight_bytes(const Model& model) {
   if (q == nullptr) return 0;
   int64_t bytes = 0;
   for (const auto& layer : q->layers)
-    for (const Nf4Tensor& t : layer) bytes += t.packed.nbytes() + t.absmax.nbytes();
-  return static_cast<int64_t>(bytes);
+    for (const Nf4Tensor& t : layer) bytes += nf4_tensor_bytes(t);
+  return bytes;
 }
 
-int64_t nf4_expected_weight_bytes(const ModelConfig& config) {
+int64_t nf4_expected_weight_bytes(const ModelConfig& config, bool double_quant) {
   int64_t per_layer = 0;
   for (Projection p : kAll) {
     const auto shape = projection_shape(config, p);
-    per_layer += nf4_bytes_for(shape[0] * shape[1]);
+    per_layer += nf4_storage_bytes(shape[0] * shape[1], double_quant);
   }
   return config.n_layers * per_layer;
 }
@@ -71,14 +68,31 @@ Status model_attach_lora(Model& model, std::shared_ptr<const LoraAdapters> lora)
   return Status::Ok();
 }
 
-std::string nf4_workload_refusal(bool is_pretrain) {
-  if (!is_pretrain) return "";
-  return "pretraining a 4-bit model is not meaningful: QLoRA trains adapters on a loaded base; use finetune";
+std::string nf4_pretrain_missing_weights(const std::string& model_name, const std::string& path) {
+  if (!path.empty() && model_dir_has_weights(path)) return "";
+  const std::string where =
+      path.empty() ? "no path"
+                   : fmt::format("no model.safetensors or model.safetensors.index.json in its path '{}'", path);
+  return fmt::format(
+      "a 4-bit pretrain is QLoRA continued pretraining of the model's own weights, but model '{}' has {}; "
+      "nothing was run",
+      model_name, where);
 }
 
-std::string qlora_method(const LoraAdapters& lora) {
-  return fmt::format("QLoRA: 4-bit NF4 base frozen, LoRA rank {} alpha {} on q,k,v,o,gate,up,down", lora.rank,
-                     lora.alpha);
+std::string qlora_method(const LoraAdapters& lora, QloraKind kind, bool double_quant, bool freeze_a) {
+  const std::string base = double_quant ? "4-bit NF4 base (double-quantized absmax)" : "4-bit NF4 base";
+  const std::string adapters = fmt::format("LoRA rank {} alpha {} on q,k,v,o,gate,up,down{}", lora.rank, lora.alpha,
+                                           freeze_a ? " (A frozen at its seeded start, B trained)" : "");
+  if (kind == QloraKind::kContinuedPretraining)
+    return fmt::format("QLoRA continued pretraining: {} (the model's weights) frozen, {}, causal-LM loss on every token",
+                       base, adapters);
+  return fmt::format("QLoRA: {} frozen, {}", base, adapters);
+}
+
+std::string nf4_inference_method(bool double_quant) {
+  if (!double_quant) return kNf4InferenceMethod;
+  return "4-bit NF4 weights (double-quantized absmax): decoder projections dequantized on use; embedding, norms, "
+         "lm_head full precision";
 }
 
 }  // namespace native

@@ -4,20 +4,24 @@
 // 4-bit models (`quantization: nf4`) and QLoRA (Dettmers et al. 2023).
 //
 // What is 4-bit: the seven projections of every decoder layer (q, k, v, o,
-// gate, up, down), stored as NF4 blocks of 64 with a float32 absmax each
-// (nf4.h), and dequantized on use in every forward (to the activations'
-// dtype, one projection at a time). What stays in the model's dtype: the
-// token embedding, the RMSNorm gains and lm_head — as in QLoRA /
-// bitsandbytes, which quantize only the Linear layers inside the decoder.
+// gate, up, down), stored as NF4 blocks of 64 with a float32 absmax each, or
+// with double-quantized absmax (nf4.h), and dequantized on use (to the
+// activations' dtype, one projection at a time) by the 4-bit linear
+// (nf4_linear.h), which keeps the 4-bit storage, not the dequantized weight,
+// for the backward. What stays in the model's dtype: the token embedding, the
+// RMSNorm gains and lm_head — as in QLoRA / bitsandbytes, which quantize only
+// the Linear layers inside the decoder.
 //
 // Memory of the 4-bit weights: per projection of n weights, ceil(n/64) blocks
 // of 32 bytes of codes + 4 bytes of absmax = 36 bytes per 64 weights
-// (4.5 bits/weight: 1/8 of float32 plus 1/64, 1/4 of bf16 plus 1/32).
+// (4.5 bits/weight: 1/8 of float32 plus 1/64, 1/4 of bf16 plus 1/32); with
+// double quantization 33 bytes per block + 4 per 256 blocks + 4 per projection
+// (≈ 4.127 bits/weight; nf4_storage_bytes).
 //
 // QLoRA: the 4-bit base is frozen (no gradient, no optimizer state) and LoRA
 // adapters (lora.h) on the seven projections are trained; the forward is
 //   y = x·dequant(W_nf4)ᵀ + (alpha/r)·(x·Aᵀ)·Bᵀ.
-// Not built: double quantization of the absmax values, paged optimizers.
+// Not built: paged optimizers, 4-bit kernels (the dequantization is plain ATen).
 
 #include <ATen/ATen.h>
 
@@ -43,29 +47,50 @@ class Nf4Projections : public ProjectionOverride {
   std::shared_ptr<const LoraAdapters> lora;                     // null: base model only
 };
 
-// Quantizes every decoder-layer projection of `model` to NF4, releases the
-// full-precision projection tensors and installs the Nf4Projections override.
+// Quantizes every decoder-layer projection of `model` to NF4 (double_quant:
+// with double-quantized absmax), releases the full-precision projection
+// tensors and installs the Nf4Projections override.
 // REQUIRES: the model's weights are set and it is not already quantized.
-void model_quantize_nf4(Model& model);
+void model_quantize_nf4(Model& model, bool double_quant = false);
 // The model's NF4 projections; null when the model is not 4-bit.
 const Nf4Projections* model_nf4(const Model& model);
-// Bytes held by the NF4 projections: packed codes + absmax scales.
+// Bytes held by the NF4 projections: packed codes + absmax scales (or their
+// double-quantized form).
 int64_t nf4_weight_bytes(const Model& model);
-// What nf4_weight_bytes must be for a 4-bit model of `config`: 36 bytes per
-// started block of 64 weights of each projection.
-int64_t nf4_expected_weight_bytes(const ModelConfig& config);
+// What nf4_weight_bytes must be for a 4-bit model of `config`: Σ over the
+// L·7 projections of nf4_storage_bytes(out·in, double_quant); without double
+// quantization 36 bytes per started block of 64 weights of each projection.
+int64_t nf4_expected_weight_bytes(const ModelConfig& config, bool double_quant = false);
 // Attaches LoRA adapters to a 4-bit model (the adapters are shared, not copied:
 // training them changes the model's output). kInvalidArgument when the model
 // is not 4-bit.
 Status model_attach_lora(Model& model, std::shared_ptr<const LoraAdapters> lora);
 
-// Why the native backend refuses a workload on a 4-bit model; empty when it runs.
-std::string nf4_workload_refusal(bool is_pretrain);
+// What the training workloads on a 4-bit model are (both train LoRA adapters
+// on the frozen NF4 base of the model's loaded weights):
+//   finetune  QLoRA (Dettmers et al. 2023) on the dataset's loss mask
+//             (instruction records: the response tokens);
+//   pretrain  QLoRA continued pretraining: the model's real weights loaded
+//             and frozen in NF4, LoRA on all seven projections, the
+//             causal-LM loss on every token of the raw text. Training 4-bit
+//             codes from a random start has no gradient to follow, so a
+//             4-bit pretrain needs weights (nf4_pretrain_missing_weights).
+enum class QloraKind { kFinetune, kContinuedPretraining };
+
+// Why a 4-bit pretrain of model `model_name` cannot start: its path has no
+// weights (model.safetensors or model.safetensors.index.json). Empty when it has.
+std::string nf4_pretrain_missing_weights(const std::string& model_name, const std::string& path);
 // Method text for measurements of a QLoRA run, e.g. "QLoRA: 4-bit NF4 base
-// frozen, LoRA rank 8 alpha 16 on q,k,v,o,gate,up,down".
-std::string qlora_method(const LoraAdapters& lora);
+// frozen, LoRA rank 8 alpha 16 on q,k,v,o,gate,up,down", or for continued
+// pretraining "QLoRA continued pretraining: 4-bit NF4 base (the model's
+// weights) frozen, LoRA rank 8 alpha 16 on q,k,v,o,gate,up,down, causal-LM
+// loss on every token". Double quantization and a frozen A are named when set.
+std::string qlora_method(const LoraAdapters& lora, QloraKind kind = QloraKind::kFinetune, bool double_quant = false,
+                         bool freeze_a = false);
 // Method text for inference from 4-bit weights.
 extern const char kNf4InferenceMethod[];
+// kNf4InferenceMethod, naming double quantization when it is on.
+std::string nf4_inference_method(bool double_quant);
 
 }  // namespace native
 }  // namespace protocol
