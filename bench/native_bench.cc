@@ -4,6 +4,17 @@
 //
 //   build/protocol_bench                       # tiny and small-100m, defaults below
 //   build/protocol_bench --presets tiny --steps 10 --batch 8 --seq 128 --decode 64
+//   build/protocol_bench --device cuda --presets llama-1b --batch 4 --seq 2048 --decode 0   # MFU
+//   build/protocol_bench --device cuda --presets llama2-7b --no-train --decode 256          # decode
+//   build/protocol_bench --device cuda --presets llama2-7b --quant nf4 --batch 4 --seq 512  # QLoRA + 4-bit decode
+//
+// On CUDA the compute dtype is bf16 (--dtype fp32 to change it), MFU is
+// printed for devices in device_peak.h's table, and so is the caching
+// allocator's peak. With --quant nf4 the projections are NF4 (quantized_model.h)
+// and the training step is a QLoRA step (LoRA rank 8 on the seven projections;
+// the base is frozen, so its weights need no weight gradients: the MFU line
+// then also states the 4·N-per-token figure, since PaLM's 6·N assumes every
+// weight is trained).
 //
 // Method (one place, as in google/benchmark): `warmup` steps are run and
 // discarded, then `steps` timed steps; on CUDA the device is synchronised
@@ -27,9 +38,11 @@
 #include <vector>
 
 #include "backends/native/data.h"
+#include "backends/native/device_peak.h"
 #include "backends/native/generate.h"
 #include "backends/native/model.h"
 #include "backends/native/model_config.h"
+#include "backends/native/quantized_model.h"
 #include "backends/native/torch_compat.h"
 #include "backends/native/train.h"
 #include "runner/base/text.h"
@@ -41,6 +54,11 @@ namespace {
 
 struct Options {
   std::vector<std::string> presets = {"tiny", "small-100m"};
+  std::string device = "auto";  // auto | cpu | cuda
+  std::string dtype;            // "" = bf16 on cuda, fp32 on cpu; or bf16 | fp32
+  std::string quant;            // "" | nf4
+  bool double_quant = false;
+  bool train = true;
   int warmup = 2;
   int steps = 5;
   int64_t batch = 8;
@@ -71,6 +89,12 @@ std::vector<std::string> LoadedBlas() {
   return found;
 }
 
+void PrintDeviceMemory(const at::Device& device) {
+  if (auto peak = compat::CudaPeakMemoryBytes(); peak && device.is_cuda())
+    std::printf("           peak device memory %.2f GiB (caching allocator, since the preset started)\n",
+                static_cast<double>(*peak) / (1024.0 * 1024.0 * 1024.0));
+}
+
 void BenchPreset(const std::string& preset, const Options& o, const at::TensorOptions& device) {
   auto config = PresetConfig(preset);
   if (!config.ok()) {
@@ -79,52 +103,98 @@ void BenchPreset(const std::string& preset, const Options& o, const at::TensorOp
   }
   ModelConfig c = config.value();
   int64_t seq = std::min(o.seq, c.max_seq_len);
+  if (device.device().is_cuda()) compat::CudaResetPeakMemory();
   Model model = model_create(c, device);
   model_init_random(model, 1234);
-
-  // ---- training: random tokens, every target counted ----
+  std::shared_ptr<LoraAdapters> lora;
+  if (o.quant == "nf4") {
+    model_quantize_nf4(model, o.double_quant);
+    lora = std::make_shared<LoraAdapters>(lora_create(c, 8, 16, 1234, device.device()));
+    if (Status s = model_attach_lora(model, lora); !s.ok()) {
+      std::printf("%s: %s\n", preset.c_str(), s.message().c_str());
+      return;
+    }
+    std::printf("%-10s NF4%s projections: %.2f GiB of codes and scales; LoRA rank 8 (%lld parameters)\n",
+                preset.c_str(), o.double_quant ? " (double quant)" : "",
+                static_cast<double>(nf4_weight_bytes(model)) / (1024.0 * 1024.0 * 1024.0),
+                static_cast<long long>(lora_parameter_count(c, 8)));
+  }
   std::mt19937 rng(7);
   std::uniform_int_distribution<int> token(3, static_cast<int>(c.vocab_size) - 1);
-  std::vector<Sequence> data(o.batch);
-  for (auto& s : data) {
-    s.tokens.resize(seq + 1);
-    for (int& t : s.tokens) t = token(rng);
-    s.mask.assign(seq, 1);  // one flag per target (Sequence contract)
+
+  // ---- training: random tokens, every target counted ----
+  if (o.train) {
+    std::vector<Sequence> data(o.batch);
+    for (auto& s : data) {
+      s.tokens.resize(seq + 1);
+      for (int& t : s.tokens) t = token(rng);
+      s.mask.assign(seq, 1);  // one flag per target (Sequence contract)
+    }
+    std::vector<const Sequence*> batch;
+    for (const auto& s : data) batch.push_back(&s);
+    TrainOptions train;
+    train.batch_size = o.batch;
+    AdamW optimizer(lora ? lora_trainable(*lora) : model_trainable(model), train);
+    for (int i = 0; i < o.warmup; ++i) train_step(model, optimizer, batch, train, 1e-4);
+    compat::DeviceSynchronize(device.device());
+    double start = Now();
+    double loss = 0;
+    for (int i = 0; i < o.steps; ++i) loss = train_step(model, optimizer, batch, train, 1e-4).loss;
+    compat::DeviceSynchronize(device.device());
+    double step_seconds = (Now() - start) / o.steps;
+    double tokens_per_second = o.batch * seq / step_seconds;
+    const double flops = c.TrainingFlopsPerToken(seq);
+    double gflops = AchievedTflops(flops, tokens_per_second) * 1e3;
+    std::printf("%-10s params %6.1f M  train%s B=%lld T=%lld: %8.3f s/step  %9.0f tokens/s  %9.1f GFLOP/s  (loss %.3f)\n",
+                preset.c_str(), c.ParameterCount() / 1e6, lora ? " (QLoRA)" : "", static_cast<long long>(o.batch),
+                static_cast<long long>(seq), step_seconds, tokens_per_second, gflops, loss);
+    if (device.device().is_cuda()) {
+      const std::string name = compat::CudaDeviceName();
+      if (auto peak = PeakBf16Tflops(name)) {
+        std::printf("           MFU %.1f %% of %.0f TFLOP/s (%s; 6·(N−N_emb) + 12·L·H·Q·T FLOPs/token)\n",
+                    100 * gflops / 1e3 / *peak, *peak, name.c_str());
+        if (lora) {
+          // Frozen base: forward (2·N) + input gradients (2·N), no weight gradients.
+          const double frozen = flops - 2.0 * static_cast<double>(c.ParameterCount() - c.EmbeddingParameterCount());
+          std::printf("           frozen-base FLOPs (4·(N−N_emb) + 12·L·H·Q·T): MFU %.1f %%\n",
+                      100 * AchievedTflops(frozen, tokens_per_second) / *peak);
+        }
+      } else {
+        std::printf("           no MFU: '%s' is not in device_peak.cc's table\n", name.c_str());
+      }
+    }
+    PrintDeviceMemory(device.device());
   }
-  std::vector<const Sequence*> batch;
-  for (const auto& s : data) batch.push_back(&s);
-  TrainOptions train;
-  train.batch_size = o.batch;
-  AdamW optimizer(model_trainable(model), train);
-  for (int i = 0; i < o.warmup; ++i) train_step(model, optimizer, batch, train, 1e-4);
-  compat::DeviceSynchronize(device.device());
-  double start = Now();
-  double loss = 0;
-  for (int i = 0; i < o.steps; ++i) loss = train_step(model, optimizer, batch, train, 1e-4).loss;
-  compat::DeviceSynchronize(device.device());
-  double step_seconds = (Now() - start) / o.steps;
-  double tokens_per_second = o.batch * seq / step_seconds;
-  double gflops = c.TrainingFlopsPerToken(seq) * tokens_per_second / 1e9;
-  std::printf("%-10s params %6.1f M  train  B=%lld T=%lld: %8.3f s/step  %9.0f tokens/s  %7.1f GFLOP/s  (loss %.3f)\n",
-              preset.c_str(), c.ParameterCount() / 1e6, static_cast<long long>(o.batch),
-              static_cast<long long>(seq), step_seconds, tokens_per_second, gflops, loss);
 
   // ---- single-stream greedy decode with the KV cache ----
-  std::vector<int> prompt(o.prompt);
-  for (int& t : prompt) t = token(rng);
-  GenerateOptions g;
-  g.max_new_tokens = std::min<int64_t>(o.decode, c.max_seq_len - o.prompt);
-  g.ignore_eos = true;
-  (void)generate_greedy(model, prompt, g);  // warm-up
-  compat::DeviceSynchronize(device.device());
-  start = Now();
-  auto generation = generate_greedy(model, prompt, g);
-  compat::DeviceSynchronize(device.device());
-  double seconds = Now() - start;
-  size_t generated = generation.ok() ? generation->tokens.size() : 0;
-  std::printf("%-10s params %6.1f M  decode prompt=%lld new=%zu: %8.4f s/token  %9.1f tokens/s\n",
-              preset.c_str(), c.ParameterCount() / 1e6, static_cast<long long>(o.prompt), generated,
-              seconds / std::max<size_t>(generated, 1), generated / seconds);
+  if (o.decode > 0) {
+    at::NoGradGuard no_grad;
+    std::vector<int> prompt(o.prompt);
+    for (int& t : prompt) t = token(rng);
+    GenerateOptions g;
+    g.max_new_tokens = std::min<int64_t>(o.decode, c.max_seq_len - o.prompt);
+    g.ignore_eos = true;
+    (void)generate_greedy(model, prompt, g);  // warm-up
+    compat::DeviceSynchronize(device.device());
+    double start = Now();
+    auto generation = generate_greedy(model, prompt, g);
+    compat::DeviceSynchronize(device.device());
+    double seconds = Now() - start;
+    size_t generated = generation.ok() ? generation->tokens.size() : 0;
+    std::printf("%-10s params %6.1f M  decode%s prompt=%lld new=%zu: %8.4f s/token  %9.1f tokens/s\n",
+                preset.c_str(), c.ParameterCount() / 1e6, lora ? " (4-bit)" : "", static_cast<long long>(o.prompt),
+                generated, seconds / std::max<size_t>(generated, 1), generated / seconds);
+    if (device.device().is_cuda() && generated > 0) {
+      // Memory roofline of single-stream decode: every weight byte is read once per token.
+      double weight_bytes = 0;
+      for (const NamedParameter& p : model_parameters(model))
+        if (p.tensor->defined()) weight_bytes += static_cast<double>(p.tensor->numel() * p.tensor->element_size());
+      if (lora) weight_bytes += static_cast<double>(nf4_weight_bytes(model));
+      std::printf("           weights read per token %.2f GB; achieved %.0f GB/s of weight traffic\n",
+                  weight_bytes / 1e9, weight_bytes * generated / seconds / 1e9);
+    }
+    PrintDeviceMemory(device.device());
+  }
 }
 
 }  // namespace
@@ -146,21 +216,44 @@ int main(int argc, char** argv) {
     else if (a == "--batch") o.batch = std::atoll(next().c_str());
     else if (a == "--seq") o.seq = std::atoll(next().c_str());
     else if (a == "--decode") o.decode = std::atoll(next().c_str());
+    else if (a == "--device") o.device = next();
+    else if (a == "--dtype") o.dtype = next();
+    else if (a == "--quant") o.quant = next();
+    else if (a == "--double-quant") o.double_quant = true;
+    else if (a == "--no-train") o.train = false;
     else {
       std::fprintf(stderr,
-                   "usage: protocol_bench [--presets a,b] [--steps N] [--warmup N] [--batch B] "
-                   "[--seq T] [--decode N]\n");
+                   "usage: protocol_bench [--presets a,b] [--steps N] [--warmup N] [--batch B] [--seq T]\n"
+                   "                      [--decode N (0: no decode)] [--no-train] [--device auto|cpu|cuda]\n"
+                   "                      [--dtype bf16|fp32] [--quant nf4] [--double-quant]\n");
       return a == "--help" ? 0 : 2;
     }
   }
+  const bool cuda = o.device == "cuda" || (o.device == "auto" && compat::CudaAvailable());
+  if (cuda && !compat::CudaAvailable()) {
+    std::fprintf(stderr, "--device cuda: this build or machine has no CUDA device\n");
+    return 2;
+  }
+  if (!o.quant.empty() && o.quant != "nf4") {
+    std::fprintf(stderr, "--quant: only nf4 is built\n");
+    return 2;
+  }
+  const std::string dtype = o.dtype.empty() ? (cuda ? "bf16" : "fp32") : o.dtype;
+  if (dtype != "bf16" && dtype != "fp32") {
+    std::fprintf(stderr, "--dtype: bf16 or fp32\n");
+    return 2;
+  }
   // As the fsdp backend does: one intra-op thread per hardware thread.
   at::set_num_threads(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
-  at::TensorOptions device = at::TensorOptions().dtype(at::kFloat);
+  at::TensorOptions device = at::TensorOptions()
+                                .dtype(dtype == "bf16" ? at::kBFloat16 : at::kFloat)
+                                .device(cuda ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU));
   double load[3] = {0, 0, 0};
   getloadavg(load, 3);
   std::printf("load average %.2f (figures are contended when it exceeds the core count)\n", load[0]);
-  std::printf("libtorch %s, %d threads, device %s\n", compat::TorchVersion().c_str(),
-              at::get_num_threads(), device.device().str().c_str());
+  std::printf("libtorch %s, %d threads, device %s%s%s, dtype %s\n", compat::TorchVersion().c_str(),
+              at::get_num_threads(), device.device().str().c_str(), cuda ? " " : "",
+              cuda ? compat::CudaDeviceName().c_str() : "", dtype.c_str());
   std::vector<std::string> blas = LoadedBlas();
   std::printf("BLAS loaded: %s\n", blas.empty() ? "(none found by name)" : Join(blas, ", ").c_str());
   for (const auto& preset : o.presets) BenchPreset(preset, o, device);

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "backends/native/data.h"
+#include "backends/native/device_peak.h"
 #include "backends/native/generate.h"
 #include "backends/native/model.h"
 #include "backends/native/model_config.h"
@@ -26,24 +27,6 @@ namespace fs = std::filesystem;
 using namespace native;  // NOLINT: this file is the native backend
 
 constexpr double kEvalFraction = 0.05;  // share of packed sequences held out for eval_loss
-
-// Dense bf16 peak TFLOP/s per device (vendor datasheets), for MFU on CUDA.
-// A device not listed gets tflops but no mfu: never a guessed peak.
-struct DevicePeak {
-  const char* name_contains;
-  double bf16_tflops;
-};
-const DevicePeak kDevicePeaks[] = {
-    {"H100 SXM", 989.0}, {"H100 80GB HBM3", 989.0}, {"H200", 989.0},
-    {"H100 PCIe", 756.0}, {"H100 NVL", 835.0},     {"A100", 312.0},
-    {"L40S", 362.0},      {"A10G", 70.0},
-};
-
-std::optional<double> PeakTflops(const std::string& device_name) {
-  for (const auto& row : kDevicePeaks)
-    if (device_name.find(row.name_contains) != std::string::npos) return row.bf16_tflops;
-  return std::nullopt;
-}
 
 int64_t PeakHostRssBytes() {
   struct rusage usage;
@@ -368,11 +351,11 @@ class NativeFsdpBackend : public Backend {
                                          setup.device.is_cuda() ? how + " (one device)" : how + " (per process: CPU)"));
       if (setup.device.is_cuda()) {
         const double flops = setup.config.TrainingFlopsPerToken(ts.seq_len);
-        const double tflops = flops * tps / 1e12;
+        const double tflops = AchievedTflops(flops, tps);
         out.measurements.push_back(MeasuredFigure(metric::kTflops, tflops, "TFLOP/s",
                                            "6(N-N_emb)+12·L·H·Q·T FLOPs/token (PaLM) × tokens/s"));
         const std::string name = compat::CudaDeviceName();
-        if (auto peak = PeakTflops(name))
+        if (auto peak = PeakBf16Tflops(name))
           out.measurements.push_back(MeasuredFigure(metric::kMfu, tflops / *peak, "",
                                              fmt::format("tflops / {} TFLOP/s dense bf16 peak of '{}'", *peak, name)));
       }

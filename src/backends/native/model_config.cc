@@ -35,6 +35,9 @@ const std::vector<ModelConfig>& Presets() {
       Make("tiny", 192, 4, 6, 2, 512, 1024, 512, 1e-5),
       // ~99.5 M parameters.
       Make("small-100m", 768, 8, 12, 4, 2048, 32000, 1024, 1e-5),
+      // ~1.1 B parameters, the shape of TinyLlama-1.1B (Llama-2 architecture,
+      // 4 key/value heads): the GPU benchmark's training-MFU model.
+      Make("llama-1b", 2048, 22, 32, 4, 5632, 32000, 2048, 1e-5),
   };
   return table;
 }
