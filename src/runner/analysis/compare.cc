@@ -100,16 +100,15 @@ std::vector<SideCase> GroupCases(const CompareSide& side) {
   return out;
 }
 
-std::string LengthText(const CaseRecord& r) {
-  if (r.length_unit.empty()) return "no length";
-  return fmt::format("{} {}", r.length_count, r.length_unit);
+std::string CaseLengthText(const CaseRecord& r) {
+  return r.length_unit.empty() ? "no length" : LengthText(r.length_unit, r.length_count);
 }
 
 // (field, value) pairs that must agree for two cases to compare.
 std::vector<std::pair<std::string, std::string>> IdentityFields(const CaseRecord& r) {
   return {{"model", r.model},
           {"workload", r.workload},
-          {"length", LengthText(r)},
+          {"length", CaseLengthText(r)},
           {"system", r.system},
           {"backend", r.backend},
           {"nodes", std::to_string(r.nodes)},
@@ -119,7 +118,7 @@ std::vector<std::pair<std::string, std::string>> IdentityFields(const CaseRecord
 }
 
 std::string IdentityText(const CaseRecord& r) {
-  std::string text = fmt::format("{} {} {} {} {} node{}", r.model, r.workload, LengthText(r),
+  std::string text = fmt::format("{} {} {} {} {} node{}", r.model, r.workload, CaseLengthText(r),
                                  r.system, r.nodes, r.nodes == 1 ? "" : "s");
   if (!r.topology.empty()) text += " " + r.topology;
   if (!r.network.empty()) text += " " + r.network;

@@ -37,6 +37,7 @@
 #include <utility>
 #include <vector>
 
+#include "runner/analysis/compare_stats.h"
 #include "runner/base/json.h"
 #include "runner/base/status.h"
 #include "runner/store/records.h"
@@ -61,9 +62,9 @@ struct CompareOptions {
   // "name" (a well-known metric) or "name:lower" / "name:higher". Empty: wall_seconds
   // plus every other well-known metric measured on both sides.
   std::vector<std::string> metrics;
-  int resamples = 2000;
-  uint64_t seed = 20240501;
-  double confidence = 0.95;
+  int resamples = kBootstrapResamples;
+  uint64_t seed = kBootstrapSeed;
+  double confidence = kBootstrapConfidence;
 };
 
 // Checks options.metrics; every problem in one message (kInvalidArgument).

@@ -18,6 +18,13 @@ namespace protocol {
 // nullopt when empty.
 std::optional<double> Median(std::vector<double> values);
 
+// The bootstrap settings every interval of this program uses (`protocol
+// compare` and the report's ratio intervals): one seed, so the same stored
+// figures give the same interval in both places and on every run.
+inline constexpr int kBootstrapResamples = 2000;
+inline constexpr uint64_t kBootstrapSeed = 20240501;
+inline constexpr double kBootstrapConfidence = 0.95;
+
 struct RatioInterval {
   double low = 0;
   double high = 0;

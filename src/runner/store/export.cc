@@ -91,12 +91,11 @@ std::string HowText(const Measurement& m) {
 }
 
 // "100 steps" / "100 steps, reported as 1000 steps" / "" for inference.
-std::string LengthText(const CaseRecord& c) {
-  std::string out;
-  if (!c.length_unit.empty()) out = fmt::format("{} {}", c.length_count, c.length_unit);
+std::string CaseLengthText(const CaseRecord& c) {
+  std::string out = LengthText(c.length_unit, c.length_count);
   if (!c.report_as_unit.empty()) {
     if (!out.empty()) out += ", ";
-    out += fmt::format("reported as {} {}", c.report_as_count, c.report_as_unit);
+    out += "reported as " + LengthText(c.report_as_unit, c.report_as_count);
   }
   return out;
 }
@@ -240,7 +239,7 @@ Result<std::string> CaseText(Store& store, const CaseRecord& c) {
   };
   std::string what = c.model;
   if (!c.workload.empty()) what += (what.empty() ? "" : " ") + c.workload;
-  std::string length = LengthText(c);
+  std::string length = CaseLengthText(c);
   if (!length.empty()) what += (what.empty() ? "" : ", ") + length;
   add("what", what);
   std::string system = c.system;

@@ -57,4 +57,11 @@ std::optional<Provenance> ParseProvenance(const std::string& s) {
   return std::nullopt;
 }
 
+std::string LengthText(const std::string& unit, int64_t count) {
+  if (unit.empty()) return "";
+  if (unit == "steps" || unit == "epochs")
+    return std::to_string(count) + " " + (count == 1 ? unit.substr(0, unit.size() - 1) : unit);
+  return std::to_string(count) + " " + unit;
+}
+
 }  // namespace protocol

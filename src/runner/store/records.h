@@ -34,6 +34,11 @@ enum class Provenance {
 const char* ProvenanceName(Provenance p);  // "measured" | "extrapolated" | "imported"
 std::optional<Provenance> ParseProvenance(const std::string& s);
 
+// A stored length as people read it: "1000 steps", "1 step", "1 epoch",
+// "2 epochs" (unit "steps" | "epochs", as CaseRecord stores it; another unit is
+// written after the count as it is). "" when `unit` is empty (inference).
+std::string LengthText(const std::string& unit, int64_t count);
+
 // Well-known measurement names (a registry of what reports understand).
 namespace metric {
 inline constexpr const char* kWallSeconds = "wall_seconds";                    // s
