@@ -18,70 +18,14 @@
 #include <thread>
 #include <vector>
 
+#include "cli_support.h"
 #include "runner/store/store.h"
 
 namespace fs = std::filesystem;
 using namespace protocol;
+using namespace protocol::testing;
 
 namespace {
-
-struct Output {
-  int exit_code = -1;
-  std::string out;  // stdout
-  std::string err;  // stderr
-};
-
-std::string ReadAll(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void WriteFile(const fs::path& path, const std::string& text) {
-  fs::create_directories(path.parent_path());
-  std::ofstream(path, std::ios::binary) << text;
-}
-
-// A fresh directory per test, removed at the end.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    char tmpl[] = "/tmp/protocol-cli-XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
-
-std::string Quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-// Runs `protocol ARGS...` in `cwd`, capturing stdout, stderr and the exit code;
-// `env` is a prefix of VAR=value assignments ("" for none).
-Output Protocol(const std::vector<std::string>& args, const fs::path& cwd, const std::string& env = "") {
-  std::string cmd = "cd " + Quote(cwd.string()) + " && " + env + " " + Quote(PROTOCOL_BINARY);
-  for (const auto& a : args) cmd += " " + Quote(a);
-  static std::atomic<int> calls{0};
-  int n = calls++;
-  fs::path out = fs::temp_directory_path() / ("protocol-cli-" + std::to_string(getpid()) + "-" + std::to_string(n) + ".out");
-  fs::path err = out;
-  err.replace_extension(".err");
-  cmd += " >" + Quote(out.string()) + " 2>" + Quote(err.string()) + " </dev/null";
-  int status = std::system(cmd.c_str());
-  Output o;
-  o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  o.out = ReadAll(out);
-  o.err = ReadAll(err);
-  fs::remove(out);
-  fs::remove(err);
-  return o;
-}
 
 const char* kSleepPlan = R"yaml(protocol: 1
 name: sleepy
@@ -103,14 +47,6 @@ stages:
       - {id: c3, workload: inference, nodes: 1, inference: {prompt: hi, max_new_tokens: [1]},
          command: {argv: [sh, -c, "exit 0"]}}
 )yaml";
-
-std::vector<CaseRecord> CasesOf(const fs::path& db, int64_t run) {
-  auto store = OpenStore(db.string());
-  REQUIRE(store.ok());
-  auto cases = (*store)->CasesOfRun(run);
-  REQUIRE(cases.ok());
-  return cases.value();
-}
 
 // Starts `protocol run PLAN --db DB` in `dir` as a child with no output; returns its pid.
 pid_t StartRun(const fs::path& dir, const char* plan, const char* db) {
@@ -373,82 +309,4 @@ TEST_CASE("cli: the quickstart plan runs natively end to end and writes both rep
     CHECK(text.find("eval loss") != std::string::npos);
   }
   CHECK(ReadAll(dir.path / "report.html").find("<svg") != std::string::npos);
-}
-
-TEST_CASE("cli: the command-backend demo plan runs end to end") {
-  TempDir dir;
-  fs::path src = PROTOCOL_SOURCE_DIR;
-  Output run = Protocol({"run", (src / "plans/demo-command.yaml").string(), "--db",
-                         (dir.path / "d.db").string(), "--logs", (dir.path / "logs").string(),
-                         "--set", "defaults.output_dir=" + (dir.path / "models/{case_id}").string()},
-                        src);
-  INFO(run.err);
-  CHECK(run.exit_code == 0);
-  std::string out = (dir.path / "report.md").string();
-  Output rep = Protocol({"report", "--db", (dir.path / "d.db").string(), "--run", "latest",
-                         "--baseline-system", "demo-baseline", "--candidate-system", "demo-share",
-                         "--out", out},
-                        src);
-  CHECK(rep.exit_code == 0);
-  CHECK(ReadAll(out).find("demo-share 1 node") != std::string::npos);
-  for (const auto& c : CasesOf(dir.path / "d.db", 1)) {
-    INFO(c.case_id << ": " << c.reason);
-    CHECK(c.status == CaseStatus::kOk);
-  }
-}
-
-TEST_CASE("cli: two-node rehearsal shows FSDP slowing over a 50 Mbit/s link, and leaves no namespace") {
-  if (geteuid() != 0) {
-    MESSAGE("skipped: the two-node rehearsal needs root (network namespaces)");
-    return;
-  }
-  if (std::system("ip netns add protocol-probe-cli >/dev/null 2>&1 && ip netns del protocol-probe-cli") != 0) {
-    MESSAGE("skipped: `ip netns add` does not work here");
-    return;
-  }
-  TempDir dir;
-  fs::path src = PROTOCOL_SOURCE_DIR;
-  std::string db = (dir.path / "r.db").string();
-  std::vector<std::string> common = {"run", (src / "plans/rehearsal.yaml").string(), "--db", db,
-                                     "--logs", (dir.path / "logs").string(), "--set",
-                                     "defaults.output_dir=" + (dir.path / "models/{case_id}").string(),
-                                     "--set", "stages[stage1].cases[r.1].steps=3", "--set",
-                                     "stages[stage2].cases[r.2].steps=3"};
-  Output unshaped = Protocol(common, src, "OMP_NUM_THREADS=1");
-  INFO(unshaped.err);
-  REQUIRE(unshaped.exit_code == 0);
-  std::vector<std::string> shaped_args = common;
-  for (const char* s : {"cluster.network=50mbit", "cluster.emulate.bandwidth=50mbit"}) {
-    shaped_args.push_back("--set");
-    shaped_args.push_back(s);
-  }
-  Output shaped = Protocol(shaped_args, src, "OMP_NUM_THREADS=1");
-  INFO(shaped.err);
-  REQUIRE(shaped.exit_code == 0);
-
-  auto store = OpenStore(db);
-  REQUIRE(store.ok());
-  auto wall = [&](int64_t run, const std::string& case_id) {
-    for (const auto& c : CasesOf(db, run)) {
-      if (c.case_id != case_id) continue;
-      for (const auto& m : (*store)->MeasurementsOfCase(c.row_id).value())
-        if (m.name == "wall_seconds" && m.how == Provenance::kMeasured) return *m.value;
-    }
-    return -1.0;
-  };
-  // FSDP moves every layer's parameters and gradients across the link each step
-  // (about 70 MiB per rank here); at 50 Mbit/s that costs over 10 s.
-  CHECK(wall(2, "r.1") > 1.5 * wall(1, "r.1"));
-  for (const auto& c : CasesOf(db, 2)) CHECK(c.network == "50mbit");
-  Output md = Protocol({"report", "--db", db}, src);
-  CHECK(md.out.find("fsdp 2 nodes (50mbit)") != std::string::npos);
-  CHECK(md.out.find("fsdp 2 nodes (unshaped)") != std::string::npos);
-  // Every namespace this test's runs made is gone.
-  std::string namespaces;
-  if (FILE* p = popen("ip netns list", "r")) {
-    char line[512];
-    while (std::fgets(line, sizeof line, p)) namespaces += line;
-    pclose(p);
-  }
-  CHECK(namespaces.find("protocol-") == std::string::npos);
 }
