@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -20,7 +21,7 @@ namespace fs = std::filesystem;
 using namespace protocol;
 using namespace protocol::testing;
 
-TEST_CASE("cli: two-node rehearsal shows FSDP slowing over a 50 Mbit/s link, and leaves no namespace") {
+TEST_CASE("cli: the two-node rehearsal runs over an unshaped and a 50 Mbit/s link, and leaves no namespace") {
   if (Status s = CheckNetworkEmulationPrivileges(); !s.ok()) SKIP_TEST(s.message());
   if (std::system("ip netns add protocol-probe-cli >/dev/null 2>&1 && ip netns del protocol-probe-cli") != 0)
     SKIP_TEST("`ip netns add` does not work here");
@@ -46,21 +47,36 @@ TEST_CASE("cli: two-node rehearsal shows FSDP slowing over a 50 Mbit/s link, and
 
   auto store = OpenStore(db);
   REQUIRE(store.ok());
-  auto wall = [&](int64_t run, const std::string& case_id) {
+  auto measured = [&](int64_t run, const std::string& case_id, const std::string& name) {
     for (const auto& c : CasesOf(db, run)) {
       if (c.case_id != case_id) continue;
       for (const auto& m : (*store)->MeasurementsOfCase(c.row_id).value())
-        if (m.name == "wall_seconds" && m.how == Provenance::kMeasured) return *m.value;
+        if (m.name == name && m.how == Provenance::kMeasured) return *m.value;
     }
     return -1.0;
   };
-  // FSDP moves every layer's parameters and gradients across the link each step
-  // (about 70 MiB per rank here); at 50 Mbit/s that costs over 10 s.
-  CHECK(wall(2, "r.1") > 1.5 * wall(1, "r.1"));
-  for (const auto& c : CasesOf(db, 2)) CHECK(c.network == "50mbit");
+  for (int64_t run : {1, 2}) {
+    for (const auto& c : CasesOf(db, run)) {
+      INFO("run " << run << " case " << c.case_id << ": " << c.reason);
+      CHECK(c.status == CaseStatus::kOk);
+      CHECK(c.network == (run == 1 ? "unshaped" : "50mbit"));
+    }
+  }
+  // FSDP's collectives crossed the link between the two namespaces in both
+  // runs, the same bytes shaped or not: the link changes the time, not the
+  // work. (What the shaping costs in time is a figure for docs/rehearsal.md,
+  // not a unit-test threshold; that the kernel's token bucket really holds
+  // traffic back is asserted in network_emulation_real_test.cc.)
+  CHECK(measured(1, "r.1", "bytes_communicated") > 0);
+  CHECK(measured(2, "r.1", "bytes_communicated") == measured(1, "r.1", "bytes_communicated"));
   Output md = Protocol({"report", "--db", db}, src);
-  CHECK(md.out.find("fsdp 2 nodes (50mbit)") != std::string::npos);
-  CHECK(md.out.find("fsdp 2 nodes (unshaped)") != std::string::npos);
+  CHECK(md.exit_code == 0);
+  std::vector<std::string> headers;  // the header row of each table naming systems
+  std::istringstream lines(md.out);
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind("| | fsdp", 0) == 0) headers.push_back(line);
+  REQUIRE(!headers.empty());
+  CHECK(headers[0] == "| | fsdp 2 nodes (50mbit) | fsdp 2 nodes (unshaped) | share 2 nodes |");
   // Every namespace this test's runs made is gone.
   std::string namespaces;
   if (FILE* p = popen("ip netns list", "r")) {
