@@ -76,7 +76,7 @@ TEST_CASE("cli: the two-node rehearsal runs over an unshaped and a 50 Mbit/s lin
   for (std::string line; std::getline(lines, line);)
     if (line.rfind("| | fsdp", 0) == 0) headers.push_back(line);
   REQUIRE(!headers.empty());
-  CHECK(headers[0] == "| | fsdp 2 nodes (50mbit) | fsdp 2 nodes (unshaped) | share 2 nodes |");
+  CHECK(headers[0] == "| | fsdp 2 nodes (50mbit) | fsdp 2 nodes (unshaped) | share 2 nodes (50mbit) | share 2 nodes (unshaped) |");
   // Every namespace this test's runs made is gone.
   std::string namespaces;
   if (FILE* p = popen("ip netns list", "r")) {
