@@ -5,6 +5,8 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <set>
+#include <sstream>
 #include <string>
 
 #include "backends/gpu_probe.h"
@@ -31,7 +33,13 @@ TEST_CASE("cli: the command-backend demo plan runs end to end") {
                          "--out", out},
                         src);
   CHECK(rep.exit_code == 0);
-  CHECK(ReadAll(out).find("demo-share 1 node") != std::string::npos);
+  std::multiset<std::string> lines;
+  std::istringstream text(ReadAll(out));
+  for (std::string line; std::getline(text, line);) lines.insert(line);
+  // Both systems in every table: training, single-stream and multi-inference.
+  CHECK(lines.count("| | demo-baseline 1 node | demo-share 1 node |") == 1);
+  CHECK(lines.count("| | demo-baseline 1 node | demo-share 1 node (single-stream) |") == 1);
+  CHECK(lines.count("| | demo-baseline | demo-share 1 node |") == 1);
   for (const auto& c : CasesOf(dir.path / "d.db", 1)) {
     INFO(c.case_id << ": " << c.reason);
     CHECK(c.status == CaseStatus::kOk);
