@@ -21,7 +21,9 @@ PACKAGES=(
   libspdlog-dev libfmt-dev doctest-dev libcli11-dev nlohmann-json3-dev
   libkainjow-mustache-dev
   libsentencepiece-dev sentencepiece
-  python3                                   # the quickstart's demo workload
+  python3                                   # the command-backend demo workload (tests/cli_demo_test.cc)
+  iproute2                                  # ip/tc: network namespaces for the two-node rehearsal tests
+  munge slurmctld slurmd slurm-client       # a one-node Slurm for tests/slurm_test.cc (scripts/slurm-local.sh)
 )
 
 missing=()

@@ -3,6 +3,9 @@
 // errors, and the resolved text (written only when set).
 #include <doctest/doctest.h>
 
+#include <set>
+#include <string>
+
 #include "backends/native/share_backend.h"
 #include "runner/base/text.h"
 #include "runner/plan/plan_parser.h"
@@ -59,11 +62,11 @@ TEST_CASE("dist plan: distributed training keys are read and resolved") {
   CHECK(t.outer_lr == doctest::Approx(0.7));
   CHECK(t.outer_momentum == doctest::Approx(0.9));
   const std::string& text = r.plan->resolved_text;
-  CHECK(text.find("ranks_per_node: 2") != std::string::npos);
-  CHECK(text.find("collective_timeout: 30") != std::string::npos);
-  CHECK(text.find("sync_every: 5") != std::string::npos);
-  CHECK(text.find("outer_lr: 0.7") != std::string::npos);
-  CHECK(text.find("outer_momentum: 0.9") != std::string::npos);
+  std::multiset<std::string> lines;  // trimmed, whole lines
+  for (const std::string& line : Split(text, '\n')) lines.insert(Trim(line));
+  for (const char* key : {"ranks_per_node: 2", "collective_timeout: 30", "sync_every: 5", "outer_lr: 0.7",
+                          "outer_momentum: 0.9"})
+    CHECK_MESSAGE(lines.count(key) == 1, key);
   // The resolved text parses back to the same settings.
   PlanParseResult again = ParsePlanString(text, "<resolved>");
   INFO(ErrorsOf(again));

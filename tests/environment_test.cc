@@ -2,11 +2,13 @@
 // fake ProcessRunner (this CI machine has no GPU).
 
 #include <doctest/doctest.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,7 +51,10 @@ TEST_CASE("Environment: this machine's facts are present once each in the docume
   CHECK(std::stoll(env["cpu_cores"]) > 0);
   CHECK(std::stoll(env["memory_bytes"]) > 0);
   CHECK(std::stod(env["load_average_1m"]) >= 0);
-  CHECK(env["os"].find("Linux") != std::string::npos);
+  struct utsname u;
+  REQUIRE(::uname(&u) == 0);
+  const std::string kernel = std::string(u.sysname) + " " + u.release + " " + u.machine;
+  CHECK((env["os"] == kernel || EndsWith(env["os"], "; " + kernel)));  // "<PRETTY_NAME>; Linux 6.1.0 x86_64"
   REQUIRE(!env["libtorch_version"].empty());
   CHECK(std::isdigit(static_cast<unsigned char>(env["libtorch_version"][0])));
   CHECK(env["protocol_version"] == BuildInfo().version);
@@ -73,15 +78,22 @@ TEST_CASE("Environment: this machine's facts are present once each in the docume
   }
 }
 
-TEST_CASE("Environment: GPU keys are absent unless nvidia-smi lists GPUs") {
+TEST_CASE("Environment: GPU keys are present exactly when nvidia-smi lists GPUs, and name them") {
   auto env = AsMap(CollectEnvironment());
-  if (FindProgram("nvidia-smi").empty()) {
-    for (const char* key :
-         {"cuda_available", "cuda_version", "nccl_version", "gpu_count", "gpu_names", "gpu_driver"})
-      CHECK_MESSAGE(env.count(key) == 0, key);
-  } else {
-    MESSAGE("nvidia-smi present: gpu_count=" << env["gpu_count"]);
+  const std::string smi = FindProgram("nvidia-smi");
+  std::optional<GpuFacts> gpus;
+  if (!smi.empty()) gpus = ProbeGpus(*MakeSystemProcessRunner(), smi);
+  const std::vector<const char*> keys = {"cuda_available", "cuda_version", "nccl_version",
+                                         "gpu_count",      "gpu_names",    "gpu_driver"};
+  if (!gpus) {  // no nvidia-smi, or it lists no GPU (this CI machine)
+    for (const char* key : keys) CHECK_MESSAGE(env.count(key) == 0, key);
+    return;
   }
+  for (const char* key : keys) CHECK_MESSAGE(env.count(key) == 1, key);
+  CHECK(env["gpu_count"] == std::to_string(gpus->names.size()));
+  CHECK(env["gpu_names"] == Join(gpus->names, "; "));
+  CHECK(env["gpu_driver"] == gpus->driver);
+  CHECK((env["cuda_available"] == "true" || env["cuda_available"] == "false"));
 }
 
 TEST_CASE("Environment: FindProgram searches PATH for executables") {

@@ -8,7 +8,7 @@
 //     run.id, BeginCase ignores record.row_id and stores status "running";
 //   - writes naming a run or case row that does not exist fail with kNotFound
 //     (the SQLite store fails them on its foreign keys) and change nothing;
-//   - GetRun of an unknown id is kNotFound ("run 7 not found"); the list
+//   - GetRun of an unknown id is kNotFound ("run 7 does not exist"); the list
 //     readers return empty vectors for unknown ids;
 //   - FinishCase sets status/reason/exit_code/finished_at and appends its
 //     measurements and remaining samples after those appended before;
@@ -204,9 +204,9 @@ class FakeStore : public Store {
     if (id < 1 || id > static_cast<int64_t>(cases_.size())) return nullptr;
     return &cases_[static_cast<size_t>(id - 1)];
   }
-  static Status RunNotFound(int64_t id) { return Status::NotFound(fmt::format("run {} not found", id)); }
+  static Status RunNotFound(int64_t id) { return Status::NotFound(fmt::format("run {} does not exist", id)); }
   static Status RowNotFound(int64_t id) {
-    return Status::NotFound(fmt::format("case row {} not found", id));
+    return Status::NotFound(fmt::format("case row {} does not exist", id));
   }
 
   std::vector<RunRecord> runs_;

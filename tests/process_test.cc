@@ -171,7 +171,6 @@ TEST_CASE("Process: at timeout a child ignoring SIGTERM and its grandchild are k
   // dispositions are inherited).
   Captured c = RunSh("trap '' TERM; sleep 30 & echo $$; echo $!; wait; wait; echo not-reached", spec);
   CHECK(c.result.ending == ProcessResult::Ending::kTimedOut);
-  CHECK(c.result.seconds >= 1.0);
   REQUIRE(c.lines.size() == 2);
   pid_t child = std::stoi(c.lines[0]);
   pid_t grandchild = std::stoi(c.lines[1]);
@@ -197,7 +196,6 @@ TEST_CASE("Process: a raised StopFlag ends the run as stopped and kills the grou
   });
   raiser.join();
   CHECK(r.ending == ProcessResult::Ending::kStopped);
-  CHECK(r.seconds < 10);  // did not wait for the 30 s sleep
   REQUIRE(lines.size() == 1);
   CHECK(DiesSoon(std::stoi(lines[0])));
 }

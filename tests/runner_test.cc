@@ -271,7 +271,7 @@ TEST_CASE("Resume refuses a changed plan and an unknown run") {
   auto missing = h.Run(plan);
   REQUIRE_FALSE(missing.ok());
   CHECK(missing.status().code() == Status::Code::kNotFound);
-  CHECK(missing.status().message() == "run 99 not found");
+  CHECK(missing.status().message() == "run 99 does not exist");
 }
 
 TEST_CASE("BeginCase stores a running row and the log header before the backend runs") {

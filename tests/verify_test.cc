@@ -86,12 +86,16 @@ TEST_CASE("verify: `report --verify` accepts the written report and catches a on
     WriteText(dir.path / name, text);
     CliOutput bad = RunProtocol({"report", "--db", "r.db", "--verify", name}, dir.path);
     CHECK(bad.exit_code == 1);
-    CHECK(bad.out.find("DIFFERS from the database") != std::string::npos);
+    std::vector<std::string> lines = Split(bad.out, '\n');
+    REQUIRE(lines.size() == 3);  // the verdict, one difference, the final newline
+    CHECK(lines[0] == std::string(name) + ": DIFFERS from the database (re-rendered with " + runs + " --format " +
+                          (EndsWith(name, ".md") ? "md" : "html") + "):");
     if (EndsWith(name, ".md"))
-      CHECK(bad.out.find("row 'pretrain 1000 steps', column 'fsdp 1 node': the file has '99.0', the "
-                         "database gives '90.0'") != std::string::npos);
-    else
-      CHECK(bad.out.find("  line ") != std::string::npos);
+      CHECK(lines[1] == "  line 15, row 'pretrain 1000 steps', column 'fsdp 1 node': the file has '99.0', the "
+                        "database gives '90.0'");
+    else  // the changed cell's line of the page
+      CHECK(StartsWith(lines[1], "  line 33: the file has '<tr><th>pretrain 1000 steps</th>"));
+    CHECK(lines[2] == "");
   }
 }
 

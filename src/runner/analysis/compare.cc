@@ -307,25 +307,6 @@ int CompareReport::Count(Verdict v) const {
   return n;
 }
 
-Result<int64_t> ResolveRunSpec(Store& store, const std::string& text) {
-  if (text == "latest" || StartsWith(text, "latest:")) {
-    std::string plan = text == "latest" ? "" : text.substr(7);
-    auto runs = store.ListRuns();
-    if (!runs.ok()) return runs.status();
-    for (auto it = runs->rbegin(); it != runs->rend(); ++it)
-      if (it->kind == "run" && (plan.empty() || it->plan_name == plan)) return it->id;
-    if (plan.empty())
-      return Status::NotFound("the database has no runs yet (run a plan first: protocol run PLAN)");
-    return Status::NotFound(fmt::format("the database has no run of plan '{}'", plan));
-  }
-  char* end = nullptr;
-  long long id = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || id <= 0)
-    return Status::InvalidArgument(fmt::format(
-        "'{}' is not a run (a run id, 'latest' or 'latest:PLAN_NAME')", text));
-  return static_cast<int64_t>(id);
-}
-
 Result<CompareSide> CollectCompareSide(Store& store, int64_t run_id) {
   CompareSide side;
   auto run = store.GetRun(run_id);

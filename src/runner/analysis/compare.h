@@ -120,10 +120,6 @@ struct CompareReport {
   int ExitCode() const { return HasRegression() ? 1 : 0; }
 };
 
-// "17" | "latest" (newest run of kind "run") | "latest:PLAN" (newest run of that
-// plan name). kNotFound / kInvalidArgument with a message naming the text.
-Result<int64_t> ResolveRunSpec(Store& store, const std::string& text);
-
 // Reads a run, its context and its cases with their measurements.
 Result<CompareSide> CollectCompareSide(Store& store, int64_t run_id);
 

@@ -8,7 +8,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
@@ -36,6 +38,7 @@
 #include "runner/plan/plan_parser.h"
 #include "runner/store/export.h"
 #include "runner/store/import_file.h"
+#include "runner/store/run_spec.h"
 #include "runner/store/store.h"
 
 namespace protocol {
@@ -49,12 +52,12 @@ struct Args {
   std::vector<std::string> plans;  // run: one; validate: one or more
   std::vector<std::string> only;
   bool dry_run = false;
-  int64_t resume = 0;
+  std::string resume;  // run: a run spec (ID | latest | latest:PLAN)
   std::vector<std::string> set;
   std::string logs_dir = "results/logs";
   std::string run_id;
   bool json = false;
-  std::vector<std::string> runs;
+  std::vector<std::string> runs;  // report, export: run specs
   std::string model;
   std::string format;
   std::string template_path;
@@ -73,15 +76,17 @@ struct Args {
 
 void PrintError(const std::string& text) { std::fprintf(stderr, "protocol: %s\n", text.c_str()); }
 
-// Maps a Status from a store or report layer to an exit code: user-caused
-// problems (bad path, unknown run, not a database) are bad input; the rest is ours.
+// Maps a Status to an exit code: what the user named wrongly (a bad flag or
+// file, an unknown run) is bad input (2); a database or file that cannot be
+// read or written (unreadable, not a database, locked beyond the busy
+// timeout, disk full) and our own bugs are internal or I/O errors (3).
 int ExitFor(const Status& status) {
   switch (status.code()) {
     case Status::Code::kOk: return kExitOk;
     case Status::Code::kInvalidArgument:
-    case Status::Code::kNotFound:
+    case Status::Code::kNotFound: return kExitBadInput;
     case Status::Code::kCorruption:
-    case Status::Code::kIoError: return kExitBadInput;
+    case Status::Code::kIoError:
     case Status::Code::kInternal: return kExitInternal;
   }
   return kExitInternal;
@@ -95,7 +100,8 @@ int Fail(const Status& status) {
 std::unique_ptr<Store> OpenOrReport(const std::string& path, int* exit_code) {
   auto store = OpenStore(path);
   if (!store.ok()) {
-    PrintError(fmt::format("cannot open database {}: {}", path, store.status().message()));
+    const std::string& why = store.status().message();  // names the path already, as a rule
+    PrintError(StartsWith(why, path + ": ") ? why : fmt::format("cannot open database {}: {}", path, why));
     *exit_code = ExitFor(store.status());
     return nullptr;
   }
@@ -115,11 +121,33 @@ int WriteOutput(const std::string& text, const std::string& path) {
   out << text;
   out.close();
   if (!out) {
-    PrintError(fmt::format("cannot write {}", path));
-    return kExitBadInput;
+    PrintError(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
+    return kExitInternal;
   }
   spdlog::info("wrote {}", path);
   return kExitOk;
+}
+
+// What a file extension means as a format, e.g. {".csv", "csv"}.
+struct Extension {
+  const char* suffix;
+  const char* format;
+};
+
+// The format to write: --format when given, else the one the --out file's
+// extension names, else `fallback`. A --format that contradicts a known
+// extension of the file is an error naming both (kInvalidArgument).
+Result<std::string> PickFormat(const std::string& flag, const std::string& file,
+                               const std::vector<Extension>& extensions, const std::string& fallback) {
+  std::string by_extension;
+  for (const Extension& e : extensions)
+    if (EndsWith(file, e.suffix)) by_extension = e.format;
+  if (flag.empty()) return by_extension.empty() ? fallback : by_extension;
+  if (!by_extension.empty() && by_extension != flag)
+    return Status::InvalidArgument(fmt::format(
+        "--format {} contradicts the file name {} (a {} file): drop --format or rename the file", flag, file,
+        by_extension));
+  return flag;
 }
 
 // Parses a plan and checks every case against its backend. Prints every
@@ -154,7 +182,7 @@ int CmdRun(Args& a) {
   if (!plan) return kExitBadInput;
   int code = kExitOk;
   std::unique_ptr<Store> store;
-  if (!a.dry_run) {
+  if (!a.dry_run || !a.resume.empty()) {  // a dry run of a resume reads the run it would continue
     store = OpenOrReport(a.db, &code);
     if (!store) return code;
   }
@@ -165,7 +193,11 @@ int CmdRun(Args& a) {
   RunOptions options;
   options.only = a.only;
   options.dry_run = a.dry_run;
-  if (a.resume > 0) options.resume_run_id = a.resume;
+  if (!a.resume.empty()) {
+    auto id = ResolveRunSpec(*store, a.resume);
+    if (!id.ok()) return Fail(id.status());
+    options.resume_run_id = id.value();
+  }
   options.logs_dir = a.logs_dir;
   if (!a.dry_run) {
     options.context = CollectEnvironment();
@@ -261,28 +293,11 @@ int CmdList(Args& a) {
   return WriteOutput(text.value(), "");
 }
 
-// "latest" → the newest run of kind "run"; otherwise a positive integer.
-Result<int64_t> ResolveRunId(Store& store, const std::string& text) {
-  if (text == "latest") {
-    auto runs = store.ListRuns();
-    if (!runs.ok()) return runs.status();
-    for (auto it = runs->rbegin(); it != runs->rend(); ++it)
-      if (it->kind == "run") return it->id;
-    return Status::NotFound("the database has no runs yet (run a plan first: protocol run PLAN)");
-  }
-  char* end = nullptr;
-  long long id = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || id <= 0)
-    return Status::InvalidArgument(
-        fmt::format("'{}' is not a run id (a positive number, or 'latest')", text));
-  return static_cast<int64_t>(id);
-}
-
 int CmdShow(Args& a) {
   int code = kExitOk;
   auto store = OpenOrReport(a.db, &code);
   if (!store) return code;
-  auto id = ResolveRunId(*store, a.run_id);
+  auto id = ResolveRunSpec(*store, a.run_id);
   if (!id.ok()) return Fail(id.status());
   auto text = RenderRunDetails(*store, id.value(), a.json);
   if (!text.ok()) return Fail(text.status());
@@ -291,14 +306,11 @@ int CmdShow(Args& a) {
 
 int CmdReport(Args& a) {
   ReportFormat format = ReportFormat::kMarkdown;
-  std::string format_name = a.format;
-  if (format_name.empty()) {  // infer from --out's (or --verify's) extension, default Markdown
-    const std::string& file = a.verify.empty() ? a.out : a.verify;
-    if (EndsWith(file, ".html") || EndsWith(file, ".htm")) format_name = "html";
-    else if (EndsWith(file, ".json")) format_name = "json";
-    else if (EndsWith(file, ".csv")) format_name = "csv";
-    else format_name = "md";
-  }
+  auto picked = PickFormat(a.format, a.verify.empty() ? a.out : a.verify,
+                           {{".md", "md"}, {".html", "html"}, {".htm", "html"}, {".json", "json"}, {".csv", "csv"}},
+                           "md");
+  if (!picked.ok()) return Fail(picked.status());
+  const std::string& format_name = picked.value();
   if (!ParseReportFormat(format_name, &format)) {
     PrintError(fmt::format("unknown report format '{}' (md, html, json or csv)", format_name));
     return kExitBadInput;
@@ -308,7 +320,7 @@ int CmdReport(Args& a) {
   if (!store) return code;
   ReportOptions options;
   for (const std::string& run : a.runs) {
-    auto id = ResolveRunId(*store, run);
+    auto id = ResolveRunSpec(*store, run);
     if (!id.ok()) return Fail(id.status());
     options.run_ids.push_back(id.value());
   }
@@ -361,15 +373,22 @@ int CmdImport(Args& a) {
 }
 
 int CmdExport(Args& a) {
-  std::string format = a.format.empty() ? "json" : a.format;
-  if (format != "json" && format != "csv") {
-    PrintError(fmt::format("unknown export format '{}' (json or csv)", format));
+  auto format = PickFormat(a.format, a.out, {{".json", "json"}, {".csv", "csv"}}, "json");
+  if (!format.ok()) return Fail(format.status());
+  if (format.value() != "json" && format.value() != "csv") {
+    PrintError(fmt::format("unknown export format '{}' (json or csv)", format.value()));
     return kExitBadInput;
   }
   int code = kExitOk;
   auto store = OpenOrReport(a.db, &code);
   if (!store) return code;
-  auto text = ExportStore(*store, format);
+  std::vector<int64_t> run_ids;
+  for (const std::string& run : a.runs) {
+    auto id = ResolveRunSpec(*store, run);
+    if (!id.ok()) return Fail(id.status());
+    run_ids.push_back(id.value());
+  }
+  auto text = ExportStore(*store, format.value(), run_ids);
   if (!text.ok()) return Fail(text.status());
   return WriteOutput(text.value(), a.out);
 }
@@ -429,14 +448,16 @@ const Command kCommands[] = {
      "  protocol run plans/llama70b.yaml --only 2.1.1.1,2.2.1.1 --set defaults.repeats=3\n"
      "  protocol run plans/llama70b.yaml --resume 7      # after Ctrl-C or a crash\n"
      "Each case gets a row before it starts; a failed case is stored and the run goes on.\n"
-     "Exit: 0 all cases ok, 1 a case failed / timed out / was interrupted, 2 bad plan or usage.",
+     "Exit: 0 all cases ok, 1 a case failed / timed out / was interrupted, 2 bad plan or usage,\n"
+     "3 internal or I/O error (e.g. the database cannot be written).",
      [](CLI::App* c, Args& a) {
        c->add_option("plan", a.plans, "Plan file (YAML, docs/plan-format.md)")
            ->required()->expected(1)->check(CLI::ExistingFile);
        AddDb(c, a);
        c->add_option("--only", a.only, "Run only these case ids (comma-separated)")->delimiter(',');
        c->add_flag("--dry-run", a.dry_run, "Show what would run; store nothing");
-       c->add_option("--resume", a.resume, "Continue RUN_ID: run only cases without a final status");
+       c->add_option("--resume", a.resume,
+                     "Continue this run (ID, 'latest' or 'latest:PLAN'): run only cases without a final status");
        c->add_option("--set", a.set,
                      "Override a plan value: key.path=value, e.g. defaults.timeout=600 or "
                      "stages[stage1].cases[2.1.1.1].steps=10 (repeatable)");
@@ -461,7 +482,7 @@ const Command kCommands[] = {
      &CmdList},
     {"show", "Show one run: context, cases, statuses, measurements and how each was obtained", "",
      [](CLI::App* c, Args& a) {
-       c->add_option("run", a.run_id, "Run id, or 'latest'")->required();
+       c->add_option("run", a.run_id, "Run: ID, 'latest' or 'latest:PLAN'")->required();
        AddDb(c, a);
        c->add_flag("--json", a.json, "JSON with everything, samples included");
      },
@@ -477,7 +498,7 @@ const Command kCommands[] = {
      "report with: protocol report --verify results/report.md",
      [](CLI::App* c, Args& a) {
        AddDb(c, a);
-       c->add_option("--run", a.runs, "Use only these runs (ids or 'latest'; repeatable)");
+       c->add_option("--run", a.runs, "Use only these runs (ID, 'latest' or 'latest:PLAN'; repeatable)");
        c->add_option("--model", a.model, "Only this model (name as in the plans)");
        c->add_option("--format", a.format, "md | html | json | csv (default: from --out, else md)");
        c->add_option("--template", a.template_path, "Mustache template instead of templates/report.*");
@@ -497,10 +518,14 @@ const Command kCommands[] = {
        AddDb(c, a);
      },
      &CmdImport},
-    {"export", "Export the whole database as JSON or CSV", "",
+    {"export", "Export the database (or some runs) as JSON or CSV",
+     "Examples:\n"
+     "  protocol export --out results/all.csv              # the format follows the extension\n"
+     "  protocol export --run latest:nightly --format json",
      [](CLI::App* c, Args& a) {
        AddDb(c, a);
-       c->add_option("--format", a.format, "json | csv (default json)");
+       c->add_option("--run", a.runs, "Export only these runs (ID, 'latest' or 'latest:PLAN'; repeatable)");
+       c->add_option("--format", a.format, "json | csv (default: from --out's extension, else json)");
        c->add_option("--out", a.out, "Write here instead of stdout");
      },
      &CmdExport},
@@ -544,21 +569,31 @@ int RunCli(int argc, char** argv) {
   app.footer(
       "Quick start:\n"
       "  protocol run plans/quickstart.yaml && protocol report --out results/report.md\n"
+      "A run is named the same way everywhere (show, report --run, export --run, compare,\n"
+      "run --resume): ID, 'latest' (the newest run of a plan) or 'latest:PLAN'.\n"
       "Exit codes: 0 ok · 1 a case failed or a regression was found · 2 bad input or usage ·\n"
-      "3 internal error. Documentation: docs/ (plan-format.md, report.md, database.md).");
+      "3 internal or I/O error (the database or a file cannot be read or written: unreadable,\n"
+      "not a database, locked beyond the busy timeout, disk full).\n"
+      "Documentation: docs/ (plan-format.md, report.md, database.md).");
   app.require_subcommand(1);
   app.set_version_flag("--version", fmt::format("protocol {} ({}, {})", BuildInfo().version,
                                                 BuildInfo().git_revision, BuildInfo().build_type));
+  // --log-level is accepted before the subcommand and after it
+  // (`protocol run PLAN --log-level debug`): one variable, declared on both.
   std::string log_level = "info";
-  app.add_option("--log-level", log_level, "quiet | info | debug")
-      ->check(CLI::IsMember({"quiet", "info", "debug"}))
-      ->capture_default_str();
+  auto add_log_level = [&log_level](CLI::App* on) {
+    on->add_option("--log-level", log_level, "quiet | info | debug")
+        ->check(CLI::IsMember({"quiet", "info", "debug"}))
+        ->capture_default_str();
+  };
+  add_log_level(&app);
   Args args;
   std::vector<std::pair<CLI::App*, const Command*>> subcommands;
   for (const Command& command : kCommands) {
     CLI::App* sub = app.add_subcommand(command.name, command.summary);
     if (command.footer[0]) sub->footer(command.footer);
     command.declare(sub, args);
+    add_log_level(sub);
     subcommands.emplace_back(sub, &command);
   }
   try {

@@ -334,9 +334,19 @@ std::string CsvRow(const std::vector<std::string>& fields) {
   return line + "\r\n";
 }
 
-Result<std::string> ExportCsv(Store& store) {
-  std::string out = CsvRow(std::vector<std::string>(std::begin(kCsvColumns), std::end(kCsvColumns)));
+// The runs to export: all, or those whose ids are in `run_ids`, by id.
+Result<std::vector<RunRecord>> SelectRuns(Store& store, const std::vector<int64_t>& run_ids) {
   auto runs = store.ListRuns();
+  if (!runs.ok() || run_ids.empty()) return runs;
+  std::vector<RunRecord> selected;
+  for (RunRecord& r : *runs)
+    if (std::find(run_ids.begin(), run_ids.end(), r.id) != run_ids.end()) selected.push_back(std::move(r));
+  return selected;
+}
+
+Result<std::string> ExportCsv(Store& store, const std::vector<int64_t>& run_ids) {
+  std::string out = CsvRow(std::vector<std::string>(std::begin(kCsvColumns), std::end(kCsvColumns)));
+  auto runs = SelectRuns(store, run_ids);
   if (!runs.ok()) return runs.status();
   for (const RunRecord& run : *runs) {
     auto cases = store.CasesOfRun(run.id);
@@ -366,8 +376,8 @@ Result<std::string> ExportCsv(Store& store) {
   return out;
 }
 
-Result<std::string> ExportJson(Store& store) {
-  auto runs = store.ListRuns();
+Result<std::string> ExportJson(Store& store, const std::vector<int64_t>& run_ids) {
+  auto runs = SelectRuns(store, run_ids);
   if (!runs.ok()) return runs.status();
   Json all = Json::array();
   for (const RunRecord& run : *runs) {
@@ -382,7 +392,7 @@ Result<std::string> ExportJson(Store& store) {
 // The export formats: a table, like every registry.
 struct ExportFormat {
   const char* name;
-  Result<std::string> (*write)(Store&);
+  Result<std::string> (*write)(Store&, const std::vector<int64_t>&);
 };
 const ExportFormat kExportFormats[] = {{"json", ExportJson}, {"csv", ExportCsv}};
 
@@ -434,10 +444,10 @@ Result<std::string> RenderRunDetails(Store& store, int64_t run_id, bool json) {
   return RunText(store, *run);
 }
 
-Result<std::string> ExportStore(Store& store, const std::string& format) {
+Result<std::string> ExportStore(Store& store, const std::string& format, const std::vector<int64_t>& run_ids) {
   std::vector<std::string> names;
   for (const ExportFormat& f : kExportFormats) {
-    if (format == f.name) return f.write(store);
+    if (format == f.name) return f.write(store, run_ids);
     names.push_back(f.name);
   }
   std::string hint = DidYouMean(format, names);

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "runner/base/status.h"
 #include "runner/store/store.h"
@@ -33,7 +34,8 @@ Result<std::string> RenderRunList(Store& store, bool json);
 // with measurements, steps and requests).
 Result<std::string> RenderRunDetails(Store& store, int64_t run_id, bool json);
 
-// `protocol export --format json|csv`: the whole store.
+// `protocol export --format json|csv [--run SPEC ...]`: the whole store, or
+// only the runs whose ids are in `run_ids` (in id order; empty: every run).
 // json: {"schema_version": StoreSchemaVersion(), "runs": [{...every RunRecord
 //   field, "context": {key: value} (a key stored twice keeps its last value),
 //   "cases": [{...every CaseRecord field (exit_code null when absent),
@@ -48,7 +50,8 @@ Result<std::string> RenderRunDetails(Store& store, int64_t run_id, bool json);
 //   empty, so no case disappears from the export.
 // Another format: kInvalidArgument "unknown export format 'xml' (expected json
 // or csv)", or "... 'jsn' (did you mean 'json'?)" for a near miss.
-Result<std::string> ExportStore(Store& store, const std::string& format);
+Result<std::string> ExportStore(Store& store, const std::string& format,
+                                const std::vector<int64_t>& run_ids = {});
 
 
 }  // namespace protocol

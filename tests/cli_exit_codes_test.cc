@@ -1,0 +1,76 @@
+// Exit codes of the real binary for a database or file that cannot be read
+// or written: 3 (internal or I/O error), never 2 (bad input), with the
+// database's own reason naming the path. A database locked beyond the busy
+// timeout: cli_db_locked_test.cc.
+
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "cli_support.h"
+
+namespace fs = std::filesystem;
+using namespace protocol;
+using namespace protocol::testing;
+
+TEST_CASE("cli: a file that is not a database, or a directory, is an I/O error: exit 3") {
+  TempDir dir;
+  std::string notes;
+  for (int i = 0; i < 100; ++i) notes += "these are my notes, not a database\n";
+  WriteFile(dir.path / "notes.db", notes);
+  for (const char* command : {"list", "export"}) {
+    Output o = Protocol({command, "--db", "notes.db"}, dir.path);
+    CHECK(o.exit_code == 3);
+    CHECK(o.out == "");
+    CHECK(o.err == "protocol: notes.db: file is not a database\n");
+  }
+  Output show = Protocol({"show", "1", "--db", "notes.db"}, dir.path);
+  CHECK(show.exit_code == 3);
+  CHECK(show.err == "protocol: notes.db: file is not a database\n");
+  CHECK(ReadAll(dir.path / "notes.db") == notes);  // untouched
+
+  fs::create_directories(dir.path / "adir");
+  Output adir = Protocol({"list", "--db", "adir"}, dir.path);
+  CHECK(adir.exit_code == 3);
+  CHECK(adir.err == "protocol: adir: cannot open database: unable to open database file\n");
+}
+
+TEST_CASE("cli: a full disk is an I/O error: exit 3") {
+  // /dev/full accepts opens and fails every write with ENOSPC.
+  REQUIRE(fs::is_character_file("/dev/full"));
+  TempDir dir;
+  Output db = Protocol({"list", "--db", "/dev/full"}, dir.path);
+  CHECK(db.exit_code == 3);
+  CHECK(db.out == "");
+  CHECK(db.err == "protocol: /dev/full: migrating to schema version 1: database or disk is full\n");
+
+  WriteFile(dir.path / "pub.yaml",
+            "source: \"fixture\"\nresults:\n  - {model: m, workload: pretrain, steps: 10, backend: fsdp, nodes: 1, "
+            "metric: wall_minutes, value: 3}\n");
+  REQUIRE(Protocol({"import", "pub.yaml", "--db", "i.db"}, dir.path).exit_code == 0);
+  Output out = Protocol({"export", "--db", "i.db", "--format", "csv", "--out", "/dev/full"}, dir.path);
+  CHECK(out.exit_code == 3);
+  CHECK(out.err == "protocol: cannot write /dev/full: No space left on device\n");
+}
+
+TEST_CASE("cli: bad input stays exit 2: an unknown subcommand, a missing plan, an unknown run") {
+  TempDir dir;
+  Output sub = Protocol({"frobnicate"}, dir.path);
+  CHECK(sub.exit_code == 2);
+  CHECK(sub.err == "A subcommand is required\nRun with --help for more information.\n");
+  Output plan = Protocol({"validate", "missing.yaml"}, dir.path);
+  CHECK(plan.exit_code == 2);
+  Output run = Protocol({"show", "1", "--db", "empty.db"}, dir.path);
+  CHECK(run.exit_code == 2);
+  CHECK(run.err == "protocol: unknown run '1': the database has no runs yet\n");
+}
+
+TEST_CASE("cli: --help documents the exit codes") {
+  TempDir dir;
+  Output help = Protocol({"--help"}, dir.path);
+  CHECK(help.exit_code == 0);
+  CHECK(help.out.find("Exit codes: 0 ok · 1 a case failed or a regression was found · 2 bad input or usage ·\n"
+                      "3 internal or I/O error (the database or a file cannot be read or written: unreadable,\n"
+                      "not a database, locked beyond the busy timeout, disk full).\n") != std::string::npos);
+}

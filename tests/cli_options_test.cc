@@ -1,0 +1,187 @@
+// The command line's shared conventions through the real binary, with exact
+// output and exit codes: the export format follows --out's extension (and a
+// contradicting --format is refused), one run-spec syntax with one error
+// style wherever a run is named, and --log-level before or after the
+// subcommand. Exit codes for database I/O errors: cli_exit_codes_test.cc.
+
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "cli_support.h"
+#include "runner/base/json.h"
+#include "runner/store/store.h"
+
+namespace fs = std::filesystem;
+using namespace protocol;
+using namespace protocol::testing;
+
+namespace {
+
+// Two imports of the same two published figures: runs 1 and 2, plan "pub".
+const char* kPublished = R"yaml(source: "published table (test fixture)"
+results:
+  - {model: llama2-7b, workload: pretrain, steps: 1000, backend: fsdp, nodes: 1, metric: wall_minutes, value: 90}
+  - {model: llama2-7b, workload: pretrain, steps: 1000, backend: share, nodes: 1, metric: wall_minutes, value: 30}
+)yaml";
+
+void ImportTwice(const TempDir& dir) {
+  WriteFile(dir.path / "pub.yaml", kPublished);
+  for (int i = 0; i < 2; ++i) REQUIRE(Protocol({"import", "pub.yaml", "--db", "i.db"}, dir.path).exit_code == 0);
+}
+
+// A plan of one quick command case: runs of it are "runs" (latest finds them).
+const char* kQuickPlan = R"yaml(protocol: 1
+name: quick
+title: "one quick case"
+models:
+  m: {preset: tiny}
+defaults: {model: m, backend: command, system: fsdp}
+stages:
+  - name: s
+    cases:
+      - {id: c, workload: inference, nodes: 1, inference: {prompt: hi, max_new_tokens: [1]}, command: {argv: ["true"]}}
+)yaml";
+
+const std::string kCsvHeader =
+    "run_id,kind,plan,case_id,repeat,model,workload,system,backend,nodes,network,variant,length_unit,length_count,"
+    "report_as_unit,report_as_count,status,name,value,unit,how,method,source,marker\r\n";
+
+std::string CsvOfRun(int run) {
+  const std::string r = std::to_string(run);
+  return kCsvHeader +
+         r + ",import,pub,import-1,0,llama2-7b,pretrain,fsdp,import,1,,,steps,1000,,0,ok,wall_seconds,5400,s,imported,"
+             "converted from 90 min,published table (test fixture),\r\n" +
+         r + ",import,pub,import-2,0,llama2-7b,pretrain,share,import,1,,,steps,1000,,0,ok,wall_seconds,1800,s,imported,"
+             "converted from 30 min,published table (test fixture),\r\n";
+}
+
+// The last line of `text`, without its newline.
+std::string LastLine(const std::string& text) {
+  std::string t = text;
+  if (!t.empty() && t.back() == '\n') t.pop_back();
+  return t.substr(t.rfind('\n') == std::string::npos ? 0 : t.rfind('\n') + 1);
+}
+
+}  // namespace
+
+TEST_CASE("cli export: the format follows --out's extension; --format wins; a contradiction is refused") {
+  TempDir dir;
+  ImportTwice(dir);
+  Output csv = Protocol({"export", "--db", "i.db", "--run", "2", "--out", "two.csv"}, dir.path);
+  CHECK(csv.exit_code == 0);
+  CHECK(csv.out == "");
+  CHECK(csv.err == "[info] wrote two.csv\n");
+  CHECK(ReadAll(dir.path / "two.csv") == CsvOfRun(2));
+
+  Output json = Protocol({"export", "--db", "i.db", "--run", "1", "--out", "one.json"}, dir.path);
+  CHECK(json.exit_code == 0);
+  Json doc = Json::parse(ReadAll(dir.path / "one.json"));
+  CHECK(doc["schema_version"] == StoreSchemaVersion());
+  REQUIRE(doc["runs"].size() == 1);
+  CHECK(doc["runs"][0]["id"] == 1);
+
+  // An extension that names no format: --format decides, else JSON.
+  Output txt = Protocol({"export", "--db", "i.db", "--run", "1", "--format", "csv", "--out", "one.txt"}, dir.path);
+  CHECK(txt.exit_code == 0);
+  CHECK(ReadAll(dir.path / "one.txt") == CsvOfRun(1));
+  Output plain = Protocol({"export", "--db", "i.db", "--run", "1", "--out", "one.txt"}, dir.path);
+  CHECK(plain.exit_code == 0);
+  CHECK(Json::parse(ReadAll(dir.path / "one.txt"))["runs"][0]["id"] == 1);
+  // --format agreeing with the extension is fine; to stdout, --format alone.
+  CHECK(Protocol({"export", "--db", "i.db", "--format", "csv", "--out", "all.csv"}, dir.path).exit_code == 0);
+  Output out = Protocol({"export", "--db", "i.db", "--run", "2", "--format", "csv"}, dir.path);
+  CHECK(out.exit_code == 0);
+  CHECK(out.out == CsvOfRun(2));
+
+  Output conflict = Protocol({"export", "--db", "i.db", "--format", "json", "--out", "x.csv"}, dir.path);
+  CHECK(conflict.exit_code == 2);
+  CHECK(conflict.out == "");
+  CHECK(conflict.err ==
+        "protocol: --format json contradicts the file name x.csv (a csv file): drop --format or rename the file\n");
+  CHECK_FALSE(fs::exists(dir.path / "x.csv"));
+  // The report follows the same rule.
+  Output report = Protocol({"report", "--db", "i.db", "--format", "html", "--out", "r.md"}, dir.path);
+  CHECK(report.exit_code == 2);
+  CHECK(report.err ==
+        "protocol: --format html contradicts the file name r.md (a md file): drop --format or rename the file\n");
+  Output unknown = Protocol({"export", "--db", "i.db", "--format", "xml"}, dir.path);
+  CHECK(unknown.exit_code == 2);
+  CHECK(unknown.err == "protocol: unknown export format 'xml' (json or csv)\n");
+}
+
+TEST_CASE("cli: every command that names a run takes ID | latest | latest:PLAN, with one error style") {
+  TempDir dir;
+  ImportTwice(dir);  // runs 1 and 2 (imports)
+  WriteFile(dir.path / "quick.yaml", kQuickPlan);
+  REQUIRE(Protocol({"run", "quick.yaml", "--db", "i.db", "--logs", "logs"}, dir.path).exit_code == 0);  // run 3
+
+  // latest and latest:quick are run 3 everywhere.
+  for (const char* spec : {"3", "latest", "latest:quick"}) {
+    INFO(spec);
+    Output show = Protocol({"show", spec, "--db", "i.db", "--json"}, dir.path);
+    CHECK(show.exit_code == 0);
+    CHECK(Json::parse(show.out)["id"] == 3);
+    Output exported = Protocol({"export", "--db", "i.db", "--run", spec}, dir.path);
+    CHECK(exported.exit_code == 0);
+    REQUIRE(Json::parse(exported.out)["runs"].size() == 1);
+    CHECK(Json::parse(exported.out)["runs"][0]["id"] == 3);
+    Output report = Protocol({"report", "--db", "i.db", "--run", spec}, dir.path);
+    CHECK(report.exit_code == 0);
+    CHECK(report.out.rfind("<!-- protocol report: --run 3 --format md -->\n", 0) == 0);
+    Output compare = Protocol({"compare", spec, "3", "--db", "i.db", "--json"}, dir.path);
+    CHECK(compare.exit_code == 0);
+    CHECK(Json::parse(compare.out)["baseline_run"] == 3);
+    Output resume = Protocol({"run", "quick.yaml", "--db", "i.db", "--logs", "logs", "--resume", spec}, dir.path);
+    CHECK(resume.exit_code == 0);
+    // The last line (a load warning may come first on a busy machine): nothing was left to run.
+    CHECK(LastLine(resume.err) == "protocol: run 3 finished: 0 ok, 0 failed, 0 timeout, 0 skipped, 0 interrupted "
+                                  "(database i.db)");
+  }
+
+  // An unknown run: exit 2 and the same sentence from every command.
+  const std::vector<std::vector<std::string>> commands = {
+      {"show", "SPEC"},           {"export", "--run", "SPEC"},       {"report", "--run", "SPEC"},
+      {"compare", "SPEC", "3"},   {"compare", "3", "SPEC"},          {"run", "quick.yaml", "--logs", "logs", "--resume", "SPEC"}};
+  const std::vector<std::pair<std::string, std::string>> unknown = {
+      {"99", "protocol: unknown run '99': the database has runs 1 to 3\n"},
+      {"latest:nightly", "protocol: unknown run 'latest:nightly': no run of plan 'nightly' (plans run: quick)\n"},
+      {"x", "protocol: 'x' is not a run: write an id, 'latest' or 'latest:PLAN'\n"}};
+  for (const auto& command : commands) {
+    for (const auto& [spec, message] : unknown) {
+      std::vector<std::string> args;
+      for (const std::string& a : command) args.push_back(a == "SPEC" ? spec : a);
+      args.insert(args.end(), {"--db", "i.db"});
+      INFO(args[0] << " " << spec);
+      Output o = Protocol(args, dir.path);
+      CHECK(o.exit_code == 2);
+      CHECK(o.out == "");
+      CHECK(o.err == message);
+    }
+  }
+  // latest counts plan runs only: a database of imports has none.
+  Output no_runs = Protocol({"show", "latest", "--db", "imports-only.db"}, dir.path);
+  CHECK(no_runs.exit_code == 2);
+  CHECK(no_runs.err ==
+        "protocol: unknown run 'latest': the database has no runs of a plan yet (run one first: protocol run PLAN)\n");
+}
+
+TEST_CASE("cli: --log-level works before and after the subcommand") {
+  TempDir dir;
+  ImportTwice(dir);
+  Output info = Protocol({"report", "--db", "i.db", "--out", "a.md"}, dir.path);
+  CHECK(info.exit_code == 0);
+  CHECK(info.err == "[info] wrote a.md\n");
+  Output before = Protocol({"--log-level", "quiet", "report", "--db", "i.db", "--out", "b.md"}, dir.path);
+  CHECK(before.exit_code == 0);
+  CHECK(before.err == "");
+  Output after = Protocol({"report", "--db", "i.db", "--out", "c.md", "--log-level", "quiet"}, dir.path);
+  CHECK(after.exit_code == 0);
+  CHECK(after.err == "");
+  CHECK(ReadAll(dir.path / "c.md") == ReadAll(dir.path / "a.md"));
+  Output bad = Protocol({"list", "--db", "i.db", "--log-level", "loud"}, dir.path);
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err == "--log-level: loud not in {quiet,info,debug}\nRun with --help for more information.\n");
+}

@@ -1,0 +1,94 @@
+#ifndef PROTOCOL_TESTS_CLI_SUPPORT_H_
+#define PROTOCOL_TESTS_CLI_SUPPORT_H_
+
+// Running the real `protocol` binary from tests (cli_*_test.cc): a fresh
+// temporary directory, files written into it, and one call of the program
+// with its stdout, stderr and exit code captured.
+
+#include <doctest/doctest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "runner/store/store.h"
+
+namespace protocol::testing {
+
+struct Output {
+  int exit_code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+inline std::string ReadAll(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+inline void WriteFile(const std::filesystem::path& path, const std::string& text) {
+  std::filesystem::create_directories(path.parent_path());
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+// A fresh directory per test, removed at the end.
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    char tmpl[] = "/tmp/protocol-cli-XXXXXX";
+    path = mkdtemp(tmpl);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
+inline std::string ShellQuote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// Runs `protocol ARGS...` in `cwd`, capturing stdout, stderr and the exit code;
+// `env` is a prefix of VAR=value assignments ("" for none).
+inline Output Protocol(const std::vector<std::string>& args, const std::filesystem::path& cwd,
+                       const std::string& env = "") {
+  std::string cmd = "cd " + ShellQuote(cwd.string()) + " && " + env + " " + ShellQuote(PROTOCOL_BINARY);
+  for (const auto& a : args) cmd += " " + ShellQuote(a);
+  static std::atomic<int> calls{0};
+  int n = calls++;
+  std::filesystem::path out = std::filesystem::temp_directory_path() /
+                              ("protocol-cli-" + std::to_string(getpid()) + "-" + std::to_string(n) + ".out");
+  std::filesystem::path err = out;
+  err.replace_extension(".err");
+  cmd += " >" + ShellQuote(out.string()) + " 2>" + ShellQuote(err.string()) + " </dev/null";
+  int status = std::system(cmd.c_str());
+  Output o;
+  o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  o.out = ReadAll(out);
+  o.err = ReadAll(err);
+  std::filesystem::remove(out);
+  std::filesystem::remove(err);
+  return o;
+}
+
+inline std::vector<CaseRecord> CasesOf(const std::filesystem::path& db, int64_t run) {
+  auto store = OpenStore(db.string());
+  REQUIRE(store.ok());
+  auto cases = (*store)->CasesOfRun(run);
+  REQUIRE(cases.ok());
+  return cases.value();
+}
+
+}  // namespace protocol::testing
+
+#endif  // PROTOCOL_TESTS_CLI_SUPPORT_H_
