@@ -1,7 +1,6 @@
 #include "backends/native/fsdp_backend.h"
 
 #include <ATen/Parallel.h>
-#include <sys/resource.h>
 
 #include <cmath>
 #include <filesystem>
@@ -10,6 +9,7 @@
 
 #include "backends/native/data.h"
 #include "backends/native/generate.h"
+#include "backends/native/host_memory.h"
 #include "backends/native/model.h"
 #include "backends/native/model_config.h"
 #include "backends/native/quantized_model.h"
@@ -42,12 +42,6 @@ std::optional<double> PeakTflops(const std::string& device_name) {
   for (const auto& row : kDevicePeaks)
     if (device_name.find(row.name_contains) != std::string::npos) return row.bf16_tflops;
   return std::nullopt;
-}
-
-int64_t PeakHostRssBytes() {
-  struct rusage usage;
-  getrusage(RUSAGE_SELF, &usage);
-  return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux: kilobytes
 }
 
 // Appends lines to the case log.
@@ -254,7 +248,7 @@ class NativeFsdpBackend : public Backend {
     if (!weights_note.empty())
       for (Measurement& m : out.measurements) m.method = m.method.empty() ? weights_note : m.method + "; " + weights_note;
     if (out.status == CaseStatus::kOk || !out.measurements.empty()) {
-      out.measurements.push_back(MeasuredFigure(metric::kPeakHostRss, static_cast<double>(PeakHostRssBytes()), "bytes",
+      out.measurements.push_back(MeasuredFigure(metric::kPeakHostRss, static_cast<double>(PeakRssBytes()), "bytes",
                                          "getrusage ru_maxrss of the runner process (peak since it started)"));
       if (auto peak = compat::CudaPeakMemoryBytes())
         out.measurements.push_back(MeasuredFigure(metric::kPeakDeviceMemory, static_cast<double>(*peak), "bytes",
@@ -297,6 +291,7 @@ class NativeFsdpBackend : public Backend {
     o.grad_accum = ts.grad_accum;
     o.learning_rate = ts.learning_rate;
     o.warmup_steps = std::min<int64_t>(100, steps / 10);
+    o.checkpoint_every = ts.checkpoint_every;
     AdamW optimizer(setup.lora ? lora_trainable(*setup.lora) : model_trainable(model), o);
 
     // ---- timed loop ---------------------------------------------------------
