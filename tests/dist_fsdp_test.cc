@@ -306,6 +306,33 @@ TEST_CASE("dist share: 2 groups of 1 rank train on their own data, merge, and st
   CHECK(*Find(out, "bytes_within_groups")->value == 0);  // groups of one rank talk to nobody
 }
 
+TEST_CASE("dist share: 2 groups of 2 ranks shard within each group, merge their shards, and evaluate together") {
+  Fixture fx;
+  Plan plan = fx.MakePlan();
+  CaseSpec spec = Training("share", 4);
+  spec.topology.parts = {{"rig0", 2, 2}};
+  spec.training.sync_every = 2;
+  spec.training.batch_size = 8;
+  Harness h;
+  auto backend = MakeNativeShareBackend(Options());
+  const fs::path log = fx.root / "share22.log";
+  BackendOutcome out = h.Run(*backend, plan, spec, (fx.root / "merged22").string(), log.string());
+  INFO(out.reason);
+  INFO(ReadAll(log));
+  REQUIRE(out.status == CaseStatus::kOk);
+  CHECK(h.events.steps.size() == 4);
+  REQUIRE(Find(out, metric::kEvalLoss));
+  CHECK(Find(out, metric::kEvalLoss)->method.rfind("merged model (2 merge(s))", 0) == 0);
+  REQUIRE(Find(out, "best_group_eval_loss"));
+  // Between groups: 2 merges, each an all-reduce over 2 groups of every rank's
+  // shards (S elements with K = 2): 2·(1/2)·4·S bytes per rank per merge.
+  native::Model merged = Load(fx.config, fx.root / "merged22");
+  const int64_t S = ShardElements(merged, 2);
+  CHECK(*Find(out, "bytes_between_groups")->value == static_cast<double>(4 /*ranks*/ * 2 /*merges*/ * 4 * S));
+  CHECK(*Find(out, "bytes_within_groups")->value > 0);
+  for (int r = 0; r < 4; ++r) CHECK(Find(out, fmt::format("{}_rank{}", metric::kPeakHostRssAboveBaseline, r)));
+}
+
 TEST_CASE("dist share: multi-inference serves the schedule round-robin over 2 replicas") {
   Fixture fx;
   Plan plan = fx.MakePlan();

@@ -43,11 +43,13 @@ TEST_CASE("native model presets have the published Llama-2 parameter counts") {
   const int64_t small = PresetConfig("small-100m")->ParameterCount();
   CHECK(small > 90000000);
   CHECK(small < 110000000);
+  // 14 layers of 4·768² + 3·768·2048 + 2·768, and 2 × 1024 × 768 + 768 outside them.
+  CHECK(PresetConfig("layers-100m")->ParameterCount() == 14 * (4 * 768 * 768 + 3 * 768 * 2048 + 2 * 768) + 2 * 1024 * 768 + 768);
   for (const std::string& name : PresetNames()) CHECK(PresetConfig(name)->Validate().empty());
   auto unknown = PresetConfig("llama2-8b");
   REQUIRE_FALSE(unknown.ok());
   CHECK(unknown.status().message() ==
-        "unknown model preset 'llama2-8b' (known: llama2-7b, llama2-13b, llama2-70b, tiny, small-100m)");
+        "unknown model preset 'llama2-8b' (known: llama2-7b, llama2-13b, llama2-70b, tiny, small-100m, layers-100m)");
 }
 
 TEST_CASE("native model FLOPs per token follow 6(N - N_emb) + 12 L H Q T") {

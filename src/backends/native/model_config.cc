@@ -35,6 +35,10 @@ const std::vector<ModelConfig>& Presets() {
       Make("tiny", 192, 4, 6, 2, 512, 1024, 512, 1e-5),
       // ~99.5 M parameters.
       Make("small-100m", 768, 8, 12, 4, 2048, 32000, 1024, 1e-5),
+      // ~100.7 M parameters, 98% of them in the 14 decoder layers (a vocabulary
+      // just above the quickstart tokenizer's 512): FSDP memory benchmarks,
+      // where the per-unit sharding is what is measured (bench/fsdp_memory.sh).
+      Make("layers-100m", 768, 14, 12, 12, 2048, 1024, 1024, 1e-5),
   };
   return table;
 }
