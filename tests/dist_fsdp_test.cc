@@ -215,6 +215,9 @@ TEST_CASE("dist fsdp: 2 and 4 ranks on CPU train to the one-process weights (max
     INFO(o2.reason);
     INFO(ReadAll(log));
     REQUIRE(o2.status == CaseStatus::kOk);
+    // The ranks ran with this variant's settings (they come through the case file).
+    CHECK(ReadAll(log).find(fmt::format("grad_accum {}; checkpoint_every {}", v.grad_accum, v.checkpoint_every)) !=
+          std::string::npos);
 
     native::Model a = Load(fx.config, fx.root / ("one_" + tag)), b = Load(fx.config, fx.root / tag);
     auto pa = native::model_parameters(a), pb = native::model_parameters(b);

@@ -4,6 +4,7 @@
 #include "backends/native/generate.h"
 #include "backends/native/model.h"
 #include "backends/native/model_config.h"
+#include "backends/native/train.h"
 
 namespace protocol {
 namespace native {
@@ -104,6 +105,15 @@ TEST_CASE("native model forward is causal and deterministic per seed") {
   // Earlier positions cannot see the last token.
   CHECK(at::allclose(l1.narrow(1, 0, 5), l2.narrow(1, 0, 5)));
   CHECK_FALSE(at::allclose(l1.narrow(1, 5, 1), l2.narrow(1, 5, 1)));
+}
+
+TEST_CASE("native model forward of an empty batch gives (0,T,V) logits and a zero loss (an FSDP rank with no eval sequences)") {
+  Model m = TestModel();
+  BatchTensors b = batch_tensors({}, 8, at::kCPU);
+  CHECK(b.inputs.sizes().vec() == std::vector<int64_t>{0, 8});
+  at::Tensor logits = model_forward(m, b.inputs);
+  CHECK(logits.sizes().vec() == std::vector<int64_t>{0, 8, m.config.vocab_size});
+  CHECK(masked_loss(logits, b, 10.0).item<double>() == 0.0);
 }
 
 TEST_CASE("native model KV cache: chunked forward matches full forward") {

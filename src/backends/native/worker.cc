@@ -221,8 +221,10 @@ int RunTraining(const WorkerCase& wc, Setup& s, ProcessGroups& g) {
   if (stream.empty()) throw Failure(fmt::format("group {} has no training sequences ({} for {} groups)", g.group,
                                                 split.train.size(), g.groups));
   if (g.rank == 0)
-    Log("worker: {} train / {} eval sequences of {} tokens; {} steps; global batch {} = {} group(s) x {} rank(s) x {}",
-        split.train.size(), split.eval.size(), ts.seq_len, steps, ts.batch_size, g.groups, g.group_size, local_batch);
+    Log("worker: {} train / {} eval sequences of {} tokens; {} steps; global batch {} = {} group(s) x {} rank(s) x {}; "
+        "grad_accum {}; checkpoint_every {}",
+        split.train.size(), split.eval.size(), ts.seq_len, steps, ts.batch_size, g.groups, g.group_size, local_batch,
+        ts.grad_accum, ts.checkpoint_every);
 
   TrainOptions o;
   o.batch_size = ts.batch_size;
@@ -364,8 +366,9 @@ int RunTraining(const WorkerCase& wc, Setup& s, ProcessGroups& g) {
   const char* mmap_threshold = std::getenv("MALLOC_MMAP_THRESHOLD_");
   const std::string rss_how = fmt::format(
       "rank {} of {} ({} group(s) x {}): getrusage ru_maxrss of the rank process, i.e. its peak since it started; "
-      "the rank holds {} float32 shard elements; MALLOC_MMAP_THRESHOLD_={}",
-      g.rank, g.world, g.groups, g.group_size, params.shard_elements(), mmap_threshold ? mmap_threshold : "unset");
+      "the rank holds {} float32 shard elements; checkpoint_every {}; MALLOC_MMAP_THRESHOLD_={}",
+      g.rank, g.world, g.groups, g.group_size, params.shard_elements(), ts.checkpoint_every,
+      mmap_threshold ? mmap_threshold : "unset");
   EmitMeasurement(metric::kPeakHostRss + std::string("_rank") + std::to_string(g.rank), static_cast<double>(peak_rss),
                   "bytes", rss_how);
   EmitMeasurement(metric::kPeakHostRssAboveBaseline + std::string("_rank") + std::to_string(g.rank),
