@@ -55,12 +55,16 @@ class ShardedUnit : public UnitParameters {
 
   std::vector<at::Tensor> ReduceGradients(UnitTensors& t) override {
     at::NoGradGuard no_grad;
+    // The gathered parameters are no longer read: their memory goes before the
+    // flat gradient is allocated (the tensors, and their .grad, stay until copied).
+    compat::StorageFree(t.buffer);
     // The unit's gradient, flattened like its parameters, in float32 (the
     // reduction's dtype whatever the compute dtype); padding stays zero.
     at::Tensor flat = at::zeros({padded}, master.options());
     for (size_t i = 0; i < entries.size(); ++i) {
-      const at::Tensor& g = t.params[i].grad();
+      at::Tensor& g = t.params[i].mutable_grad();
       if (g.defined()) flat.narrow(0, entries[i].offset, entries[i].numel).copy_(g.reshape({-1}));
+      g = at::Tensor();  // freed as soon as it is copied
     }
     t = UnitTensors{};  // the gathered parameters and their gradients go now
     at::Tensor slice = at::empty({shard}, master.options());
@@ -169,9 +173,11 @@ double ShardedParams::Step(double lr) {
   std::vector<at::Tensor> grads;
   for (const auto& u : units_)
     grads.push_back(u->master.grad().defined() ? u->master.grad() : at::zeros_like(u->master));
-  // Global norm: Σ over ranks of each slice's squared norm (padding is zero).
+  // Global norm: Σ over ranks of each slice's squared norm (padding is zero),
+  // each slice's sum in float32 as train.h's grad_clip_norm takes it (one
+  // slice-sized temporary at a time), the sum over slices and ranks in float64.
   at::Tensor sum_sq = at::zeros({1}, grads[0].options().dtype(at::kDouble));
-  for (const at::Tensor& g : grads) sum_sq += g.to(at::kDouble).pow(2).sum();
+  for (const at::Tensor& g : grads) sum_sq += g.pow(2).sum().to(at::kDouble);
   *bytes_ += compat::AllReduceSum(*group_, sum_sq);
   const double norm = std::sqrt(sum_sq.item<double>());
   if (options_.grad_clip > 0 && norm > options_.grad_clip) {
