@@ -77,6 +77,14 @@ std::string CudaDeviceName() {
 #endif
 }
 
+void CudaSetDevice(int index) {
+#if PROTOCOL_WITH_CUDA
+  c10::cuda::set_device(static_cast<c10::DeviceIndex>(index));
+#else
+  (void)index;
+#endif
+}
+
 std::optional<int64_t> CudaPeakMemoryBytes() {
 #if PROTOCOL_WITH_CUDA
   if (!at::hasCUDA()) return std::nullopt;

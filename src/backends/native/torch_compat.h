@@ -29,6 +29,9 @@ std::string TorchVersion();  // "1.13.0"
 bool CudaAvailable();
 // The current CUDA device's name, e.g. "NVIDIA H100 80GB HBM3"; empty without CUDA.
 std::string CudaDeviceName();
+// Makes CUDA device `index` this thread's current device (the one NCCL and the
+// peak-memory counters below use). No-op without CUDA.
+void CudaSetDevice(int index);
 // Peak bytes allocated by the caching allocator since the last reset; nullopt without CUDA.
 std::optional<int64_t> CudaPeakMemoryBytes();
 void CudaResetPeakMemory();

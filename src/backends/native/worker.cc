@@ -85,6 +85,7 @@ Setup Resolve(const WorkerCase& wc, const DistEnv& env) {
   if (device == "cuda" && !compat::CudaAvailable()) throw Failure("device 'cuda' was asked for but there is no CUDA device");
   if (device == "cuda" || (device == "auto" && compat::CudaAvailable())) {
     s.device = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank));
+    compat::CudaSetDevice(env.local_rank);
     s.dtype = at::kBFloat16;
   }
   return s;
@@ -200,7 +201,7 @@ std::optional<double> ShardedEvalLoss(ShardedParams& params, const std::vector<S
       local += masked_loss(params.Forward(b.inputs), b, counted).item<double>();
     }
   }
-  at::Tensor sum = at::full({1}, local, at::TensorOptions().dtype(at::kDouble));
+  at::Tensor sum = at::full({1}, local, at::TensorOptions().dtype(at::kDouble).device(device));  // NCCL: on the device
   g.bytes_within += compat::AllReduceSum(*g.group_pg, sum);
   return sum.item<double>();
 }
@@ -282,7 +283,7 @@ int RunTraining(const WorkerCase& wc, Setup& s, ProcessGroups& g) {
     for (const Sequence* q : group_seqs)
       for (uint8_t m : q->mask) counted += m;
     const double t0 = Now();
-    at::Tensor loss_sum = at::zeros({1}, at::TensorOptions().dtype(at::kDouble));
+    at::Tensor loss_sum = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(s.device));
     const int64_t micro = std::max<int64_t>(1, local_batch / std::max<int64_t>(1, ts.grad_accum));
     for (int64_t start = 0; start < local_batch; start += micro) {
       std::vector<const Sequence*> part(mine.begin() + start, mine.begin() + std::min(local_batch, start + micro));
