@@ -6,7 +6,7 @@
 # the absolute peak, the largest rank's ratio to W = 1 of the same stage, and
 # rank 0's mean step time after the warm-up step.
 #
-#   bench/fsdp_memory.sh                      # all 6 cases (~10 min on 2 cores)
+#   bench/fsdp_memory.sh                      # all 6 cases (~25 min on a shared 2-core machine)
 #   bench/fsdp_memory.sh --only m.1,m.2,m.4   # extra arguments go to `protocol run`
 #
 # Environment: PROTOCOL (default build/protocol), OUT (default a new temp dir:
