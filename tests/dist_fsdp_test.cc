@@ -1,7 +1,8 @@
 // Distributed native backends end to end with real `protocol worker` ranks over
-// Gloo on CPU: the 2-rank FSDP baseline against the one-process backend, the
-// share protocol (merge, group eval, bytes), multi-replica inference, and a rank
-// killed with signal 9.
+// Gloo on CPU: the FSDP baseline on 2 and 4 ranks against the one-process
+// backend (weights, losses, bytes by formula, per-rank memory figures), the
+// share protocol (merge, group eval, bytes), multi-replica inference, and a
+// rank killed with signal 9.
 #include "native_test_support.h"
 
 #include <signal.h>
@@ -137,11 +138,13 @@ native::Model Load(const native::ModelConfig& c, const fs::path& dir) {
   return m;
 }
 
-// Elements of each FSDP unit ([embed, norm, lm_head], then each layer) padded to W.
+// Σ over the FSDP units ([embed], each layer, [norm, lm_head]) of the unit's
+// elements padded to a multiple of W, divided by W: the float32 elements a rank keeps.
 int64_t ShardElements(native::Model& m, int world) {
-  std::vector<int64_t> units(1 + m.layers.size(), 0);
+  std::vector<int64_t> units(2 + m.layers.size(), 0);
   for (native::NamedParameter& p : native::model_parameters(m)) {
-    size_t unit = 0;
+    size_t unit = units.size() - 1;  // model.norm, lm_head
+    if (p.name == "model.embed_tokens.weight") unit = 0;
     if (StartsWith(p.name, "model.layers.")) unit = 1 + std::stoul(p.name.substr(13));
     units[unit] += p.tensor->numel();
   }
@@ -150,56 +153,131 @@ int64_t ShardElements(native::Model& m, int world) {
   return s;
 }
 
+// The number in a method text like "mean loss on 8 held-out sequences".
+int64_t HeldOut(const std::string& method) {
+  const size_t at = method.find("mean loss on ");
+  REQUIRE(at != std::string::npos);
+  return std::stoll(method.substr(at + 13));
+}
+
+struct Variant {
+  int world;
+  int64_t checkpoint_every;
+  int64_t grad_accum;
+  int64_t batch_size;
+};
+
 }  // namespace
 
-TEST_CASE("dist fsdp: 2 ranks on CPU train to the same weights as 1 process (max abs diff < 1e-5 after 3 steps)") {
+// W ranks against the one-process backend, same global batch and seed, 3 steps:
+// the 2-layer model's layers recomputed in backward (checkpoint_every 1), kept
+// (0), or alternately (2: layer 0 recomputed, layer 1 kept); with gradient
+// accumulation over micro-batches (grad_accum a per rank). The one-process run
+// takes the same global batch in W·a micro-batches, the same partition into
+// sequences the ranks' micro-batches make, so that both sum the same float32
+// partial gradients: merely splitting a batch of 8 differently in one process
+// moves the weights by up to ~1e-4 after 3 AdamW steps at lr 1e-2 (AdamW's
+// normalised step turns the rounding of near-zero gradient elements into
+// differences of that size), which would hide what this test checks.
+TEST_CASE("dist fsdp: 2 and 4 ranks on CPU train to the one-process weights (max abs diff < 1e-5 after 3 steps); bytes by formula; per-rank memory") {
+  const Variant variants[] = {
+      {2, 1, 1, 4},
+      {2, 0, 2, 8},
+      {2, 2, 1, 4},
+      {4, 1, 2, 8},
+      {4, 0, 1, 4},
+      {4, 1, 1, 8},
+  };
   Fixture fx;
   Plan plan = fx.MakePlan();
-  // One process: the in-process backend (train.cc's train_step and AdamW).
-  CaseSpec one = Training("fsdp", 3);
-  Harness h1;
-  auto backend1 = MakeNativeFsdpBackend(Options());
-  BackendOutcome o1 = h1.Run(*backend1, plan, one, (fx.root / "one").string(), "");
-  REQUIRE(o1.status == CaseStatus::kOk);
-  // Two ranks, same global batch and seed: worker processes over Gloo.
-  CaseSpec two = Training("fsdp", 3);
-  two.training.ranks_per_node = 2;
-  Harness h2;
-  auto backend2 = MakeNativeFsdpBackend(Options());
-  const fs::path log = fx.root / "two.log";
-  BackendOutcome o2 = h2.Run(*backend2, plan, two, (fx.root / "two").string(), log.string());
-  INFO(o2.reason);
-  INFO(ReadAll(log));
-  REQUIRE(o2.status == CaseStatus::kOk);
+  for (const Variant& v : variants) {
+    CAPTURE(v.world);
+    CAPTURE(v.checkpoint_every);
+    CAPTURE(v.grad_accum);
+    const std::string tag = fmt::format("w{}_c{}_a{}", v.world, v.checkpoint_every, v.grad_accum);
+    // One process: the in-process backend (train.cc's train_step and AdamW).
+    CaseSpec one = Training("fsdp", 3);
+    one.training.batch_size = v.batch_size;
+    one.training.grad_accum = v.world * v.grad_accum;
+    Harness h1;
+    auto backend1 = MakeNativeFsdpBackend(Options());
+    BackendOutcome o1 = h1.Run(*backend1, plan, one, (fx.root / ("one_" + tag)).string(), "");
+    REQUIRE(o1.status == CaseStatus::kOk);
+    // W ranks: worker processes over Gloo.
+    CaseSpec many = one;
+    many.training.grad_accum = v.grad_accum;
+    many.training.ranks_per_node = v.world;
+    many.training.checkpoint_every = v.checkpoint_every;
+    Harness h2;
+    auto backend2 = MakeNativeFsdpBackend(Options());
+    const fs::path log = fx.root / (tag + ".log");
+    BackendOutcome o2 = h2.Run(*backend2, plan, many, (fx.root / tag).string(), log.string());
+    INFO(o2.reason);
+    INFO(ReadAll(log));
+    REQUIRE(o2.status == CaseStatus::kOk);
+    // The ranks ran with this variant's settings (they come through the case file).
+    CHECK(ReadAll(log).find(fmt::format("grad_accum {}; checkpoint_every {}", v.grad_accum, v.checkpoint_every)) !=
+          std::string::npos);
 
-  native::Model a = Load(fx.config, fx.root / "one"), b = Load(fx.config, fx.root / "two");
-  auto pa = native::model_parameters(a), pb = native::model_parameters(b);
-  double max_diff = 0;
-  for (size_t i = 0; i < pa.size(); ++i)
-    max_diff = std::max(max_diff, (*pa[i].tensor - *pb[i].tensor).abs().max().item<double>());
-  MESSAGE("max abs weight difference after 3 steps, 1 process vs 2 ranks: " << max_diff);
-  CHECK(max_diff < 1e-5);
-  // And they did move: not a trivial equality.
-  native::Model init = native::model_create(fx.config, at::TensorOptions().dtype(at::kFloat));
-  native::model_init_random(init, 1234);
-  CHECK((*native::model_parameters(init)[1].tensor - *pa[1].tensor).abs().max().item<double>() > 1e-3);
+    native::Model a = Load(fx.config, fx.root / ("one_" + tag)), b = Load(fx.config, fx.root / tag);
+    auto pa = native::model_parameters(a), pb = native::model_parameters(b);
+    double max_diff = 0;
+    for (size_t i = 0; i < pa.size(); ++i)
+      max_diff = std::max(max_diff, (*pa[i].tensor - *pb[i].tensor).abs().max().item<double>());
+    MESSAGE(tag << ": max abs weight difference after 3 steps, 1 process vs " << v.world << " ranks: " << max_diff);
+    CHECK(max_diff < 1e-5);
+    // And they did move: not a trivial equality.
+    native::Model init = native::model_create(fx.config, at::TensorOptions().dtype(at::kFloat));
+    native::model_init_random(init, 1234);
+    CHECK((*native::model_parameters(init)[1].tensor - *pa[1].tensor).abs().max().item<double>() > 1e-3);
 
-  // The same step losses, reported from rank 0.
-  REQUIRE(h2.events.steps.size() == 3);
-  for (size_t i = 0; i < 3; ++i) CHECK(*h2.events.steps[i].loss == doctest::Approx(*h1.events.steps[i].loss).epsilon(1e-5));
-  CHECK(*h2.events.steps[2].tokens == 4 * 16);
-  REQUIRE(Find(o2, metric::kEvalLoss));
-  CHECK(*Find(o2, metric::kEvalLoss)->value == doctest::Approx(*Find(o1, metric::kEvalLoss)->value).epsilon(1e-5));
-  // Bytes, exactly: per rank and step an all-gather ((W-1)·S·4), the gradient
-  // all-reduce standing in for a reduce-scatter (2(W-1)/W · 2S·4) and two
-  // 8-byte all-reduces (norm, loss); one more all-gather at the end. Two ranks.
-  const int64_t S = ShardElements(a, 2);
-  const int64_t per_rank = 3 * (4 * S + 8 * S + 8 + 8) + 4 * S;
-  REQUIRE(Find(o2, metric::kBytesCommunicated));
-  CHECK(*Find(o2, metric::kBytesCommunicated)->value == static_cast<double>(2 * per_rank));
-  CHECK(*Find(o2, "bytes_between_groups")->value == 0);
+    // The same step losses, reported from rank 0, and the same held-out loss.
+    REQUIRE(h2.events.steps.size() == 3);
+    for (size_t i = 0; i < 3; ++i) CHECK(*h2.events.steps[i].loss == doctest::Approx(*h1.events.steps[i].loss).epsilon(1e-5));
+    CHECK(*h2.events.steps[2].tokens == v.batch_size * 16);
+    REQUIRE(Find(o2, metric::kEvalLoss));
+    CHECK(*Find(o2, metric::kEvalLoss)->value == doctest::Approx(*Find(o1, metric::kEvalLoss)->value).epsilon(1e-5));
+
+    // Bytes, exactly (torch_compat.h's ring volumes), per rank, for S = the
+    // float32 elements a rank keeps (Σ over units) and W ranks:
+    //   each micro-batch   forward all-gather (W−1)·S·4, backward re-gather
+    //                      (W−1)·S·4, reduce-scatter of the float32 gradient —
+    //                      with Gloo torch_compat issues it as an all-reduce of
+    //                      the padded W·S elements: 2(W−1)/W·W·S·4 = 8(W−1)·S
+    //   each step          two 8-byte all-reduces (squared norm, loss): 2·2(W−1)/W·8
+    //   eval               one all-gather per held-out batch, one 8-byte all-reduce
+    //   save               one all-gather
+    const int64_t W = v.world, S = ShardElements(a, v.world);
+    const int64_t gather = (W - 1) * S * 4, reduce_scatter = 8 * (W - 1) * S, small = 2 * (W - 1) * 8 / W;
+    const int64_t eval_batches = (HeldOut(Find(o2, metric::kEvalLoss)->method) + v.batch_size - 1) / v.batch_size;
+    const int64_t per_rank = 3 * v.grad_accum * (2 * gather + reduce_scatter) + 3 * 2 * small +
+                             eval_batches * gather + small + gather;
+    REQUIRE(Find(o2, metric::kBytesCommunicated));
+    CHECK(*Find(o2, metric::kBytesCommunicated)->value == static_cast<double>(W * per_rank));
+    CHECK(*Find(o2, "bytes_between_groups")->value == 0);
+
+    // Every rank reports its own memory: the peak RSS of its process, and that
+    // peak above its RSS before the model was built; the case keeps the largest.
+    double largest = 0;
+    for (int r = 0; r < v.world; ++r) {
+      const Measurement* peak = Find(o2, fmt::format("{}_rank{}", metric::kPeakHostRss, r));
+      const Measurement* above = Find(o2, fmt::format("{}_rank{}", metric::kPeakHostRssAboveBaseline, r));
+      REQUIRE(peak);
+      REQUIRE(above);
+      CHECK(*peak->value > 0);
+      CHECK(*above->value > 0);
+      CHECK(*above->value < *peak->value);
+      CHECK(peak->unit == "bytes");
+      CHECK(above->method.find(fmt::format("rank {} of {}", r, v.world)) != std::string::npos);
+      CHECK(above->method.find("just before the model was built") != std::string::npos);
+      largest = std::max(largest, *peak->value);
+    }
+    REQUIRE(Find(o2, metric::kPeakHostRss));
+    CHECK(*Find(o2, metric::kPeakHostRss)->value == largest);
+    REQUIRE(Find(o2, metric::kPeakHostRssAboveBaseline));
+  }
   // Every rank's output is in the case log, prefixed.
-  const std::string text = ReadAll(log);
+  const std::string text = ReadAll(fx.root / "w2_c1_a1.log");
   CHECK(text.find("[rank 0] ") != std::string::npos);
   CHECK(text.find("[rank 1] ") != std::string::npos);
 }
@@ -229,6 +307,61 @@ TEST_CASE("dist share: 2 groups of 1 rank train on their own data, merge, and st
   const int64_t S = ShardElements(merged, 1);
   CHECK(*Find(out, "bytes_between_groups")->value == static_cast<double>(2 /*ranks*/ * 2 /*merges*/ * 4 * S));
   CHECK(*Find(out, "bytes_within_groups")->value == 0);  // groups of one rank talk to nobody
+}
+
+TEST_CASE("dist share: 2 groups of 2 ranks shard within each group, merge their shards, and evaluate together") {
+  Fixture fx;
+  Plan plan = fx.MakePlan();
+  CaseSpec spec = Training("share", 4);
+  spec.topology.parts = {{"rig0", 2, 2}};
+  spec.training.sync_every = 2;
+  spec.training.batch_size = 8;
+  Harness h;
+  auto backend = MakeNativeShareBackend(Options());
+  const fs::path log = fx.root / "share22.log";
+  BackendOutcome out = h.Run(*backend, plan, spec, (fx.root / "merged22").string(), log.string());
+  INFO(out.reason);
+  INFO(ReadAll(log));
+  REQUIRE(out.status == CaseStatus::kOk);
+  CHECK(h.events.steps.size() == 4);
+  REQUIRE(Find(out, metric::kEvalLoss));
+  CHECK(Find(out, metric::kEvalLoss)->method.rfind("merged model (2 merge(s))", 0) == 0);
+  REQUIRE(Find(out, "best_group_eval_loss"));
+  // Between groups: 2 merges, each an all-reduce over 2 groups of every rank's
+  // shards (S elements with K = 2): 2·(1/2)·4·S bytes per rank per merge.
+  native::Model merged = Load(fx.config, fx.root / "merged22");
+  const int64_t S = ShardElements(merged, 2);
+  CHECK(*Find(out, "bytes_between_groups")->value == static_cast<double>(4 /*ranks*/ * 2 /*merges*/ * 4 * S));
+  CHECK(*Find(out, "bytes_within_groups")->value > 0);
+  for (int r = 0; r < 4; ++r) CHECK(Find(out, fmt::format("{}_rank{}", metric::kPeakHostRssAboveBaseline, r)));
+}
+
+TEST_CASE("dist fsdp: a 2-rank finetune reads the path's safetensors unit by unit into its shards and saves them back") {
+  Fixture fx;
+  Plan plan = fx.MakePlan();
+  // Weights to start from: a seeded model other than the case's seed, saved beside the tokenizer.
+  native::Model start = native::model_create(fx.config, at::TensorOptions().dtype(at::kFloat));
+  native::model_init_random(start, 99);
+  REQUIRE(native::model_save(start, (fx.root / "model").string()).ok());
+  CaseSpec spec = Training("fsdp", 1);
+  spec.workload = Workload::kFinetune;
+  spec.training.ranks_per_node = 2;
+  spec.training.learning_rate = 1e-9;  // one AdamW step moves each weight by about 1e-9
+  Harness h;
+  auto backend = MakeNativeFsdpBackend(Options());
+  const fs::path log = fx.root / "finetune.log";
+  BackendOutcome out = h.Run(*backend, plan, spec, (fx.root / "tuned").string(), log.string());
+  INFO(out.reason);
+  INFO(ReadAll(log));
+  REQUIRE(out.status == CaseStatus::kOk);
+  REQUIRE(Find(out, metric::kFinalLoss));
+  CHECK(Find(out, metric::kFinalLoss)->method.find("seeded random") == std::string::npos);  // not a random start
+  native::Model tuned = Load(fx.config, fx.root / "tuned");
+  auto a = native::model_parameters(start), b = native::model_parameters(tuned);
+  double max_diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) max_diff = std::max(max_diff, (*a[i].tensor - *b[i].tensor).abs().max().item<double>());
+  MESSAGE("max abs weight difference, start vs after one step at lr 1e-9: " << max_diff);
+  CHECK(max_diff < 1e-7);
 }
 
 TEST_CASE("dist share: multi-inference serves the schedule round-robin over 2 replicas") {

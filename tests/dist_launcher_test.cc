@@ -163,6 +163,7 @@ TEST_CASE("dist case file: round trip, and a layout that does not add up is refu
   c.dataset_path = "/d.jsonl";
   c.training.sync_every = 5;
   c.training.outer_momentum = 0.9;
+  c.training.checkpoint_every = 3;
   c.steps = 12;
   c.inference.max_new_tokens = {1, 2};
   c.groups = 2;
@@ -174,6 +175,7 @@ TEST_CASE("dist case file: round trip, and a layout that does not add up is refu
   CHECK(back->workload == Workload::kFinetune);
   CHECK(back->training.sync_every == 5);
   CHECK(back->training.outer_momentum == 0.9);
+  CHECK(back->training.checkpoint_every == 3);
   CHECK(back->steps == 12);
   CHECK(back->rank_nodes == std::vector<std::string>{"rig0", "rig1"});
   c.rank_nodes = {"rig0"};

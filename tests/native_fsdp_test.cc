@@ -270,7 +270,7 @@ TEST_CASE("native fsdp: Check names what a case lacks") {
   spec.workload = Workload::kPretrain;
   auto problems = MakeNativeFsdpBackend()->Check(plan, spec);
   REQUIRE(problems.size() == 3);
-  CHECK(problems[0] == "unknown model preset 'llama2-8b' (known: llama2-7b, llama2-13b, llama2-70b, tiny, small-100m, llama-1b)");
+  CHECK(problems[0] == "unknown model preset 'llama2-8b' (known: llama2-7b, llama2-13b, llama2-70b, tiny, small-100m, llama-1b, layers-100m)");
   CHECK(problems[1] == "a training workload needs a dataset");
   CHECK(problems[2] == "a training workload needs a length");
 }

@@ -4,6 +4,7 @@
 #include "backends/native/generate.h"
 #include "backends/native/model.h"
 #include "backends/native/model_config.h"
+#include "backends/native/train.h"
 
 namespace protocol {
 namespace native {
@@ -45,11 +46,13 @@ TEST_CASE("native model presets have the published Llama-2 parameter counts") {
   CHECK(small < 110000000);
   // TinyLlama-1.1B's published count.
   CHECK(PresetConfig("llama-1b")->ParameterCount() == 1100048384LL);
+  // 14 layers of 4·768² + 3·768·2048 + 2·768, and 2 × 1024 × 768 + 768 outside them.
+  CHECK(PresetConfig("layers-100m")->ParameterCount() == 14 * (4 * 768 * 768 + 3 * 768 * 2048 + 2 * 768) + 2 * 1024 * 768 + 768);
   for (const std::string& name : PresetNames()) CHECK(PresetConfig(name)->Validate().empty());
   auto unknown = PresetConfig("llama2-8b");
   REQUIRE_FALSE(unknown.ok());
   CHECK(unknown.status().message() ==
-        "unknown model preset 'llama2-8b' (known: llama2-7b, llama2-13b, llama2-70b, tiny, small-100m, llama-1b)");
+        "unknown model preset 'llama2-8b' (known: llama2-7b, llama2-13b, llama2-70b, tiny, small-100m, llama-1b, layers-100m)");
 }
 
 TEST_CASE("native model FLOPs per token follow 6(N - N_emb) + 12 L H Q T") {
@@ -104,6 +107,15 @@ TEST_CASE("native model forward is causal and deterministic per seed") {
   // Earlier positions cannot see the last token.
   CHECK(at::allclose(l1.narrow(1, 0, 5), l2.narrow(1, 0, 5)));
   CHECK_FALSE(at::allclose(l1.narrow(1, 5, 1), l2.narrow(1, 5, 1)));
+}
+
+TEST_CASE("native model forward of an empty batch gives (0,T,V) logits and a zero loss (an FSDP rank with no eval sequences)") {
+  Model m = TestModel();
+  BatchTensors b = batch_tensors({}, 8, at::kCPU);
+  CHECK(b.inputs.sizes().vec() == std::vector<int64_t>{0, 8});
+  at::Tensor logits = model_forward(m, b.inputs);
+  CHECK(logits.sizes().vec() == std::vector<int64_t>{0, 8, m.config.vocab_size});
+  CHECK(masked_loss(logits, b, 10.0).item<double>() == 0.0);
 }
 
 TEST_CASE("native model KV cache: chunked forward matches full forward") {

@@ -54,6 +54,17 @@ const NodeSpec* FindNode(const Plan& plan, const std::string& name) {
   return nullptr;
 }
 
+// The memory figures every rank reports about itself: <base>_rank<r>.
+const char* const kPerRankFigures[] = {metric::kPeakHostRss, metric::kPeakHostRssAboveBaseline, metric::kPeakDeviceMemory};
+
+// The base of a per-rank figure's name ("peak_host_rss_bytes" of
+// "peak_host_rss_bytes_rank1"); empty for any other name.
+std::string PerRankBase(const std::string& name) {
+  for (const char* base : kPerRankFigures)
+    if (StartsWith(name, std::string(base) + "_rank")) return base;
+  return "";
+}
+
 std::string Bytes(double b) {
   if (b >= 1e9) return fmt::format("{:.3g} GB", b / 1e9);
   if (b >= 1e6) return fmt::format("{:.3g} MB", b / 1e6);
@@ -204,6 +215,11 @@ BackendOutcome RunDistributed(BackendContext& ctx, const std::string& role, cons
              {"MASTER_PORT", std::to_string(*port)},
              {"PROTOCOL_NODE", l.node},
              {kInWorkerVariable, "1"}};
+    // glibc's malloc otherwise raises its mmap threshold as large blocks are
+    // freed and keeps later ones on the heap, which it rarely returns: with a
+    // fixed threshold, the gathered units FSDP frees go back to the system and
+    // a rank's RSS follows what it holds (unless the user set it).
+    if (!std::getenv("MALLOC_MMAP_THRESHOLD_")) l.env["MALLOC_MMAP_THRESHOLD_"] = "65536";
     // Ranks sharing a CPU host share its cores (unless the user said otherwise).
     if (!std::getenv("OMP_NUM_THREADS"))
       l.env["OMP_NUM_THREADS"] = std::to_string(std::max(1u, cores / static_cast<unsigned>(per_host[host_of(l.node)])));
@@ -248,6 +264,7 @@ BackendOutcome RunDistributed(BackendContext& ctx, const std::string& role, cons
   BackendOutcome out;
   std::map<int, std::string> errors;  // rank → its error event
   std::vector<Measurement> rank0;
+  std::map<std::string, std::map<int, Measurement>> per_rank;  // base name -> rank -> its figure
   std::vector<std::pair<int, double>> group_evals;  // (rank, loss)
   std::vector<double> replica_seconds;
   std::string weights_note;
@@ -281,6 +298,8 @@ BackendOutcome RunDistributed(BackendContext& ctx, const std::string& role, cons
           group_evals.emplace_back(rank, *e->measurement.value);
         else if (e->measurement.name == "replica_seconds" && e->measurement.value)
           replica_seconds.push_back(*e->measurement.value);
+        else if (std::string base = PerRankBase(e->measurement.name); !base.empty())
+          per_rank[base][rank] = e->measurement;
         else if (rank == 0)
           rank0.push_back(e->measurement);
         break;
@@ -373,6 +392,24 @@ BackendOutcome RunDistributed(BackendContext& ctx, const std::string& role, cons
                                        "FSDP collectives inside each group; see bytes_communicated"));
     out.measurements.push_back(MeasuredFigure("bytes_between_groups", static_cast<double>(between), "bytes",
                                        "merges across groups; see bytes_communicated"));
+  }
+  // Per-rank memory: every rank's own figure, and the largest as the case's.
+  for (const char* base : kPerRankFigures) {
+    auto it = per_rank.find(base);
+    if (it == per_rank.end()) continue;
+    const Measurement* largest = nullptr;
+    int largest_rank = 0;
+    for (const auto& [rank, m] : it->second) {
+      out.measurements.push_back(m);
+      if (m.value && (!largest || *m.value > *largest->value)) {
+        largest = &m;
+        largest_rank = rank;
+      }
+    }
+    if (largest && static_cast<int>(it->second.size()) == world)
+      out.measurements.push_back(MeasuredFigure(base, *largest->value, largest->unit,
+                                                fmt::format("largest over the {} ranks of {}_rank<r> (rank {}: {})", world,
+                                                            base, largest_rank, largest->method)));
   }
   if (!weights_note.empty())
     for (Measurement& m : out.measurements) m.method = m.method.empty() ? weights_note : m.method + "; " + weights_note;

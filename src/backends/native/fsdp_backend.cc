@@ -1,7 +1,6 @@
 #include "backends/native/fsdp_backend.h"
 
 #include <ATen/Parallel.h>
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <cmath>
@@ -12,6 +11,7 @@
 #include "backends/native/data.h"
 #include "backends/native/device_peak.h"
 #include "backends/native/generate.h"
+#include "backends/native/host_memory.h"
 #include "backends/native/model.h"
 #include "backends/native/model_config.h"
 #include "backends/native/quantized_model.h"
@@ -27,12 +27,6 @@ namespace fs = std::filesystem;
 using namespace native;  // NOLINT: this file is the native backend
 
 constexpr double kEvalFraction = 0.05;  // share of packed sequences held out for eval_loss
-
-int64_t PeakHostRssBytes() {
-  struct rusage usage;
-  getrusage(RUSAGE_SELF, &usage);
-  return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux: kilobytes
-}
 
 // Appends lines to the case log.
 class CaseLog {
@@ -243,7 +237,7 @@ class NativeFsdpBackend : public Backend {
     BackendOutcome out = spec.workload == Workload::kInference ? RunInference(ctx, *setup, model, log)
                                                                : RunTraining(ctx, *setup, model, log);
     if (out.status == CaseStatus::kOk || !out.measurements.empty()) {
-      out.measurements.push_back(MeasuredFigure(metric::kPeakHostRss, static_cast<double>(PeakHostRssBytes()), "bytes",
+      out.measurements.push_back(MeasuredFigure(metric::kPeakHostRss, static_cast<double>(PeakRssBytes()), "bytes",
                                          "getrusage ru_maxrss of the runner process (peak since it started)"));
       if (auto peak = compat::CudaPeakMemoryBytes())
         out.measurements.push_back(MeasuredFigure(metric::kPeakDeviceMemory, static_cast<double>(*peak), "bytes",
@@ -295,6 +289,7 @@ class NativeFsdpBackend : public Backend {
     o.grad_accum = ts.grad_accum;
     o.learning_rate = ts.learning_rate;
     o.warmup_steps = std::min<int64_t>(100, steps / 10);
+    o.checkpoint_every = ts.checkpoint_every;
     AdamW optimizer(setup.lora ? lora_trainable(*setup.lora, ts.lora_freeze_a) : model_trainable(model), o);
 
     // ---- timed loop ---------------------------------------------------------

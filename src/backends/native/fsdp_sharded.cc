@@ -1,91 +1,184 @@
 #include "backends/native/fsdp_sharded.h"
 
+#include <algorithm>
 #include <cmath>
+
+#include "backends/native/safetensors.h"
+#include "backends/native/unit_function.h"
 
 namespace protocol {
 namespace native {
 
-ShardedParams::ShardedParams(Model& model, compat::CommGroup& group, int group_rank, const TrainOptions& options,
-                             int64_t* bytes)
-    : model_(model), group_(group), group_rank_(group_rank), world_(compat::CommGroupSize(group)),
-      options_(options), bytes_(bytes) {
-  at::NoGradGuard no_grad;
-  // Units: [embed, norm, lm_head], then each decoder layer.
-  Unit outer;
-  outer.params = {&model.embed, &model.norm, &model.lm_head};
-  units_.push_back(outer);
-  for (LayerWeights& l : model.layers) {
-    Unit u;
-    u.params = {&l.input_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.post_norm, &l.w_gate, &l.w_up, &l.w_down};
-    units_.push_back(u);
-  }
-  for (Unit& u : units_) {
-    std::vector<at::Tensor> flat, mask;
-    for (at::Tensor* p : u.params) {
-      p->requires_grad_(true);
-      flat.push_back(p->detach().reshape({-1}).to(at::kFloat));
-      mask.push_back(at::full({p->numel()}, p->dim() >= 2, p->options().dtype(at::kBool)));
-      u.numel += p->numel();
+// One FSDP unit: its parameters flattened and padded, this rank's float32
+// slice of them, and the collectives that turn the slice into full tensors
+// and full gradients back into a slice.
+class ShardedUnit : public UnitParameters {
+ public:
+  struct Entry {
+    std::string name;
+    std::vector<int64_t> shape;
+    int64_t offset = 0, numel = 0;  // in the unit's flat parameters
+  };
+  std::vector<Entry> entries;
+  int64_t numel = 0, padded = 0, shard = 0;
+  at::Tensor master;  // float32 (shard): a leaf whose .grad is the gradient slice
+  std::vector<std::pair<int64_t, int64_t>> decay;  // [begin, end) of the slice holding matrix elements
+  compat::CommGroup* group = nullptr;
+  int64_t* bytes = nullptr;
+  at::ScalarType dtype = at::kFloat;  // the compute dtype the unit is gathered in
+
+  std::vector<at::Tensor> Inputs() override { return {master}; }
+
+  UnitTensors Gather() override {
+    const bool trainable = at::GradMode::is_enabled();
+    UnitTensors t;
+    {
+      at::NoGradGuard no_grad;
+      t.buffer = at::empty({padded}, master.options().dtype(dtype));
+      *bytes += compat::AllGatherFlat(*group, t.buffer, master.detach().to(dtype));
     }
-    u.shard = (u.numel + world_ - 1) / world_;
-    u.padded = u.shard * world_;
-    at::Tensor full = at::cat(flat), full_mask = at::cat(mask);
-    const int64_t pad = u.padded - u.numel;
-    if (pad > 0) {
-      full = at::cat({full, at::zeros({pad}, full.options())});
-      full_mask = at::cat({full_mask, at::zeros({pad}, full_mask.options())});
+    for (const Entry& e : entries) {
+      at::Tensor p = t.buffer.narrow(0, e.offset, e.numel).view(e.shape).detach();
+      if (trainable) p.requires_grad_(true);
+      t.params.push_back(p);
     }
-    master_.push_back(full.narrow(0, group_rank_ * u.shard, u.shard).clone());
-    decay_.push_back(full_mask.narrow(0, group_rank_ * u.shard, u.shard).clone());
-    m_.push_back(at::zeros({u.shard}, full.options()));
-    v_.push_back(at::zeros({u.shard}, full.options()));
+    return t;
   }
+
+  void Free(UnitTensors& t) override { compat::StorageFree(t.buffer); }
+
+  void Refill(UnitTensors& t) override {
+    at::NoGradGuard no_grad;
+    at::Tensor alias = compat::StorageRefill(t.buffer);
+    *bytes += compat::AllGatherFlat(*group, alias, master.detach().to(dtype));
+  }
+
+  std::vector<at::Tensor> ReduceGradients(UnitTensors& t) override {
+    at::NoGradGuard no_grad;
+    // The gathered parameters are no longer read: their memory goes before the
+    // flat gradient is allocated (the tensors, and their .grad, stay until copied).
+    compat::StorageFree(t.buffer);
+    // The unit's gradient, flattened like its parameters, in float32 (the
+    // reduction's dtype whatever the compute dtype); padding stays zero.
+    at::Tensor flat = at::zeros({padded}, master.options());
+    for (size_t i = 0; i < entries.size(); ++i) {
+      at::Tensor& g = t.params[i].mutable_grad();
+      if (g.defined()) flat.narrow(0, entries[i].offset, entries[i].numel).copy_(g.reshape({-1}));
+      g = at::Tensor();  // freed as soon as it is copied
+    }
+    t = UnitTensors{};  // the gathered parameters and their gradients go now
+    at::Tensor slice = at::empty({shard}, master.options());
+    *bytes += compat::ReduceScatterSum(*group, slice, flat);
+    return {slice};
+  }
+};
+
+namespace {
+
+LayerWeights LayerFrom(const std::vector<at::Tensor>& p) {
+  LayerWeights w;
+  std::vector<at::Tensor*> fields = layer_parameters(w);
+  for (size_t i = 0; i < fields.size(); ++i) *fields[i] = p[i];
+  return w;
 }
+
+}  // namespace
+
+Result<std::unique_ptr<ShardedParams>> ShardedParams::Create(const ModelConfig& config, at::ScalarType dtype,
+                                                             const at::Device& device, compat::CommGroup& group,
+                                                             int group_rank, const TrainOptions& options,
+                                                             int64_t* bytes, const Fill& fill) {
+  std::unique_ptr<ShardedParams> sp(new ShardedParams());
+  sp->model_ = model_create_unallocated(config, device);
+  sp->dtype_ = dtype;
+  sp->group_ = &group;
+  sp->world_ = compat::CommGroupSize(group);
+  sp->options_ = options;
+  sp->bytes_ = bytes;
+  const int64_t W = sp->world_;
+
+  // Units in model_parameters order: [embed], [layer 0], ..., [norm, lm_head].
+  std::vector<NamedParameter> all = model_parameters(sp->model_);
+  const size_t per_layer = layer_parameters(sp->model_.layers[0]).size();
+  std::vector<std::vector<NamedParameter>> units = {{all[0]}};
+  for (size_t l = 0; l < sp->model_.layers.size(); ++l)
+    units.emplace_back(all.begin() + static_cast<std::ptrdiff_t>(1 + l * per_layer),
+                       all.begin() + static_cast<std::ptrdiff_t>(1 + (l + 1) * per_layer));
+  units.emplace_back(all.end() - 2, all.end());
+
+  at::NoGradGuard no_grad;
+  for (std::vector<NamedParameter>& params : units) {
+    auto u = std::make_shared<ShardedUnit>();
+    u->group = &group;
+    u->bytes = bytes;
+    u->dtype = dtype;
+    // The unit in full, float32 on the CPU, only while it is filled and sliced.
+    for (NamedParameter& p : params) *p.tensor = at::empty(p.shape, at::kFloat);
+    if (Status s = fill(params); !s.ok()) return s;
+    std::vector<at::Tensor> flat;
+    for (NamedParameter& p : params) {
+      u->entries.push_back({p.name, p.shape, u->numel, p.tensor->numel()});
+      u->numel += p.tensor->numel();
+      flat.push_back(p.tensor->reshape({-1}));
+    }
+    u->shard = (u->numel + W - 1) / W;
+    u->padded = u->shard * W;
+    if (u->padded > u->numel) flat.push_back(at::zeros({u->padded - u->numel}, at::kFloat));
+    at::Tensor full = at::cat(flat);
+    flat.clear();
+    for (NamedParameter& p : params) *p.tensor = at::Tensor();
+    const int64_t begin = group_rank * u->shard, end = begin + u->shard;
+    u->master = full.narrow(0, begin, u->shard).to(device, /*non_blocking=*/false, /*copy=*/true);
+    u->master.requires_grad_(true);
+    for (const ShardedUnit::Entry& e : u->entries) {
+      if (e.shape.size() < 2) continue;  // RMSNorm gains are not decayed
+      const int64_t b = std::max(begin, e.offset), f = std::min(end, e.offset + e.numel);
+      if (f > b) u->decay.push_back({b - begin, f - begin});
+    }
+    sp->masters_.push_back(u->master);
+    sp->m_.push_back(at::zeros({u->shard}, u->master.options()));
+    sp->v_.push_back(at::zeros({u->shard}, u->master.options()));
+    sp->units_.push_back(std::move(u));
+  }
+  return sp;
+}
+
+ShardedParams::~ShardedParams() = default;
 
 int64_t ShardedParams::shard_elements() const {
   int64_t n = 0;
-  for (const Unit& u : units_) n += u.shard;
+  for (const auto& u : units_) n += u->shard;
   return n;
 }
 
-void ShardedParams::Gather() {
-  at::NoGradGuard no_grad;
-  for (size_t i = 0; i < units_.size(); ++i) {
-    Unit& u = units_[i];
-    const at::ScalarType dtype = u.params[0]->scalar_type();
-    at::Tensor shard = master_[i].to(dtype);
-    at::Tensor full = at::empty({u.padded}, shard.options());
-    *bytes_ += compat::AllGatherFlat(group_, full, shard);
-    int64_t offset = 0;
-    for (at::Tensor* p : u.params) {
-      p->detach().copy_(full.narrow(0, offset, p->numel()).view(p->sizes()));
-      offset += p->numel();
-    }
+at::Tensor ShardedParams::Forward(const at::Tensor& tokens) {
+  const Model& m = model_;
+  const RopeRows rope = rope_rows(m, 0, tokens.size(1), dtype_);
+  auto embed = [](const at::Tensor& t, const std::vector<at::Tensor>& p) { return embed_forward(p[0], t); };
+  at::Tensor x = unit_apply(embed, tokens, units_.front(), UnitMode::kKeepGraph);
+  for (size_t l = 0; l < m.layers.size(); ++l) {
+    auto layer = [&m, l, rope](const at::Tensor& h, const std::vector<at::Tensor>& p) {
+      return decoder_layer_forward(m, l, LayerFrom(p), h, rope, nullptr, 0);
+    };
+    const UnitMode mode = layer_checkpointed(static_cast<int64_t>(l), options_.checkpoint_every) ? UnitMode::kRecompute
+                                                                                                  : UnitMode::kKeepGraph;
+    x = unit_apply(layer, x, units_[1 + l], mode);
   }
+  auto head = [&m](const at::Tensor& h, const std::vector<at::Tensor>& p) { return head_forward(m, p[0], p[1], h); };
+  return unit_apply(head, x, units_.back(), UnitMode::kKeepGraph);
 }
 
 double ShardedParams::Step(double lr) {
   at::NoGradGuard no_grad;
-  // Gradient slices of the global batch.
   std::vector<at::Tensor> grads;
-  for (Unit& u : units_) {
-    const at::Tensor& first = *u.params[0];
-    at::Tensor full = at::zeros({u.padded}, first.options().dtype(first.grad().defined() ? first.grad().scalar_type()
-                                                                                           : first.scalar_type()));
-    int64_t offset = 0;
-    for (at::Tensor* p : u.params) {
-      if (p->grad().defined()) full.narrow(0, offset, p->numel()).copy_(p->grad().reshape({-1}));
-      offset += p->numel();
-    }
-    at::Tensor shard = at::empty({u.shard}, full.options());
-    *bytes_ += compat::ReduceScatterSum(group_, shard, full);
-    grads.push_back(shard.to(at::kFloat));
-    for (at::Tensor* p : u.params) p->mutable_grad() = at::Tensor();
-  }
-  // Global norm: Σ over ranks of each slice's squared norm (padding is zero).
+  for (const auto& u : units_)
+    grads.push_back(u->master.grad().defined() ? u->master.grad() : at::zeros_like(u->master));
+  // Global norm: Σ over ranks of each slice's squared norm (padding is zero),
+  // each slice's sum in float32 as train.h's grad_clip_norm takes it (one
+  // slice-sized temporary at a time), the sum over slices and ranks in float64.
   at::Tensor sum_sq = at::zeros({1}, grads[0].options().dtype(at::kDouble));
-  for (const at::Tensor& g : grads) sum_sq += g.to(at::kDouble).pow(2).sum();
-  *bytes_ += compat::AllReduceSum(group_, sum_sq);
+  for (const at::Tensor& g : grads) sum_sq += g.pow(2).sum().to(at::kDouble);
+  *bytes_ += compat::AllReduceSum(*group_, sum_sq);
   const double norm = std::sqrt(sum_sq.item<double>());
   if (options_.grad_clip > 0 && norm > options_.grad_clip) {
     const double scale = options_.grad_clip / (norm + 1e-6);
@@ -97,15 +190,44 @@ double ShardedParams::Step(double lr) {
   const double bias1 = 1.0 - std::pow(b1, static_cast<double>(t_));
   const double bias2 = 1.0 - std::pow(b2, static_cast<double>(t_));
   for (size_t i = 0; i < units_.size(); ++i) {
-    at::Tensor& theta = master_[i];
+    at::Tensor theta = units_[i]->master.detach();
     const at::Tensor& g = grads[i];
     m_[i].mul_(b1).add_(g, 1.0 - b1);
     v_[i].mul_(b2).addcmul_(g, g, 1.0 - b2);
-    if (options_.weight_decay > 0) theta.copy_(at::where(decay_[i], theta * (1.0 - lr * options_.weight_decay), theta));
+    if (options_.weight_decay > 0)
+      for (const auto& [begin, end] : units_[i]->decay) theta.narrow(0, begin, end - begin).mul_(1.0 - lr * options_.weight_decay);
     at::Tensor denom = (v_[i] / bias2).sqrt_().add_(options_.eps);
     theta.addcdiv_(m_[i], denom, -lr / bias1);
+    units_[i]->master.mutable_grad() = at::Tensor();  // the gradient slice is freed until the next backward
   }
   return norm;
+}
+
+Status ShardedParams::Save(const std::string& dir, bool write) {
+  Status status = Status::Ok();
+  std::unique_ptr<SafetensorsWriter> writer;
+  if (write) {
+    std::vector<SafetensorsWriter::Entry> entries;
+    for (const auto& u : units_)
+      for (const ShardedUnit::Entry& e : u->entries) entries.push_back({e.name, dtype_, e.shape});
+    auto path = model_save_begin(model_.config, dir);
+    if (!path.ok()) status = path.status();
+    if (status.ok()) {
+      auto created = SafetensorsWriter::Create(*path, entries);
+      if (created.ok()) writer = std::move(*created);
+      else status = created.status();
+    }
+  }
+  // Every rank gathers every unit (collectives), also after a writer error.
+  at::NoGradGuard no_grad;
+  for (const auto& u : units_) {
+    UnitTensors t = u->Gather();
+    if (writer && status.ok())
+      for (const at::Tensor& p : t.params)
+        if (status.ok()) status = writer->Write(p);
+  }
+  if (writer && status.ok()) status = writer->Close();
+  return status;
 }
 
 }  // namespace native

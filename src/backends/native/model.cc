@@ -19,10 +19,10 @@ at::Tensor rmsnorm_forward(const at::Tensor& x, const at::Tensor& weight, double
   return weight * (xf * inv_rms).to(x.scalar_type());
 }
 
-// y = x·Wᵀ for projection p of layer `layer`, through the model's override when it has one.
-at::Tensor project(const Model& m, size_t layer, Projection p, const at::Tensor& x) {
+// y = x·Wᵀ for projection p of layer `layer` (weights w), through the model's override when it has one.
+at::Tensor project(const Model& m, size_t layer, const LayerWeights& w, Projection p, const at::Tensor& x) {
   if (m.projections) return m.projections->Forward(layer, p, x);
-  return at::linear(x, layer_projection(m.layers[layer], p));
+  return at::linear(x, layer_projection(w, p));
 }
 
 // Rotary embeddings (Su et al. 2021, RoFormer), rotate-half form: the head dim
@@ -46,15 +46,14 @@ at::Tensor kv_repeat(const at::Tensor& x, int64_t n_rep) {
 
 // Causal self-attention with rotary positions and an optional KV cache.
 // h: (B,T,C) -> (B,T,C). pos0 is the absolute position of h's first token.
-at::Tensor attention_forward(const Model& model, const at::Tensor& h,
-                             const at::Tensor& cos, const at::Tensor& sin, KvCache* cache,
-                             size_t layer, int64_t pos0) {
+at::Tensor attention_forward(const Model& model, size_t layer, const LayerWeights& w, const at::Tensor& h,
+                             const at::Tensor& cos, const at::Tensor& sin, KvCache* cache, int64_t pos0) {
   const ModelConfig& c = model.config;
   const int64_t B = h.size(0), T = h.size(1), HD = c.HeadDim();
   // Projections, split into heads: q (B,NH,T,HD), k and v (B,NKV,T,HD).
-  at::Tensor q = project(model, layer, Projection::kQ, h).view({B, T, c.n_heads, HD}).transpose(1, 2);
-  at::Tensor k = project(model, layer, Projection::kK, h).view({B, T, c.n_kv_heads, HD}).transpose(1, 2);
-  at::Tensor v = project(model, layer, Projection::kV, h).view({B, T, c.n_kv_heads, HD}).transpose(1, 2);
+  at::Tensor q = project(model, layer, w, Projection::kQ, h).view({B, T, c.n_heads, HD}).transpose(1, 2);
+  at::Tensor k = project(model, layer, w, Projection::kK, h).view({B, T, c.n_kv_heads, HD}).transpose(1, 2);
+  at::Tensor v = project(model, layer, w, Projection::kV, h).view({B, T, c.n_kv_heads, HD}).transpose(1, 2);
   q = rope_apply(q, cos, sin);
   k = rope_apply(k, cos, sin);
   // With a cache: append this chunk's keys/values, attend over all S = pos0+T.
@@ -79,13 +78,13 @@ at::Tensor attention_forward(const Model& model, const at::Tensor& h,
   }
   at::Tensor y = compat::ScaledDotProductAttention(q, k, v, is_causal, mask);  // (B,NH,T,HD)
   y = y.transpose(1, 2).reshape({B, T, c.n_heads * HD});
-  return project(model, layer, Projection::kO, y);
+  return project(model, layer, w, Projection::kO, y);
 }
 
 // SwiGLU feed-forward (Shazeer 2020): down( silu(gate(h)) ⊙ up(h) ).
-at::Tensor mlp_forward(const Model& m, size_t layer, const at::Tensor& h) {
-  at::Tensor gate = project(m, layer, Projection::kGate, h), up = project(m, layer, Projection::kUp, h);
-  return project(m, layer, Projection::kDown, at::silu(gate) * up);
+at::Tensor mlp_forward(const Model& m, size_t layer, const LayerWeights& w, const at::Tensor& h) {
+  at::Tensor gate = project(m, layer, w, Projection::kGate, h), up = project(m, layer, w, Projection::kUp, h);
+  return project(m, layer, w, Projection::kDown, at::silu(gate) * up);
 }
 
 }  // namespace
@@ -114,6 +113,10 @@ const at::Tensor& layer_projection(const LayerWeights& w, Projection p) {
   return layer_projection(const_cast<LayerWeights&>(w), p);
 }
 
+std::vector<at::Tensor*> layer_parameters(LayerWeights& w) {
+  return {&w.input_norm, &w.wq, &w.wk, &w.wv, &w.wo, &w.post_norm, &w.w_gate, &w.w_up, &w.w_down};
+}
+
 std::vector<NamedParameter> model_parameters(Model& m) {
   const ModelConfig& c = m.config;
   const int64_t C = c.dim, HD = c.HeadDim(), F = c.hidden_dim, V = c.vocab_size;
@@ -138,10 +141,15 @@ std::vector<NamedParameter> model_parameters(Model& m) {
 }
 
 Model model_create(const ModelConfig& config, const at::TensorOptions& options) {
+  Model m = model_create_unallocated(config, options.device());
+  for (NamedParameter& p : model_parameters(m)) *p.tensor = at::empty(p.shape, options);
+  return m;
+}
+
+Model model_create_unallocated(const ModelConfig& config, const at::Device& device) {
   Model m;
   m.config = config;
   m.layers.resize(static_cast<size_t>(config.n_layers));
-  for (NamedParameter& p : model_parameters(m)) *p.tensor = at::empty(p.shape, options);
   // Rotary angles θ_i = theta^(−2i/HD), i < HD/2; table[pos] = (pos·θ, pos·θ).
   const int64_t HD = config.HeadDim();
   at::Tensor inv_freq =
@@ -149,15 +157,21 @@ Model model_create(const ModelConfig& config, const at::TensorOptions& options) 
   at::Tensor pos = at::arange(0, config.max_seq_len, at::kFloat);
   at::Tensor freqs = at::outer(pos, inv_freq);  // (max_seq_len, HD/2)
   at::Tensor angles = at::cat({freqs, freqs}, -1);
-  m.rope_cos = angles.cos().to(options.device());
-  m.rope_sin = angles.sin().to(options.device());
+  m.rope_cos = angles.cos().to(device);
+  m.rope_sin = angles.sin().to(device);
   return m;
 }
 
+at::Generator init_generator(uint64_t seed) { return at::make_generator<at::CPUGeneratorImpl>(seed); }
+
 void model_init_random(Model& m, uint64_t seed) {
-  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  at::Generator gen = init_generator(seed);
+  parameters_init_random(model_parameters(m), gen);
+}
+
+void parameters_init_random(const std::vector<NamedParameter>& params, at::Generator& gen) {
   at::NoGradGuard no_grad;
-  for (NamedParameter& p : model_parameters(m)) {
+  for (const NamedParameter& p : params) {
     at::Tensor cpu;
     if (p.shape.size() == 1) {
       cpu = at::ones(p.shape, at::kFloat);  // RMSNorm gains start at 1
@@ -186,20 +200,33 @@ KvCache kv_cache_create(const Model& m, int64_t batch, int64_t capacity) {
   return cache;
 }
 
+RopeRows rope_rows(const Model& m, int64_t pos0, int64_t T, at::ScalarType dtype) {
+  return {m.rope_cos.narrow(0, pos0, T).to(dtype), m.rope_sin.narrow(0, pos0, T).to(dtype)};
+}
+
+at::Tensor embed_forward(const at::Tensor& embed, const at::Tensor& tokens) {
+  return at::embedding(embed, tokens);  // (B,T,C)
+}
+
+at::Tensor decoder_layer_forward(const Model& m, size_t layer, const LayerWeights& w, const at::Tensor& x,
+                                 const RopeRows& rope, KvCache* cache, int64_t pos0) {
+  const double eps = m.config.norm_eps;
+  at::Tensor h = x + attention_forward(m, layer, w, rmsnorm_forward(x, w.input_norm, eps), rope.cos, rope.sin, cache, pos0);
+  return h + mlp_forward(m, layer, w, rmsnorm_forward(h, w.post_norm, eps));
+}
+
+at::Tensor head_forward(const Model& m, const at::Tensor& norm, const at::Tensor& lm_head, const at::Tensor& x) {
+  return at::linear(rmsnorm_forward(x, norm, m.config.norm_eps), lm_head);  // (B,T,V)
+}
+
 at::Tensor model_forward(const Model& m, const at::Tensor& tokens, KvCache* cache) {
   const int64_t T = tokens.size(1);
   const int64_t pos0 = cache ? cache->length : 0;
-  const double eps = m.config.norm_eps;
-  at::Tensor x = at::embedding(m.embed, tokens);  // (B,T,C)
-  at::Tensor cos = m.rope_cos.narrow(0, pos0, T).to(x.scalar_type());
-  at::Tensor sin = m.rope_sin.narrow(0, pos0, T).to(x.scalar_type());
-  for (size_t i = 0; i < m.layers.size(); ++i) {
-    const LayerWeights& w = m.layers[i];
-    x = x + attention_forward(m, rmsnorm_forward(x, w.input_norm, eps), cos, sin, cache, i, pos0);
-    x = x + mlp_forward(m, i, rmsnorm_forward(x, w.post_norm, eps));
-  }
+  at::Tensor x = embed_forward(m.embed, tokens);
+  const RopeRows rope = rope_rows(m, pos0, T, x.scalar_type());
+  for (size_t i = 0; i < m.layers.size(); ++i) x = decoder_layer_forward(m, i, m.layers[i], x, rope, cache, pos0);
   if (cache) cache->length += T;
-  return at::linear(rmsnorm_forward(x, m.norm, eps), m.lm_head);  // (B,T,V)
+  return head_forward(m, m.norm, m.lm_head, x);
 }
 
 }  // namespace native

@@ -2,14 +2,18 @@
 #define PROTOCOL_BACKENDS_NATIVE_MODEL_H_
 
 // The Llama-2 decoder in plain ATen tensors, written llm.c style: the weights
-// are plain structs (one LayerWeights per decoder layer, so a later issue can
-// shard layer by layer), and the forward pass is a straight line of
-// module_verb functions. Dimension letters: see model_config.h.
+// are plain structs (one LayerWeights per decoder layer), and the forward pass
+// is a straight line of module_verb functions. Dimension letters: see
+// model_config.h.
 //
-//   tokens (B,T) ─ embedding ─ x (B,T,C)
-//   for each layer:  x = x + attention(rmsnorm(x))      rotary q/k, grouped-query heads
-//                    x = x + mlp(rmsnorm(x))            SwiGLU
-//   logits (B,T,V) = lm_head(rmsnorm(x))                untied from the embedding
+//   tokens (B,T) ─ embedding ─ x (B,T,C)                embed_forward
+//   for each layer:  x = x + attention(rmsnorm(x))      decoder_layer_forward: rotary q/k,
+//                    x = x + mlp(rmsnorm(x))              grouped-query heads, SwiGLU
+//   logits (B,T,V) = lm_head(rmsnorm(x))                head_forward (untied from the embedding)
+//
+// The three stage functions take their weights as arguments, so that FSDP
+// (fsdp_sharded.h) can call each with parameters it has just all-gathered, and
+// activation checkpointing (unit_function.h) can re-run one in backward.
 //
 // Weight layouts follow Hugging Face's LlamaForCausalLM ((out, in) matrices,
 // rotate-half rotary convention), so HF checkpoints load without permutation.
@@ -80,14 +84,30 @@ struct NamedParameter {
 };
 
 // Every parameter in a fixed order (embedding, layer 0..L-1, norm, lm_head).
+// Names and shapes come from the config, so this also describes a model whose
+// tensors are undefined (model_create_unallocated).
 std::vector<NamedParameter> model_parameters(Model& model);
+// A decoder layer's nine tensors in Hugging Face order (input_norm, q, k, v, o,
+// post_norm, gate, up, down), the order model_parameters lists them.
+std::vector<at::Tensor*> layer_parameters(LayerWeights& w);
 // Allocates a model with uninitialised weights of `options` (dtype, device).
 // REQUIRES: config.Validate() is empty.
 Model model_create(const ModelConfig& config, const at::TensorOptions& options);
+// The config and the rotary tables (on `device`) only; every parameter tensor
+// left undefined. FSDP keeps the weights sharded elsewhere and hands the stage
+// functions below the gathered tensors of one unit at a time.
+Model model_create_unallocated(const ModelConfig& config, const at::Device& device);
 // Seeded random initialisation as in HF (normal(0, 0.02) matrices, unit norms).
 // Drawn on the CPU in float32 and then copied, so the same seed gives the same
 // weights on every device and dtype.
 void model_init_random(Model& model, uint64_t seed);
+// The same draws for a run of parameters, continuing `gen` (a CPU generator):
+// model_init_random(m, seed) is parameters_init_random(model_parameters(m),
+// generator(seed)), so initialising the units of a model one after another in
+// model_parameters order gives the same weights as initialising it whole.
+// REQUIRES: every tensor is allocated.
+void parameters_init_random(const std::vector<NamedParameter>& params, at::Generator& gen);
+at::Generator init_generator(uint64_t seed);
 // Elements of the defined parameter tensors (a 4-bit model's projections,
 // held by its override, are not counted).
 int64_t model_parameter_count(Model& model);
@@ -98,6 +118,28 @@ struct KvCache {
   int64_t length = 0;  // positions already filled
 };
 KvCache kv_cache_create(const Model& model, int64_t batch, int64_t capacity);
+
+// ---- the forward pass, one function per stage ------------------------------
+
+// Rotary cos/sin rows for positions pos0..pos0+T-1, (T,HD) in `dtype`.
+struct RopeRows {
+  at::Tensor cos, sin;
+};
+RopeRows rope_rows(const Model& model, int64_t pos0, int64_t T, at::ScalarType dtype);
+
+// x (B,T,C) = embed[tokens]; tokens (B,T) int64.
+at::Tensor embed_forward(const at::Tensor& embed, const at::Tensor& tokens);
+
+// One decoder layer with weights `w` (model.layers[layer], or a gathered copy):
+//   x = x + attention(rmsnorm(x));  x = x + mlp(rmsnorm(x)).
+// Projections go through model.projections when the model has one (then w's
+// projection matrices are not read). pos0 = absolute position of x's first
+// token; with a cache, this layer's keys/values are written at pos0.. .
+at::Tensor decoder_layer_forward(const Model& model, size_t layer, const LayerWeights& w, const at::Tensor& x,
+                                 const RopeRows& rope, KvCache* cache, int64_t pos0);
+
+// logits (B,T,V) = lm_head(rmsnorm(x, norm)).
+at::Tensor head_forward(const Model& model, const at::Tensor& norm, const at::Tensor& lm_head, const at::Tensor& x);
 
 // Logits (B,T,V) in the model's dtype for tokens (B,T) int64 at positions
 // cache->length .. cache->length+T-1 (0.. without a cache). With a cache, the

@@ -38,6 +38,10 @@ const std::vector<ModelConfig>& Presets() {
       // ~1.1 B parameters, the shape of TinyLlama-1.1B (Llama-2 architecture,
       // 4 key/value heads): the GPU benchmark's training-MFU model.
       Make("llama-1b", 2048, 22, 32, 4, 5632, 32000, 2048, 1e-5),
+      // ~100.7 M parameters, 98% of them in the 14 decoder layers (a vocabulary
+      // just above the quickstart tokenizer's 512): FSDP memory benchmarks,
+      // where the per-unit sharding is what is measured (bench/fsdp_memory.sh).
+      Make("layers-100m", 768, 14, 12, 12, 2048, 1024, 1024, 1e-5),
   };
   return table;
 }

@@ -54,7 +54,8 @@ struct ModelConfig {
 
 // Built-in presets: "llama2-7b", "llama2-13b", "llama2-70b" (published dims;
 // 70b uses 8 key/value heads), "tiny" (~2 M parameters, CPU quickstart),
-// "small-100m" (~100 M parameters, CPU benchmarks).
+// "small-100m" (~100 M parameters, CPU benchmarks), "layers-100m" (~100.7 M, 98% in
+// its 14 decoder layers: the FSDP memory benchmark).
 // Returns kNotFound "unknown model preset 'x' (known: ...)" otherwise.
 Result<ModelConfig> PresetConfig(const std::string& name);
 std::vector<std::string> PresetNames();

@@ -143,35 +143,76 @@ Result<at::Tensor> SafetensorsFile::View(const std::string& name) const {
   return at::from_blob(data, e.shape, [keep](void*) {}, at::TensorOptions().dtype(FindDtype(e.dtype)->type));
 }
 
-Status safetensors_save(const std::string& path, const std::vector<std::pair<std::string, at::Tensor>>& tensors) {
+void SafetensorsFile::DropPages(const std::string& name) const {
+  auto it = entries_.find(name);
+  if (it == entries_.end() || map_ == nullptr) return;
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(map_ + data_start_ + it->second.begin);
+  const uintptr_t end = reinterpret_cast<uintptr_t>(map_ + data_start_ + it->second.end);
+  const uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;  // whole pages inside
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
+Result<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::Create(const std::string& path,
+                                                                     const std::vector<Entry>& entries) {
   Json header;
   header["__metadata__"] = Json{{"format", "pt"}};
-  std::vector<at::Tensor> cpu;
   uint64_t offset = 0;
-  for (const auto& [name, tensor] : tensors) {
-    const DtypeRow* row = FindDtype(tensor.scalar_type());
-    if (!row) return Status::InvalidArgument(fmt::format("{}: tensor '{}': dtype {} cannot be saved", path, name,
-                                                         std::string(c10::toString(tensor.scalar_type()))));
-    at::Tensor c = tensor.detach().to(at::kCPU).contiguous();
-    const uint64_t bytes = static_cast<uint64_t>(c.numel()) * row->bytes;
-    header[name] = Json{{"dtype", row->name}, {"shape", c.sizes().vec()}, {"data_offsets", {offset, offset + bytes}}};
+  for (const Entry& e : entries) {
+    const DtypeRow* row = FindDtype(e.dtype);
+    if (!row) return Status::InvalidArgument(fmt::format("{}: tensor '{}': dtype {} cannot be saved", path, e.name,
+                                                         std::string(c10::toString(e.dtype))));
+    uint64_t numel = 1;
+    for (int64_t d : e.shape) numel *= static_cast<uint64_t>(d);
+    const uint64_t bytes = numel * row->bytes;
+    header[e.name] = Json{{"dtype", row->name}, {"shape", e.shape}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
-    cpu.push_back(c);
   }
   std::string text = header.dump();
   while ((text.size() + 8) % 8 != 0) text.push_back(' ');  // data starts 8-byte aligned
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return Status::IoError(fmt::format("{}: cannot create", path));
+  std::unique_ptr<SafetensorsWriter> w(new SafetensorsWriter());
+  w->path_ = path;
+  w->entries_ = entries;
+  w->out_.open(path, std::ios::binary | std::ios::trunc);
+  if (!w->out_) return Status::IoError(fmt::format("{}: cannot create", path));
   uint64_t n = text.size();
   char len[8];
   for (int i = 0; i < 8; ++i) len[i] = static_cast<char>((n >> (8 * i)) & 0xff);
-  out.write(len, 8);
-  out.write(text.data(), static_cast<std::streamsize>(text.size()));
-  for (const at::Tensor& c : cpu)
-    out.write(static_cast<const char*>(c.data_ptr()), static_cast<std::streamsize>(c.numel() * c.element_size()));
-  out.close();
-  if (!out) return Status::IoError(fmt::format("{}: write failed", path));
+  w->out_.write(len, 8);
+  w->out_.write(text.data(), static_cast<std::streamsize>(text.size()));
+  return w;
+}
+
+Status SafetensorsWriter::Write(const at::Tensor& t) {
+  if (next_ >= entries_.size())
+    return Status::InvalidArgument(fmt::format("{}: all {} tensors are already written", path_, entries_.size()));
+  const Entry& e = entries_[next_];
+  if (t.scalar_type() != e.dtype || t.sizes().vec() != e.shape)
+    return Status::InvalidArgument(fmt::format("{}: tensor '{}': got {} {}, the header says {} {}", path_, e.name,
+                                               std::string(c10::toString(t.scalar_type())), ShapeText(t.sizes().vec()),
+                                               std::string(c10::toString(e.dtype)), ShapeText(e.shape)));
+  at::Tensor c = t.detach().to(at::kCPU).contiguous();
+  out_.write(static_cast<const char*>(c.data_ptr()), static_cast<std::streamsize>(c.numel() * c.element_size()));
+  ++next_;
   return Status::Ok();
+}
+
+Status SafetensorsWriter::Close() {
+  if (next_ != entries_.size())
+    return Status::InvalidArgument(fmt::format("{}: {} of {} tensors written", path_, next_, entries_.size()));
+  out_.close();
+  if (!out_) return Status::IoError(fmt::format("{}: write failed", path_));
+  return Status::Ok();
+}
+
+Status safetensors_save(const std::string& path, const std::vector<std::pair<std::string, at::Tensor>>& tensors) {
+  std::vector<SafetensorsWriter::Entry> entries;
+  for (const auto& [name, tensor] : tensors) entries.push_back({name, tensor.scalar_type(), tensor.sizes().vec()});
+  auto writer = SafetensorsWriter::Create(path, entries);
+  if (!writer.ok()) return writer.status();
+  for (const auto& entry : tensors)
+    if (Status s = (*writer)->Write(entry.second); !s.ok()) return s;
+  return (*writer)->Close();
 }
 
 Status model_save(Model& model, const std::string& dir, uint64_t max_shard_bytes) {
@@ -210,63 +251,79 @@ Status model_save(Model& model, const std::string& dir, uint64_t max_shard_bytes
   return WriteText((fs::path(dir) / kIndexFile).string(), index.dump(2) + "\n");
 }
 
+Result<std::string> model_save_begin(const ModelConfig& config, const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return Status::IoError(fmt::format("{}: cannot create directory: {}", dir, ec.message()));
+  Status s = WriteText((fs::path(dir) / "config.json").string(), config.ToHfJson());
+  if (!s.ok()) return s;
+  fs::remove(fs::path(dir) / kIndexFile, ec);
+  return (fs::path(dir) / kSingleFile).string();
+}
+
 bool model_dir_has_weights(const std::string& dir) {
   std::error_code ec;
   return fs::is_regular_file(fs::path(dir) / kSingleFile, ec) || fs::is_regular_file(fs::path(dir) / kIndexFile, ec);
 }
 
-Status model_load_weights(Model& model, const std::string& dir) {
-  // Which file holds each tensor.
-  std::map<std::string, std::string> where;  // tensor name -> file path
+Result<WeightsReader> WeightsReader::Open(const std::string& dir) {
+  WeightsReader r;
   const fs::path index_path = fs::path(dir) / kIndexFile;
   const fs::path single_path = fs::path(dir) / kSingleFile;
   std::error_code ec;
-  std::string source;  // names the weights in "missing tensor" messages
   if (fs::is_regular_file(index_path, ec)) {
-    source = index_path.string();
+    r.source_ = index_path.string();
     const std::string text = ReadFileText(index_path.string()).value_or("");
     Json index;
     try {
       index = Json::parse(text);
     } catch (const std::exception& e) {
-      return Status::Corruption(fmt::format("{}: not valid JSON: {}", source, e.what()));
+      return Status::Corruption(fmt::format("{}: not valid JSON: {}", r.source_, e.what()));
     }
     if (!index.contains("weight_map") || !index["weight_map"].is_object())
-      return Status::Corruption(fmt::format("{}: no \"weight_map\" object", source));
+      return Status::Corruption(fmt::format("{}: no \"weight_map\" object", r.source_));
     for (auto it = index["weight_map"].begin(); it != index["weight_map"].end(); ++it) {
-      if (!it.value().is_string()) return Status::Corruption(fmt::format("{}: weight_map['{}'] is not a file name", source, it.key()));
-      where[it.key()] = (fs::path(dir) / it.value().get<std::string>()).string();
+      if (!it.value().is_string())
+        return Status::Corruption(fmt::format("{}: weight_map['{}'] is not a file name", r.source_, it.key()));
+      r.where_[it.key()] = (fs::path(dir) / it.value().get<std::string>()).string();
     }
   } else if (fs::is_regular_file(single_path, ec)) {
-    source = single_path.string();
+    r.source_ = single_path.string();
   } else {
     return Status::NotFound(fmt::format("{}: no weights here (neither {} nor {})", dir, kSingleFile, kIndexFile));
   }
+  return r;
+}
 
-  std::map<std::string, std::shared_ptr<SafetensorsFile>> open;  // path -> mapped file
-  at::NoGradGuard no_grad;
-  for (NamedParameter& p : model_parameters(model)) {
-    std::string file = source;
-    if (!where.empty()) {
-      auto it = where.find(p.name);
-      if (it == where.end()) return Status::NotFound(fmt::format("{}: tensor '{}' is missing", source, p.name));
-      file = it->second;
-    }
-    if (!open.count(file)) {
-      auto opened = SafetensorsFile::Open(file);
-      if (!opened.ok()) return opened.status();
-      open[file] = *opened;
-    }
-    const SafetensorsFile& f = *open[file];
-    auto entry = f.entries().find(p.name);
-    if (entry == f.entries().end()) return Status::NotFound(fmt::format("{}: tensor '{}' is missing", file, p.name));
-    if (entry->second.shape != p.shape)
-      return Status::InvalidArgument(fmt::format("{}: tensor '{}' has shape {}, the config expects {}", file, p.name,
-                                                 ShapeText(entry->second.shape), ShapeText(p.shape)));
-    at::Tensor view = *f.View(p.name);
-    // One tensor at a time: convert into the model's dtype/device, in place.
-    p.tensor->copy_(view);
+Status WeightsReader::Read(const NamedParameter& p) {
+  std::string file = source_;
+  if (!where_.empty()) {
+    auto it = where_.find(p.name);
+    if (it == where_.end()) return Status::NotFound(fmt::format("{}: tensor '{}' is missing", source_, p.name));
+    file = it->second;
   }
+  if (!open_.count(file)) {
+    auto opened = SafetensorsFile::Open(file);
+    if (!opened.ok()) return opened.status();
+    open_[file] = *opened;
+  }
+  const SafetensorsFile& f = *open_[file];
+  auto entry = f.entries().find(p.name);
+  if (entry == f.entries().end()) return Status::NotFound(fmt::format("{}: tensor '{}' is missing", file, p.name));
+  if (entry->second.shape != p.shape)
+    return Status::InvalidArgument(fmt::format("{}: tensor '{}' has shape {}, the config expects {}", file, p.name,
+                                               ShapeText(entry->second.shape), ShapeText(p.shape)));
+  at::NoGradGuard no_grad;
+  p.tensor->copy_(*f.View(p.name));  // converted into the tensor's dtype/device, in place
+  f.DropPages(p.name);
+  return Status::Ok();
+}
+
+Status model_load_weights(Model& model, const std::string& dir) {
+  auto reader = WeightsReader::Open(dir);
+  if (!reader.ok()) return reader.status();
+  for (NamedParameter& p : model_parameters(model))
+    if (Status s = reader->Read(p); !s.ok()) return s;
   return Status::Ok();
 }
 

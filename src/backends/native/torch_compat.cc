@@ -77,6 +77,14 @@ std::string CudaDeviceName() {
 #endif
 }
 
+void CudaSetDevice(int index) {
+#if PROTOCOL_WITH_CUDA
+  c10::cuda::set_device(static_cast<c10::DeviceIndex>(index));
+#else
+  (void)index;
+#endif
+}
+
 std::optional<int64_t> CudaPeakMemoryBytes() {
 #if PROTOCOL_WITH_CUDA
   if (!at::hasCUDA()) return std::nullopt;
@@ -100,6 +108,25 @@ void DeviceSynchronize(const at::Device& device) {
   (void)device;
 #endif
 }
+
+// ---- storage ------------------------------------------------------------------
+// StorageImpl::set_data_ptr_noswap and set_nbytes(size_t) exist in 1.13 and 2.x.
+
+void StorageFree(const at::Tensor& t) {
+  c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
+  s->set_data_ptr_noswap(at::DataPtr(nullptr, t.device()));
+  s->set_nbytes(0);
+}
+
+at::Tensor StorageRefill(const at::Tensor& t) {
+  c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
+  const size_t bytes = static_cast<size_t>(t.numel()) * t.element_size();
+  s->set_data_ptr_noswap(s->allocator()->allocate(bytes));
+  s->set_nbytes(bytes);
+  return at::empty({0}, t.options()).set_(t.storage(), 0, t.sizes(), t.strides());
+}
+
+int64_t StorageBytes(const at::Tensor& t) { return static_cast<int64_t>(t.storage().nbytes()); }
 
 // ---- c10d -------------------------------------------------------------------
 
@@ -189,11 +216,14 @@ int64_t AllGatherFlat(CommGroup& g, at::Tensor& out, const at::Tensor& shard) {
     return sent;
   }
 #endif
+  // Gloo gathers into its own flat buffer and copies each rank's part into
+  // the outputs: give it `out`'s slices, so no further copy is held.
   std::vector<at::Tensor> inputs{input};
   std::vector<std::vector<at::Tensor>> outputs(1);
-  for (int r = 0; r < g.size; ++r) outputs[0].push_back(at::empty_like(input));
+  const int64_t n = input.numel();
+  at::Tensor flat = out.view({-1});
+  for (int r = 0; r < g.size; ++r) outputs[0].push_back(flat.narrow(0, r * n, n).view(input.sizes()));
   Wait(g.group->allgather(outputs, inputs));
-  out.copy_(at::cat(outputs[0]));
   return sent;
 }
 

@@ -29,11 +29,31 @@ std::string TorchVersion();  // "1.13.0"
 bool CudaAvailable();
 // The current CUDA device's name, e.g. "NVIDIA H100 80GB HBM3"; empty without CUDA.
 std::string CudaDeviceName();
+// Makes CUDA device `index` this thread's current device (the one NCCL and the
+// peak-memory counters below use). No-op without CUDA.
+void CudaSetDevice(int index);
 // Peak bytes allocated by the caching allocator since the last reset; nullopt without CUDA.
 std::optional<int64_t> CudaPeakMemoryBytes();
 void CudaResetPeakMemory();
 // Waits for queued device work, so that a clock read after it is meaningful. No-op on CPU.
 void DeviceSynchronize(const at::Device& device);
+
+// ---- storage of a gathered buffer -----------------------------------------
+// FSDP frees a unit's gathered parameters after forward while the autograd
+// graph still holds views of them, and fills the same storage again before
+// backward (PyTorch FSDP's _free_storage / _alloc_storage).
+// REQUIRES for both: t is contiguous with storage offset 0 and owns its storage
+// (made by at::empty, not from external memory).
+//
+// Releases t's memory; t and every view of it keep their sizes and must not be
+// read until StorageRefill.
+void StorageFree(const at::Tensor& t);
+// Allocates t's storage again (t.numel() elements, contents undefined) and
+// returns a new tensor over it with t's sizes and its OWN version counter:
+// writing through it does not bump the version of the views autograd saved.
+at::Tensor StorageRefill(const at::Tensor& t);
+// Bytes t's storage currently holds (0 after StorageFree).
+int64_t StorageBytes(const at::Tensor& t);
 
 // ---- c10d collectives ------------------------------------------------------
 // Opaque handles over torch's c10d: a key-value store for rendezvous (TCPStore,

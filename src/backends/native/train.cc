@@ -2,18 +2,26 @@
 
 #include <cmath>
 
+#include "backends/native/unit_function.h"
+
 namespace protocol {
 namespace native {
-namespace {
+double lr_at_step(int64_t step, int64_t total, const TrainOptions& o) {
+  const double lr = o.learning_rate, lr_min = o.learning_rate * o.min_lr_ratio;
+  if (step < o.warmup_steps) return lr * static_cast<double>(step + 1) / static_cast<double>(o.warmup_steps);
+  const int64_t decay_steps = total - o.warmup_steps - 1;
+  if (decay_steps <= 0) return lr;
+  const double progress = std::min(1.0, static_cast<double>(step - o.warmup_steps) / static_cast<double>(decay_steps));
+  return lr_min + 0.5 * (lr - lr_min) * (1.0 + std::cos(M_PI * progress));
+}
 
-// (B,T) int64 inputs, (B,T) int64 targets and (B,T) float mask from sequences.
-struct BatchTensors {
-  at::Tensor inputs, targets, mask;
-};
+bool layer_checkpointed(int64_t layer, int64_t checkpoint_every) {
+  return checkpoint_every > 0 && layer % checkpoint_every == 0;
+}
 
-BatchTensors batch_tensors(const std::vector<const Sequence*>& batch, const at::Device& device) {
+BatchTensors batch_tensors(const std::vector<const Sequence*>& batch, int64_t seq_len, const at::Device& device) {
   const int64_t B = static_cast<int64_t>(batch.size());
-  const int64_t T = static_cast<int64_t>(batch[0]->mask.size());
+  const int64_t T = seq_len;
   std::vector<int64_t> tokens;
   std::vector<float> mask;
   tokens.reserve(static_cast<size_t>(B * (T + 1)));
@@ -29,25 +37,36 @@ BatchTensors batch_tensors(const std::vector<const Sequence*>& batch, const at::
   return out;
 }
 
-}  // namespace
-
-double lr_at_step(int64_t step, int64_t total, const TrainOptions& o) {
-  const double lr = o.learning_rate, lr_min = o.learning_rate * o.min_lr_ratio;
-  if (step < o.warmup_steps) return lr * static_cast<double>(step + 1) / static_cast<double>(o.warmup_steps);
-  const int64_t decay_steps = total - o.warmup_steps - 1;
-  if (decay_steps <= 0) return lr;
-  const double progress = std::min(1.0, static_cast<double>(step - o.warmup_steps) / static_cast<double>(decay_steps));
-  return lr_min + 0.5 * (lr - lr_min) * (1.0 + std::cos(M_PI * progress));
-}
-
-at::Tensor loss_forward(const Model& model, const std::vector<const Sequence*>& batch, double denominator) {
-  BatchTensors b = batch_tensors(batch, model.embed.device());
-  at::Tensor logits = model_forward(model, b.inputs);  // (B,T,V)
+at::Tensor masked_loss(const at::Tensor& logits, const BatchTensors& b, double denominator) {
   const int64_t V = logits.size(-1);
   // Per-token −log softmax(logits)[target], in float32.
   at::Tensor per_token = at::cross_entropy_loss(logits.reshape({-1, V}).to(at::kFloat), b.targets.reshape({-1}),
                                                 /*weight=*/{}, at::Reduction::None);
   return (per_token * b.mask.reshape({-1})).sum() / denominator;
+}
+
+at::Tensor train_forward(const Model& m, const at::Tensor& tokens, int64_t checkpoint_every) {
+  at::Tensor x = embed_forward(m.embed, tokens);
+  const RopeRows rope = rope_rows(m, 0, tokens.size(1), x.scalar_type());
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    if (!layer_checkpointed(static_cast<int64_t>(i), checkpoint_every)) {
+      x = decoder_layer_forward(m, i, m.layers[i], x, rope, nullptr, 0);
+      continue;
+    }
+    // The layer's own tensors are leaves that collect their .grad in the
+    // recomputation (as do the adapters of a 4-bit model's override).
+    auto layer = [&m, i, rope](const at::Tensor& h, const std::vector<at::Tensor>&) {
+      return decoder_layer_forward(m, i, m.layers[i], h, rope, nullptr, 0);
+    };
+    x = unit_apply(layer, x, std::make_shared<LocalParameters>(std::vector<at::Tensor>{}), UnitMode::kRecompute);
+  }
+  return head_forward(m, m.norm, m.lm_head, x);
+}
+
+at::Tensor loss_forward(const Model& model, const std::vector<const Sequence*>& batch, double denominator,
+                        int64_t checkpoint_every) {
+  BatchTensors b = batch_tensors(batch, static_cast<int64_t>(batch[0]->mask.size()), model.embed.device());
+  return masked_loss(train_forward(model, b.inputs, checkpoint_every), b, denominator);
 }
 
 double grad_clip_norm(const std::vector<at::Tensor>& params, double max_norm) {
@@ -121,7 +140,7 @@ StepStats train_step(Model& model, AdamW& optimizer, const std::vector<const Seq
   for (size_t start = 0; start < batch.size(); start += micro) {
     std::vector<const Sequence*> part(batch.begin() + static_cast<std::ptrdiff_t>(start),
                                       batch.begin() + static_cast<std::ptrdiff_t>(std::min(batch.size(), start + micro)));
-    at::Tensor loss = loss_forward(model, part, denominator);
+    at::Tensor loss = loss_forward(model, part, denominator, o.checkpoint_every);
     loss.backward();
     stats.loss += loss.item<double>();
     stats.tokens += static_cast<int64_t>(part.size() * part[0]->mask.size());

@@ -28,17 +28,43 @@ struct TrainOptions {
   double beta2 = 0.95;
   double eps = 1e-8;
   double grad_clip = 1.0;     // max global L2 norm; <= 0 disables
+  // Activation checkpointing (plan key training.checkpoint_every): decoder
+  // layer l is recomputed in the backward pass instead of keeping its
+  // activations when checkpoint_every > 0 and l % checkpoint_every == 0
+  // (1 = every layer, 0 = none). Only the layer's input is kept for it.
+  int64_t checkpoint_every = 1;
 };
+
+// True when decoder layer `layer` is recomputed in backward (see TrainOptions).
+bool layer_checkpointed(int64_t layer, int64_t checkpoint_every);
 
 // Learning rate at 0-based `step` of `total`: linear warm-up from lr/warmup to
 // lr over `warmup` steps, then cosine decay to lr·min_ratio at the last step:
 //   lr_t = lr_min + ½(lr − lr_min)(1 + cos(π · (t − warmup) / (total − warmup − 1)))
 double lr_at_step(int64_t step, int64_t total, const TrainOptions& options);
 
+// A batch of sequences as tensors on `device`: inputs and targets (B,T)
+// int64 (targets = inputs shifted by one), mask (B,T) float32 (1 = counted).
+// An empty batch gives (0,T) tensors; T = seq_len.
+struct BatchTensors {
+  at::Tensor inputs, targets, mask;
+};
+BatchTensors batch_tensors(const std::vector<const Sequence*>& batch, int64_t seq_len, const at::Device& device);
+
+// Σ over counted targets of −log softmax(logits)[target], divided by
+// `denominator`; logits (B,T,V) in any dtype, the loss in float32.
+at::Tensor masked_loss(const at::Tensor& logits, const BatchTensors& batch, double denominator);
+
+// Logits for training: model_forward's straight line (no KV cache), with the
+// decoder layers that layer_checkpointed() names run through unit_apply
+// (unit_function.h) so that their activations are recomputed in backward.
+at::Tensor train_forward(const Model& model, const at::Tensor& tokens, int64_t checkpoint_every);
+
 // Mean cross-entropy over the counted targets of a batch of sequences.
 // Returns the sum of per-token losses divided by `denominator` (the number of
 // counted targets of the whole global batch, so micro-batch losses add up).
-at::Tensor loss_forward(const Model& model, const std::vector<const Sequence*>& batch, double denominator);
+at::Tensor loss_forward(const Model& model, const std::vector<const Sequence*>& batch, double denominator,
+                        int64_t checkpoint_every = 0);
 
 // Scales the gradients so that their global L2 norm is at most max_norm.
 // Returns the norm before clipping.

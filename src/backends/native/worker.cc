@@ -12,6 +12,7 @@
 #include "backends/native/events.h"
 #include "backends/native/fsdp_sharded.h"
 #include "backends/native/generate.h"
+#include "backends/native/host_memory.h"
 #include "backends/native/model.h"
 #include "backends/native/model_config.h"
 #include "backends/native/process_group.h"
@@ -41,7 +42,7 @@ void Log(fmt::format_string<Args...> f, Args&&... args) {
   std::cout << fmt::format(f, std::forward<Args>(args)...) << std::endl;
 }
 
-void EmitMeasurement(const char* name, double value, const char* unit, std::string method) {
+void EmitMeasurement(const std::string& name, double value, const char* unit, std::string method) {
   WorkerEvent e;
   e.kind = WorkerEvent::Kind::kMeasurement;
   e.measurement.name = name;
@@ -84,6 +85,7 @@ Setup Resolve(const WorkerCase& wc, const DistEnv& env) {
   if (device == "cuda" && !compat::CudaAvailable()) throw Failure("device 'cuda' was asked for but there is no CUDA device");
   if (device == "cuda" || (device == "auto" && compat::CudaAvailable())) {
     s.device = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank));
+    compat::CudaSetDevice(env.local_rank);
     s.dtype = at::kBFloat16;
   }
   return s;
@@ -134,21 +136,29 @@ class Stream {
 
 // Outer step of a merge (DiLoCo): Δ = θ_global − mean over groups of θ_group;
 // with momentum μ: v = μ·v + Δ, θ_global −= η·(Δ + μ·v) (Nesterov), else
-// θ_global −= η·Δ. η = 1, μ = 0 is plain averaging. Every group continues from θ_global.
+// θ_global −= η·Δ. η = 1, μ = 0 is plain averaging: θ_global = the mean, and
+// no state is kept. Every group continues from θ_global. Memory per rank: a
+// copy of its shards (θ_global) unless plain averaging, and the velocity when μ > 0.
 class Merger {
  public:
-  Merger(std::vector<at::Tensor>& shards, const TrainingSettings& t) : lr_(t.outer_lr), momentum_(t.outer_momentum) {
+  Merger(const std::vector<at::Tensor>& shards, const TrainingSettings& t) : lr_(t.outer_lr), momentum_(t.outer_momentum) {
+    at::NoGradGuard no_grad;
+    if (plain()) return;
     for (const at::Tensor& s : shards) {
-      global_.push_back(s.clone());
-      velocity_.push_back(at::zeros_like(s));
+      global_.push_back(s.detach().clone());
+      if (momentum_ > 0) velocity_.push_back(at::zeros_like(global_.back()));
     }
   }
   void Merge(std::vector<at::Tensor>& shards, ProcessGroups& g) {
     at::NoGradGuard no_grad;
     for (size_t i = 0; i < shards.size(); ++i) {
-      at::Tensor avg = shards[i].clone();
+      at::Tensor avg = shards[i].detach().clone();
       g.bytes_between += compat::AllReduceSum(*g.cross_pg, avg);
       avg.div_(static_cast<double>(g.groups));  // SUM then divide: 1.13 Gloo has no AVG
+      if (plain()) {
+        shards[i].detach().copy_(avg);
+        continue;
+      }
       at::Tensor delta = global_[i] - avg;
       if (momentum_ > 0) {
         velocity_[i].mul_(momentum_).add_(delta);
@@ -156,14 +166,45 @@ class Merger {
       } else {
         global_[i].sub_(delta, lr_);
       }
-      shards[i].copy_(global_[i]);
+      shards[i].detach().copy_(global_[i]);
     }
   }
 
  private:
+  bool plain() const { return lr_ == 1.0 && momentum_ == 0.0; }
   double lr_, momentum_;
   std::vector<at::Tensor> global_, velocity_;
 };
+
+// Mean loss on `seqs` computed by the ranks of one group together: each batch
+// of batch_size sequences is split into contiguous parts, one per rank, as in
+// training (a part may be empty; that rank still takes part in every gather).
+// The loss sums meet in one all-reduce at the end. nullopt without counted targets.
+std::optional<double> ShardedEvalLoss(ShardedParams& params, const std::vector<Sequence>& seqs, int64_t batch_size,
+                                      int64_t seq_len, const at::Device& device, ProcessGroups& g) {
+  double counted = 0;
+  for (const Sequence& s : seqs)
+    for (uint8_t m : s.mask) counted += m;
+  if (counted == 0) return std::nullopt;
+  double local = 0;
+  {
+    // No grad mode, but not InferenceMode: Gloo writes the gathered tensors
+    // from its own threads, where inference tensors may not be modified.
+    at::NoGradGuard no_grad;
+    const size_t bs = static_cast<size_t>(std::max<int64_t>(1, batch_size));
+    const size_t W = static_cast<size_t>(g.group_size), r = static_cast<size_t>(g.group_rank);
+    for (size_t start = 0; start < seqs.size(); start += bs) {
+      const size_t end = std::min(seqs.size(), start + bs), per = (end - start + W - 1) / W;
+      std::vector<const Sequence*> part;
+      for (size_t i = start + r * per; i < std::min(end, start + (r + 1) * per); ++i) part.push_back(&seqs[i]);
+      BatchTensors b = batch_tensors(part, seq_len, device);
+      local += masked_loss(params.Forward(b.inputs), b, counted).item<double>();
+    }
+  }
+  at::Tensor sum = at::full({1}, local, at::TensorOptions().dtype(at::kDouble).device(device));  // NCCL: on the device
+  g.bytes_within += compat::AllReduceSum(*g.group_pg, sum);
+  return sum.item<double>();
+}
 
 int RunTraining(const WorkerCase& wc, Setup& s, ProcessGroups& g) {
   const TrainingSettings& ts = wc.training;
@@ -181,23 +222,52 @@ int RunTraining(const WorkerCase& wc, Setup& s, ProcessGroups& g) {
   if (stream.empty()) throw Failure(fmt::format("group {} has no training sequences ({} for {} groups)", g.group,
                                                 split.train.size(), g.groups));
   if (g.rank == 0)
-    Log("worker: {} train / {} eval sequences of {} tokens; {} steps; global batch {} = {} group(s) x {} rank(s) x {}",
-        split.train.size(), split.eval.size(), ts.seq_len, steps, ts.batch_size, g.groups, g.group_size, local_batch);
+    Log("worker: {} train / {} eval sequences of {} tokens; {} steps; global batch {} = {} group(s) x {} rank(s) x {}; "
+        "grad_accum {}; checkpoint_every {}",
+        split.train.size(), split.eval.size(), ts.seq_len, steps, ts.batch_size, g.groups, g.group_size, local_batch,
+        ts.grad_accum, ts.checkpoint_every);
 
-  Model model = LoadModel(wc, s);
   TrainOptions o;
   o.batch_size = ts.batch_size;
   o.grad_accum = ts.grad_accum;
   o.learning_rate = ts.learning_rate;
   o.warmup_steps = std::min<int64_t>(100, steps / 10);
-  ShardedParams params(model, *g.group_pg, g.group_rank, o, &g.bytes_within);
-  Merger merger(params.shards(), ts);
+  o.checkpoint_every = ts.checkpoint_every;
+  // The baseline of this rank's memory figures: RSS just before the model is built.
+  const int64_t baseline_rss = CurrentRssBytes().value_or(0);
+  if (s.device.is_cuda()) compat::CudaResetPeakMemory();
+  // The model is built sharded, unit by unit: no rank ever holds it whole.
+  at::Generator gen = init_generator(static_cast<uint64_t>(ts.seed));
+  std::optional<WeightsReader> reader;
+  if (wc.workload != Workload::kPretrain && !wc.model_path.empty() && model_dir_has_weights(wc.model_path)) {
+    auto opened = WeightsReader::Open(wc.model_path);
+    if (!opened.ok()) throw Failure(opened.status().message());
+    reader = std::move(*opened);
+  } else if (wc.workload != Workload::kPretrain) {
+    s.weights_note = fmt::format("weights: seeded random initialisation (seed {}); model '{}' has no weights in its path",
+                                 ts.seed, wc.model_name);
+  }
+  auto fill = [&](const std::vector<NamedParameter>& unit) -> Status {
+    if (!reader) {
+      parameters_init_random(unit, gen);
+      return Status::Ok();
+    }
+    for (const NamedParameter& p : unit)
+      if (Status st = reader->Read(p); !st.ok()) return st;
+    return Status::Ok();
+  };
+  auto created = ShardedParams::Create(s.config, s.dtype, s.device, *g.group_pg, g.group_rank, o, &g.bytes_within, fill);
+  if (!created.ok()) throw Failure(created.status().message());
+  ShardedParams& params = **created;
+  reader.reset();
+  std::optional<Merger> merger;
+  if (g.groups > 1) merger.emplace(params.shards(), ts);
   double merge_seconds = 0;
   int merges = 0;
   auto merge = [&]() {
     compat::Barrier(*g.world_pg);
     const double t0 = Now();
-    merger.Merge(params.shards(), g);
+    merger->Merge(params.shards(), g);
     compat::DeviceSynchronize(s.device);
     merge_seconds += Now() - t0;
     ++merges;
@@ -213,13 +283,13 @@ int RunTraining(const WorkerCase& wc, Setup& s, ProcessGroups& g) {
     for (const Sequence* q : group_seqs)
       for (uint8_t m : q->mask) counted += m;
     const double t0 = Now();
-    params.Gather();
-    at::Tensor loss_sum = at::zeros({1}, at::TensorOptions().dtype(at::kDouble));
+    at::Tensor loss_sum = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(s.device));
     const int64_t micro = std::max<int64_t>(1, local_batch / std::max<int64_t>(1, ts.grad_accum));
     for (int64_t start = 0; start < local_batch; start += micro) {
       std::vector<const Sequence*> part(mine.begin() + start, mine.begin() + std::min(local_batch, start + micro));
-      at::Tensor loss = loss_forward(model, part, std::max(counted, 1.0));
-      loss.backward();
+      BatchTensors b = batch_tensors(part, ts.seq_len, s.device);
+      at::Tensor loss = masked_loss(params.Forward(b.inputs), b, std::max(counted, 1.0));
+      loss.backward();  // each unit's gradient is reduce-scattered into this rank's slice as it is reached
       loss_sum += loss.item<double>();
     }
     const double lr = lr_at_step(step, steps, o);
@@ -251,23 +321,32 @@ int RunTraining(const WorkerCase& wc, Setup& s, ProcessGroups& g) {
           grad_norm, seconds);
   }
 
-  // Each group's own model on the held-out split, before the final merge.
+  // Each group's own model on the held-out split, before the final merge
+  // (every rank of a group takes part: the parameters are sharded).
   const std::string eval_how = fmt::format("mean loss on {} held-out sequences", split.eval.size());
-  params.Gather();
   if (g.groups > 1) {
-    if (leader) {
-      if (auto ev = eval_loss(model, split.eval, ts.batch_size))
-        EmitMeasurement("group_eval_loss", *ev, "", fmt::format("group {}: {}", g.group, eval_how));
-    }
+    auto ev = ShardedEvalLoss(params, split.eval, ts.batch_size, ts.seq_len, s.device, g);
+    if (leader && ev) EmitMeasurement("group_eval_loss", *ev, "", fmt::format("group {}: {}", g.group, eval_how));
     merge();
-    params.Gather();
+  }
+  // After the merge every group holds the same model: group 0 evaluates and saves it.
+  std::optional<double> eval;
+  if (g.group == 0) eval = ShardedEvalLoss(params, split.eval, ts.batch_size, ts.seq_len, s.device, g);
+  if (g.group == 0 && !wc.output_dir.empty()) {
+    Status st = params.Save(wc.output_dir, g.rank == 0);
+    if (!st.ok()) throw Failure(st.message());
+    if (g.rank == 0) {
+      std::error_code ec;
+      fs::copy_file(s.tokenizer_path, fs::path(wc.output_dir) / "tokenizer.model", fs::copy_options::overwrite_existing, ec);
+      Log("worker: model saved to {}", wc.output_dir);
+    }
   }
   if (g.rank == 0) {
     EmitMeasurement(metric::kFinalLoss, last_loss, "",
                     g.groups > 1 ? "training loss of group 0 at the last step (before the merge)"
                                  : "training loss of the last step");
-    if (auto ev = eval_loss(model, split.eval, ts.batch_size))
-      EmitMeasurement(metric::kEvalLoss, *ev, "",
+    if (eval)
+      EmitMeasurement(metric::kEvalLoss, *eval, "",
                       g.groups > 1 ? fmt::format("merged model ({} merge(s)): {}", merges, eval_how) : eval_how);
     if (timed_seconds > 0) {
       const double tps = static_cast<double>(timed_tokens) / timed_seconds;
@@ -281,14 +360,26 @@ int RunTraining(const WorkerCase& wc, Setup& s, ProcessGroups& g) {
       EmitMeasurement(metric::kMergeSeconds, merge_seconds, "s",
                       fmt::format("rank 0's time in {} merge(s) (cross-group all-reduce of the parameter shards + outer step), after a barrier",
                                   merges));
-    if (!wc.output_dir.empty()) {
-      Status st = model_save(model, wc.output_dir);
-      if (!st.ok()) throw Failure(st.message());
-      std::error_code ec;
-      fs::copy_file(s.tokenizer_path, fs::path(wc.output_dir) / "tokenizer.model", fs::copy_options::overwrite_existing, ec);
-      Log("worker: model saved to {}", wc.output_dir);
-    }
   }
+  // This rank's memory: its peak RSS, and that peak above the rank's baseline
+  // (its RSS just before the model was built: libtorch, the tokenizer and the data).
+  const int64_t peak_rss = PeakRssBytes();
+  const char* mmap_threshold = std::getenv("MALLOC_MMAP_THRESHOLD_");
+  const std::string rss_how = fmt::format(
+      "rank {} of {} ({} group(s) x {}): getrusage ru_maxrss of the rank process, i.e. its peak since it started; "
+      "the rank holds {} float32 shard elements; checkpoint_every {}; MALLOC_MMAP_THRESHOLD_={}",
+      g.rank, g.world, g.groups, g.group_size, params.shard_elements(), ts.checkpoint_every,
+      mmap_threshold ? mmap_threshold : "unset");
+  EmitMeasurement(metric::kPeakHostRss + std::string("_rank") + std::to_string(g.rank), static_cast<double>(peak_rss),
+                  "bytes", rss_how);
+  EmitMeasurement(metric::kPeakHostRssAboveBaseline + std::string("_rank") + std::to_string(g.rank),
+                  static_cast<double>(peak_rss - baseline_rss), "bytes",
+                  fmt::format("{}; minus the rank's RSS just before the model was built ({} bytes: VmRSS of /proc/self/status)",
+                              rss_how, baseline_rss));
+  if (auto device_peak = compat::CudaPeakMemoryBytes())
+    EmitMeasurement(metric::kPeakDeviceMemory + std::string("_rank") + std::to_string(g.rank),
+                    static_cast<double>(*device_peak), "bytes",
+                    fmt::format("rank {} of {}: CUDA caching allocator peak allocated bytes since the model was built", g.rank, g.world));
   return 0;
 }
 

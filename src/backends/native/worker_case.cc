@@ -23,7 +23,7 @@ std::string EncodeWorkerCase(const WorkerCase& c) {
                    {"seed", t.seed},                   {"device", t.device},
                    {"ranks_per_node", t.ranks_per_node}, {"collective_timeout", t.collective_timeout},
                    {"sync_every", t.sync_every},       {"outer_lr", t.outer_lr},
-                   {"outer_momentum", t.outer_momentum}};
+                   {"outer_momentum", t.outer_momentum}, {"checkpoint_every", t.checkpoint_every}};
   j["steps"] = c.steps;
   j["epochs"] = c.epochs;
   j["warmup_steps"] = c.warmup_steps;
@@ -67,6 +67,7 @@ Result<WorkerCase> DecodeWorkerCase(const std::string& text) {
     c.training.sync_every = t.at("sync_every").get<int64_t>();
     c.training.outer_lr = t.at("outer_lr").get<double>();
     c.training.outer_momentum = t.at("outer_momentum").get<double>();
+    c.training.checkpoint_every = t.at("checkpoint_every").get<int64_t>();
     c.steps = j.at("steps").get<int64_t>();
     c.epochs = j.at("epochs").get<int64_t>();
     c.warmup_steps = j.at("warmup_steps").get<int>();
