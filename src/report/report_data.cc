@@ -27,10 +27,6 @@ const char* const kDifferentRuns = "\u2020";  // "†": the ratio's two sides co
 const char* const kDifferentRunsText = "sides from different runs";
 const std::string kRefusedPrefix = "no ratio: ";  // ReportCell::refused
 
-// Ratio intervals: the percentile bootstrap of compare_stats.h with its one
-// set of settings (kBootstrapSeed etc.), as `protocol compare`: fixed seed,
-// the same report every time.
-
 // ---- formats ---------------------------------------------------------------
 
 // `decimals` decimals, widened so a value below 1 keeps 3 significant digits
@@ -389,7 +385,9 @@ std::string RatioOrigin(const std::string& num_text, int64_t num_run, const std:
 
 // ratio = numerator / denominator, marked `*` when an input is, `†` when the
 // two sides come from different runs, and `~` when the bootstrap interval of
-// median(num) / median(den) over the repeats (>= 3 on each side) contains 1.
+// median(num) / median(den) over the repeats (>= 3 on each side) contains 1
+// (compare_stats.h's percentile bootstrap with its one set of settings,
+// kBootstrapSeed etc., as `protocol compare`: the same report every time).
 // Refused ("–", `refused` says why) when the sides' runs ran on different
 // machines.
 ReportCell RatioCell(const std::string& column, const ReportCell& num, const ReportCell& den, const RunIndex& runs) {
