@@ -387,6 +387,8 @@ TEST_CASE("dist share: multi-inference serves the schedule round-robin over 2 re
   int total = 0;
   for (const RequestSample& r : h.events.requests) {
     CHECK(r.generated_tokens == r.max_new_tokens);
+    REQUIRE(r.token_ids.has_value());  // sent by the worker with the answer
+    CHECK(static_cast<int>(r.token_ids->size()) == r.generated_tokens);
     total += r.generated_tokens;
   }
   CHECK(total == 12);

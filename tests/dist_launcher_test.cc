@@ -123,6 +123,12 @@ TEST_CASE("dist events: every kind survives encode and decode; plain text is not
   REQUIRE(back);
   CHECK(back->request.index == 7);
   CHECK(back->request.answer == "Europa \"has\"\nan ocean");
+  CHECK(back->request.token_ids == std::nullopt);  // none sent, none read
+  req.request.token_ids = std::vector<int>{1, 0, 31999};
+  CHECK(EncodeEvent(req).find(R"("token_ids":[1,0,31999])") != std::string::npos);
+  back = DecodeEvent(EncodeEvent(req));
+  REQUIRE(back);
+  CHECK(back->request.token_ids == std::vector<int>{1, 0, 31999});
   CHECK(EncodeEvent(req).find('\n') == std::string::npos);
 
   WorkerEvent bytes;

@@ -72,7 +72,7 @@ std::unique_ptr<Store> SmallStore() {
   failed.exit_code = 1;
   failed.finished_at = "2024-05-01T11:30:00Z";
   failed.measurements = {{"wall_seconds", 12.25, "s", Provenance::kMeasured, "", "", ""}};
-  failed.requests = {{0, 100, 17, 100, 4.5, "Perhaps."}};
+  failed.requests = {{0, 100, 17, 100, 4.5, "Perhaps.", std::vector<int>{3, 1, 4}}};
   REQUIRE(store->FinishCase(row, failed).ok());
 
   c.case_id = "2.2.1.1";
@@ -252,7 +252,7 @@ TEST_CASE("RenderRunDetails as JSON holds every field and the samples") {
   CHECK(second["reason"] == "CUDA out of memory");
   CHECK(second["requests"].dump() ==
         R"([{"index":0,"max_new_tokens":100,"prompt_tokens":17,"generated_tokens":100,)"
-        R"("seconds":4.5,"answer":"Perhaps."}])");
+        R"("seconds":4.5,"answer":"Perhaps.","token_ids":[3,1,4]}])");
   CHECK(run["cases"][2]["exit_code"].is_null());
   CHECK(run["cases"][2]["measurements"].empty());
 }

@@ -201,6 +201,16 @@ TEST_CASE("native fsdp: inference runs one request per max_new_tokens, exactly t
   CHECK(h.events.requests[1].generated_tokens == 7);
   CHECK(h.events.requests[1].seconds == 1.0);
   CHECK(h.events.requests[0].prompt_tokens > 1);
+  {  // the generated ids are kept, and the answer is their decoding (valid UTF-8)
+    auto tok = native::LoadSentencePieceTokenizer((fx.root / "model/tokenizer.model").string());
+    REQUIRE(tok.ok());
+    for (const RequestSample& r : h.events.requests) {
+      REQUIRE(r.token_ids.has_value());
+      CHECK(static_cast<int>(r.token_ids->size()) == r.generated_tokens);
+      CHECK(r.answer == (*tok)->Decode(*r.token_ids));
+      CHECK(IsValidUtf8(r.answer));
+    }
+  }
   CHECK(*Find(out, metric::kGeneratedTokens)->value == 15);
   CHECK(*Find(out, metric::kTotalGenerationSeconds)->value == 3.0);
   CHECK(*Find(out, metric::kSecondsPerToken)->value == doctest::Approx(3.0 / 15));

@@ -238,6 +238,78 @@ TEST_CASE("native tokenizer: ids equal spm_encode's for BPE and unigram models")
   }
 }
 
+// spm_decode --input_format=id of each sequence (one line each).
+std::vector<std::string> SpmDecode(const TempDir& dir, const std::string& model,
+                                   const std::vector<std::vector<int>>& sequences) {
+  std::string lines;
+  for (const auto& ids : sequences) {
+    std::vector<std::string> words;
+    for (int id : ids) words.push_back(std::to_string(id));
+    lines += Join(words, " ") + "\n";
+  }
+  const std::string in = dir.Write("ids.txt", lines);
+  const std::string out = (dir.path / "text.txt").string();
+  const std::string cmd = "spm_decode --model=" + model + " --input_format=id < " + in + " > " + out;
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  std::ifstream f(out, std::ios::binary);
+  std::vector<std::string> texts;
+  std::string line;
+  while (std::getline(f, line)) texts.push_back(line);
+  return texts;
+}
+
+TEST_CASE("native tokenizer: Decode equals spm_decode's, byte pieces included, and is valid UTF-8") {
+  TempDir dir("spm_decode");
+  // spm_train's default normaliser removes extra whitespace, where
+  // SentencePiece 0.1.97 (installed) and later versions decode alike.
+  const std::string model =
+      TrainSpm(dir, "bytes", "--model_type=bpe --normalization_rule_name=identity --byte_fallback=true");
+  auto tok = LoadSentencePieceTokenizer(model);
+  REQUIRE(tok.ok());
+  const int vocab = (*tok)->vocab_size();
+  // With byte fallback, ids 3..258 are the pieces <0x00>..<0xFF>.
+  auto b = [](int byte) { return 3 + byte; };
+  const int life = (*tok)->Encode("life").front();
+  std::vector<std::vector<int>> sequences = {
+      {b(0xC3), b(0xA9)},                          // é, well-formed
+      {life, b(0xE2), b(0x82), b(0x41), life},     // truncated € then 'A'
+      {b(0xE2), b(0x82), b(0xAC)},                 // €
+      {b(0xC0), b(0x80)},                          // overlong
+      {b(0xED), b(0xA0), b(0x80)},                 // surrogate
+      {b(0x80), life, b(0xBF)},                    // lone continuation bytes
+      {b(0xF0), b(0x9F), b(0x98), b(0x80)},        // 😀
+      {b(0xF0), b(0x9F), 1, b(0x98), b(0x80)},     // a control piece splits the run
+      {0, b(0xFF), life},                          // unknown piece, byte never in UTF-8
+      {life, life, b(0x20), life},
+  };
+  uint64_t state = 7;
+  for (int n = 0; n < 300; ++n) {
+    std::vector<int> ids;
+    for (int k = 0, len = 1 + n % 12; k < len; ++k) {
+      state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+      int id = static_cast<int>((state >> 33) % static_cast<uint64_t>(vocab));
+      if (n % 2 == 0) id = b(0x80 + static_cast<int>((state >> 20) % 0x80));  // runs of high bytes
+      if (id == b('\n') || id == b('\r')) id = life;  // one output line per sequence
+      ids.push_back(id);
+    }
+    sequences.push_back(ids);
+  }
+  const std::vector<std::string> reference = SpmDecode(dir, model, sequences);
+  REQUIRE(reference.size() == sequences.size());
+  int replaced = 0;
+  for (size_t i = 0; i < sequences.size(); ++i) {
+    CAPTURE(i);
+    const std::string text = (*tok)->Decode(sequences[i]);
+    CHECK(text == reference[i]);
+    CHECK(IsValidUtf8(text));
+    replaced += text.find("\xEF\xBF\xBD") != std::string::npos;
+  }
+  CHECK(replaced > 100);  // the invalid byte runs were exercised
+  CHECK((*tok)->Decode(sequences[0]) == "\xC3\xA9");
+  CHECK((*tok)->Decode(sequences[3]) == "\xEF\xBF\xBD\xEF\xBF\xBD");
+  CHECK((*tok)->Decode(sequences[4]) == "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
+}
+
 TEST_CASE("native tokenizer: a missing or unreadable model is named") {
   TempDir dir("spm_bad");
   CHECK(LoadSentencePieceTokenizer("/nonexistent/tokenizer.model").status().message() ==

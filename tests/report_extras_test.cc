@@ -46,7 +46,8 @@ TEST_CASE("report extras: a ratio whose interval crosses 1 is marked ~ and its s
   CHECK(FormatRatio(ratio.interval->low) == "0.94");
   CHECK(FormatRatio(ratio.interval->high) == "1.12");
   CHECK(*ratio.value == doctest::Approx(630.0 / 610.0));  // the point value is never hidden
-  CHECK(ratio.origin == "10.5 / 10.2; 95 % interval 0.94–1.12; the interval crosses 1: not significant");
+  CHECK(ratio.origin ==
+        "10.5 (run 1) / 10.2 (run 1); 95 % interval 0.94–1.12; the interval crosses 1: not significant");
   REQUIRE(m.sentences.size() == 1);
   CHECK(m.sentences[0] ==
         "share is 1.03× (95 % interval 0.94–1.12) faster than fsdp on 1 node (103 %) for pretrain 1000 steps; "
@@ -130,7 +131,9 @@ TEST_CASE("report extras: scaling efficiency is T1 / (N · TN) per row and syste
   CHECK(t->rows[0].label == "pretrain 100 steps — fsdp 2 nodes (80G)");
   CHECK(Texts(t->rows[0]) == std::vector<std::string>{"100.0", "66.7", "2", "0.75", "400.0", "300.0"});
   CHECK(*t->rows[0].cells[3].value == doctest::Approx(6000.0 / (2 * 4000.0)));
-  CHECK(t->rows[0].cells[3].origin == "T1 / (N · TN) = 100.0 / (2 × 66.7)");
+  CHECK(t->rows[0].cells[3].origin == "T1 / (N · TN) = 100.0 (run 1) / (2 × 66.7 (run 1))");
+  CHECK(t->rows[0].cells[3].numerator_run_id == 1);
+  CHECK(t->rows[0].cells[3].denominator_run_id == 1);
   CHECK(t->rows[1].label == "pretrain 100 steps — share 2 nodes (10G)");
   CHECK(Texts(t->rows[1]) == std::vector<std::string>{"40.0", "25.0", "2", "0.80", "–", "–"});
   // No 1-node finetune result: that side is missing, no efficiency.

@@ -141,13 +141,16 @@ TEST_CASE("report render: json holds the whole report with schema version 1") {
 
 TEST_CASE("report render: csv has one row per cell with value, marker, provenance and ratio") {
   std::string csv = ReportToCsv(Methodology());
-  CHECK(csv.rfind("model,table,row,column,value,unit,marker,provenance,ratio,origin\n", 0) == 0);
+  CHECK(csv.rfind("model,table,row,column,value,unit,marker,provenance,ratio,origin,"
+                  "run_id,ratio_numerator_run,ratio_denominator_run,ratio_note\n", 0) == 0);
   CHECK(csv.find("\nllama2-70b,training,pretrain 1000 steps,fsdp 1 node,120,min,,measured,3.00,"
-                 "run 1, case 2.1.1.1 (repeats 3: median 120.0 min, spread 119.0–121.0)\n") == std::string::npos);
+                 "run 1, case 2.1.1.1 (repeats 3: median 120.0 min, spread 119.0–121.0)") == std::string::npos);
+  // The fsdp cell of run 1 and its ratio to share's cell of run 2: the sides are named.
   CHECK(csv.find("\nllama2-70b,training,pretrain 1000 steps,fsdp 1 node,120,min,,measured,3.00,"
-                 "\"run 1, case 2.1.1.1 (repeats 3: median 120.0 min, spread 119.0–121.0)\"\n") != std::string::npos);
+                 "\"run 1, case 2.1.1.1 (repeats 3: median 120.0 min, spread 119.0–121.0)\",1,1,2,"
+                 "sides from different runs\n") != std::string::npos);
   CHECK(csv.find("\nllama2-70b,training,pretrain 100 steps,share 2 nodes,,min,X,imported,X,") != std::string::npos);
-  CHECK(csv.find("\nllama2-70b,inference-multi,tokens per second,fsdp,,tokens/s,no solution,,no solution,\n") !=
+  CHECK(csv.find("\nllama2-70b,inference-multi,tokens per second,fsdp,,tokens/s,no solution,,no solution,,,,,\n") !=
         std::string::npos);
   CHECK(CsvField("a,\"b\"") == "\"a,\"\"b\"\"\"");
   // 4 training rows x 5 columns, 5 x 6 scaling, 3 x 2 + 3 x 3 inference, 3 x 5 quality, 3 x 6 metrics,
@@ -272,8 +275,10 @@ TEST_CASE("report render: BuildReport reads the store and renders every format")
   auto csv = BuildReport(store, only, ReportFormat::kCsv, "");
   REQUIRE(csv.ok());
   CHECK(csv.value() ==
-        "model,table,row,column,value,unit,marker,provenance,ratio,origin\n"
-        "llama2-7b,training,pretrain 1000 steps,fsdp 1 node,25,min,,measured,–,\"run 4, case 2.1.2.1 (measured: 25.0 min)\"\n");
+        "model,table,row,column,value,unit,marker,provenance,ratio,origin,"
+        "run_id,ratio_numerator_run,ratio_denominator_run,ratio_note\n"
+        "llama2-7b,training,pretrain 1000 steps,fsdp 1 node,25,min,,measured,–,\"run 4, case 2.1.2.1 (measured: 25.0 min)\","
+        "4,,,\n");
 }
 
 TEST_CASE("report render: BuildReport returns store errors and unknown runs as values") {

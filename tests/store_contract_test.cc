@@ -110,7 +110,7 @@ TEST_CASE_TEMPLATE("Store contract: every run, context, case, measurement and sa
   // Samples appended while running, then more with FinishCase.
   REQUIRE(store->AppendSteps(*row, {{1, 1.5, 2.25, 4096}, {2, 1.25, std::nullopt, std::nullopt}})
               .ok());
-  REQUIRE(store->AppendRequests(*row, {{0, 100, 17, 100, 3.5, "Yes, \"maybe\",\non Europa."}})
+  REQUIRE(store->AppendRequests(*row, {{0, 100, 17, 100, 3.5, "Yes, \"maybe\",\non Europa.", std::nullopt}})
               .ok());
   CaseResult result;
   result.status = CaseStatus::kFailed;
@@ -125,7 +125,7 @@ TEST_CASE_TEMPLATE("Store contract: every run, context, case, measurement and sa
        "not-provided"},
   };
   result.steps = {{3, 1.0, 0.5, 4096}};
-  result.requests = {{1, 110, 17, 0, 0.0, ""}};
+  result.requests = {{1, 110, 17, 0, 0.0, "", std::vector<int>{}}};
   REQUIRE(store->FinishCase(*row, result).ok());
   store = fixture.Reopen();  // the file store reads it back from disk
 
@@ -173,8 +173,10 @@ TEST_CASE_TEMPLATE("Store contract: every run, context, case, measurement and sa
   CHECK((*requests)[0].generated_tokens == 100);
   CHECK((*requests)[0].seconds == 3.5);
   CHECK((*requests)[0].answer == "Yes, \"maybe\",\non Europa.");
+  CHECK((*requests)[0].token_ids == std::nullopt);  // not recorded
   CHECK((*requests)[1].index == 1);
   CHECK((*requests)[1].answer == "");
+  CHECK((*requests)[1].token_ids == std::vector<int>{});  // recorded: none generated
 
   // A case with an exit code stored by FinishCase.
   CaseRecord minimal;

@@ -334,3 +334,151 @@ TEST_CASE("A case finished before a crash is there on reopen, its run still runn
   CHECK(*store->InterruptRunningCases(1, "runner died") == 1);
   CHECK(*CheckStoreIntegrity(path) == true);
 }
+
+// ---- valid UTF-8 and token ids (schema 3) -------------------------------------
+
+TEST_CASE("Generated token ids round-trip as a JSON array; absent ones stay absent") {
+  auto store = MustOpen(":memory:");
+  auto run = store->CreateRun(FullRun());
+  REQUIRE(run.ok());
+  auto row = store->BeginCase(FullCase(*run));
+  REQUIRE(row.ok());
+  RequestSample with;
+  with.generated_tokens = 4;
+  with.answer = "a b";
+  with.token_ids = std::vector<int>{1, 31999, 0, 259};
+  RequestSample without;
+  without.index = 1;
+  REQUIRE(store->AppendRequests(*row, {with, without}).ok());
+  auto got = store->RequestsOfCase(*row);
+  REQUIRE(got.ok());
+  REQUIRE(got->size() == 2);
+  CHECK((*got)[0].token_ids == std::vector<int>{1, 31999, 0, 259});
+  CHECK((*got)[1].token_ids == std::nullopt);
+}
+
+namespace {
+
+// Invalid sequences of every kind, each inside some text.
+const std::vector<std::pair<std::string, std::string>> kInvalid = {
+    {"overlong \xC0\xAF slash", "overlong \xEF\xBF\xBD\xEF\xBF\xBD slash"},
+    {"truncated \xE2\x82", "truncated \xEF\xBF\xBD"},
+    {"lone \x80\xBF continuation", "lone \xEF\xBF\xBD\xEF\xBF\xBD continuation"},
+    {"surrogate \xED\xA0\x80!", "surrogate \xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD!"},
+    {"byte-fallback answer rr\xD7\xD7Z\xD7", "byte-fallback answer rr\xEF\xBF\xBD\xEF\xBF\xBDZ\xEF\xBF\xBD"},
+};
+
+}  // namespace
+
+TEST_CASE("Every TEXT written to the store is made valid UTF-8 (maximal invalid subparts become U+FFFD)") {
+  for (const auto& [bad, fixed] : kInvalid) {
+    CAPTURE(fixed);
+    auto store = MustOpen(":memory:");
+    RunRecord r;
+    r.kind = r.plan_name = r.plan_title = r.plan_file = r.plan_text = r.plan_sha256 = r.source = bad;
+    r.started_at = r.finished_at = r.status = r.protocol_version = r.git_revision = bad;
+    auto id = store->CreateRun(r);
+    REQUIRE(id.ok());
+    auto run = store->GetRun(*id);
+    REQUIRE(run.ok());
+    for (const std::string* field : {&run->kind, &run->plan_name, &run->plan_title, &run->plan_file,
+                                     &run->plan_text, &run->plan_sha256, &run->source, &run->started_at,
+                                     &run->finished_at, &run->status, &run->protocol_version,
+                                     &run->git_revision})
+      CHECK(*field == fixed);
+    REQUIRE(store->FinishRun(*id, bad, bad).ok());
+    CHECK(store->GetRun(*id)->status == fixed);
+    CHECK(store->GetRun(*id)->finished_at == fixed);
+
+    REQUIRE(store->PutContext(*id, {{bad, bad}}).ok());
+    auto context = store->GetContext(*id);
+    REQUIRE(context.ok());
+    CHECK(context->at(0) == std::make_pair(fixed, fixed));
+
+    CaseRecord c;
+    c.run_id = *id;
+    c.case_id = c.stage = c.model = c.workload = c.backend = c.system = c.topology = c.network = bad;
+    c.variant = c.length_unit = c.report_as_unit = c.reason = c.started_at = c.finished_at = c.log_path = bad;
+    auto row = store->BeginCase(c);
+    REQUIRE(row.ok());
+    CaseResult result;
+    result.status = CaseStatus::kFailed;
+    result.reason = bad;
+    result.finished_at = bad;
+    result.log_sha256 = bad;
+    result.measurements = {{bad, 1.0, bad, Provenance::kImported, bad, bad, bad}};
+    result.requests = {{0, 1, 1, 1, 0.5, bad, std::vector<int>{7}}};
+    REQUIRE(store->FinishCase(*row, result).ok());
+    REQUIRE(store->AppendRequests(*row, {{1, 1, 1, 1, 0.5, bad, std::nullopt}}).ok());
+    auto cases = store->CasesOfRun(*id);
+    REQUIRE(cases.ok());
+    const CaseRecord& got = cases->at(0);
+    for (const std::string* field : {&got.case_id, &got.stage, &got.model, &got.workload, &got.backend,
+                                     &got.system, &got.topology, &got.network, &got.variant, &got.length_unit,
+                                     &got.report_as_unit, &got.reason, &got.started_at, &got.finished_at,
+                                     &got.log_path, &got.log_sha256})
+      CHECK(*field == fixed);
+    auto measurements = store->MeasurementsOfCase(*row);
+    REQUIRE(measurements.ok());
+    const Measurement& m = measurements->at(0);
+    for (const std::string* field : {&m.name, &m.unit, &m.method, &m.source, &m.marker}) CHECK(*field == fixed);
+    auto requests = store->RequestsOfCase(*row);
+    REQUIRE(requests->size() == 2);
+    CHECK(requests->at(0).answer == fixed);
+    CHECK(requests->at(1).answer == fixed);
+    CHECK(store->InterruptRunningCases(*id, bad).ok());
+  }
+  // Lookups by a stored name still match: the same text is made valid the same way.
+  auto store = MustOpen(":memory:");
+  RunRecord r;
+  r.plan_name = kInvalid[0].first;
+  REQUIRE(store->CreateRun(r).ok());
+  CHECK(store->ListRuns()->at(0).plan_name == kInvalid[0].second);
+}
+
+TEST_CASE("A schema-2 database is migrated: token_ids added, invalid stored bytes replaced") {
+  StoreTempDir dir;
+  const std::string path = dir.File("old.db");
+  fs::copy_file(std::string(PROTOCOL_SOURCE_DIR) + "/tests/data/store/schema-v2.db", path);
+  REQUIRE(ReadUserVersion(path) == 2);
+  {
+    auto store = MustOpen(path);
+    auto run = store->GetRun(1);
+    REQUIRE(run.ok());
+    CHECK(run->plan_file == "plans\xEF\xBF\xBD/old.yaml");
+    CHECK(IsValidUtf8(run->plan_text));
+    auto cases = store->CasesOfRun(1);
+    REQUIRE(cases.ok());
+    REQUIRE(cases->size() == 1);
+    CHECK(IsValidUtf8(cases->at(0).log_path));
+    CHECK(cases->at(0).log_path.find("logs\xEF\xBF\xBD/run-1/i.log") != std::string::npos);
+    // The stored answers were raw bytes of byte-fallback pieces.
+    auto requests = store->RequestsOfCase(cases->at(0).row_id);
+    REQUIRE(requests.ok());
+    REQUIRE(requests->size() == 2);
+    CHECK(requests->at(0).answer == "rr\xEF\xBF\xBD\xEF\xBF\xBDZ\xEF\xBF\xBDZ\xEF\xBF\xBD");
+    CHECK(requests->at(0).token_ids == std::nullopt);  // not recorded before schema 3
+    CHECK(requests->at(0).generated_tokens == 12);
+    auto context = store->GetContext(1);
+    REQUIRE(context.ok());
+    for (const auto& [k, v] : *context) CHECK(IsValidUtf8(k + v));
+    auto measurements = store->MeasurementsOfCase(cases->at(0).row_id);
+    REQUIRE(measurements.ok());
+    for (const auto& m : *measurements) CHECK(IsValidUtf8(m.method));
+    // New rows carry token ids.
+    RequestSample r;
+    r.index = 2;
+    r.token_ids = std::vector<int>{5, 6};
+    REQUIRE(store->AppendRequests(cases->at(0).row_id, {r}).ok());
+  }
+  CHECK(ReadUserVersion(path) == uint32_t(StoreSchemaVersion()));  // read once the file is closed (WAL)
+  CHECK(StoreSchemaVersion() == 3);
+  auto store = MustOpen(path);
+  auto requests = store->RequestsOfCase(1);
+  REQUIRE(requests.ok());
+  REQUIRE(requests->size() == 3);
+  CHECK(requests->at(2).token_ids == std::vector<int>{5, 6});
+  auto integrity = CheckStoreIntegrity(path);
+  REQUIRE(integrity.ok());
+  CHECK(*integrity);
+}

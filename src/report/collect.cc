@@ -18,6 +18,9 @@ Result<ReportInput> CollectReportInput(Store& store, const ReportOptions& option
   for (auto& run : runs) {
     ReportRunInput r;
     r.run = std::move(run);
+    auto context = store.GetContext(r.run.id);
+    if (!context.ok()) return context.status();
+    r.context = std::move(context.value());
     auto cases = store.CasesOfRun(r.run.id);
     if (!cases.ok()) return cases.status();
     for (auto& rec : cases.value()) {

@@ -1,7 +1,8 @@
 #ifndef PROTOCOL_REPORT_COLLECT_H_
 #define PROTOCOL_REPORT_COLLECT_H_
 
-// Store → ReportInput: reads the runs a report covers, their cases,
+// Store → ReportInput: reads the runs a report covers, their context (the
+// machine fingerprint a ratio's sides are checked against), cases,
 // measurements and request samples. No logic beyond selection.
 
 #include "report/report.h"

@@ -23,13 +23,9 @@ namespace {
 const char* const kDash = "–";  // U+2013: no value / no ratio
 const char* const kNoSolution = "no solution";
 const char* const kNotSignificant = "~";  // the ratio's interval crosses 1
-
-// Ratio intervals: the percentile bootstrap of compare_stats.h, with the
-// defaults of `protocol compare` (fixed seed: the same report every time).
-const int kIntervalResamples = 2000;
-const uint64_t kIntervalSeed = 20240501;
-const double kIntervalConfidence = 0.95;
-const size_t kIntervalMinRepeats = 3;
+const char* const kDifferentRuns = "\u2020";  // "†": the ratio's two sides come from different runs
+const char* const kDifferentRunsText = "sides from different runs";
+const std::string kRefusedPrefix = "no ratio: ";  // ReportCell::refused
 
 // ---- formats ---------------------------------------------------------------
 
@@ -95,13 +91,6 @@ CellKey KeyOf(const CaseRecord& r) {
   k.network = r.network;
   k.variant = r.variant;
   return k;
-}
-
-std::string LengthText(const std::string& unit, int64_t count) {
-  if (unit == "epochs") return fmt::format("{} {}", count, count == 1 ? "epoch" : "epochs");
-  if (unit == "steps") return fmt::format("{} {}", count, count == 1 ? "step" : "steps");
-  if (unit.empty()) return "";
-  return fmt::format("{} {}", count, unit);
 }
 
 std::string KeyText(const CellKey& k) {
@@ -204,11 +193,28 @@ std::optional<Figure> InferenceFigure(const Entry& e, const std::string& name) {
   return f;
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
+// The runs read, by id: the two sides of a ratio are checked against them.
+class RunIndex {
+ public:
+  void Add(const ReportRunInput& r) { runs_[r.run.id] = &r; }
+
+  // Why runs `a` and `b` cannot be the two sides of one ratio: both are runs
+  // of kind "run" (an import records no machine) and their machine
+  // fingerprints differ (FingerprintDifferences, compare.h: the rule of
+  // `protocol compare`). "" when they can.
+  std::string MachineDifference(int64_t a, int64_t b) const {
+    if (a == b) return "";
+    auto x = runs_.find(a), y = runs_.find(b);
+    if (x == runs_.end() || y == runs_.end()) return "";
+    if (x->second->run.kind != "run" || y->second->run.kind != "run") return "";
+    std::vector<std::string> differences = FingerprintDifferences(x->second->context, y->second->context);
+    if (differences.empty()) return "";
+    return fmt::format("run {} and run {} ran on different machines ({})", a, b, Join(differences, "; "));
+  }
+
+ private:
+  std::map<int64_t, const ReportRunInput*> runs_;
+};
 
 // A cell's figure: the winning run's repeats combined.
 struct Resolved {
@@ -288,7 +294,7 @@ Resolved Resolve(const CellResults* cell, const FigureFn& get, double scale, con
                         : where + ": not provided";
     return r;
   }
-  r.value = Median(values);
+  r.value = *Median(values);
   r.values = values;
   r.min = *std::min_element(values.begin(), values.end());
   r.max = *std::max_element(values.begin(), values.end());
@@ -327,6 +333,7 @@ ReportCell ValueCell(const std::string& column, const Resolved& r,
   c.origin = r.origin;
   c.repeats = r.values;
   c.sources = r.sources;
+  c.run_id = r.run_id;
   if (r.value) {
     c.text = format(*r.value) + (r.marker == "*" ? " *" : "");
   } else {
@@ -354,23 +361,54 @@ ReportCell UnitRatioCell(const ReportCell& value_cell) {
   return MarkerCell(value_cell.column, value_cell.marker == "X" ? "X" : kDash);
 }
 
-// ratio = numerator / denominator, marked `*` when an input is, and `~` when
-// the bootstrap interval of median(num) / median(den) over the repeats
-// (>= 3 on each side) contains 1.
-ReportCell RatioCell(const std::string& column, const ReportCell& num, const ReportCell& den) {
+// The runs of a ratio's two sides, and whether it may be computed at all:
+// sets numerator_run_id / denominator_run_id, and refused (with the cell shown
+// as "–") when the sides ran on different machines. Returns whether the ratio
+// may be computed.
+bool CheckRatioSides(const ReportCell& num, const ReportCell& den, const RunIndex& runs, ReportCell* c) {
+  c->numerator_run_id = num.run_id;
+  c->denominator_run_id = den.run_id;
+  const std::string machines = runs.MachineDifference(num.run_id, den.run_id);
+  if (machines.empty()) return true;
+  c->value.reset();
+  c->text = c->marker = kDash;
+  c->refused = kRefusedPrefix + machines;
+  return false;
+}
+
+// "12.0 (run 3) / 4.0 (run 5); sides from different runs".
+std::string RatioOrigin(const std::string& num_text, int64_t num_run, const std::string& den_text, int64_t den_run) {
+  std::string s = fmt::format("{} (run {}) / {} (run {})", num_text, num_run, den_text, den_run);
+  if (num_run != den_run) s += std::string("; ") + kDifferentRunsText;
+  return s;
+}
+
+// ratio = numerator / denominator, marked `*` when an input is, `†` when the
+// two sides come from different runs, and `~` when the bootstrap interval of
+// median(num) / median(den) over the repeats (>= 3 on each side) contains 1
+// (compare_stats.h's percentile bootstrap with its one set of settings,
+// kBootstrapSeed etc., as `protocol compare`: the same report every time).
+// Refused ("–", `refused` says why) when the sides' runs ran on different
+// machines.
+ReportCell RatioCell(const std::string& column, const ReportCell& num, const ReportCell& den, const RunIndex& runs) {
   if (!num.value || !den.value || *den.value == 0) return MarkerCell(column, kDash);
   ReportCell c;
   c.column = column;
+  if (!CheckRatioSides(num, den, runs, &c)) {
+    c.origin = RatioOrigin(num.text, num.run_id, den.text, den.run_id) + "; " + c.refused;
+    return c;
+  }
   c.value = *num.value / *den.value;
   std::vector<std::string> markers;
   if (num.marker == "*" || den.marker == "*") markers.push_back("*");
-  if (num.repeats.size() < kIntervalMinRepeats || den.repeats.size() < kIntervalMinRepeats) {
+  if (num.run_id != den.run_id) markers.push_back(kDifferentRuns);
+  if (num.repeats.size() < kBootstrapMinRepeats || den.repeats.size() < kBootstrapMinRepeats) {
     c.interval_note = "no interval (fewer than 3 repeats)";
   } else {
     // BootstrapMedianRatio gives median(candidate) / median(baseline): the
     // denominator is its "baseline".
-    c.interval = BootstrapMedianRatio(den.repeats, num.repeats, kIntervalResamples, kIntervalSeed,
-                                      kIntervalConfidence, kIntervalMinRepeats);
+    c.interval = BootstrapMedianRatio(den.repeats, num.repeats, kBootstrapResamples, kBootstrapSeed,
+                                      kBootstrapConfidence, kBootstrapMinRepeats);
     if (!c.interval) {
       c.interval_note = "no interval (a resampled median is 0)";
     } else if (c.interval->low <= 1 && c.interval->high >= 1) {
@@ -383,7 +421,7 @@ ReportCell RatioCell(const std::string& column, const ReportCell& num, const Rep
   c.provenance = (num.provenance == "measured" && den.provenance == "measured") ? "measured"
                  : (num.provenance == "extrapolated" || den.provenance == "extrapolated") ? "extrapolated"
                                                                                           : "imported";
-  c.origin = fmt::format("{} / {}", num.text, den.text);
+  c.origin = RatioOrigin(num.text, num.run_id, den.text, den.run_id);
   if (c.interval) {
     c.origin += fmt::format("; 95 % interval {}–{}", FormatRatio(c.interval->low), FormatRatio(c.interval->high));
   }
@@ -432,8 +470,22 @@ std::string Sentence(const std::string& subject, const std::string& object, cons
     }
   }
   if (!notes.empty()) s += "; " + Join(notes, ", ");
+  if (ratio_cell.numerator_run_id != ratio_cell.denominator_run_id) {
+    std::vector<std::string> sides;
+    for (const auto& [who, cell] : inputs) sides.push_back(fmt::format("{} run {}", who, cell->run_id));
+    s += fmt::format("; {} ({})", kDifferentRunsText, Join(sides, ", "));
+  }
   if (!ratio_cell.interval_note.empty()) s += "; " + ratio_cell.interval_note;
   return s + ".";
+}
+
+// A ratio refused because its sides ran on different machines:
+// "No ratio of share to fsdp on 1 node for pretrain 1000 steps: run 3 and run
+// 5 ran on different machines (cpu_cores: 8 vs 16)."
+std::string RefusedSentence(const std::string& subject, const std::string& object, const std::string& what,
+                            const ReportCell& ratio_cell) {
+  const std::string why = ratio_cell.refused.substr(kRefusedPrefix.size());
+  return fmt::format("No ratio of {} to {} for {}: {}.", subject, object, what, why);
 }
 
 // ---- columns -------------------------------------------------------------------
@@ -537,7 +589,9 @@ struct Placed {
 
 class ModelBuilder {
  public:
-  ModelBuilder(const std::string& model, const ReportOptions& o) : o_(o) { out_.model = model; }
+  ModelBuilder(const std::string& model, const ReportOptions& o, const RunIndex& runs) : o_(o), runs_(runs) {
+    out_.model = model;
+  }
 
   void AddOk(const CellKey& k, const Entry& e) { cells_[k].ok_by_run[e.run->id].push_back(e); }
   void AddFailure(const CellKey& k, const Entry& e) {
@@ -567,6 +621,7 @@ class ModelBuilder {
     BuildExtra("metrics", "Additional metrics", kMetrics, std::size(kMetrics));
     BuildAppendix();
     BuildProvenance();
+    BuildRatios();
     BuildUntabulated();
     BuildChart();
     BuildHistory();
@@ -634,7 +689,7 @@ class ModelBuilder {
         }
         const ReportCell& b = row.cells[j];
         const ReportCell& s = row.cells[partner];
-        ReportCell ratio = RatioCell(col.label, b, s);
+        ReportCell ratio = RatioCell(col.label, b, s, runs_);
         eff.cells.push_back(ratio);
         if (ratio.value) {
           std::vector<std::string> nets;
@@ -653,6 +708,9 @@ class ModelBuilder {
           out_.sentences.push_back(Sentence(o_.candidate_system, o_.baseline_system + " on " + NodesText(col.nodes),
                                             ratio, row.label, Join(nets, ", "),
                                             {{o_.baseline_system, &b}, {o_.candidate_system, &s}}, clause));
+        } else if (!ratio.refused.empty()) {
+          out_.sentences.push_back(RefusedSentence(o_.candidate_system, o_.baseline_system + " on " + NodesText(col.nodes),
+                                                   row.label, ratio));
         }
       }
       t.rows.push_back(std::move(row));
@@ -715,15 +773,21 @@ class ModelBuilder {
       n.value = k.nodes;
       n.text = std::to_string(k.nodes);
       ReportCell eff = MarkerCell(t.columns[3], kDash);
-      if (t1.value && tn.value && *tn.value > 0) {
-        eff.marker = (t1.marker == "*" || tn.marker == "*") ? "*" : "";
+      if (t1.value && tn.value && *tn.value > 0 && !CheckRatioSides(t1, tn, runs_, &eff)) {
+        eff.origin = RatioOrigin(t1.text, t1.run_id, tn.text, tn.run_id) + "; " + eff.refused;
+      } else if (t1.value && tn.value && *tn.value > 0) {
+        std::vector<std::string> markers;
+        if (t1.marker == "*" || tn.marker == "*") markers.push_back("*");
+        if (t1.run_id != tn.run_id) markers.push_back(kDifferentRuns);
+        eff.marker = Join(markers, " ");
         eff.value = *t1.value / (k.nodes * *tn.value);
-        eff.text = FormatRatio(*eff.value) + (eff.marker.empty() ? "" : " *");
+        eff.text = FormatRatio(*eff.value) + (eff.marker.empty() ? "" : " " + eff.marker);
         eff.provenance = (t1.provenance == "measured" && tn.provenance == "measured") ? "measured"
                          : (t1.provenance == "extrapolated" || tn.provenance == "extrapolated") ? "extrapolated"
                                                                                                   : "imported";
-        eff.origin = fmt::format("T1 / (N · TN) = {} / ({} × {})", FormatMinutes(*t1.value), k.nodes,
-                                 FormatMinutes(*tn.value));
+        eff.origin = fmt::format("T1 / (N · TN) = {} (run {}) / ({} × {} (run {}))", FormatMinutes(*t1.value),
+                                 t1.run_id, k.nodes, FormatMinutes(*tn.value), tn.run_id);
+        if (t1.run_id != tn.run_id) eff.origin += std::string("; ") + kDifferentRunsText;
       }
       row.cells = {t1, tn, n, eff, tgs_cell(t.columns[4], Find(one)), tgs_cell(t.columns[5], Find(k))};
       t.rows.push_back(std::move(row));
@@ -785,13 +849,18 @@ class ModelBuilder {
     }
 
     auto ratio_for = [&](size_t i, const ReportCell& v, const std::string& column) {
-      return kInferenceRows[i].higher_is_better ? RatioCell(column, v, reference[i])
-                                                : RatioCell(column, reference[i], v);
+      return kInferenceRows[i].higher_is_better ? RatioCell(column, v, reference[i], runs_)
+                                                : RatioCell(column, reference[i], v, runs_);
     };
     auto add_sentences = [&](const ReportTable& t, size_t col, const std::string& subject) {
       for (size_t i = 0; i < t.rows.size(); ++i) {
         const ReportCell& ratio = t.efficiency[i].cells[col];
-        if (!ratio.value) continue;
+        if (!ratio.value) {
+          if (!ratio.refused.empty())
+            out_.sentences.push_back(
+                RefusedSentence(subject, o_.baseline_system + " on 1 node", kInferenceRows[i].what, ratio));
+          continue;
+        }
         out_.sentences.push_back(Sentence(subject, o_.baseline_system + " on 1 node", ratio,
                                           kInferenceRows[i].what, "",
                                           {{o_.baseline_system, &reference[i]},
@@ -930,6 +999,31 @@ class ModelBuilder {
     }
   }
 
+  // Every ratio whose two sides have a figure (efficiency coefficients and
+  // scaling efficiency), with the runs behind it.
+  void BuildRatios() {
+    for (const auto& t : out_.tables) {
+      for (const auto* block : {&t.rows, &t.efficiency}) {
+        for (const auto& row : *block) {
+          for (const auto& cell : row.cells) {
+            if (cell.numerator_run_id == 0 && cell.denominator_run_id == 0) continue;
+            RatioEntry e;
+            e.table = t.title;
+            e.row = row.label;
+            e.column = cell.column;
+            e.text = cell.text;
+            e.numerator_run_id = cell.numerator_run_id;
+            e.denominator_run_id = cell.denominator_run_id;
+            e.note = !cell.refused.empty() ? cell.refused
+                     : cell.numerator_run_id != cell.denominator_run_id ? kDifferentRunsText
+                                                                         : "same run";
+            out_.ratios.push_back(std::move(e));
+          }
+        }
+      }
+    }
+  }
+
   // One chart per case identity with an ok figure in >= 2 runs: training
   // rows plot wall minutes, inference tokens per second, against the run id.
   void BuildHistory() {
@@ -1009,6 +1103,7 @@ class ModelBuilder {
   }
 
   const ReportOptions& o_;
+  const RunIndex& runs_;
   ModelReport out_;
   std::map<CellKey, CellResults> cells_;
   std::vector<std::pair<CellKey, FailureEntry>> failures_;
@@ -1041,13 +1136,15 @@ ReportData ComputeReport(const ReportInput& input, const ReportOptions& options)
   std::stable_sort(runs.begin(), runs.end(),
                    [](const ReportRunInput* a, const ReportRunInput* b) { return a->run.id < b->run.id; });
 
+  RunIndex index;
+  for (const auto* r : runs) index.Add(*r);
   std::map<std::string, ModelBuilder> builders;
   for (const auto* r : runs) {
     data.runs.push_back({r->run.id, r->run.kind, r->run.plan_name, r->run.started_at, r->run.status, r->run.source});
     for (const auto& c : r->cases) {
       const auto& rec = c.record;
       if (!options.model.empty() && rec.model != options.model) continue;
-      auto it = builders.try_emplace(rec.model, rec.model, options).first;
+      auto it = builders.try_emplace(rec.model, rec.model, options, index).first;
       Entry e{&r->run, &c};
       if (rec.status == CaseStatus::kOk) {
         it->second.AddOk(KeyOf(rec), e);

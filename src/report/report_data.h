@@ -14,6 +14,7 @@
 
 #include "report/report.h"
 #include "report/svg.h"
+#include "runner/analysis/compare.h"
 #include "runner/analysis/compare_stats.h"
 #include "runner/store/records.h"
 
@@ -29,6 +30,7 @@ struct ReportCaseInput {
 
 struct ReportRunInput {
   RunRecord run;
+  RunContextFacts context;             // Store::GetContext: the machine fingerprint of a ratio's sides
   std::vector<ReportCaseInput> cases;  // in row order
 };
 
@@ -69,6 +71,17 @@ struct ReportCell {
   std::string interval_note;  // "" | "no interval (fewer than 3 repeats)" | ...
   // Value cells: every case of the winning run that gave a figure.
   std::vector<CellSource> sources;
+  // Value cells: the run whose figures are shown (the winning run); 0 when none.
+  int64_t run_id = 0;
+  // Ratio cells (efficiency coefficients, scaling efficiency) whose two sides
+  // have a figure: the run of the numerator and of the denominator (each
+  // side's newest run, chosen independently). Different runs: the ratio is
+  // marked "†" (sides from different runs). Different machine fingerprints
+  // (kFingerprintKeys of compare.h; both runs of kind "run"): no ratio, the
+  // cell shows "–" and `refused` says why. 0 / "" otherwise.
+  int64_t numerator_run_id = 0;
+  int64_t denominator_run_id = 0;
+  std::string refused;  // "no ratio: run 3 and run 5 ran on different machines (cpu_cores: 8 vs 16)"
 };
 
 struct ReportRow {
@@ -96,6 +109,18 @@ struct AppendixEntry {
   std::string row;
   std::string column;
   std::string text;
+};
+
+// One ratio whose two sides have a figure, with the runs behind them (the
+// HTML appendix, JSON ratios[], CSV ratio_* columns).
+struct RatioEntry {
+  std::string table;  // table title
+  std::string row;
+  std::string column;
+  std::string text;   // as shown: "3.00", "3.00 †", "–"
+  int64_t numerator_run_id = 0;
+  int64_t denominator_run_id = 0;
+  std::string note;   // "same run" | "sides from different runs" | ReportCell::refused
 };
 
 // The provenance of one figure of one cell: the table cell and one case behind it.
@@ -151,6 +176,8 @@ struct ModelReport {
   // Every figure of every value cell (training, inference, quality, metrics
   // tables), one entry per case behind it.
   std::vector<ProvenanceEntry> provenance;
+  // Every ratio of every table whose two sides have a figure.
+  std::vector<RatioEntry> ratios;
   // Over every run of the input up to ReportOptions::history_through (not
   // only the selected ones).
   std::vector<HistoryChart> history;

@@ -15,6 +15,12 @@ Json CellJson(const ReportCell& c) {
   if (!c.repeats.empty()) j["repeats"] = c.repeats;
   if (c.interval) j["interval"] = {{"low", c.interval->low}, {"high", c.interval->high}};
   if (!c.interval_note.empty()) j["interval_note"] = c.interval_note;
+  if (c.run_id != 0) j["run_id"] = c.run_id;
+  if (c.numerator_run_id != 0 || c.denominator_run_id != 0) {
+    j["numerator_run_id"] = c.numerator_run_id;
+    j["denominator_run_id"] = c.denominator_run_id;
+  }
+  if (!c.refused.empty()) j["refused"] = c.refused;
   return j;
 }
 
@@ -111,6 +117,12 @@ Json ModelJson(const ModelReport& m) {
                                {"how", s.how}, {"detail", s.detail}, {"log_sha256", s.log_sha256},
                                {"plan_sha256", s.plan_sha256}});
   }
+  j["ratios"] = Json::array();
+  for (const auto& r : m.ratios) {
+    j["ratios"].push_back({{"table", r.table}, {"row", r.row}, {"column", r.column}, {"text", r.text},
+                           {"numerator_run_id", r.numerator_run_id}, {"denominator_run_id", r.denominator_run_id},
+                           {"note", r.note}});
+  }
   j["history"] = Json::array();
   for (const auto& h : m.history) {
     j["history"].push_back({{"identity", h.identity}, {"y_label", h.y_label}, {"chart", ChartJson(h.chart)}});
@@ -151,6 +163,7 @@ Json ReportView(const ReportData& data) {
     jm["has_chart"] = !m.chart.series.empty();
     jm["has_requests"] = !m.requests.empty();
     jm["has_provenance"] = !m.provenance.empty();
+    jm["has_ratios"] = !m.ratios.empty();
     jm["has_history"] = !m.history.empty();
     for (size_t t = 0; t < m.tables.size(); ++t) {
       jm["tables"][t]["has_efficiency"] = !m.tables[t].efficiency.empty();

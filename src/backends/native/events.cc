@@ -23,6 +23,7 @@ std::string EncodeEvent(const WorkerEvent& e) {
       j["generated_tokens"] = e.request.generated_tokens;
       j["seconds"] = e.request.seconds;
       j["answer"] = e.request.answer;
+      if (e.request.token_ids) j["token_ids"] = *e.request.token_ids;
       break;
     case WorkerEvent::Kind::kMeasurement:
       j["event"] = "measurement";
@@ -70,6 +71,7 @@ std::optional<WorkerEvent> DecodeEvent(std::string_view line) {
       e.request.generated_tokens = j.at("generated_tokens").get<int>();
       e.request.seconds = j.at("seconds").get<double>();
       e.request.answer = j.value("answer", "");
+      if (j.contains("token_ids")) e.request.token_ids = j["token_ids"].get<std::vector<int>>();
     } else if (kind == "measurement") {
       e.kind = WorkerEvent::Kind::kMeasurement;
       e.measurement.name = j.at("name").get<std::string>();

@@ -5,7 +5,7 @@
 // rank, with an "event" field. Every other output line is plain log text.
 //
 //   {"event":"step","step":3,"seconds":0.12,"loss":4.1,"tokens":512}
-//   {"event":"request","index":0,"max_new_tokens":8,"prompt_tokens":5,"generated_tokens":8,"seconds":0.4,"answer":"..."}
+//   {"event":"request","index":0,"max_new_tokens":8,"prompt_tokens":5,"generated_tokens":8,"seconds":0.4,"answer":"...","token_ids":[...]}
 //   {"event":"measurement","name":"eval_loss","value":3.9,"unit":"","method":"..."}
 //   {"event":"status","text":"step 3/10 loss 4.10"}
 //   {"event":"bytes","within":1024,"between":0}      this rank's bytes sent (torch_compat.h)

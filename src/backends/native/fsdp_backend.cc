@@ -394,6 +394,7 @@ class NativeFsdpBackend : public Backend {
       r.generated_tokens = static_cast<int>(g->tokens.size());
       r.seconds = seconds;
       r.answer = setup.tokenizer->Decode(g->tokens);
+      r.token_ids = g->tokens;
       ctx.events.OnRequest(r);
       ctx.events.OnStatusLine(fmt::format("request {}/{}: {} tokens in {:.2f} s", i + 1, schedule.size(),
                                           r.generated_tokens, seconds));

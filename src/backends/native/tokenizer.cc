@@ -265,30 +265,59 @@ class SentencePieceTokenizer : public Tokenizer {
     return out;
   }
 
+  // As SentencePieceProcessor::Decode: a run of consecutive <0xNN> byte
+  // pieces becomes those bytes, in which every well-formed UTF-8 character is
+  // kept and every other byte becomes U+FFFD (one per byte, as SentencePiece
+  // does); other pieces give their text with "▁" as a space, the first one
+  // without its leading "▁" (the dummy prefix). Control and unused pieces
+  // give nothing, unknown ones " ⁇ ". The result is valid UTF-8.
   std::string Decode(const std::vector<int>& id_list) const override {
-    std::string out;
+    std::string text, bytes;
+    auto flush_bytes = [&] {
+      for (size_t i = 0; i < bytes.size();) {
+        uint32_t cp = 0;
+        const size_t n = DecodeUtf8(bytes, i, &cp);
+        if (n == 0) {
+          text += "\xef\xbf\xbd";  // U+FFFD
+          ++i;
+        } else {
+          text.append(bytes, i, n);
+          i += n;
+        }
+      }
+      bytes.clear();
+    };
+    bool is_bos_ws = true, bos_ws_seen = false;
     for (int id : id_list) {
       if (id < 0 || static_cast<size_t>(id) >= pieces.size()) continue;
       const Piece& p = pieces[static_cast<size_t>(id)];
+      if (p.type == kByte) {
+        bytes.push_back(static_cast<char>(std::stoi(p.text.substr(3, 2), nullptr, 16)));
+        continue;
+      }
+      flush_bytes();
+      if (bos_ws_seen || !text.empty()) is_bos_ws = false;
+      bos_ws_seen = false;
       if (p.type == kControl || p.type == kUnused) continue;
       if (p.type == kUnknown) {
-        out += " \xe2\x81\x87 ";  // " ⁇ ", as spm_decode writes it
-      } else if (p.type == kByte) {
-        out.push_back(static_cast<char>(std::stoi(p.text.substr(3, 2), nullptr, 16)));
-      } else {
-        out += p.text;
+        text += " \xe2\x81\x87 ";  // " ⁇ ", as spm_decode writes it
+        continue;
+      }
+      std::string_view piece = p.text;
+      if (is_bos_ws && (add_dummy_prefix || remove_extra_whitespaces) && piece.substr(0, kSpace.size()) == kSpace) {
+        piece.remove_prefix(kSpace.size());
+        bos_ws_seen = !remove_extra_whitespaces;
+      }
+      for (size_t i = 0; i < piece.size();) {
+        if (piece.substr(i, kSpace.size()) == kSpace) {
+          text.push_back(' ');
+          i += kSpace.size();
+        } else {
+          text.push_back(piece[i++]);
+        }
       }
     }
-    std::string text;
-    for (size_t i = 0; i < out.size();) {
-      if (out.compare(i, kSpace.size(), kSpace) == 0) {
-        text.push_back(' ');
-        i += kSpace.size();
-      } else {
-        text.push_back(out[i++]);
-      }
-    }
-    if (add_dummy_prefix && !text.empty() && text[0] == ' ') text.erase(0, 1);
+    flush_bytes();
     return text;
   }
   int bos_id() const override { return bos; }

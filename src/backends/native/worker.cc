@@ -420,6 +420,7 @@ int RunInference(const WorkerCase& wc, Setup& s, ProcessGroups& g) {
       e.request.generated_tokens = static_cast<int>(gen->tokens.size());
       e.request.seconds = seconds;
       e.request.answer = s.tokenizer->Decode(gen->tokens);
+      e.request.token_ids = gen->tokens;
       Emit(e);
       generated += e.request.generated_tokens;
       busy += seconds;

@@ -230,9 +230,9 @@ std::vector<MetricRequest> MetricsFor(const SideCase& base, const SideCase& cand
   return out;
 }
 
-std::string ContextValue(const CompareSide& side, const std::string& key) {
+std::string ContextValue(const RunContextFacts& context, const std::string& key) {
   std::string value;
-  for (const auto& [k, v] : side.context)
+  for (const auto& [k, v] : context)
     if (k == key) value = v;  // the last one wins (appended facts)
   return value;
 }
@@ -252,6 +252,22 @@ std::string Ratio(const std::optional<double>& v) { return v ? fmt::format("{:.3
 
 const char* const kFingerprintKeys[6] = {"gpu_names",     "cpu_model",    "libtorch_version",
                                          "cuda_version",  "nccl_version", "cpu_cores"};
+
+std::vector<std::string> FingerprintDifferences(const RunContextFacts& a, const RunContextFacts& b) {
+  std::vector<std::string> out;
+  for (const char* key : kFingerprintKeys) {
+    std::string x = ContextValue(a, key), y = ContextValue(b, key);
+    if (x != y) out.push_back(fmt::format("{}: {} vs {}", key, x.empty() ? "(none)" : x, y.empty() ? "(none)" : y));
+  }
+  return out;
+}
+
+std::string FingerprintReason(const std::vector<std::string>& differences) {
+  if (differences.empty()) return "";
+  std::vector<std::string> keys;
+  for (const std::string& d : differences) keys.push_back(d.substr(0, d.find(':')));
+  return "environment fingerprint differs: " + Join(keys, ", ");
+}
 
 const char* VerdictName(Verdict v) {
   switch (v) {
@@ -336,18 +352,8 @@ CompareReport CompareRuns(const CompareSide& baseline, const CompareSide& candid
   report.baseline_plan = baseline.run.plan_name;
   report.candidate_plan = candidate.run.plan_name;
   report.options = options;
-  for (const char* key : kFingerprintKeys) {
-    std::string a = ContextValue(baseline, key), b = ContextValue(candidate, key);
-    if (a != b)
-      report.environment_differences.push_back(fmt::format(
-          "{}: {} vs {}", key, a.empty() ? "(none)" : a, b.empty() ? "(none)" : b));
-  }
-  std::string environment_reason;
-  if (!report.environment_differences.empty()) {
-    std::vector<std::string> keys;
-    for (const std::string& d : report.environment_differences) keys.push_back(d.substr(0, d.find(':')));
-    environment_reason = "environment fingerprint differs: " + Join(keys, ", ");
-  }
+  report.environment_differences = FingerprintDifferences(baseline.context, candidate.context);
+  const std::string environment_reason = FingerprintReason(report.environment_differences);
 
   std::vector<SideCase> base = GroupCases(baseline), cand = GroupCases(candidate);
   std::set<std::string> used;  // baseline case ids already matched

@@ -57,6 +57,19 @@ std::optional<Direction> MetricDirection(const std::string& name);
 // Run-context keys whose values must agree for two runs to be comparable.
 extern const char* const kFingerprintKeys[6];
 
+// A run's context facts, as Store::GetContext returns them (key, value), in
+// stored order; a key appended again later wins.
+using RunContextFacts = std::vector<std::pair<std::string, std::string>>;
+
+// The fingerprint keys whose values differ between two runs' contexts, one
+// line each in kFingerprintKeys order: "cpu_cores: 8 vs 16" ("(none)" for a
+// key a run did not record). Empty: the same machine as far as the
+// fingerprint tells. `protocol compare` and the report's ratios use this.
+std::vector<std::string> FingerprintDifferences(const RunContextFacts& a, const RunContextFacts& b);
+// "environment fingerprint differs: cpu_model, cpu_cores" for differences
+// from FingerprintDifferences ("" when there are none).
+std::string FingerprintReason(const std::vector<std::string>& differences);
+
 struct CompareOptions {
   double threshold = 0.05;  // fraction: 0.05 = 5 %
   // "name" (a well-known metric) or "name:lower" / "name:higher". Empty: wall_seconds
@@ -80,7 +93,7 @@ struct CompareCase {
 // One side of a comparison: a run, its context and its case rows.
 struct CompareSide {
   RunRecord run;
-  std::vector<std::pair<std::string, std::string>> context;
+  RunContextFacts context;
   std::vector<CompareCase> cases;  // in row order; later rows of a (case, repeat) win
 };
 

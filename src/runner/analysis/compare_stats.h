@@ -8,6 +8,7 @@
 // platform (our own index draw, not std::uniform_int_distribution, whose
 // algorithm the standard leaves to the library).
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -24,6 +25,8 @@ std::optional<double> Median(std::vector<double> values);
 inline constexpr int kBootstrapResamples = 2000;
 inline constexpr uint64_t kBootstrapSeed = 20240501;
 inline constexpr double kBootstrapConfidence = 0.95;
+// An interval needs at least this many values on each side.
+inline constexpr size_t kBootstrapMinRepeats = 3;
 
 struct RatioInterval {
   double low = 0;
@@ -40,7 +43,8 @@ struct RatioInterval {
 std::optional<RatioInterval> BootstrapMedianRatio(const std::vector<double>& baseline,
                                                   const std::vector<double>& candidate,
                                                   int resamples, uint64_t seed,
-                                                  double confidence, size_t min_repeats = 3);
+                                                  double confidence,
+                                                  size_t min_repeats = kBootstrapMinRepeats);
 
 }  // namespace protocol
 

@@ -11,21 +11,6 @@ namespace protocol {
 
 namespace {
 
-// Decodes one UTF-8 code point at text[i]; returns its length, 0 when invalid.
-size_t Utf8Length(std::string_view text, size_t i, uint32_t* cp) {
-  unsigned char c = static_cast<unsigned char>(text[i]);
-  size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-  if (n == 0 || i + n > text.size()) return 0;
-  uint32_t v = n == 1 ? c : c & (0x7F >> n);
-  for (size_t k = 1; k < n; ++k) {
-    unsigned char d = static_cast<unsigned char>(text[i + k]);
-    if ((d & 0xC0) != 0x80) return 0;
-    v = (v << 6) | (d & 0x3F);
-  }
-  *cp = v;
-  return n;
-}
-
 std::string Seconds(double s) { return fmt::format("{:.3f}", s < 0 ? 0.0 : s); }
 
 struct Counts {
@@ -51,7 +36,7 @@ std::string XmlEscape(std::string_view text) {
   out.reserve(text.size());
   for (size_t i = 0; i < text.size();) {
     uint32_t cp = 0;
-    size_t n = Utf8Length(text, i, &cp);
+    size_t n = DecodeUtf8(text, i, &cp);  // 0: not well-formed (overlong, surrogate, truncated, ...)
     if (n == 0) {  // not UTF-8: one replacement character per bad byte
       out += "\uFFFD";
       ++i;

@@ -79,6 +79,81 @@ std::string CsvField(const std::string& text) {
   return out + "\"";
 }
 
+namespace {
+
+// Table 3-7 of the Unicode standard: for a lead byte, the sequence length and
+// the allowed range of the second byte (the others are 80..BF). Length 0: the
+// byte starts no well-formed sequence.
+struct Utf8Lead {
+  size_t length;
+  unsigned char low, high;  // second byte
+};
+Utf8Lead LeadOf(unsigned char c) {
+  if (c < 0x80) return {1, 0, 0};
+  if (c >= 0xC2 && c <= 0xDF) return {2, 0x80, 0xBF};
+  if (c == 0xE0) return {3, 0xA0, 0xBF};
+  if (c == 0xED) return {3, 0x80, 0x9F};
+  if (c >= 0xE1 && c <= 0xEF) return {3, 0x80, 0xBF};
+  if (c == 0xF0) return {4, 0x90, 0xBF};
+  if (c >= 0xF1 && c <= 0xF3) return {4, 0x80, 0xBF};
+  if (c == 0xF4) return {4, 0x80, 0x8F};
+  return {0, 0, 0};
+}
+
+// How many bytes from text[i] on follow Table 3-7: the whole sequence when it
+// is well-formed (*complete = true), else the maximal subpart (at least 1).
+size_t ScanUtf8(std::string_view text, size_t i, bool* complete) {
+  const auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
+  const Utf8Lead lead = LeadOf(byte(i));
+  *complete = false;
+  if (lead.length == 0) return 1;
+  size_t n = 1;
+  while (n < lead.length && i + n < text.size()) {
+    const unsigned char c = byte(i + n);
+    const bool ok = n == 1 ? (c >= lead.low && c <= lead.high) : (c >= 0x80 && c <= 0xBF);
+    if (!ok) break;
+    ++n;
+  }
+  *complete = n == lead.length;
+  return n;
+}
+
+}  // namespace
+
+size_t DecodeUtf8(std::string_view text, size_t i, uint32_t* cp) {
+  bool complete = false;
+  const size_t n = ScanUtf8(text, i, &complete);
+  if (!complete) return 0;
+  const auto c = static_cast<unsigned char>(text[i]);
+  uint32_t v = n == 1 ? c : c & (0x7Fu >> n);
+  for (size_t k = 1; k < n; ++k) v = (v << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3Fu);
+  *cp = v;
+  return n;
+}
+
+bool IsValidUtf8(std::string_view text) {
+  for (size_t i = 0; i < text.size();) {
+    bool complete = false;
+    i += ScanUtf8(text, i, &complete);
+    if (!complete) return false;
+  }
+  return true;
+}
+
+std::string ValidUtf8(std::string_view text) {
+  if (IsValidUtf8(text)) return std::string(text);
+  std::string out;
+  out.reserve(text.size() + 8);
+  for (size_t i = 0; i < text.size();) {
+    bool complete = false;
+    const size_t n = ScanUtf8(text, i, &complete);
+    if (complete) out.append(text.substr(i, n));
+    else out += "\xEF\xBF\xBD";  // U+FFFD
+    i += n;
+  }
+  return out;
+}
+
 int EditDistance(std::string_view a, std::string_view b) {
   // Optimal string alignment: insert, delete, substitute, or swap two
   // adjacent characters, each costs 1 ("fdsp" -> "fsdp" is 1).

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,6 +28,27 @@ Result<std::string> ReadFileText(const std::string& path);
 // One CSV field per RFC 4180: quoted (with "" for \") only when it holds a
 // comma, a quote, CR or LF.
 std::string CsvField(const std::string& text);
+
+// ---- UTF-8 ------------------------------------------------------------------
+// Well-formed UTF-8 is Unicode's Table 3-7 (Unicode 15, §3.9; RFC 3629): no
+// overlong forms, no surrogates (U+D800–U+DFFF), nothing above U+10FFFF.
+
+// The well-formed sequence starting at text[i]: returns its length (1–4) and
+// stores its code point in *cp; returns 0 when the bytes at i do not start one
+// (a lone continuation byte, a truncated or overlong sequence, a surrogate,
+// a lead byte C0, C1 or F5–FF). REQUIRES: i < text.size().
+size_t DecodeUtf8(std::string_view text, size_t i, uint32_t* cp);
+
+bool IsValidUtf8(std::string_view text);
+
+// `text` made valid UTF-8: unchanged when it is; otherwise every maximal
+// subpart of an ill-formed subsequence (the longest prefix of a well-formed
+// sequence, or else one byte) becomes one U+FFFD — Unicode §3.9 "U+FFFD
+// Substitution of Maximal Subparts", as ICU, the WHATWG Encoding Standard and
+// Python's bytes.decode("utf-8", "replace") do. E2 82 41 gives U+FFFD "A";
+// ED A0 80 (a surrogate) gives three U+FFFD. Everything stored as SQLite TEXT
+// passes through this (store.cc).
+std::string ValidUtf8(std::string_view text);
 
 // Edit distance with adjacent transpositions (optimal string alignment).
 int EditDistance(std::string_view a, std::string_view b);

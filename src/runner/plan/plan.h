@@ -129,8 +129,9 @@ struct CommandSpec {
   std::string request_regex;
 };
 
-// Settings the native backends read (issue 3 extends this). Defaults are documented
-// in docs/plan-format.md.
+// Settings the native backends read, for every workload (inference reads
+// device, seed and ranks_per_node). Defaults are documented in
+// docs/plan-format.md; resolved_text writes every field with its value.
 struct TrainingSettings {
   int64_t batch_size = 8;      // sequences per optimizer step (global)
   int64_t seq_len = 128;       // tokens per sequence
@@ -145,10 +146,9 @@ struct TrainingSettings {
   double outer_lr = 1.0;            // share: outer learning rate of a merge (1 = plain averaging)
   double outer_momentum = 0.0;      // share: outer Nesterov momentum (0 = none)
   // LoRA adapters of a QLoRA finetune (a model with quantization: nf4): rank r
-  // >= 1 and alpha > 0 (update scale alpha/r). Unset: LoraRank() 8 and
-  // LoraAlpha() 16; only values written in the plan appear in resolved_text.
-  std::optional<int64_t> lora_rank;
-  std::optional<double> lora_alpha;
+  // >= 1 and alpha > 0 (update scale alpha/r).
+  int64_t lora_rank = 8;
+  double lora_alpha = 16.0;
   // Activation checkpointing of decoder layers: every k-th layer's forward is
   // recomputed in the backward pass instead of keeping its activations;
   // 1 = every layer, 0 = none. The distributed FSDP re-gathers a unit's
@@ -159,8 +159,8 @@ struct TrainingSettings {
   // updates (mean_g B_g·A = (mean_g B_g)·A). false: A and B are both trained and
   // averaged, which is not exact (the method text says so).
   bool lora_freeze_a = false;
-  int64_t LoraRank() const { return lora_rank.value_or(8); }
-  double LoraAlpha() const { return lora_alpha.value_or(16.0); }
+  int64_t LoraRank() const { return lora_rank; }
+  double LoraAlpha() const { return lora_alpha; }
 };
 
 // `reference: {wall_minutes: [93, -5%, +10%]}` (issue 5): an expected value and
@@ -225,6 +225,8 @@ struct Plan {
   std::vector<std::vector<std::string>> interleave;
   // The plan after inheritance and --set overrides, as canonical YAML text; stored
   // with every run with its sha256 so a result names exactly what produced it.
+  // Every setting a backend reads is written with its value, defaults included
+  // (plan_emit.h), so the text means the same whatever later defaults become.
   std::string resolved_text;
 
   // All cases in execution order (stage order, then case order).

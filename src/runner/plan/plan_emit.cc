@@ -43,6 +43,23 @@ struct MapBuilder {
   }
 };
 
+// A fraction as the percentage text the parser reads back to the same double
+// (it divides the written number by 100): the fewest fixed decimals that do.
+std::string PercentText(double fraction) {
+  for (int decimals = 0; decimals <= 20; ++decimals) {
+    std::string text = fmt::format("{:.{}f}", fraction * 100, decimals);
+    if (std::stod(text) / 100 == fraction) return text;
+  }
+  return fmt::format("{:.20f}", fraction * 100);
+}
+
+// The command block is written when any of it was given (a native case may
+// carry one from defaults; the command backend's Check requires argv).
+bool HasCommand(const CommandSpec& c) {
+  return !c.argv.empty() || c.shell || !c.env.empty() || !c.workdir.empty() || !c.metrics.empty() ||
+         !c.step_regex.empty() || !c.request_regex.empty();
+}
+
 YamlNode Seq(std::vector<YamlNode> items) {
   YamlNode n;
   n.kind = Kind::kSequence;
@@ -69,11 +86,14 @@ YamlNode ResolvedCase(const CaseSpec& c) {
   }
   b.Add("timeout", Num(c.timeout_seconds)).Add("repeats", Int(c.repeats)).Add("warmup_steps", Int(c.warmup_steps));
   b.AddIf(!c.output_dir.empty(), "output_dir", Str(c.output_dir));
-  if (!c.command.argv.empty()) {
+  if (HasCommand(c.command)) {
     MapBuilder cmd;
-    std::vector<YamlNode> argv;
-    for (const auto& a : c.command.argv) argv.push_back(Str(a));
-    cmd.Add("argv", Seq(std::move(argv))).Add("shell", Bool(c.command.shell));
+    if (!c.command.argv.empty()) {
+      std::vector<YamlNode> argv;
+      for (const auto& a : c.command.argv) argv.push_back(Str(a));
+      cmd.Add("argv", Seq(std::move(argv)));
+    }
+    cmd.Add("shell", Bool(c.command.shell));
     if (!c.command.env.empty()) {
       MapBuilder env;
       for (const auto& [k, v] : c.command.env) env.Add(k, Str(v));
@@ -93,27 +113,21 @@ YamlNode ResolvedCase(const CaseSpec& c) {
     cmd.AddIf(!c.command.request_regex.empty(), "request_regex", Str(c.command.request_regex));
     b.Add("command", cmd.node);
   }
-  if (c.workload != Workload::kInference) {
-    const TrainingSettings& t = c.training;
-    MapBuilder tr;
-    tr.Add("batch_size", Int(t.batch_size)).Add("seq_len", Int(t.seq_len)).Add("grad_accum", Int(t.grad_accum));
-    tr.Add("learning_rate", Num(t.learning_rate)).Add("seed", Int(t.seed)).Add("device", Str(t.device));
-    // The distributed settings only when set, so plans that do not use them resolve as before.
-    const TrainingSettings d;
-    tr.AddIf(t.ranks_per_node != d.ranks_per_node, "ranks_per_node", Int(t.ranks_per_node));
-    tr.AddIf(t.collective_timeout != d.collective_timeout, "collective_timeout", Num(t.collective_timeout));
-    tr.AddIf(t.sync_every != d.sync_every, "sync_every", Int(t.sync_every));
-    tr.AddIf(t.outer_lr != d.outer_lr, "outer_lr", Num(t.outer_lr));
-    tr.AddIf(t.outer_momentum != d.outer_momentum, "outer_momentum", Num(t.outer_momentum));
-    if (t.lora_rank) tr.Add("lora_rank", Int(*t.lora_rank));
-    if (t.lora_alpha) tr.Add("lora_alpha", Num(*t.lora_alpha));
-    tr.AddIf(t.checkpoint_every != d.checkpoint_every, "checkpoint_every", Int(t.checkpoint_every));
-    tr.AddIf(t.lora_freeze_a != d.lora_freeze_a, "lora_freeze_a", Bool(t.lora_freeze_a));
-    b.Add("training", tr.node);
-  }
+  // Every training setting with its value, for every workload: the native
+  // backends read device, seed and ranks_per_node for inference too, and a
+  // value left out would mean whatever a later default is.
+  const TrainingSettings& t = c.training;
+  MapBuilder tr;
+  tr.Add("batch_size", Int(t.batch_size)).Add("seq_len", Int(t.seq_len)).Add("grad_accum", Int(t.grad_accum));
+  tr.Add("learning_rate", Num(t.learning_rate)).Add("seed", Int(t.seed)).Add("device", Str(t.device));
+  tr.Add("ranks_per_node", Int(t.ranks_per_node)).Add("collective_timeout", Num(t.collective_timeout));
+  tr.Add("sync_every", Int(t.sync_every)).Add("outer_lr", Num(t.outer_lr)).Add("outer_momentum", Num(t.outer_momentum));
+  tr.Add("lora_rank", Int(t.lora_rank)).Add("lora_alpha", Num(t.lora_alpha));
+  tr.Add("checkpoint_every", Int(t.checkpoint_every)).Add("lora_freeze_a", Bool(t.lora_freeze_a));
+  b.Add("training", tr.node);
   if (!c.references.empty()) {
     MapBuilder ref;
-    auto pct = [](double f) { return fmt::format("{}{}%", f < 0 ? "-" : "+", std::fabs(f) * 100); };
+    auto pct = [](double f) { return (f < 0 ? "-" : "+") + PercentText(std::fabs(f)) + "%"; };
     for (const ReferenceBand& band : c.references)
       ref.Add(band.metric, Seq({Num(band.value), Scalar(pct(band.lower)), Scalar(pct(band.upper))}));
     b.Add("reference", ref.node);
@@ -132,7 +146,7 @@ std::string ResolvedText(const Plan& plan) {
     MapBuilder mb;
     mb.AddIf(!m.preset.empty(), "preset", Str(m.preset)).AddIf(!m.path.empty(), "path", Str(m.path));
     mb.AddIf(!m.quantization.empty(), "quantization", Str(m.quantization));
-    mb.AddIf(m.double_quant, "double_quant", Bool(m.double_quant));
+    mb.Add("double_quant", Bool(m.double_quant));
     models.Add(name, mb.node);
   }
   root.Add("models", models.node);
@@ -149,7 +163,7 @@ std::string ResolvedText(const Plan& plan) {
   for (const auto& n : plan.cluster.nodes) {
     MapBuilder nb;
     nb.Add("name", Str(n.name)).Add("host", Str(n.host)).Add("gpus", Int(n.gpus));
-    nb.AddIf(n.gpu_memory_gb > 0, "gpu_memory_gb", Num(n.gpu_memory_gb));
+    nb.Add("gpu_memory_gb", Num(n.gpu_memory_gb));  // 0: not stated
     nodes.push_back(nb.node);
   }
   cluster.Add("nodes", Seq(std::move(nodes)));

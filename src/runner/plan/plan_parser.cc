@@ -340,7 +340,8 @@ void PlanParser::ParseCluster(const YamlNode& node) {
         if (auto v = r_.IntegerIn(*g, "gpus", 0, 1 << 20)) spec.gpus = static_cast<int>(*v);
       if (const YamlNode* g = item.Find("gpu_memory_gb")) {
         if (auto v = r_.Number(*g, "gpu_memory_gb")) {
-          if (*v <= 0 || *v > 1e6) r_.Error(*g, fmt::format("'gpu_memory_gb' must be > 0 and <= 1e6, got {}", g->scalar));
+          // 0 = not stated, as the resolved plan writes an unstated value.
+          if (*v < 0 || *v > 1e6) r_.Error(*g, fmt::format("'gpu_memory_gb' must be >= 0 and <= 1e6, got {}", g->scalar));
           else spec.gpu_memory_gb = *v;
         }
       }

@@ -195,29 +195,11 @@ YamlParse Failure(const std::string& file, int line, int column, std::string mes
 
 // Byte offset of the first NUL or invalid UTF-8 sequence, or -1.
 long FindBinary(const std::string& text) {
-  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
-  const size_t n = text.size();
-  size_t i = 0;
-  while (i < n) {
-    unsigned char c = s[i];
-    if (c == 0) return static_cast<long>(i);
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    int extra;
-    unsigned int min;
-    if ((c & 0xE0) == 0xC0) { extra = 1; min = 0x80; }
-    else if ((c & 0xF0) == 0xE0) { extra = 2; min = 0x800; }
-    else if ((c & 0xF8) == 0xF0) { extra = 3; min = 0x10000; }
-    else return static_cast<long>(i);
-    unsigned int cp = c & (0x3F >> extra);
-    for (int k = 1; k <= extra; ++k) {
-      if (i + k >= n || (s[i + k] & 0xC0) != 0x80) return static_cast<long>(i);
-      cp = (cp << 6) | (s[i + k] & 0x3F);
-    }
-    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return static_cast<long>(i);
-    i += extra + 1;
+  for (size_t i = 0; i < text.size();) {
+    uint32_t cp = 0;
+    const size_t n = DecodeUtf8(text, i, &cp);
+    if (n == 0 || cp == 0) return static_cast<long>(i);
+    i += n;
   }
   return -1;
 }

@@ -216,7 +216,8 @@ Result<Json> RunJson(Store& store, const RunRecord& run) {
                         {"prompt_tokens", r.prompt_tokens},
                         {"generated_tokens", r.generated_tokens},
                         {"seconds", r.seconds},
-                        {"answer", r.answer}});
+                        {"answer", r.answer},
+                        {"token_ids", r.token_ids ? Json(*r.token_ids) : Json(nullptr)}});
     cj["requests"] = std::move(rj);
     cases_json.push_back(std::move(cj));
   }

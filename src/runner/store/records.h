@@ -92,7 +92,10 @@ struct RequestSample {
   int prompt_tokens = 0;
   int generated_tokens = 0;
   double seconds = 0;
-  std::string answer;
+  std::string answer;  // the decoded text (valid UTF-8: tokenizer.h)
+  // The generated token ids, in order (prompt excluded); nullopt when not
+  // recorded (a command backend's request, a row stored before schema 3).
+  std::optional<std::vector<int>> token_ids;
 };
 
 // A stored run (a `protocol run` invocation, or one `protocol import`).

@@ -15,6 +15,7 @@
 #include <system_error>
 #include <thread>
 
+#include "runner/base/json.h"
 #include "runner/base/log.h"
 #include "runner/base/text.h"
 #include "runner/store/store.h"
@@ -116,6 +117,50 @@ CREATE INDEX request_samples_case_row ON request_samples(case_row);
     R"sql(
 ALTER TABLE cases ADD COLUMN log_sha256 TEXT NOT NULL DEFAULT '';
 )sql",
+    // 3: the generated token ids of each request (a JSON array; NULL: not
+    // recorded), and valid UTF-8 in every TEXT column: text stored before
+    // this step could hold invalid bytes (byte-fallback answers, paths), which
+    // readers such as Python's sqlite3 refuse. protocol_valid_utf8 is
+    // ValidUtf8 (text.h), registered on every connection (Init).
+    R"sql(
+ALTER TABLE request_samples ADD COLUMN token_ids TEXT;
+UPDATE request_samples SET answer = protocol_valid_utf8(answer) WHERE answer <> protocol_valid_utf8(answer);
+UPDATE runs SET kind = protocol_valid_utf8(kind) WHERE kind <> protocol_valid_utf8(kind);
+UPDATE runs SET plan_name = protocol_valid_utf8(plan_name) WHERE plan_name <> protocol_valid_utf8(plan_name);
+UPDATE runs SET plan_title = protocol_valid_utf8(plan_title) WHERE plan_title <> protocol_valid_utf8(plan_title);
+UPDATE runs SET plan_file = protocol_valid_utf8(plan_file) WHERE plan_file <> protocol_valid_utf8(plan_file);
+UPDATE runs SET plan_text = protocol_valid_utf8(plan_text) WHERE plan_text <> protocol_valid_utf8(plan_text);
+UPDATE runs SET plan_sha256 = protocol_valid_utf8(plan_sha256) WHERE plan_sha256 <> protocol_valid_utf8(plan_sha256);
+UPDATE runs SET source = protocol_valid_utf8(source) WHERE source <> protocol_valid_utf8(source);
+UPDATE runs SET started_at = protocol_valid_utf8(started_at) WHERE started_at <> protocol_valid_utf8(started_at);
+UPDATE runs SET finished_at = protocol_valid_utf8(finished_at) WHERE finished_at <> protocol_valid_utf8(finished_at);
+UPDATE runs SET status = protocol_valid_utf8(status) WHERE status <> protocol_valid_utf8(status);
+UPDATE runs SET protocol_version = protocol_valid_utf8(protocol_version) WHERE protocol_version <> protocol_valid_utf8(protocol_version);
+UPDATE runs SET git_revision = protocol_valid_utf8(git_revision) WHERE git_revision <> protocol_valid_utf8(git_revision);
+UPDATE run_context SET key = protocol_valid_utf8(key) WHERE key <> protocol_valid_utf8(key);
+UPDATE run_context SET value = protocol_valid_utf8(value) WHERE value <> protocol_valid_utf8(value);
+UPDATE cases SET case_id = protocol_valid_utf8(case_id) WHERE case_id <> protocol_valid_utf8(case_id);
+UPDATE cases SET stage = protocol_valid_utf8(stage) WHERE stage <> protocol_valid_utf8(stage);
+UPDATE cases SET model = protocol_valid_utf8(model) WHERE model <> protocol_valid_utf8(model);
+UPDATE cases SET workload = protocol_valid_utf8(workload) WHERE workload <> protocol_valid_utf8(workload);
+UPDATE cases SET backend = protocol_valid_utf8(backend) WHERE backend <> protocol_valid_utf8(backend);
+UPDATE cases SET system = protocol_valid_utf8(system) WHERE system <> protocol_valid_utf8(system);
+UPDATE cases SET topology = protocol_valid_utf8(topology) WHERE topology <> protocol_valid_utf8(topology);
+UPDATE cases SET network = protocol_valid_utf8(network) WHERE network <> protocol_valid_utf8(network);
+UPDATE cases SET variant = protocol_valid_utf8(variant) WHERE variant <> protocol_valid_utf8(variant);
+UPDATE cases SET length_unit = protocol_valid_utf8(length_unit) WHERE length_unit <> protocol_valid_utf8(length_unit);
+UPDATE cases SET report_as_unit = protocol_valid_utf8(report_as_unit) WHERE report_as_unit <> protocol_valid_utf8(report_as_unit);
+UPDATE cases SET reason = protocol_valid_utf8(reason) WHERE reason <> protocol_valid_utf8(reason);
+UPDATE cases SET started_at = protocol_valid_utf8(started_at) WHERE started_at <> protocol_valid_utf8(started_at);
+UPDATE cases SET finished_at = protocol_valid_utf8(finished_at) WHERE finished_at <> protocol_valid_utf8(finished_at);
+UPDATE cases SET log_path = protocol_valid_utf8(log_path) WHERE log_path <> protocol_valid_utf8(log_path);
+UPDATE cases SET log_sha256 = protocol_valid_utf8(log_sha256) WHERE log_sha256 <> protocol_valid_utf8(log_sha256);
+UPDATE measurements SET name = protocol_valid_utf8(name) WHERE name <> protocol_valid_utf8(name);
+UPDATE measurements SET unit = protocol_valid_utf8(unit) WHERE unit <> protocol_valid_utf8(unit);
+UPDATE measurements SET method = protocol_valid_utf8(method) WHERE method <> protocol_valid_utf8(method);
+UPDATE measurements SET source = protocol_valid_utf8(source) WHERE source <> protocol_valid_utf8(source);
+UPDATE measurements SET marker = protocol_valid_utf8(marker) WHERE marker <> protocol_valid_utf8(marker);
+)sql",
 };
 constexpr int kSchemaVersion = static_cast<int>(sizeof(kMigrations) / sizeof(kMigrations[0]));
 constexpr int kBusyTimeoutMs = 30000;
@@ -151,8 +196,15 @@ class Stmt {
   Stmt& Bind(int64_t v) { return Check(sqlite3_bind_int64(stmt_, ++pos_, v)); }
   Stmt& Bind(int v) { return Bind(static_cast<int64_t>(v)); }
   Stmt& Bind(double v) { return Check(sqlite3_bind_double(stmt_, ++pos_, v)); }
+  // Every TEXT this program writes goes through here, so here it is made
+  // valid UTF-8 (ValidUtf8, text.h: maximal invalid subparts become U+FFFD):
+  // log lines, command output, reasons, methods, paths, environment strings.
   Stmt& Bind(const std::string& v) {
-    return Check(sqlite3_bind_text(stmt_, ++pos_, v.data(), static_cast<int>(v.size()),
+    if (IsValidUtf8(v))
+      return Check(sqlite3_bind_text(stmt_, ++pos_, v.data(), static_cast<int>(v.size()),
+                                     SQLITE_TRANSIENT));
+    const std::string valid = ValidUtf8(v);
+    return Check(sqlite3_bind_text(stmt_, ++pos_, valid.data(), static_cast<int>(valid.size()),
                                    SQLITE_TRANSIENT));
   }
   Stmt& Bind(const char* v) { return Bind(std::string(v)); }
@@ -229,6 +281,42 @@ class Txn {
   sqlite3* db_;
   bool open_ = false;
 };
+
+// SQL function protocol_valid_utf8(x): ValidUtf8 of a TEXT value (NULL and
+// other types are returned as they are). Migration 3 uses it.
+void SqlValidUtf8(sqlite3_context* context, int argc, sqlite3_value** argv) {
+  if (argc != 1 || sqlite3_value_type(argv[0]) != SQLITE_TEXT) {
+    if (argc == 1) sqlite3_result_value(context, argv[0]);
+    return;
+  }
+  const auto* p = reinterpret_cast<const char*>(sqlite3_value_text(argv[0]));
+  const std::string valid = ValidUtf8(std::string_view(p, static_cast<size_t>(sqlite3_value_bytes(argv[0]))));
+  sqlite3_result_text(context, valid.data(), static_cast<int>(valid.size()), SQLITE_TRANSIENT);
+}
+
+// Generated token ids as stored in request_samples.token_ids: "[1,2,3]".
+std::string TokenIdsText(const std::vector<int>& ids) {
+  std::string out = "[";
+  for (size_t i = 0; i < ids.size(); ++i) out += (i ? "," : "") + std::to_string(ids[i]);
+  return out + "]";
+}
+
+// The inverse of TokenIdsText (any JSON array of integers); nullopt when the
+// text is not one.
+std::optional<std::vector<int>> ParseTokenIds(const std::string& text) {
+  try {
+    Json j = Json::parse(text);
+    if (!j.is_array()) return std::nullopt;
+    std::vector<int> ids;
+    for (const Json& v : j) {
+      if (!v.is_number_integer()) return std::nullopt;
+      ids.push_back(v.get<int>());
+    }
+    return ids;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
 
 // Runs one statement of pragmas/DDL with no parameters.
 Status ExecSql(sqlite3* db, const char* sql, const std::string& doing) {
@@ -324,6 +412,9 @@ Status SqliteStore::CheckOwnership(int64_t version) {
 }
 
 Status SqliteStore::Init() {
+  int fn = sqlite3_create_function_v2(db_, "protocol_valid_utf8", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC,
+                                      nullptr, SqlValidUtf8, nullptr, nullptr, nullptr);
+  if (fn != SQLITE_OK) return Err(fn, path_ + ": registering protocol_valid_utf8");
   // Read the header first: this is where a non-SQLite file shows up
   // ("file is not a database"), before any pragma could write to it. One read
   // transaction, so the version and the tables come from the same snapshot
@@ -490,11 +581,13 @@ Status SqliteStore::InsertSamples(int64_t row_id, const std::vector<StepSample>&
   }
   Stmt rq(db_,
           "INSERT INTO request_samples (case_row, idx, max_new_tokens, prompt_tokens, "
-          "generated_tokens, seconds, answer) VALUES (?, ?, ?, ?, ?, ?, ?)");
+          "generated_tokens, seconds, answer, token_ids) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
   for (const RequestSample& r : requests) {
     rq.Reset();
+    std::optional<std::string> ids;
+    if (r.token_ids) ids = TokenIdsText(*r.token_ids);
     rq.Bind(row_id).Bind(r.index).Bind(r.max_new_tokens).Bind(r.prompt_tokens)
-        .Bind(r.generated_tokens).Bind(r.seconds).Bind(r.answer);
+        .Bind(r.generated_tokens).Bind(r.seconds).Bind(r.answer).Bind(ids);
     if (int rc = rq.Exec(); rc != SQLITE_DONE) return Err(rc, doing);
   }
   return Status::Ok();
@@ -715,7 +808,7 @@ Result<std::vector<StepSample>> SqliteStore::StepsOfCase(int64_t row_id) {
 Result<std::vector<RequestSample>> SqliteStore::RequestsOfCase(int64_t row_id) {
   const std::string doing = fmt::format("reading requests of case row {}", row_id);
   Stmt q(db_,
-         "SELECT idx, max_new_tokens, prompt_tokens, generated_tokens, seconds, answer "
+         "SELECT idx, max_new_tokens, prompt_tokens, generated_tokens, seconds, answer, token_ids "
          "FROM request_samples WHERE case_row = ? ORDER BY id");
   q.Bind(row_id);
   std::vector<RequestSample> out;
@@ -728,6 +821,13 @@ Result<std::vector<RequestSample>> SqliteStore::RequestsOfCase(int64_t row_id) {
     r.generated_tokens = static_cast<int>(q.Int(3));
     r.seconds = q.Double(4);
     r.answer = q.Text(5);
+    if (!q.IsNull(6)) {
+      r.token_ids = ParseTokenIds(q.Text(6));
+      if (!r.token_ids)
+        return Status::Corruption(fmt::format("request {} of case row {} has token_ids that are not a JSON "
+                                              "array of integers: '{}'",
+                                              r.index, row_id, q.Text(6).substr(0, 40)));
+    }
     out.push_back(std::move(r));
   }
   if (rc != SQLITE_DONE) return Err(rc, doing);

@@ -1,0 +1,112 @@
+// A database the runner wrote is read by Python's sqlite3 (and so pandas),
+// whose default text factory fails on invalid UTF-8 ("Could not decode to
+// UTF-8 column 'answer'"). The inputs carry bytes that are not UTF-8: the
+// answers of a seeded random model (byte-fallback pieces), a plan directory
+// and a log directory named with such a byte, a command whose failure reason
+// names that directory. A file of its own: without python3 it is skipped.
+
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "regression_fixtures.h"
+#include "skip.h"
+#include "runner/base/text.h"
+#include "runner/store/store.h"
+
+using namespace protocol;
+using namespace protocol::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+bool HavePython() { return std::system("python3 -c 'import sqlite3, json' >/dev/null 2>&1") == 0; }
+
+// Reads every row of every table with Python's default text factory and
+// checks what the test expects; prints "ok <rows>" or the failure.
+const char* const kReader = R"py(
+import json, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+rows = 0
+for (table,) in db.execute("select name from sqlite_master where type = 'table'"):
+    for row in db.execute("select * from " + table):
+        rows += 1
+answers = [r[0] for r in db.execute("select answer from request_samples")]
+ids = [r for r in db.execute("select token_ids, generated_tokens from request_samples")]
+reasons = [r[0] for r in db.execute("select reason from cases")]
+paths = [r[0] for r in db.execute("select log_path from cases")] + [r[0] for r in db.execute("select plan_file from runs")]
+want_ids = sys.argv[2] == "ids"
+for token_ids, generated in ids:
+    if want_ids:
+        assert token_ids is not None, "token_ids missing"
+        assert len(json.loads(token_ids)) == generated, (token_ids, generated)
+    else:
+        assert token_ids is None, token_ids
+assert answers, "no answers"
+assert any("\ufffd" in p for p in paths), paths
+print("ok", rows, len(answers), sum("\ufffd" in r for r in reasons))
+)py";
+
+std::string ReadWithPython(const fs::path& dir, const fs::path& db, const char* ids) {
+  WriteText(dir / "reader.py", kReader);
+  const std::string out = (dir / "python.out").string();
+  const std::string cmd = "python3 " + ShellQuote((dir / "reader.py").string()) + " " + ShellQuote(db.string()) +
+                          " " + ids + " >" + ShellQuote(out) + " 2>&1";
+  const int rc = std::system(cmd.c_str());
+  std::string text = ReadText(out);
+  return rc == 0 ? text : "exit " + std::to_string(rc) + ": " + text;
+}
+
+}  // namespace
+
+TEST_CASE("python3's sqlite3 reads every row of a database the runner wrote, and of a migrated one") {
+  if (!HavePython()) SKIP_TEST("python3 with sqlite3 is not installed");
+  TempDir dir;
+  const fs::path plans = dir.path / "plans\xff";
+  fs::create_directories(plans / "model");
+  fs::copy_file(std::string(PROTOCOL_SOURCE_DIR) + "/data/quickstart/tokenizer.model", plans / "model/tokenizer.model");
+  WriteText(plans / "p.yaml", R"yaml(protocol: 1
+name: p
+models:
+  tiny: {preset: tiny, path: model}
+stages:
+  - name: s
+    cases:
+      - {id: i, workload: inference, backend: fsdp, model: tiny, training: {device: cpu, seed: 3},
+         inference: {prompt: "Can there be life", max_new_tokens: [6, 8]}}
+      - {id: c, workload: pretrain, backend: command, system: fsdp, model: tiny, steps: 1,
+         command: {argv: ["{plan_dir}/no-such-program"]}}
+)yaml");
+  CliOutput run = RunProtocol({"run", "plans\xff/p.yaml", "--db", "r.db", "--logs", "logs\xfe"}, dir.path);
+  INFO(run.out << run.err);
+  CHECK(run.exit_code == 1);  // case c fails to start, and says where
+  {
+    auto store = OpenStore((dir.path / "r.db").string());
+    REQUIRE(store.ok());
+    auto cases = (*store)->CasesOfRun(1);
+    REQUIRE(cases.ok());
+    REQUIRE(cases->size() == 2);
+    CHECK(cases->at(0).status == CaseStatus::kOk);
+    CHECK(cases->at(1).status == CaseStatus::kFailed);
+    CHECK(cases->at(1).reason.find("plans\xEF\xBF\xBD/no-such-program") != std::string::npos);
+    auto requests = (*store)->RequestsOfCase(cases->at(0).row_id);
+    REQUIRE(requests.ok());
+    REQUIRE(requests->size() == 2);
+    for (const RequestSample& r : *requests) {
+      REQUIRE(r.token_ids.has_value());
+      CHECK(static_cast<int>(r.token_ids->size()) == r.generated_tokens);
+      CHECK(IsValidUtf8(r.answer));
+    }
+  }
+  std::string read = ReadWithPython(dir.path, dir.path / "r.db", "ids");
+  CHECK(read.substr(0, 3) == "ok ");
+  CHECK(read.find(" 1\n") != std::string::npos);  // the failure reason with U+FFFD was read
+
+  // A database of the previous schema, with invalid bytes in it, after migration.
+  const fs::path old = dir.path / "old.db";
+  fs::copy_file(std::string(PROTOCOL_SOURCE_DIR) + "/tests/data/store/schema-v2.db", old);
+  CHECK(ReadWithPython(dir.path, old, "none").substr(0, 5) == "exit ");  // as it was: unreadable
+  REQUIRE(OpenStore(old.string()).ok());                                  // migrates
+  CHECK(ReadWithPython(dir.path, old, "none").substr(0, 3) == "ok ");
+}
