@@ -88,6 +88,19 @@ at::Tensor mlp_forward(const Model& m, size_t layer, const at::Tensor& h) {
   return project(m, layer, Projection::kDown, at::silu(gate) * up);
 }
 
+// Rotary angles θ_i = theta^(−2i/HD), i < HD/2; table[pos] = (pos·θ, pos·θ), on `device`.
+void rope_tables_set(Model& m, const at::Device& device) {
+  const ModelConfig& config = m.config;
+  const int64_t HD = config.HeadDim();
+  at::Tensor inv_freq =
+      at::pow(config.rope_theta, at::arange(0, HD, 2, at::kFloat) / static_cast<double>(HD)).reciprocal();
+  at::Tensor pos = at::arange(0, config.max_seq_len, at::kFloat);
+  at::Tensor freqs = at::outer(pos, inv_freq);  // (max_seq_len, HD/2)
+  at::Tensor angles = at::cat({freqs, freqs}, -1);
+  m.rope_cos = angles.cos().to(device);
+  m.rope_sin = angles.sin().to(device);
+}
+
 }  // namespace
 
 const char* projection_module(Projection p) {
@@ -142,15 +155,24 @@ Model model_create(const ModelConfig& config, const at::TensorOptions& options) 
   m.config = config;
   m.layers.resize(static_cast<size_t>(config.n_layers));
   for (NamedParameter& p : model_parameters(m)) *p.tensor = at::empty(p.shape, options);
-  // Rotary angles θ_i = theta^(−2i/HD), i < HD/2; table[pos] = (pos·θ, pos·θ).
-  const int64_t HD = config.HeadDim();
-  at::Tensor inv_freq =
-      at::pow(config.rope_theta, at::arange(0, HD, 2, at::kFloat) / static_cast<double>(HD)).reciprocal();
-  at::Tensor pos = at::arange(0, config.max_seq_len, at::kFloat);
-  at::Tensor freqs = at::outer(pos, inv_freq);  // (max_seq_len, HD/2)
-  at::Tensor angles = at::cat({freqs, freqs}, -1);
-  m.rope_cos = angles.cos().to(options.device());
-  m.rope_sin = angles.sin().to(options.device());
+  rope_tables_set(m, options.device());
+  return m;
+}
+
+Model model_create_placed(const ModelConfig& config, at::ScalarType dtype, const std::vector<at::Device>& devices,
+                          const LayerPlacement& placement) {
+  Model m;
+  m.config = config;
+  m.layers.resize(static_cast<size_t>(config.n_layers));
+  const std::string layer_prefix = "model.layers.";
+  for (NamedParameter& p : model_parameters(m)) {
+    int d = placement.head_device;  // model.norm.weight, lm_head.weight
+    if (p.name == "model.embed_tokens.weight") d = placement.embed_device;
+    else if (p.name.compare(0, layer_prefix.size(), layer_prefix) == 0)
+      d = placement.layer_device[std::stoul(p.name.substr(layer_prefix.size()))];
+    *p.tensor = at::empty(p.shape, at::TensorOptions().dtype(dtype).device(devices[static_cast<size_t>(d)]));
+  }
+  rope_tables_set(m, devices[0]);
   return m;
 }
 
@@ -180,8 +202,10 @@ KvCache kv_cache_create(const Model& m, int64_t batch, int64_t capacity) {
   const ModelConfig& c = m.config;
   KvCache cache;
   for (int64_t i = 0; i < c.n_layers; ++i) {
-    cache.k.push_back(at::zeros({batch, c.n_kv_heads, capacity, c.HeadDim()}, m.embed.options()));
-    cache.v.push_back(at::zeros({batch, c.n_kv_heads, capacity, c.HeadDim()}, m.embed.options()));
+    // Beside its layer (a placed model's layers are on several devices).
+    const at::TensorOptions o = m.embed.options().device(m.layers[static_cast<size_t>(i)].input_norm.device());
+    cache.k.push_back(at::zeros({batch, c.n_kv_heads, capacity, c.HeadDim()}, o));
+    cache.v.push_back(at::zeros({batch, c.n_kv_heads, capacity, c.HeadDim()}, o));
   }
   return cache;
 }
@@ -195,10 +219,16 @@ at::Tensor model_forward(const Model& m, const at::Tensor& tokens, KvCache* cach
   at::Tensor sin = m.rope_sin.narrow(0, pos0, T).to(x.scalar_type());
   for (size_t i = 0; i < m.layers.size(); ++i) {
     const LayerWeights& w = m.layers[i];
+    if (x.device() != w.input_norm.device()) {  // a placed model: to the layer's device
+      x = x.to(w.input_norm.device());
+      cos = cos.to(x.device());
+      sin = sin.to(x.device());
+    }
     x = x + attention_forward(m, rmsnorm_forward(x, w.input_norm, eps), cos, sin, cache, i, pos0);
     x = x + mlp_forward(m, i, rmsnorm_forward(x, w.post_norm, eps));
   }
   if (cache) cache->length += T;
+  if (x.device() != m.norm.device()) x = x.to(m.norm.device());
   return at::linear(rmsnorm_forward(x, m.norm, eps), m.lm_head);  // (B,T,V)
 }
 

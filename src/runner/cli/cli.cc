@@ -123,19 +123,31 @@ int WriteOutput(const std::string& text, const std::string& path) {
 }
 
 // Parses a plan and checks every case against its backend. Prints every
-// problem (located) and returns nullopt when there is any.
-std::optional<Plan> LoadPlan(const std::string& path, const std::vector<std::string>& overrides) {
+// problem (located) and returns nullopt when there is any. Otherwise prints
+// the backends' warnings (located, one line each: they fail nothing) and, when
+// `notes` is given, collects each case's notes ("case id: note") in plan order.
+std::optional<Plan> LoadPlan(const std::string& path, const std::vector<std::string>& overrides,
+                             std::vector<std::string>* notes = nullptr) {
   PlanParseOptions options;
   options.backend_names = BackendNames();
   options.overrides = overrides;
   PlanParseResult parsed = ParsePlanFile(path, options);
   std::vector<Diagnostic> problems = parsed.errors;
+  std::vector<Diagnostic> warnings;
   if (parsed.ok()) {
     for (const CaseSpec* spec : parsed.plan->Cases()) {
       const BackendEntry* entry = FindBackend(spec->backend);
       if (!entry) continue;  // the parser already reported unknown backends
-      for (const std::string& message : entry->make()->Check(*parsed.plan, *spec))
+      std::unique_ptr<Backend> backend = entry->make();
+      std::vector<std::string> messages = backend->Check(*parsed.plan, *spec);
+      for (const std::string& message : messages)
         problems.push_back({spec->where, fmt::format("case {}: {}", spec->id, message), ""});
+      if (!messages.empty()) continue;
+      CaseAdvice advice = backend->Advise(*parsed.plan, *spec);
+      for (const std::string& message : advice.warnings)
+        warnings.push_back({spec->where, fmt::format("warning: case {}: {}", spec->id, message), ""});
+      if (notes)
+        for (const std::string& note : advice.notes) notes->push_back(fmt::format("{}: {}", spec->id, note));
     }
   }
   if (!problems.empty()) {
@@ -144,6 +156,7 @@ std::optional<Plan> LoadPlan(const std::string& path, const std::vector<std::str
                  problems.size() == 1 ? "" : "s");
     return std::nullopt;
   }
+  for (const Diagnostic& w : warnings) std::fprintf(stderr, "%s\n", w.ToString().c_str());
   return std::move(parsed.plan);
 }
 
@@ -240,7 +253,8 @@ int CmdRun(Args& a) {
 int CmdValidate(Args& a) {
   int code = kExitOk;
   for (const std::string& path : a.plans) {
-    std::optional<Plan> plan = LoadPlan(path, a.set);
+    std::vector<std::string> notes;
+    std::optional<Plan> plan = LoadPlan(path, a.set, &notes);
     if (!plan) {
       code = kExitBadInput;
       continue;
@@ -248,6 +262,8 @@ int CmdValidate(Args& a) {
     size_t cases = plan->Cases().size();
     std::printf("%s: ok (%zu stage%s, %zu case%s)\n", path.c_str(), plan->stages.size(),
                 plan->stages.size() == 1 ? "" : "s", cases, cases == 1 ? "" : "s");
+    // A note's further lines (its terms) are indented under it.
+    for (const std::string& note : notes) std::printf("  %s\n", Join(Split(note, '\n'), "\n      ").c_str());
   }
   return code;
 }
