@@ -242,7 +242,7 @@ CaseAdvice native_case_memory(const Plan& plan, const CaseSpec& spec, NativeRole
                        gpu ? "bf16" : "float32", nf4 ? fmt::format(" with NF4{} projections", ms.double_quant ? " (double quant)" : "") : "",
                        s.prompt_tokens, s.max_new_tokens);
     if (replicas_per_device > 1)
-      what += fmt::format("; {} replicas share each GPU (more ranks than GPUs on a node)", replicas_per_device);
+      what += fmt::format("; up to {} replicas share a GPU (more ranks than GPUs on a node)", replicas_per_device);
     terms = fmt::format("device {}: {}", m.peak_device, d.Describe());
   }
   std::string against;
