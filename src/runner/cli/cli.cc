@@ -124,10 +124,11 @@ int WriteOutput(const std::string& text, const std::string& path) {
 
 // Parses a plan and checks every case against its backend. Prints every
 // problem (located) and returns nullopt when there is any. Otherwise prints
-// the backends' warnings (located, one line each: they fail nothing) and, when
+// the backends' warnings (located, one line each: they fail nothing) unless
+// `print_warnings` is false (a dry run lists them under each case), and, when
 // `notes` is given, collects each case's notes ("case id: note") in plan order.
 std::optional<Plan> LoadPlan(const std::string& path, const std::vector<std::string>& overrides,
-                             std::vector<std::string>* notes = nullptr) {
+                             std::vector<std::string>* notes = nullptr, bool print_warnings = true) {
   PlanParseOptions options;
   options.backend_names = BackendNames();
   options.overrides = overrides;
@@ -156,14 +157,15 @@ std::optional<Plan> LoadPlan(const std::string& path, const std::vector<std::str
                  problems.size() == 1 ? "" : "s");
     return std::nullopt;
   }
-  for (const Diagnostic& w : warnings) std::fprintf(stderr, "%s\n", w.ToString().c_str());
+  if (print_warnings)
+    for (const Diagnostic& w : warnings) std::fprintf(stderr, "%s\n", w.ToString().c_str());
   return std::move(parsed.plan);
 }
 
 // ---- subcommands ---------------------------------------------------------
 
 int CmdRun(Args& a) {
-  std::optional<Plan> plan = LoadPlan(a.plans.at(0), a.set);
+  std::optional<Plan> plan = LoadPlan(a.plans.at(0), a.set, nullptr, /*print_warnings=*/!a.dry_run);
   if (!plan) return kExitBadInput;
   int code = kExitOk;
   std::unique_ptr<Store> store;
