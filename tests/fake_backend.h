@@ -57,6 +57,7 @@ class FakeBackend : public Backend {
   FakeScript default_script;
   std::map<std::string, FakeScript> scripts;  // "2.1.1.1 r1" or "2.1.1.1"
   std::vector<std::string> problems;          // what Check() returns
+  std::map<std::string, CaseAdvice> advice;   // what Advise() returns, by case id
   std::vector<FakeBackendCall> calls;
 
   // Backends for the names in `names` (default {"fake"}); nullptr for others.
@@ -68,6 +69,10 @@ class FakeBackend : public Backend {
   }
 
   std::vector<std::string> Check(const Plan&, const CaseSpec&) const override { return problems; }
+  CaseAdvice Advise(const Plan&, const CaseSpec& spec) const override {
+    auto it = advice.find(spec.id);
+    return it == advice.end() ? CaseAdvice{} : it->second;
+  }
 
   BackendOutcome Run(BackendContext& context) override {
     const CaseSpec& spec = context.spec;
@@ -106,6 +111,7 @@ class FakeBackend : public Backend {
     std::vector<std::string> Check(const Plan& plan, const CaseSpec& spec) const override {
       return target_->Check(plan, spec);
     }
+    CaseAdvice Advise(const Plan& plan, const CaseSpec& spec) const override { return target_->Advise(plan, spec); }
     BackendOutcome Run(BackendContext& context) override { return target_->Run(context); }
 
    private:

@@ -358,7 +358,7 @@ TEST_CASE("native fsdp: a 4-bit model: pretrain is QLoRA continued pretraining, 
     BackendOutcome out = MakeNativeFsdpBackend()->Run(ctx);
     CHECK(out.status == CaseStatus::kFailed);
     CHECK(out.reason ==
-          "a 4-bit (nf4) model runs on one process in this build; distributed QLoRA is not built, so nothing was run");
+          "a 4-bit (nf4) model trains on one process in this build; distributed QLoRA is not built; nothing was run");
     CHECK(h.events.steps.empty());
   }
 

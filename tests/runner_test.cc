@@ -348,6 +348,7 @@ TEST_CASE("A dry run says what would run and stores nothing") {
   inf.inference.max_new_tokens = {100, 110, 120};
   CaseSpec bad = MakeCase("2.1.1.9");
   bad.backend = "fdsp";
+  h.backend.advice["2.1.1.2"] = CaseAdvice{{"the device is small"}, {"expected peak memory per GPU: 1 GB"}};
   auto summary = h.Run(MakePlan({a, b, inf, bad}));
   REQUIRE(summary.ok());
   CHECK(summary->ExitCode() == 0);
@@ -358,6 +359,8 @@ TEST_CASE("A dry run says what would run and stores nothing") {
   CHECK(h.progress.events == std::vector<std::string>{
       "message would run 2.1.1.1 pretrain fake nodes=1 1000 steps (repeat 1/1)",
       "message would run 2.1.1.2 pretrain fake nodes=2 100 steps, reported as 1000 steps (repeat 1/2)",
+      "message   warning: the device is small",
+      "message   expected peak memory per GPU: 1 GB",
       "message would run 2.1.1.2 pretrain fake nodes=2 100 steps, reported as 1000 steps (repeat 2/2)",
       "message would run 2.1.1.5 inference fake nodes=1 3 requests, 330 tokens (repeat 1/1)",
       "message would fail 2.1.1.9: unknown backend 'fdsp'",

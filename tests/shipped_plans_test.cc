@@ -1,5 +1,6 @@
 // Every plan shipped in plans/ must validate, and the methodology plans must
-// hold exactly the methodology's cases (docs: /work/shared/methodology.md).
+// hold exactly the methodology's cases (docs/methodology.md) and fit the rigs'
+// GPUs by the memory estimate (docs/memory.md).
 
 #include <doctest/doctest.h>
 
@@ -7,6 +8,8 @@
 #include <filesystem>
 #include <map>
 
+#include "backends/native/fsdp_backend.h"
+#include "backends/native/share_backend.h"
 #include "runner/base/text.h"
 #include "runner/plan/plan_parser.h"
 
@@ -158,5 +161,27 @@ TEST_CASE("shipped plans: methodology-commands.yaml runs the same cases through 
     if (c->system == "fsdp" && c->workload != Workload::kInference)
       CHECK(argv.find("accelerate launch --config_file") != std::string::npos);
     if (c->system == "share") CHECK(argv.find("share-launch --topology {topology}") != std::string::npos);
+  }
+}
+
+TEST_CASE("shipped plans: every methodology case fits 80 GB GPUs by the memory estimate") {
+  for (const char* name : {"llama70b.yaml", "llama7b.yaml"}) {
+    CAPTURE(name);
+    Plan plan = Load(name);
+    REQUIRE(plan.cluster.nodes.size() == 2);
+    for (const NodeSpec& n : plan.cluster.nodes) {
+      CHECK(n.gpus == 8);
+      CHECK(n.gpu_memory_gb == 80);
+    }
+    for (const CaseSpec* c : plan.Cases()) {
+      CAPTURE(c->id);
+      std::unique_ptr<Backend> backend = c->backend == "fsdp" ? MakeNativeFsdpBackend() : MakeNativeShareBackend();
+      CHECK(backend->Check(plan, *c).empty());
+      CaseAdvice advice = backend->Advise(plan, *c);
+      REQUIRE(advice.notes.size() == 1);
+      CHECK(StartsWith(advice.notes[0], "expected peak memory per GPU: "));
+      CHECK(advice.notes[0].find(" of 80 GB; ") != std::string::npos);
+      for (const std::string& w : advice.warnings) CHECK(w.find("expected peak memory") == std::string::npos);
+    }
   }
 }

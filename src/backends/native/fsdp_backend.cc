@@ -13,7 +13,10 @@
 #include "backends/native/generate.h"
 #include "backends/native/host_memory.h"
 #include "backends/native/model.h"
+#include "backends/native/memory_estimate.h"
 #include "backends/native/model_config.h"
+#include "backends/native/native_check.h"
+#include "backends/native/placement.h"
 #include "backends/native/quantized_model.h"
 #include "backends/native/safetensors.h"
 #include "backends/native/tokenizer.h"
@@ -52,6 +55,7 @@ struct Setup {
   at::Device device = at::kCPU;
   at::ScalarType dtype = at::kFloat;
   std::shared_ptr<LoraAdapters> lora;  // QLoRA finetune of a 4-bit model: what is trained and saved
+  std::string devices_text;            // where the model runs, for method texts: "cpu", "cuda:0", "8 GPUs (balanced)"
 };
 
 Result<Setup> Resolve(const Plan& plan, const CaseSpec& spec) {
@@ -140,7 +144,12 @@ class NativeFsdpBackend : public Backend {
     } else if (layout->world() > 1) {
       for (std::string& p : native::CheckDistributed(plan, spec, *layout)) problems.push_back(where + p);
     }
+    for (std::string& p : native_check_errors(plan, spec, NativeRole::kFsdp)) problems.push_back(where + p);
     return problems;
+  }
+
+  CaseAdvice Advise(const Plan& plan, const CaseSpec& spec) const override {
+    return native_advise(plan, spec, NativeRole::kFsdp);
   }
 
   BackendOutcome Run(BackendContext& ctx) override {
@@ -156,28 +165,19 @@ class NativeFsdpBackend : public Backend {
     const CaseSpec& spec = ctx.spec;
     auto model_it = ctx.plan.models.find(spec.model);
     const bool nf4 = model_it != ctx.plan.models.end() && model_it->second.quantization == "nf4";
-    if (model_it != ctx.plan.models.end() && !model_it->second.quantization.empty() && !nf4)
-      return FailedOutcome(CaseStatus::kFailed, fmt::format("quantization '{}' is not built in the native backend; nothing was run",
-                                                   model_it->second.quantization));
-    // A 4-bit pretrain is QLoRA continued pretraining of the model's own weights: without weights
-    // in the path the case is stored as a failure that says so (not in Check: the plan stays valid).
-    if (nf4 && spec.workload == Workload::kPretrain) {
-      const std::string missing =
-          nf4_pretrain_missing_weights(model_it->second.name, ctx.plan.ResolvePath(model_it->second.path));
-      if (!missing.empty()) return FailedOutcome(CaseStatus::kFailed, missing);
-    }
+    // What validate reports as an error or a "a run fails" warning is refused here, from the same
+    // function (native_check.h): an unknown quantization, a 4-bit pretrain without weights, 4-bit
+    // training on more than one rank.
+    if (std::string refusal = native_run_refusal(ctx.plan, spec, NativeRole::kFsdp); !refusal.empty())
+      return FailedOutcome(CaseStatus::kFailed, refusal + "; nothing was run");
     if (!spec.topology.empty()) return FailedOutcome(CaseStatus::kFailed, "the fsdp backend takes `nodes`, not a topology");
     auto layout = native::FsdpLayout(ctx.plan, spec);
     if (!layout.ok()) return FailedOutcome(CaseStatus::kFailed, layout.status().message());
-    if (layout->world() > 1) {
-      // The rank workers hold full-precision weights: a 4-bit case must not
-      // silently run unquantized.
-      if (nf4)
-        return FailedOutcome(CaseStatus::kFailed,
-                    "a 4-bit (nf4) model runs on one process in this build; distributed QLoRA is "
-                    "not built, so nothing was run");
-      return native::RunDistributed(ctx, "fsdp", *layout, options_);
-    }
+    // Training on more than one rank, and inference over several nodes, run as rank workers.
+    // Inference on one node is one process: on CUDA the model is spread over the node's GPUs
+    // (the baseline's "balanced" placement, placement.h).
+    const bool one_process_inference = spec.workload == Workload::kInference && spec.nodes <= 1;
+    if (layout->world() > 1 && !one_process_inference) return native::RunDistributed(ctx, "fsdp", *layout, options_);
     CaseLog log(ctx.log_path);
     auto setup = Resolve(ctx.plan, spec);
     if (!setup.ok()) {
@@ -200,7 +200,26 @@ class NativeFsdpBackend : public Backend {
     // path's weights, checked above); the others load the path's weights when present.
     ModelSpec ms = model_it->second;
     ms.path = ctx.plan.ResolvePath(ms.path);
-    Model model = model_create(setup->config, at::TensorOptions().dtype(setup->dtype).device(setup->device));
+    // Inference on one node of several GPUs: the model spread over them (placement.h).
+    std::vector<at::Device> devices = {setup->device};
+    if (one_process_inference && setup->device.is_cuda()) {
+      const auto on_node = std::count(layout->rank_nodes.begin(), layout->rank_nodes.end(), layout->rank_nodes.front());
+      const int gpus = std::min(static_cast<int>(on_node), static_cast<int>(at::getNumGPUs()));
+      for (int d = 1; d < gpus; ++d) devices.push_back(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(d)));
+    }
+    const LayerPlacement placement = inference_placement(setup->config, c10::elementSize(setup->dtype), nf4,
+                                                         ms.double_quant, static_cast<int>(devices.size()));
+    Model model = placement.devices > 1
+                      ? model_create_placed(setup->config, setup->dtype, devices, placement)
+                      : model_create(setup->config, at::TensorOptions().dtype(setup->dtype).device(setup->device));
+    setup->devices_text = setup->device.str();
+    if (placement.devices > 1) {
+      setup->devices_text = fmt::format("{} GPUs (model placed balanced, whole layers)", placement.devices);
+      std::vector<std::string> counts;
+      for (int n : placement.device_layers) counts.push_back(std::to_string(n));
+      log.Line("fsdp: model placed over {} devices (balanced: decoder layers {} per device)", placement.devices,
+               Join(counts, "/"));
+    }
     std::string weights_note;
     if ((spec.workload != Workload::kPretrain || nf4) && !ms.path.empty() && model_dir_has_weights(ms.path)) {
       Status s = model_load_weights(model, ms.path);
@@ -404,7 +423,7 @@ class NativeFsdpBackend : public Backend {
       generated += r.generated_tokens;
     }
     BackendOutcome out;
-    const std::string how = fmt::format("{} greedy requests, KV cache, one process on {}", schedule.size(), setup.device.str());
+    const std::string how = fmt::format("{} greedy requests, KV cache, one process on {}", schedule.size(), setup.devices_text);
     out.measurements.push_back(MeasuredFigure(metric::kTotalGenerationSeconds, total_seconds, "s", "sum of request times; " + how));
     out.measurements.push_back(MeasuredFigure(metric::kGeneratedTokens, static_cast<double>(generated), "tokens", how));
     if (generated > 0 && total_seconds > 0) {

@@ -87,6 +87,19 @@ at::Tensor mlp_forward(const Model& m, size_t layer, const LayerWeights& w, cons
   return project(m, layer, w, Projection::kDown, at::silu(gate) * up);
 }
 
+// Rotary angles θ_i = theta^(−2i/HD), i < HD/2; table[pos] = (pos·θ, pos·θ), on `device`.
+void rope_tables_set(Model& m, const at::Device& device) {
+  const ModelConfig& config = m.config;
+  const int64_t HD = config.HeadDim();
+  at::Tensor inv_freq =
+      at::pow(config.rope_theta, at::arange(0, HD, 2, at::kFloat) / static_cast<double>(HD)).reciprocal();
+  at::Tensor pos = at::arange(0, config.max_seq_len, at::kFloat);
+  at::Tensor freqs = at::outer(pos, inv_freq);  // (max_seq_len, HD/2)
+  at::Tensor angles = at::cat({freqs, freqs}, -1);
+  m.rope_cos = angles.cos().to(device);
+  m.rope_sin = angles.sin().to(device);
+}
+
 }  // namespace
 
 const char* projection_module(Projection p) {
@@ -150,15 +163,24 @@ Model model_create_unallocated(const ModelConfig& config, const at::Device& devi
   Model m;
   m.config = config;
   m.layers.resize(static_cast<size_t>(config.n_layers));
-  // Rotary angles θ_i = theta^(−2i/HD), i < HD/2; table[pos] = (pos·θ, pos·θ).
-  const int64_t HD = config.HeadDim();
-  at::Tensor inv_freq =
-      at::pow(config.rope_theta, at::arange(0, HD, 2, at::kFloat) / static_cast<double>(HD)).reciprocal();
-  at::Tensor pos = at::arange(0, config.max_seq_len, at::kFloat);
-  at::Tensor freqs = at::outer(pos, inv_freq);  // (max_seq_len, HD/2)
-  at::Tensor angles = at::cat({freqs, freqs}, -1);
-  m.rope_cos = angles.cos().to(device);
-  m.rope_sin = angles.sin().to(device);
+  rope_tables_set(m, device);
+  return m;
+}
+
+Model model_create_placed(const ModelConfig& config, at::ScalarType dtype, const std::vector<at::Device>& devices,
+                          const LayerPlacement& placement) {
+  Model m;
+  m.config = config;
+  m.layers.resize(static_cast<size_t>(config.n_layers));
+  const std::string layer_prefix = "model.layers.";
+  for (NamedParameter& p : model_parameters(m)) {
+    int d = placement.head_device;  // model.norm.weight, lm_head.weight
+    if (p.name == "model.embed_tokens.weight") d = placement.embed_device;
+    else if (p.name.compare(0, layer_prefix.size(), layer_prefix) == 0)
+      d = placement.layer_device[std::stoul(p.name.substr(layer_prefix.size()))];
+    *p.tensor = at::empty(p.shape, at::TensorOptions().dtype(dtype).device(devices[static_cast<size_t>(d)]));
+  }
+  rope_tables_set(m, devices[0]);
   return m;
 }
 
@@ -194,8 +216,10 @@ KvCache kv_cache_create(const Model& m, int64_t batch, int64_t capacity) {
   const ModelConfig& c = m.config;
   KvCache cache;
   for (int64_t i = 0; i < c.n_layers; ++i) {
-    cache.k.push_back(at::zeros({batch, c.n_kv_heads, capacity, c.HeadDim()}, m.embed.options()));
-    cache.v.push_back(at::zeros({batch, c.n_kv_heads, capacity, c.HeadDim()}, m.embed.options()));
+    // Beside its layer (a placed model's layers are on several devices).
+    const at::TensorOptions o = m.embed.options().device(m.layers[static_cast<size_t>(i)].input_norm.device());
+    cache.k.push_back(at::zeros({batch, c.n_kv_heads, capacity, c.HeadDim()}, o));
+    cache.v.push_back(at::zeros({batch, c.n_kv_heads, capacity, c.HeadDim()}, o));
   }
   return cache;
 }
@@ -223,9 +247,17 @@ at::Tensor model_forward(const Model& m, const at::Tensor& tokens, KvCache* cach
   const int64_t T = tokens.size(1);
   const int64_t pos0 = cache ? cache->length : 0;
   at::Tensor x = embed_forward(m.embed, tokens);
-  const RopeRows rope = rope_rows(m, pos0, T, x.scalar_type());
-  for (size_t i = 0; i < m.layers.size(); ++i) x = decoder_layer_forward(m, i, m.layers[i], x, rope, cache, pos0);
+  RopeRows rope = rope_rows(m, pos0, T, x.scalar_type());
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    const LayerWeights& w = m.layers[i];
+    if (x.device() != w.input_norm.device()) {  // a placed model: to the layer's device
+      x = x.to(w.input_norm.device());
+      rope = {rope.cos.to(x.device()), rope.sin.to(x.device())};
+    }
+    x = decoder_layer_forward(m, i, w, x, rope, cache, pos0);
+  }
   if (cache) cache->length += T;
+  if (x.device() != m.norm.device()) x = x.to(m.norm.device());
   return head_forward(m, m.norm, m.lm_head, x);
 }
 

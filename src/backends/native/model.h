@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "backends/native/model_config.h"
+#include "backends/native/placement.h"
 
 namespace protocol {
 namespace native {
@@ -97,6 +98,17 @@ Model model_create(const ModelConfig& config, const at::TensorOptions& options);
 // left undefined. FSDP keeps the weights sharded elsewhere and hands the stage
 // functions below the gathered tensors of one unit at a time.
 Model model_create_unallocated(const ModelConfig& config, const at::Device& device);
+
+// A model spread over several devices in one process (placement.h): the
+// embedding and the rotary tables on devices[0], decoder layer i on
+// devices[placement.layer_device[i]], the final norm and lm_head on
+// devices[placement.head_device]. model_forward carries the activation to each
+// layer's device and kv_cache_create puts each layer's cache beside it; the
+// logits come out on the head's device. Several entries may name one device
+// (several at::kCPU entries give the plain model's results, token for token).
+// REQUIRES: placement is of config.n_layers layers over <= devices.size() devices.
+Model model_create_placed(const ModelConfig& config, at::ScalarType dtype, const std::vector<at::Device>& devices,
+                          const LayerPlacement& placement);
 // Seeded random initialisation as in HF (normal(0, 0.02) matrices, unit norms).
 // Drawn on the CPU in float32 and then copied, so the same seed gives the same
 // weights on every device and dtype.
@@ -112,7 +124,8 @@ at::Generator init_generator(uint64_t seed);
 // held by its override, are not counted).
 int64_t model_parameter_count(Model& model);
 
-// Key/value cache for incremental decoding: per layer (B, NKV, capacity, HD).
+// Key/value cache for incremental decoding: per layer (B, NKV, capacity, HD),
+// on the layer's device.
 struct KvCache {
   std::vector<at::Tensor> k, v;
   int64_t length = 0;  // positions already filled

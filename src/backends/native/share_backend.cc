@@ -1,5 +1,6 @@
 #include "backends/native/share_backend.h"
 
+#include "backends/native/native_check.h"
 #include "runner/base/text.h"
 
 namespace protocol {
@@ -29,18 +30,21 @@ class NativeShareBackend : public Backend {
       problems.push_back("an inference workload needs max_new_tokens values");
     }
     for (std::string& p : native::CheckDistributed(plan, spec, *layout)) problems.push_back(std::move(p));
+    for (std::string& p : native::native_check_errors(plan, spec, native::NativeRole::kShare))
+      problems.push_back(std::move(p));
     return problems;
   }
 
+  CaseAdvice Advise(const Plan& plan, const CaseSpec& spec) const override {
+    return native::native_advise(plan, spec, native::NativeRole::kShare);
+  }
+
   BackendOutcome Run(BackendContext& ctx) override {
-    auto model = ctx.plan.models.find(ctx.spec.model);
-    if (model != ctx.plan.models.end() && !model->second.quantization.empty()) {
-      BackendOutcome out;
-      out.status = CaseStatus::kFailed;
-      out.reason = fmt::format("quantization '{}' is not built yet in the native backends; nothing was run",
-                               model->second.quantization);
-      return out;
-    }
+    // What validate reports as an error or a "a run fails" warning is refused here, from the
+    // same function (native_check.h).
+    if (std::string refusal = native::native_run_refusal(ctx.plan, ctx.spec, native::NativeRole::kShare);
+        !refusal.empty())
+      return FailedOutcome(CaseStatus::kFailed, refusal + "; nothing was run");
     auto layout = native::ShareLayout(ctx.plan, ctx.spec);
     if (!layout.ok()) {
       BackendOutcome out;

@@ -13,9 +13,11 @@
 #include "backends/native/fsdp_sharded.h"
 #include "backends/native/generate.h"
 #include "backends/native/host_memory.h"
+#include "backends/native/memory_estimate.h"
 #include "backends/native/model.h"
 #include "backends/native/model_config.h"
 #include "backends/native/process_group.h"
+#include "backends/native/quantized_model.h"
 #include "backends/native/safetensors.h"
 #include "backends/native/tokenizer.h"
 #include "backends/native/torch_compat.h"
@@ -84,15 +86,19 @@ Setup Resolve(const WorkerCase& wc, const DistEnv& env) {
   const std::string& device = wc.training.device;
   if (device == "cuda" && !compat::CudaAvailable()) throw Failure("device 'cuda' was asked for but there is no CUDA device");
   if (device == "cuda" || (device == "auto" && compat::CudaAvailable())) {
-    s.device = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank));
-    compat::CudaSetDevice(env.local_rank);
+    // More ranks than GPUs on a node (inference replicas may share them): local rank mod the GPUs.
+    const int gpus = std::max(1, static_cast<int>(at::getNumGPUs()));
+    s.device = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank % gpus));
+    compat::CudaSetDevice(s.device.index());
     s.dtype = at::kBFloat16;
   }
   return s;
 }
 
-Model LoadModel(const WorkerCase& wc, Setup& s) {
-  Model model = model_create(s.config, at::TensorOptions().dtype(s.dtype).device(s.device));
+Model LoadModel(const WorkerCase& wc, Setup& s, const std::vector<at::Device>& devices = {},
+                const LayerPlacement& placement = {}) {
+  Model model = placement.devices > 1 ? model_create_placed(s.config, s.dtype, devices, placement)
+                                      : model_create(s.config, at::TensorOptions().dtype(s.dtype).device(s.device));
   if (wc.workload != Workload::kPretrain && !wc.model_path.empty() && model_dir_has_weights(wc.model_path)) {
     Status st = model_load_weights(model, wc.model_path);
     if (!st.ok()) throw Failure(st.message());
@@ -385,14 +391,47 @@ int RunTraining(const WorkerCase& wc, Setup& s, ProcessGroups& g) {
 
 // ---- inference -----------------------------------------------------------------
 
+// The replica leader's model: on CUDA placed over the GPUs of its group's ranks
+// on its node (local ranks l0, l0+1, ..., mod the node's GPUs; placement.h),
+// in NF4 for a 4-bit model. Loads in the compute dtype, then quantizes.
+Model LoadReplica(const WorkerCase& wc, Setup& s, const ProcessGroups& g, const DistEnv& env) {
+  std::vector<at::Device> devices = {s.device};
+  if (s.device.is_cuda()) {
+    const size_t first = static_cast<size_t>(g.group * g.group_size);
+    int on_node = 0;
+    for (int j = 0; j < g.group_size; ++j)
+      if (wc.rank_nodes[first + static_cast<size_t>(j)] == wc.rank_nodes[first]) ++on_node;
+    const int gpus = std::max(1, static_cast<int>(at::getNumGPUs()));
+    for (int j = 1; j < on_node; ++j)
+      devices.push_back(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>((env.local_rank + j) % gpus)));
+  }
+  const bool nf4 = wc.quantization == "nf4";
+  const LayerPlacement placement =
+      inference_placement(s.config, c10::elementSize(s.dtype), nf4, wc.double_quant, static_cast<int>(devices.size()));
+  Model model = LoadModel(wc, s, devices, placement);
+  if (placement.devices > 1) {
+    std::vector<std::string> counts;
+    for (int n : placement.device_layers) counts.push_back(std::to_string(n));
+    Log("worker: replica {}: model placed over {} GPUs from {} (balanced: decoder layers {} per device)", g.group,
+        placement.devices, devices.front().str(), Join(counts, "/"));
+  }
+  if (nf4) {
+    model_quantize_nf4(model, wc.double_quant);
+    // Every measurement says what ran (dist_backend appends the "weights: " note to each).
+    const std::string method = nf4_inference_method(wc.double_quant);
+    s.weights_note = s.weights_note.empty() ? "weights: " + method : s.weights_note + "; " + method;
+  }
+  return model;
+}
+
 // Replica g (its leader; the other ranks of the group wait) serves requests
 // g, g+G, g+2G, ... of the schedule.
-int RunInference(const WorkerCase& wc, Setup& s, ProcessGroups& g) {
+int RunInference(const WorkerCase& wc, Setup& s, ProcessGroups& g, const DistEnv& env) {
   const bool leader = g.group_rank == 0;
   std::optional<Model> model;
   std::vector<int> prompt;
   if (leader) {
-    model = LoadModel(wc, s);
+    model = LoadReplica(wc, s, g, env);
     prompt = s.tokenizer->Encode(wc.inference.prompt);
     if (s.tokenizer->bos_id() >= 0) prompt.insert(prompt.begin(), s.tokenizer->bos_id());
   }
@@ -461,8 +500,11 @@ int RunWorker(const std::string& case_path) {
     if (env->rank == 0)
       Log("worker: case {} ({} {}), {} rank(s) = {} group(s) x {}, device {}, libtorch {}", wc->case_id, wc->role,
           WorkloadName(wc->workload), wc->world(), wc->groups, wc->group_size, s.device.str(), compat::TorchVersion());
-    ProcessGroups g = ConnectGroups(*env, wc->groups, wc->group_size, s.device.is_cuda(), wc->training.collective_timeout);
-    const int code = wc->workload == Workload::kInference ? RunInference(*wc, s, g) : RunTraining(*wc, s, g);
+    // Inference issues barriers only: Gloo groups, which also allow replicas that share a GPU
+    // (NCCL refuses two ranks of one group on one device).
+    const bool nccl = s.device.is_cuda() && wc->workload != Workload::kInference;
+    ProcessGroups g = ConnectGroups(*env, wc->groups, wc->group_size, nccl, wc->training.collective_timeout);
+    const int code = wc->workload == Workload::kInference ? RunInference(*wc, s, g, *env) : RunTraining(*wc, s, g);
     WorkerEvent bytes;
     bytes.kind = WorkerEvent::Kind::kBytes;
     bytes.bytes_within = g.bytes_within;

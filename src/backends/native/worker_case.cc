@@ -15,7 +15,11 @@ std::string EncodeWorkerCase(const WorkerCase& c) {
   j["case_id"] = c.case_id;
   j["plan_file"] = c.plan_file;
   j["workload"] = WorkloadName(c.workload);
-  j["model"] = {{"name", c.model_name}, {"preset", c.model_preset}, {"path", c.model_path}};
+  j["model"] = {{"name", c.model_name},
+                {"preset", c.model_preset},
+                {"path", c.model_path},
+                {"quantization", c.quantization},
+                {"double_quant", c.double_quant}};
   j["dataset"] = {{"format", c.dataset_format}, {"path", c.dataset_path}};
   const TrainingSettings& t = c.training;
   j["training"] = {{"batch_size", t.batch_size},       {"seq_len", t.seq_len},
@@ -53,6 +57,8 @@ Result<WorkerCase> DecodeWorkerCase(const std::string& text) {
     c.model_name = j.at("model").at("name").get<std::string>();
     c.model_preset = j.at("model").at("preset").get<std::string>();
     c.model_path = j.at("model").at("path").get<std::string>();
+    c.quantization = j.at("model").value("quantization", "");
+    c.double_quant = j.at("model").value("double_quant", false);
     c.dataset_format = j.at("dataset").at("format").get<std::string>();
     c.dataset_path = j.at("dataset").at("path").get<std::string>();
     const Json& t = j.at("training");

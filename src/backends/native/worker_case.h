@@ -28,6 +28,8 @@ struct WorkerCase {
   std::string plan_text;  // the resolved plan, for the record
   Workload workload = Workload::kPretrain;
   std::string model_name, model_preset, model_path;  // model_path absolute (or empty)
+  std::string quantization;                          // "" or "nf4" (models[].quantization)
+  bool double_quant = false;                         // models[].double_quant
   std::string dataset_format, dataset_path;          // training only
   TrainingSettings training;
   int64_t steps = 0;             // training: Length::kSteps count, or 0 with epochs > 0

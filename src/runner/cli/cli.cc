@@ -151,19 +151,32 @@ Result<std::string> PickFormat(const std::string& flag, const std::string& file,
 }
 
 // Parses a plan and checks every case against its backend. Prints every
-// problem (located) and returns nullopt when there is any.
-std::optional<Plan> LoadPlan(const std::string& path, const std::vector<std::string>& overrides) {
+// problem (located) and returns nullopt when there is any. Otherwise prints
+// the backends' warnings (located, one line each: they fail nothing) unless
+// `print_warnings` is false (a dry run lists them under each case), and, when
+// `notes` is given, collects each case's notes ("case id: note") in plan order.
+std::optional<Plan> LoadPlan(const std::string& path, const std::vector<std::string>& overrides,
+                             std::vector<std::string>* notes = nullptr, bool print_warnings = true) {
   PlanParseOptions options;
   options.backend_names = BackendNames();
   options.overrides = overrides;
   PlanParseResult parsed = ParsePlanFile(path, options);
   std::vector<Diagnostic> problems = parsed.errors;
+  std::vector<Diagnostic> warnings;
   if (parsed.ok()) {
     for (const CaseSpec* spec : parsed.plan->Cases()) {
       const BackendEntry* entry = FindBackend(spec->backend);
       if (!entry) continue;  // the parser already reported unknown backends
-      for (const std::string& message : entry->make()->Check(*parsed.plan, *spec))
+      std::unique_ptr<Backend> backend = entry->make();
+      std::vector<std::string> messages = backend->Check(*parsed.plan, *spec);
+      for (const std::string& message : messages)
         problems.push_back({spec->where, fmt::format("case {}: {}", spec->id, message), ""});
+      if (!messages.empty()) continue;
+      CaseAdvice advice = backend->Advise(*parsed.plan, *spec);
+      for (const std::string& message : advice.warnings)
+        warnings.push_back({spec->where, fmt::format("warning: case {}: {}", spec->id, message), ""});
+      if (notes)
+        for (const std::string& note : advice.notes) notes->push_back(fmt::format("{}: {}", spec->id, note));
     }
   }
   if (!problems.empty()) {
@@ -172,13 +185,15 @@ std::optional<Plan> LoadPlan(const std::string& path, const std::vector<std::str
                  problems.size() == 1 ? "" : "s");
     return std::nullopt;
   }
+  if (print_warnings)
+    for (const Diagnostic& w : warnings) std::fprintf(stderr, "%s\n", w.ToString().c_str());
   return std::move(parsed.plan);
 }
 
 // ---- subcommands ---------------------------------------------------------
 
 int CmdRun(Args& a) {
-  std::optional<Plan> plan = LoadPlan(a.plans.at(0), a.set);
+  std::optional<Plan> plan = LoadPlan(a.plans.at(0), a.set, nullptr, /*print_warnings=*/!a.dry_run);
   if (!plan) return kExitBadInput;
   int code = kExitOk;
   std::unique_ptr<Store> store;
@@ -272,7 +287,8 @@ int CmdRun(Args& a) {
 int CmdValidate(Args& a) {
   int code = kExitOk;
   for (const std::string& path : a.plans) {
-    std::optional<Plan> plan = LoadPlan(path, a.set);
+    std::vector<std::string> notes;
+    std::optional<Plan> plan = LoadPlan(path, a.set, &notes);
     if (!plan) {
       code = kExitBadInput;
       continue;
@@ -280,6 +296,8 @@ int CmdValidate(Args& a) {
     size_t cases = plan->Cases().size();
     std::printf("%s: ok (%zu stage%s, %zu case%s)\n", path.c_str(), plan->stages.size(),
                 plan->stages.size() == 1 ? "" : "s", cases, cases == 1 ? "" : "s");
+    // A note's further lines (its terms) are indented under it.
+    for (const std::string& note : notes) std::printf("  %s\n", Join(Split(note, '\n'), "\n      ").c_str());
   }
   return code;
 }

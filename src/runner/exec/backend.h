@@ -59,6 +59,19 @@ struct BackendOutcome {
 Measurement MeasuredFigure(std::string name, double value, std::string unit, std::string method = "");
 BackendOutcome FailedOutcome(CaseStatus status, std::string reason);
 
+// What a backend says about a case besides its problems, shown by `protocol
+// validate` and `protocol run` (located at the case, like problems) and by
+// `run --dry-run`. Neither fails validate nor stops a run:
+//   warnings  the case may fail where it runs: the expected peak memory exceeds
+//             the device's, a path this machine cannot check, a workload this
+//             build refuses at run time (stored as a failed case with the same text)
+//   notes     facts worth seeing before a run, e.g. the expected peak memory per
+//             device and how it was estimated
+struct CaseAdvice {
+  std::vector<std::string> warnings;
+  std::vector<std::string> notes;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -66,6 +79,9 @@ class Backend {
   // before a run starts (e.g. the command backend needs argv, knows its
   // placeholders). Returns one message per problem; empty when the case can run.
   virtual std::vector<std::string> Check(const Plan& plan, const CaseSpec& spec) const = 0;
+  // Warnings and notes for a case. REQUIRES: Check() returned no problem.
+  // Messages carry no location (callers add the case's). Default: none.
+  virtual CaseAdvice Advise(const Plan& plan, const CaseSpec& spec) const { return {}; }
   // Executes one repeat of the case. REQUIRES: Check() returned no problem.
   virtual BackendOutcome Run(BackendContext& context) = 0;
 };

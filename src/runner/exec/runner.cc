@@ -260,6 +260,7 @@ Result<RunSummary> Runner::Run(const Plan& plan, const RunOptions& options) {
 
   // ---- dry run: say what would run, store nothing ----
   if (options.dry_run) {
+    std::set<std::string> advised;  // case ids whose advice is shown (once per case)
     for (const ScheduledRun& item : work) {
       const CaseSpec& spec = *item.spec;
       Lookup lookup = LookUpBackend(backends_, plan, spec);
@@ -270,6 +271,12 @@ Result<RunSummary> Runner::Run(const Plan& plan, const RunOptions& options) {
       progress_.Message(fmt::format("would run {} {} {} nodes={} {} (repeat {}/{})", spec.id,
                                     WorkloadName(spec.workload), spec.backend, spec.nodes,
                                     DescribeLength(spec), item.repeat + 1, std::max(1, spec.repeats)));
+      // The backend's warnings and notes (e.g. the expected peak memory), once per case.
+      if (advised.insert(spec.id).second) {
+        CaseAdvice advice = lookup.backend->Advise(plan, spec);
+        for (const std::string& w : advice.warnings) progress_.Message(fmt::format("  warning: {}", w));
+        for (const std::string& n : advice.notes) progress_.Message("  " + Join(Split(n, '\n'), "\n      "));
+      }
     }
     return summary;
   }

@@ -474,12 +474,8 @@ std::optional<Topology> PlanParser::ParseTopology(const YamlNode& node) {
         ok = false;
         continue;
       }
-      if (it->gpus > 0 && part.groups * part.ranks_per_group > it->gpus) {
-        r_.Error(node, fmt::format("topology part '{}' needs {} GPUs but node '{}' has {}", p,
-                                   part.groups * part.ranks_per_group, part.node, it->gpus));
-        ok = false;
-        continue;
-      }
+      // Whether G·K ranks fit the node's GPUs is the backend's rule (the native share
+      // backend: training ranks need a GPU each, inference replicas may share them).
     }
     t.parts.push_back(part);
   }

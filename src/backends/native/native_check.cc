@@ -1,0 +1,281 @@
+#include "backends/native/native_check.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <optional>
+
+#include "backends/native/dist_backend.h"
+#include "backends/native/memory_estimate.h"
+#include "backends/native/model_config.h"
+#include "runner/base/text.h"
+
+namespace protocol {
+namespace native {
+namespace {
+namespace fs = std::filesystem;
+
+const NodeSpec* FindNode(const Plan& plan, const std::string& name) {
+  for (const NodeSpec& n : plan.cluster.nodes)
+    if (n.name == name) return &n;
+  return nullptr;
+}
+
+bool IsNf4(const ModelSpec& ms) { return ms.quantization == "nf4"; }
+
+// The weights a 4-bit pretrain needs (model_dir_has_weights in safetensors.h):
+// nothing when they are there.
+std::optional<CaseIssue> Nf4PretrainWeights(const ModelSpec& ms, const std::string& path) {
+  std::error_code ec;
+  if (path.empty())
+    return CaseIssue{CaseIssueKind::kRefusal,
+                     fmt::format("a 4-bit pretrain is QLoRA continued pretraining of the model's own weights, but "
+                                 "model '{}' has no path",
+                                 ms.name)};
+  if (!fs::exists(path, ec))
+    return CaseIssue{CaseIssueKind::kUnchecked,
+                     fmt::format("cannot check the weights of model '{}' here: its path '{}' is not on this machine; a "
+                                 "4-bit pretrain (QLoRA continued pretraining of the model's own weights) needs "
+                                 "model.safetensors or model.safetensors.index.json there",
+                                 ms.name, path)};
+  if (fs::is_regular_file(fs::path(path) / "model.safetensors", ec) ||
+      fs::is_regular_file(fs::path(path) / "model.safetensors.index.json", ec))
+    return std::nullopt;
+  return CaseIssue{CaseIssueKind::kRefusal,
+                   fmt::format("a 4-bit pretrain is QLoRA continued pretraining of the model's own weights, but model "
+                               "'{}' has no model.safetensors or model.safetensors.index.json in its path '{}'",
+                               ms.name, path)};
+}
+
+// The model's dimensions as the backends resolve them: <path>/config.json, else the preset.
+std::optional<ModelConfig> Dimensions(const Plan& plan, const ModelSpec& ms) {
+  const std::string path = plan.ResolvePath(ms.path);
+  std::error_code ec;
+  if (!path.empty() && fs::is_regular_file(fs::path(path) / "config.json", ec)) {
+    auto c = ReadHfConfig(path);
+    if (c.ok() && c->Validate().empty()) return *c;
+  }
+  if (!ms.preset.empty()) {
+    auto c = PresetConfig(ms.preset);
+    if (c.ok()) return *c;
+  }
+  return std::nullopt;
+}
+
+// The nodes a case runs on, in the order of its layout.
+std::vector<const NodeSpec*> CaseNodes(const Plan& plan, const CaseSpec& spec, const DistLayout& layout) {
+  std::vector<const NodeSpec*> nodes;
+  std::vector<std::string> seen;
+  for (const std::string& n : layout.rank_nodes) {
+    if (std::find(seen.begin(), seen.end(), n) != seen.end()) continue;
+    seen.push_back(n);
+    nodes.push_back(FindNode(plan, n));  // null: a node the plan does not list (fsdp's "node0" on localhost)
+  }
+  return nodes;
+}
+
+// Does the case compute on GPUs? training.device, or `auto` with a GPU on its nodes.
+bool OnGpu(const CaseSpec& spec, const std::vector<const NodeSpec*>& nodes) {
+  if (spec.training.device == "cuda") return true;
+  if (spec.training.device != "auto") return false;
+  for (const NodeSpec* n : nodes)
+    if (n && n->gpus > 0) return true;
+  return false;
+}
+
+std::string Plural(int64_t n, const char* word) { return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s"); }
+
+}  // namespace
+
+int64_t prompt_token_bound(const std::string& prompt) { return static_cast<int64_t>(prompt.size()) + 2; }
+
+std::vector<CaseIssue> native_case_issues(const Plan& plan, const CaseSpec& spec, NativeRole role) {
+  std::vector<CaseIssue> issues;
+  auto model = plan.models.find(spec.model);
+  if (model == plan.models.end()) return issues;  // Check reports the unknown model
+  const ModelSpec& ms = model->second;
+  if (!ms.quantization.empty() && !IsNf4(ms)) {
+    issues.push_back({CaseIssueKind::kError,
+                      fmt::format("model '{}' has quantization '{}', which the native backends do not build "
+                                  "(known: nf4)",
+                                  ms.name, ms.quantization)});
+    return issues;
+  }
+  const bool nf4 = IsNf4(ms);
+  const bool training = spec.workload != Workload::kInference;
+  // Share topologies: a training group runs one rank per GPU.
+  if (role == NativeRole::kShare) {
+    for (const TopologyPart& p : spec.topology.parts) {
+      const NodeSpec* node = FindNode(plan, p.node);
+      const int ranks = p.groups * p.ranks_per_group;
+      if (!node || node->gpus <= 0 || ranks <= node->gpus || !training || spec.training.device == "cpu") continue;
+      issues.push_back({CaseIssueKind::kError,
+                        fmt::format("topology part '{}:{}x{}' needs {} GPUs but node '{}' has {} (a training rank "
+                                    "runs on one GPU of its own; inference may share them)",
+                                    p.node, p.groups, p.ranks_per_group, ranks, p.node, node->gpus)});
+    }
+  }
+  if (nf4 && spec.workload == Workload::kPretrain) {
+    if (std::optional<CaseIssue> missing = Nf4PretrainWeights(ms, plan.ResolvePath(ms.path)))
+      issues.push_back(std::move(*missing));
+  }
+  if (nf4 && training) {
+    if (role == NativeRole::kShare) {
+      issues.push_back({CaseIssueKind::kRefusal,
+                        "4-bit (nf4) training on the share protocol's groups is not built in this build (the "
+                        "worker ranks hold full-precision weights and merge no LoRA adapters)"});
+    } else if (auto layout = FsdpLayout(plan, spec); layout.ok() && layout->world() > 1) {
+      issues.push_back({CaseIssueKind::kRefusal,
+                        "a 4-bit (nf4) model trains on one process in this build; distributed QLoRA is not built"});
+    }
+  }
+  return issues;
+}
+
+std::string native_run_refusal(const Plan& plan, const CaseSpec& spec, NativeRole role) {
+  std::vector<CaseIssue> issues = native_case_issues(plan, spec, role);
+  return issues.empty() ? "" : issues.front().message;
+}
+
+CaseAdvice native_case_memory(const Plan& plan, const CaseSpec& spec, NativeRole role) {
+  CaseAdvice advice;
+  auto model = plan.models.find(spec.model);
+  if (model == plan.models.end()) return advice;
+  const ModelSpec& ms = model->second;
+  std::optional<ModelConfig> config = Dimensions(plan, ms);
+  if (!config) return advice;
+  auto layout = role == NativeRole::kFsdp ? FsdpLayout(plan, spec) : ShareLayout(plan, spec);
+  if (!layout.ok()) return advice;
+  const std::vector<const NodeSpec*> nodes = CaseNodes(plan, spec, *layout);
+  const bool gpu = OnGpu(spec, nodes);
+  const int64_t e = gpu ? 2 : 4;
+  const bool nf4 = IsNf4(ms);
+  // The device memory to compare with: the smallest stated among the case's nodes; 0 when one is unstated.
+  double limit_gb = 0;
+  std::string limit_node;
+  if (gpu) {
+    for (const NodeSpec* n : nodes) {
+      if (!n || n->gpu_memory_gb <= 0) {
+        limit_gb = 0;
+        limit_node.clear();
+        break;
+      }
+      if (limit_gb == 0 || n->gpu_memory_gb < limit_gb) {
+        limit_gb = n->gpu_memory_gb;
+        limit_node = n->name;
+      }
+    }
+  }
+  const std::string per = gpu ? "per GPU" : "per rank process (host memory, float32)";
+  std::string what;   // how the case runs, for the note
+  int64_t peak = 0;
+  std::string terms;  // the peak's terms
+  if (spec.workload != Workload::kInference) {
+    TrainingMemoryShape s;
+    s.config = *config;
+    const int world = layout->world();
+    s.world = role == NativeRole::kShare ? layout->group_size : world;
+    s.sharded = role == NativeRole::kShare || world > 1;
+    const int64_t per_rank = spec.training.batch_size / std::max(1, world);
+    s.micro_batch = std::max<int64_t>(1, per_rank / std::max<int64_t>(1, spec.training.grad_accum));
+    s.seq_len = spec.training.seq_len;
+    s.grad_accum = spec.training.grad_accum;
+    s.checkpoint_every = spec.training.checkpoint_every;
+    s.dtype_bytes = e;
+    s.attention_probs_kept = !gpu;
+    s.nf4 = nf4;
+    s.double_quant = ms.double_quant;
+    s.lora_rank = spec.training.LoraRank();
+    s.lora_freeze_a = spec.training.lora_freeze_a;
+    MemoryEstimate m = estimate_training_memory(s);
+    peak = m.peak_bytes;
+    terms = m.Describe();
+    what = fmt::format("{}, {}{}; micro-batch {} x {} tokens, checkpoint_every {}",
+                       s.sharded ? fmt::format("FSDP FULL_SHARD over W = {}{}", s.world,
+                                               role == NativeRole::kShare
+                                                   ? fmt::format(" (each of {})", Plural(layout->groups, "group"))
+                                                   : "")
+                                 : "one process",
+                       gpu ? "bf16" : "float32",
+                       nf4 ? fmt::format(", 4-bit NF4{} + LoRA rank {}", ms.double_quant ? " (double quant)" : "",
+                                         s.lora_rank)
+                           : "",
+                       s.micro_batch, s.seq_len, s.checkpoint_every);
+  } else {
+    // Inference: one replica's model placed over its devices. fsdp on one node is one process over
+    // the node's GPUs; otherwise (fsdp over nodes, share) each replica's leader places the model over
+    // its group's ranks on its node. Replicas may share devices when a node has fewer GPUs than ranks.
+    int devices = 1, replicas_per_device = 1;
+    if (gpu) {
+      if (role == NativeRole::kFsdp) {
+        const std::string first = layout->rank_nodes.front();
+        devices = static_cast<int>(std::count(layout->rank_nodes.begin(), layout->rank_nodes.end(), first));
+      } else {
+        devices = layout->group_size;
+        for (const TopologyPart& p : spec.topology.parts) {
+          const NodeSpec* node = FindNode(plan, p.node);
+          const int ranks = p.groups * p.ranks_per_group;
+          if (node && node->gpus > 0 && ranks > node->gpus)
+            replicas_per_device = std::max(replicas_per_device, (ranks + node->gpus - 1) / node->gpus);
+        }
+      }
+    }
+    InferenceMemoryShape s;
+    s.config = *config;
+    s.devices = devices;
+    s.dtype_bytes = e;
+    s.attention_probs_kept = !gpu;
+    s.nf4 = nf4;
+    s.double_quant = ms.double_quant;
+    s.prompt_tokens = prompt_token_bound(spec.inference.prompt);
+    s.max_new_tokens = spec.inference.max_new_tokens.empty()
+                           ? 0
+                           : *std::max_element(spec.inference.max_new_tokens.begin(), spec.inference.max_new_tokens.end());
+    InferenceMemoryEstimate m = estimate_inference_memory(s);
+    const MemoryEstimate& d = m.devices[static_cast<size_t>(m.peak_device)];
+    peak = m.peak_bytes * replicas_per_device;
+    std::vector<std::string> counts;
+    for (int n : m.placement.device_layers) counts.push_back(std::to_string(n));
+    what = fmt::format("{}{} model{}, KV cache for {} + {} tokens",
+                       m.placement.devices > 1
+                           ? fmt::format("balanced over {} devices (layers {}), ", m.placement.devices, Join(counts, "/"))
+                           : "",
+                       gpu ? "bf16" : "float32", nf4 ? fmt::format(" with NF4{} projections", ms.double_quant ? " (double quant)" : "") : "",
+                       s.prompt_tokens, s.max_new_tokens);
+    if (replicas_per_device > 1)
+      what += fmt::format("; up to {} replicas share a GPU (more ranks than GPUs on a node)", replicas_per_device);
+    terms = fmt::format("device {}: {}", m.peak_device, d.Describe());
+  }
+  std::string against;
+  if (gpu && limit_gb > 0) against = fmt::format(" of {} GB", limit_gb);
+  else if (gpu) against = " (GPU memory not stated in cluster.nodes[].gpu_memory_gb: not compared)";
+  else against = " (not compared: the plan states no host memory)";
+  advice.notes.push_back(fmt::format("expected peak memory {}: {}{}; {}\n{}", per, FormatBytes(peak), against, what,
+                                     terms));
+  if (gpu && limit_gb > 0 && static_cast<double>(peak) > limit_gb * 1e9)
+    advice.warnings.push_back(fmt::format(
+        "expected peak memory per GPU {} exceeds the {} GB of node '{}' (cluster.nodes[].gpu_memory_gb); lower "
+        "training.batch_size or seq_len, checkpoint more layers (checkpoint_every: 1), or spread the model over "
+        "more ranks",
+        FormatBytes(peak), limit_gb, limit_node));
+  return advice;
+}
+
+std::vector<std::string> native_check_errors(const Plan& plan, const CaseSpec& spec, NativeRole role) {
+  std::vector<std::string> errors;
+  for (CaseIssue& i : native_case_issues(plan, spec, role))
+    if (i.kind == CaseIssueKind::kError) errors.push_back(std::move(i.message));
+  return errors;
+}
+
+CaseAdvice native_advise(const Plan& plan, const CaseSpec& spec, NativeRole role) {
+  CaseAdvice advice = native_case_memory(plan, spec, role);
+  std::vector<std::string> refusals;
+  for (CaseIssue& i : native_case_issues(plan, spec, role))
+    if (i.kind == CaseIssueKind::kRefusal) refusals.push_back("a run fails: " + i.message);
+    else if (i.kind == CaseIssueKind::kUnchecked) refusals.push_back(std::move(i.message));
+  advice.warnings.insert(advice.warnings.begin(), refusals.begin(), refusals.end());
+  return advice;
+}
+
+}  // namespace native
+}  // namespace protocol

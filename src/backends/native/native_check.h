@@ -1,0 +1,65 @@
+#ifndef PROTOCOL_BACKENDS_NATIVE_NATIVE_CHECK_H_
+#define PROTOCOL_BACKENDS_NATIVE_NATIVE_CHECK_H_
+
+// Plan rules of the native backends (`fsdp`, `share`) shared by their Check,
+// Advise and Run, so that what `protocol validate` reports and what a run
+// refuses come from one function and cannot disagree:
+//
+//   native_case_issues   every issue of a case, each of one kind:
+//     kError    the plan asks for something the backend cannot do (Check's
+//               problems: validate fails, the runner does not start the case)
+//     kRefusal  this build refuses the case when it runs (validate warns "a
+//               run fails: ..."; Run stores a failed case with the message and
+//               runs nothing)
+//     kUnchecked what the case needs cannot be checked on this machine (a
+//               model path that is not here): validate warns; Run refuses on
+//               a machine where it still does not hold
+//   native_run_refusal   what Run stores: the first error or refusal
+//   native_case_memory   validate's memory note (memory_estimate.h for the
+//               plan's cluster) and its warning when the expected peak
+//               exceeds the device memory the plan states
+//
+// No libtorch here: validate runs on machines without the model or a GPU.
+// The filesystem is read (a model's config.json and weights) where the rule
+// needs it; a path that is not on this machine is reported as such.
+
+#include <string>
+#include <vector>
+
+#include "runner/exec/backend.h"
+#include "runner/plan/plan.h"
+
+namespace protocol {
+namespace native {
+
+enum class NativeRole { kFsdp, kShare };
+
+enum class CaseIssueKind { kError, kRefusal, kUnchecked };
+struct CaseIssue {
+  CaseIssueKind kind = CaseIssueKind::kError;
+  std::string message;  // no location, no trailing "nothing was run"
+};
+
+std::vector<CaseIssue> native_case_issues(const Plan& plan, const CaseSpec& spec, NativeRole role);
+// The message of the first issue (of any kind); empty when the case runs.
+std::string native_run_refusal(const Plan& plan, const CaseSpec& spec, NativeRole role);
+
+// Notes: one line with the expected peak memory per device (GPU) or per rank
+// process (CPU) and its terms; warnings: the peak exceeds the stated
+// cluster.nodes[].gpu_memory_gb. Nothing when the model's dimensions are
+// unknown (no preset, no readable config.json).
+CaseAdvice native_case_memory(const Plan& plan, const CaseSpec& spec, NativeRole role);
+
+// Check's errors and Advise's warnings + notes of a case, from the functions above.
+std::vector<std::string> native_check_errors(const Plan& plan, const CaseSpec& spec, NativeRole role);
+CaseAdvice native_advise(const Plan& plan, const CaseSpec& spec, NativeRole role);
+
+// An upper bound of the tokens of a prompt of `bytes` UTF-8 bytes with a
+// SentencePiece tokenizer: every piece covers at least one byte, plus BOS and
+// the dummy-prefix space: bytes + 2.
+int64_t prompt_token_bound(const std::string& prompt);
+
+}  // namespace native
+}  // namespace protocol
+
+#endif  // PROTOCOL_BACKENDS_NATIVE_NATIVE_CHECK_H_
