@@ -170,6 +170,9 @@ TEST_CASE("dist case file: round trip, and a layout that does not add up is refu
   c.training.sync_every = 5;
   c.training.outer_momentum = 0.9;
   c.training.checkpoint_every = 3;
+  c.training.lora_rank = 4;
+  c.training.lora_alpha = 8.5;
+  c.training.lora_freeze_a = true;
   c.steps = 12;
   c.inference.max_new_tokens = {1, 2};
   c.groups = 2;
@@ -182,6 +185,9 @@ TEST_CASE("dist case file: round trip, and a layout that does not add up is refu
   CHECK(back->training.sync_every == 5);
   CHECK(back->training.outer_momentum == 0.9);
   CHECK(back->training.checkpoint_every == 3);
+  CHECK(back->training.lora_rank == 4);
+  CHECK(back->training.lora_alpha == 8.5);
+  CHECK(back->training.lora_freeze_a);
   CHECK(back->steps == 12);
   CHECK(back->rank_nodes == std::vector<std::string>{"rig0", "rig1"});
   c.rank_nodes = {"rig0"};

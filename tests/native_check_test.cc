@@ -143,13 +143,13 @@ TEST_CASE("native check: 4-bit pretrain weights: not on this machine, no weights
   fs::remove_all(root);
 }
 
-TEST_CASE("native check: what this build refuses is a validate warning with Run's text") {
+TEST_CASE("native check: what a run would refuse is a validate warning with Run's text") {
+  // A 4-bit pretrain is QLoRA continued pretraining of the path's weights: a path without them is refused.
   const fs::path root = fs::temp_directory_path() / ("protocol_native_refuse_" + std::to_string(getpid()));
   fs::create_directories(root);
-  std::ofstream(root / "model.safetensors") << "x";
   Plan plan = ParsePlan("{preset: tiny, quantization: nf4, path: " + root.string() + "}",
-                        "      - {id: f, backend: fsdp, workload: finetune, steps: 5, nodes: 2}\n"
-                        "      - {id: s, backend: share, workload: finetune, steps: 5, topology: 'rig0:2x4'}\n"
+                        "      - {id: f, backend: fsdp, workload: pretrain, steps: 5, nodes: 2}\n"
+                        "      - {id: s, backend: share, workload: pretrain, steps: 5, topology: 'rig0:2x4'}\n"
                         "      - {id: i, backend: share, workload: inference, topology: 'rig0:4x2',\n"
                         "         inference: {prompt: hi, max_new_tokens: [4]}}\n");
   for (const char* id : {"f", "s"}) {
@@ -159,14 +159,42 @@ TEST_CASE("native check: what this build refuses is a validate warning with Run'
     const native::NativeRole role = spec.backend == "fsdp" ? native::NativeRole::kFsdp : native::NativeRole::kShare;
     CHECK(backend->Check(plan, spec).empty());  // the plan is valid
     const std::string refusal = native::native_run_refusal(plan, spec, role);
-    REQUIRE_FALSE(refusal.empty());
+    CHECK(refusal == "a 4-bit pretrain is QLoRA continued pretraining of the model's own weights, but model 'm' has "
+                     "no model.safetensors or model.safetensors.index.json in its path '" + root.string() + "'");
     CHECK(backend->Advise(plan, spec).warnings.front() == "a run fails: " + refusal);
     BackendOutcome out = RunCase(*backend, plan, spec);
     CHECK(out.status == CaseStatus::kFailed);
     CHECK(out.reason == refusal + "; nothing was run");
   }
-  // 4-bit inference on share replicas is not refused (the leader quantizes).
+  // With weights there, 4-bit training on several ranks and share groups runs (FSDP-QLoRA), and
+  // 4-bit inference on share replicas too.
+  std::ofstream(root / "model.safetensors") << "x";
+  CHECK(native::native_run_refusal(plan, *plan.FindCase("f"), native::NativeRole::kFsdp).empty());
+  CHECK(native::native_run_refusal(plan, *plan.FindCase("s"), native::NativeRole::kShare).empty());
   CHECK(native::native_run_refusal(plan, *plan.FindCase("i"), native::NativeRole::kShare).empty());
+  fs::remove_all(root);
+}
+
+TEST_CASE("native check: periodic merges of 4-bit share groups warn unless A is frozen (the exact variant)") {
+  const fs::path root = fs::temp_directory_path() / ("protocol_native_sync_" + std::to_string(getpid()));
+  fs::create_directories(root);
+  std::ofstream(root / "model.safetensors") << "x";
+  Plan plan = ParsePlan("{preset: tiny, quantization: nf4, path: " + root.string() + "}",
+                        "      - {id: a, backend: share, workload: finetune, steps: 5, topology: 'rig0:2x1',\n"
+                        "         training: {sync_every: 2}}\n"
+                        "      - {id: b, backend: share, workload: finetune, steps: 5, topology: 'rig0:2x1',\n"
+                        "         training: {sync_every: 2, lora_freeze_a: true}}\n"
+                        "      - {id: c, backend: share, workload: finetune, steps: 5, topology: 'rig0:2x1'}\n");
+  auto share = MakeNativeShareBackend();
+  auto has_sync_warning = [&](const char* id) {
+    for (const std::string& w : share->Advise(plan, *plan.FindCase(id)).warnings)
+      if (StartsWith(w, "periodic merges (training.sync_every) of 4-bit groups average each LoRA A and B separately"))
+        return true;
+    return false;
+  };
+  CHECK(has_sync_warning("a"));
+  CHECK_FALSE(has_sync_warning("b"));
+  CHECK_FALSE(has_sync_warning("c"));
   fs::remove_all(root);
 }
 

@@ -81,6 +81,32 @@ std::vector<NamedParameter> lora_parameters(LoraAdapters& lora) {
   return out;
 }
 
+at::Tensor lora_flatten(LoraAdapters& lora) {
+  at::NoGradGuard no_grad;
+  std::vector<at::Tensor> parts;
+  for (const NamedParameter& p : lora_parameters(lora)) parts.push_back(p.tensor->detach().reshape({-1}).to(at::kFloat));
+  return at::cat(parts);
+}
+
+LoraAdapters lora_unflatten(LoraAdapters& like, const at::Tensor& flat) {
+  at::NoGradGuard no_grad;
+  LoraAdapters out;
+  out.rank = like.rank;
+  out.alpha = like.alpha;
+  out.layers.resize(like.layers.size());
+  int64_t offset = 0;
+  for (size_t i = 0; i < like.layers.size(); ++i) {
+    for (size_t p = 0; p < like.layers[i].size(); ++p) {
+      for (auto field : {&LoraAdapter::a, &LoraAdapter::b}) {
+        const at::Tensor& shape_of = like.layers[i][p].*field;
+        out.layers[i][p].*field = flat.narrow(0, offset, shape_of.numel()).view(shape_of.sizes()).to(at::kFloat).clone();
+        offset += shape_of.numel();
+      }
+    }
+  }
+  return out;
+}
+
 std::vector<at::Tensor> lora_trainable(LoraAdapters& lora, bool freeze_a) {
   std::vector<at::Tensor> out;
   for (auto& layer : lora.layers) {

@@ -86,6 +86,13 @@ std::vector<NamedParameter> lora_parameters(LoraAdapters& lora);
 std::vector<at::Tensor> lora_trainable(LoraAdapters& lora, bool freeze_a = false);
 // L · r · Σ (in + out) over the seven projections.
 int64_t lora_parameter_count(const ModelConfig& config, int64_t rank);
+// Every adapter tensor in lora_parameters order, as one float32 vector of
+// lora_parameter_count elements (what a merge sends between groups).
+at::Tensor lora_flatten(LoraAdapters& lora);
+// Adapters with the rank, alpha and tensor shapes of `like` holding the values
+// of `flat` (lora_flatten's layout), on flat's device, float32.
+// REQUIRES: flat.numel() == the element count of `like`'s tensors.
+LoraAdapters lora_unflatten(LoraAdapters& like, const at::Tensor& flat);
 // Float32 bytes of one group's adapters: 4 · lora_parameter_count.
 int64_t lora_adapter_bytes(const ModelConfig& config, int64_t rank);
 // Float32 bytes of one group's B tensors: 4 · L · r · Σ out.

@@ -118,16 +118,6 @@ std::vector<CaseIssue> native_case_issues(const Plan& plan, const CaseSpec& spec
     if (std::optional<CaseIssue> missing = Nf4PretrainWeights(ms, plan.ResolvePath(ms.path)))
       issues.push_back(std::move(*missing));
   }
-  if (nf4 && training) {
-    if (role == NativeRole::kShare) {
-      issues.push_back({CaseIssueKind::kRefusal,
-                        "4-bit (nf4) training on the share protocol's groups is not built in this build (the "
-                        "worker ranks hold full-precision weights and merge no LoRA adapters)"});
-    } else if (auto layout = FsdpLayout(plan, spec); layout.ok() && layout->world() > 1) {
-      issues.push_back({CaseIssueKind::kRefusal,
-                        "a 4-bit (nf4) model trains on one process in this build; distributed QLoRA is not built"});
-    }
-  }
   return issues;
 }
 
@@ -274,6 +264,16 @@ CaseAdvice native_advise(const Plan& plan, const CaseSpec& spec, NativeRole role
     if (i.kind == CaseIssueKind::kRefusal) refusals.push_back("a run fails: " + i.message);
     else if (i.kind == CaseIssueKind::kUnchecked) refusals.push_back(std::move(i.message));
   advice.warnings.insert(advice.warnings.begin(), refusals.begin(), refusals.end());
+  // 4-bit groups of the share protocol with periodic merges: exact only with A frozen (lora.h).
+  auto model = plan.models.find(spec.model);
+  int groups = 0;
+  for (const TopologyPart& p : spec.topology.parts) groups += p.groups;
+  if (model != plan.models.end() && IsNf4(model->second) && spec.workload != Workload::kInference &&
+      role == NativeRole::kShare && groups > 1 && spec.training.sync_every > 0 && !spec.training.lora_freeze_a)
+    advice.warnings.push_back(
+        "periodic merges (training.sync_every) of 4-bit groups average each LoRA A and B separately, which is not "
+        "the mean of the groups' updates; training.lora_freeze_a: true makes them exact (only B is trained and "
+        "averaged); the final merge stacks the groups' adapters exactly either way");
   return advice;
 }
 

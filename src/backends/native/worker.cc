@@ -6,10 +6,12 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 
 #include "backends/native/data.h"
 #include "backends/native/events.h"
+#include "backends/native/fsdp_qlora.h"
 #include "backends/native/fsdp_sharded.h"
 #include "backends/native/generate.h"
 #include "backends/native/host_memory.h"
@@ -186,8 +188,9 @@ class Merger {
 // of batch_size sequences is split into contiguous parts, one per rank, as in
 // training (a part may be empty; that rank still takes part in every gather).
 // The loss sums meet in one all-reduce at the end. nullopt without counted targets.
-std::optional<double> ShardedEvalLoss(ShardedParams& params, const std::vector<Sequence>& seqs, int64_t batch_size,
-                                      int64_t seq_len, const at::Device& device, ProcessGroups& g) {
+using ShardedForward = std::function<at::Tensor(const at::Tensor& tokens)>;
+std::optional<double> ShardedEvalLoss(const ShardedForward& forward, const std::vector<Sequence>& seqs,
+                                      int64_t batch_size, int64_t seq_len, const at::Device& device, ProcessGroups& g) {
   double counted = 0;
   for (const Sequence& s : seqs)
     for (uint8_t m : s.mask) counted += m;
@@ -204,7 +207,7 @@ std::optional<double> ShardedEvalLoss(ShardedParams& params, const std::vector<S
       std::vector<const Sequence*> part;
       for (size_t i = start + r * per; i < std::min(end, start + (r + 1) * per); ++i) part.push_back(&seqs[i]);
       BatchTensors b = batch_tensors(part, seq_len, device);
-      local += masked_loss(params.Forward(b.inputs), b, counted).item<double>();
+      local += masked_loss(forward(b.inputs), b, counted).item<double>();
     }
   }
   at::Tensor sum = at::full({1}, local, at::TensorOptions().dtype(at::kDouble).device(device));  // NCCL: on the device
@@ -212,11 +215,34 @@ std::optional<double> ShardedEvalLoss(ShardedParams& params, const std::vector<S
   return sum.item<double>();
 }
 
+// The late merge of the share protocol's 4-bit groups: every rank gathers the
+// adapters of every group over its cross-group communicator (an all-gather of
+// one flat float32 vector: (G−1)·4·P bytes sent per rank) and stacks them
+// (lora_merge_stack: rank G·r, ΔW = mean over groups of each group's ΔW).
+LoraAdapters StackGroupAdapters(LoraAdapters& mine, ProcessGroups& g) {
+  at::NoGradGuard no_grad;
+  at::Tensor flat = lora_flatten(mine);
+  at::Tensor all = at::empty({g.groups * flat.numel()}, flat.options());
+  g.bytes_between += compat::AllGatherFlat(*g.cross_pg, all, flat);
+  std::vector<LoraAdapters> groups;
+  for (int i = 0; i < g.groups; ++i) groups.push_back(lora_unflatten(mine, all.narrow(0, i * flat.numel(), flat.numel())));
+  std::vector<const LoraAdapters*> views;
+  for (const LoraAdapters& a : groups) views.push_back(&a);
+  auto merged = lora_merge_stack(views);
+  if (!merged.ok()) throw Failure(merged.status().message());
+  return std::move(*merged);
+}
+
 int RunTraining(const WorkerCase& wc, Setup& s, ProcessGroups& g) {
   const TrainingSettings& ts = wc.training;
   const bool leader = g.group_rank == 0;
+  // A 4-bit model trains LoRA adapters on its frozen NF4 base (FSDP-QLoRA, fsdp_qlora.h).
+  const bool qlora = wc.quantization == "nf4";
   auto docs = data_load(wc.dataset_path, wc.dataset_format, *s.tokenizer);
   if (!docs.ok()) throw Failure(docs.status().message());
+  // QLoRA continued pretraining: the causal-LM loss counts every token (as the one-process backend).
+  if (qlora && wc.workload == Workload::kPretrain)
+    for (Document& d : *docs) std::fill(d.loss_mask.begin(), d.loss_mask.end(), 1);
   const int pad = s.tokenizer->eos_id() >= 0 ? s.tokenizer->eos_id() : 0;
   DataSplit split = data_split(data_pack(*docs, ts.seq_len, pad), kEvalFraction, static_cast<uint64_t>(ts.seed));
   if (split.train.empty()) throw Failure(fmt::format("{}: the dataset has no tokens", wc.dataset_path));
@@ -242,14 +268,16 @@ int RunTraining(const WorkerCase& wc, Setup& s, ProcessGroups& g) {
   // The baseline of this rank's memory figures: RSS just before the model is built.
   const int64_t baseline_rss = CurrentRssBytes().value_or(0);
   if (s.device.is_cuda()) compat::CudaResetPeakMemory();
-  // The model is built sharded, unit by unit: no rank ever holds it whole.
+  // The model is built sharded, unit by unit: no rank ever holds it whole. A 4-bit
+  // pretrain continues from the path's weights (checked before the launch).
   at::Generator gen = init_generator(static_cast<uint64_t>(ts.seed));
   std::optional<WeightsReader> reader;
-  if (wc.workload != Workload::kPretrain && !wc.model_path.empty() && model_dir_has_weights(wc.model_path)) {
+  const bool wants_weights = wc.workload != Workload::kPretrain || qlora;
+  if (wants_weights && !wc.model_path.empty() && model_dir_has_weights(wc.model_path)) {
     auto opened = WeightsReader::Open(wc.model_path);
     if (!opened.ok()) throw Failure(opened.status().message());
     reader = std::move(*opened);
-  } else if (wc.workload != Workload::kPretrain) {
+  } else if (wants_weights) {
     s.weights_note = fmt::format("weights: seeded random initialisation (seed {}); model '{}' has no weights in its path",
                                  ts.seed, wc.model_name);
   }
@@ -262,18 +290,62 @@ int RunTraining(const WorkerCase& wc, Setup& s, ProcessGroups& g) {
       if (Status st = reader->Read(p); !st.ok()) return st;
     return Status::Ok();
   };
-  auto created = ShardedParams::Create(s.config, s.dtype, s.device, *g.group_pg, g.group_rank, o, &g.bytes_within, fill);
-  if (!created.ok()) throw Failure(created.status().message());
-  ShardedParams& params = **created;
+  std::unique_ptr<ShardedParams> full;     // full-precision FSDP
+  std::unique_ptr<ShardedQlora> quantized;  // 4-bit base + LoRA
+  std::shared_ptr<LoraAdapters> lora;
+  std::optional<AdamW> adapter_optimizer;
+  std::vector<at::Tensor> merged_tensors;  // what a periodic merge averages over the groups
+  std::string memory_text;
+  if (qlora) {
+    lora = std::make_shared<LoraAdapters>(
+        lora_create(s.config, ts.LoraRank(), ts.LoraAlpha(), static_cast<uint64_t>(ts.seed), s.device));
+    auto created = ShardedQlora::Create(s.config, s.dtype, s.device, *g.group_pg, g.group_rank, o, wc.double_quant,
+                                        lora, &g.bytes_within, fill);
+    if (!created.ok()) throw Failure(created.status().message());
+    quantized = std::move(*created);
+    adapter_optimizer.emplace(lora_trainable(*lora, ts.lora_freeze_a), o);
+    // freeze A: only B is trained and averaged (exact); otherwise A and B are
+    // averaged separately at a periodic merge (not exact: mean(B)·mean(A) ≠ mean(B·A)).
+    merged_tensors = adapter_optimizer->params();
+    const std::string method = qlora_method(*lora,
+                                            wc.workload == Workload::kPretrain ? QloraKind::kContinuedPretraining
+                                                                               : QloraKind::kFinetune,
+                                            wc.double_quant, ts.lora_freeze_a) +
+                               fmt::format("; base sharded over the group's {} rank(s) by whole NF4 blocks", g.group_size);
+    s.weights_note = s.weights_note.empty() ? "weights: " + method : s.weights_note + "; " + method;
+    memory_text = fmt::format("the rank holds {} bytes of the 4-bit base (its NF4 shards, embedding and head slices, "
+                              "norms) and {} float32 adapter parameters",
+                              quantized->base_bytes(), lora_parameter_count(s.config, ts.LoraRank()));
+    if (g.rank == 0) Log("worker: {}", method);
+  } else {
+    auto created = ShardedParams::Create(s.config, s.dtype, s.device, *g.group_pg, g.group_rank, o, &g.bytes_within, fill);
+    if (!created.ok()) throw Failure(created.status().message());
+    full = std::move(*created);
+    merged_tensors = full->shards();
+    memory_text = fmt::format("the rank holds {} float32 shard elements", full->shard_elements());
+  }
   reader.reset();
+  const ShardedForward forward = [&](const at::Tensor& tokens) {
+    return quantized ? quantized->Forward(tokens) : full->Forward(tokens);
+  };
+  // After the step's backward passes: clip and update (AdamW on this rank's
+  // slices, or on the adapters once their gradients are summed over the group).
+  auto step_update = [&](double lr) -> double {
+    if (full) return full->Step(lr);
+    quantized->ReduceAdapterGradients(adapter_optimizer->params());
+    const double norm = grad_clip_norm(adapter_optimizer->params(), o.grad_clip);
+    adapter_optimizer->step(lr);
+    adapter_optimizer->zero_grad();
+    return norm;
+  };
   std::optional<Merger> merger;
-  if (g.groups > 1) merger.emplace(params.shards(), ts);
+  if (g.groups > 1) merger.emplace(merged_tensors, ts);
   double merge_seconds = 0;
   int merges = 0;
   auto merge = [&]() {
     compat::Barrier(*g.world_pg);
     const double t0 = Now();
-    merger->Merge(params.shards(), g);
+    merger->Merge(merged_tensors, g);
     compat::DeviceSynchronize(s.device);
     merge_seconds += Now() - t0;
     ++merges;
@@ -294,12 +366,12 @@ int RunTraining(const WorkerCase& wc, Setup& s, ProcessGroups& g) {
     for (int64_t start = 0; start < local_batch; start += micro) {
       std::vector<const Sequence*> part(mine.begin() + start, mine.begin() + std::min(local_batch, start + micro));
       BatchTensors b = batch_tensors(part, ts.seq_len, s.device);
-      at::Tensor loss = masked_loss(params.Forward(b.inputs), b, std::max(counted, 1.0));
-      loss.backward();  // each unit's gradient is reduce-scattered into this rank's slice as it is reached
+      at::Tensor loss = masked_loss(forward(b.inputs), b, std::max(counted, 1.0));
+      loss.backward();  // full FSDP: each unit's gradient is reduce-scattered into this rank's slice as it is reached
       loss_sum += loss.item<double>();
     }
     const double lr = lr_at_step(step, steps, o);
-    const double grad_norm = params.Step(lr);
+    const double grad_norm = step_update(lr);
     g.bytes_within += compat::AllReduceSum(*g.group_pg, loss_sum);
     if (ts.sync_every > 0 && (step + 1) % ts.sync_every == 0 && step + 1 < steps && g.groups > 1) merge();
     compat::DeviceSynchronize(s.device);
@@ -330,21 +402,47 @@ int RunTraining(const WorkerCase& wc, Setup& s, ProcessGroups& g) {
   // Each group's own model on the held-out split, before the final merge
   // (every rank of a group takes part: the parameters are sharded).
   const std::string eval_how = fmt::format("mean loss on {} held-out sequences", split.eval.size());
+  std::string merge_how = fmt::format("{} merge(s)", merges + (g.groups > 1 ? 1 : 0));
+  std::shared_ptr<LoraAdapters> saved_adapters = lora;
   if (g.groups > 1) {
-    auto ev = ShardedEvalLoss(params, split.eval, ts.batch_size, ts.seq_len, s.device, g);
+    auto ev = ShardedEvalLoss(forward, split.eval, ts.batch_size, ts.seq_len, s.device, g);
     if (leader && ev) EmitMeasurement("group_eval_loss", *ev, "", fmt::format("group {}: {}", g.group, eval_how));
-    merge();
+    // Each group's own adapters, kept beside the merged one (what the merge combined).
+    if (qlora && leader && !wc.output_dir.empty()) {
+      const std::string dir = (fs::path(wc.output_dir) / "group_adapters" / fmt::format("group{}", g.group)).string();
+      if (Status st = lora_save(*lora, dir, wc.model_path); !st.ok()) throw Failure(st.message());
+    }
+    if (qlora && !ts.lora_freeze_a) {
+      // The exact late merge: the groups' adapters stacked (rank G·r).
+      compat::Barrier(*g.world_pg);
+      const double t0 = Now();
+      saved_adapters = std::make_shared<LoraAdapters>(StackGroupAdapters(*lora, g));
+      quantized->UseAdapters(saved_adapters);
+      merge_seconds += Now() - t0;
+      merge_how = fmt::format("{} merge(s){}, the last one the exact stack of the {} groups' adapters (rank {})",
+                              merges + 1, merges > 0 ? " (periodic ones averaged A and B separately: not exact)" : "",
+                              g.groups, saved_adapters->rank);
+      ++merges;
+    } else {
+      merge();
+      if (qlora) merge_how = fmt::format("{} merge(s) averaging B with A frozen at its shared seeded start (exact)", merges);
+    }
   }
   // After the merge every group holds the same model: group 0 evaluates and saves it.
   std::optional<double> eval;
-  if (g.group == 0) eval = ShardedEvalLoss(params, split.eval, ts.batch_size, ts.seq_len, s.device, g);
+  if (g.group == 0) eval = ShardedEvalLoss(forward, split.eval, ts.batch_size, ts.seq_len, s.device, g);
   if (g.group == 0 && !wc.output_dir.empty()) {
-    Status st = params.Save(wc.output_dir, g.rank == 0);
+    Status st = Status::Ok();
+    if (qlora) {
+      if (g.rank == 0) st = lora_save(*saved_adapters, wc.output_dir, wc.model_path);
+    } else {
+      st = full->Save(wc.output_dir, g.rank == 0);
+    }
     if (!st.ok()) throw Failure(st.message());
     if (g.rank == 0) {
       std::error_code ec;
       fs::copy_file(s.tokenizer_path, fs::path(wc.output_dir) / "tokenizer.model", fs::copy_options::overwrite_existing, ec);
-      Log("worker: model saved to {}", wc.output_dir);
+      Log("worker: {} saved to {}", qlora ? "LoRA adapters" : "model", wc.output_dir);
     }
   }
   if (g.rank == 0) {
@@ -353,7 +451,7 @@ int RunTraining(const WorkerCase& wc, Setup& s, ProcessGroups& g) {
                                  : "training loss of the last step");
     if (eval)
       EmitMeasurement(metric::kEvalLoss, *eval, "",
-                      g.groups > 1 ? fmt::format("merged model ({} merge(s)): {}", merges, eval_how) : eval_how);
+                      g.groups > 1 ? fmt::format("merged model ({}): {}", merge_how, eval_how) : eval_how);
     if (timed_seconds > 0) {
       const double tps = static_cast<double>(timed_tokens) / timed_seconds;
       const std::string how = fmt::format("{} tokens over {} steps after {} warm-up step(s), rank 0's step times, {} ranks on {}",
@@ -364,8 +462,11 @@ int RunTraining(const WorkerCase& wc, Setup& s, ProcessGroups& g) {
     }
     if (g.groups > 1)
       EmitMeasurement(metric::kMergeSeconds, merge_seconds, "s",
-                      fmt::format("rank 0's time in {} merge(s) (cross-group all-reduce of the parameter shards + outer step), after a barrier",
-                                  merges));
+                      qlora ? fmt::format("rank 0's time in {} merge(s) of the LoRA adapters across groups, after a barrier",
+                                          merges)
+                            : fmt::format("rank 0's time in {} merge(s) (cross-group all-reduce of the parameter shards "
+                                          "+ outer step), after a barrier",
+                                          merges));
   }
   // This rank's memory: its peak RSS, and that peak above the rank's baseline
   // (its RSS just before the model was built: libtorch, the tokenizer and the data).
@@ -373,8 +474,8 @@ int RunTraining(const WorkerCase& wc, Setup& s, ProcessGroups& g) {
   const char* mmap_threshold = std::getenv("MALLOC_MMAP_THRESHOLD_");
   const std::string rss_how = fmt::format(
       "rank {} of {} ({} group(s) x {}): getrusage ru_maxrss of the rank process, i.e. its peak since it started; "
-      "the rank holds {} float32 shard elements; checkpoint_every {}; MALLOC_MMAP_THRESHOLD_={}",
-      g.rank, g.world, g.groups, g.group_size, params.shard_elements(), ts.checkpoint_every,
+      "{}; checkpoint_every {}; MALLOC_MMAP_THRESHOLD_={}",
+      g.rank, g.world, g.groups, g.group_size, memory_text, ts.checkpoint_every,
       mmap_threshold ? mmap_threshold : "unset");
   EmitMeasurement(metric::kPeakHostRss + std::string("_rank") + std::to_string(g.rank), static_cast<double>(peak_rss),
                   "bytes", rss_how);

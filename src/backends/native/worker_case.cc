@@ -27,7 +27,9 @@ std::string EncodeWorkerCase(const WorkerCase& c) {
                    {"seed", t.seed},                   {"device", t.device},
                    {"ranks_per_node", t.ranks_per_node}, {"collective_timeout", t.collective_timeout},
                    {"sync_every", t.sync_every},       {"outer_lr", t.outer_lr},
-                   {"outer_momentum", t.outer_momentum}, {"checkpoint_every", t.checkpoint_every}};
+                   {"outer_momentum", t.outer_momentum}, {"checkpoint_every", t.checkpoint_every},
+                   {"lora_rank", t.lora_rank},               {"lora_alpha", t.lora_alpha},
+                   {"lora_freeze_a", t.lora_freeze_a}};
   j["steps"] = c.steps;
   j["epochs"] = c.epochs;
   j["warmup_steps"] = c.warmup_steps;
@@ -74,6 +76,9 @@ Result<WorkerCase> DecodeWorkerCase(const std::string& text) {
     c.training.outer_lr = t.at("outer_lr").get<double>();
     c.training.outer_momentum = t.at("outer_momentum").get<double>();
     c.training.checkpoint_every = t.at("checkpoint_every").get<int64_t>();
+    c.training.lora_rank = t.at("lora_rank").get<int64_t>();
+    c.training.lora_alpha = t.at("lora_alpha").get<double>();
+    c.training.lora_freeze_a = t.at("lora_freeze_a").get<bool>();
     c.steps = j.at("steps").get<int64_t>();
     c.epochs = j.at("epochs").get<int64_t>();
     c.warmup_steps = j.at("warmup_steps").get<int>();
