@@ -36,6 +36,7 @@
 #include <string>
 #include <thread>
 #include <vector>
+#include <c10/core/GradMode.h>
 
 #include "backends/native/data.h"
 #include "backends/native/device_peak.h"
@@ -155,7 +156,7 @@ void BenchPreset(const std::string& preset, const Options& o, const at::TensorOp
                     100 * gflops / 1e3 / *peak, *peak, name.c_str());
         if (lora) {
           // Frozen base: forward (2·N) + input gradients (2·N), no weight gradients.
-          const double frozen = flops - 2.0 * static_cast<double>(c.ParameterCount() - c.EmbeddingParameterCount());
+          const double frozen = c.FrozenBaseTrainingFlopsPerToken(seq);
           std::printf("           frozen-base FLOPs (4·(N−N_emb) + 12·L·H·Q·T): MFU %.1f %%\n",
                       100 * AchievedTflops(frozen, tokens_per_second) / *peak);
         }
@@ -168,7 +169,7 @@ void BenchPreset(const std::string& preset, const Options& o, const at::TensorOp
 
   // ---- single-stream greedy decode with the KV cache ----
   if (o.decode > 0) {
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     std::vector<int> prompt(o.prompt);
     for (int& t : prompt) t = token(rng);
     GenerateOptions g;

@@ -22,6 +22,7 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <c10/core/GradMode.h>
 
 #include "backends/native/fsdp_backend.h"
 #include "backends/native/fsdp_qlora.h"
@@ -213,7 +214,7 @@ TEST_CASE("fsdp qlora: per-rank NF4 bytes by formula; gathered codes bit-identic
       REQUIRE(model_attach_lora(one, lora).ok());
       at::Tensor want;
       {
-        at::NoGradGuard no_grad;
+        c10::NoGradGuard no_grad;
         want = model_forward(one, tokens, nullptr);
       }
       // W ranks on threads, each with its own Gloo group.
@@ -240,7 +241,7 @@ TEST_CASE("fsdp qlora: per-rank NF4 bytes by formula; gathered codes bit-identic
             out.layer_shard_bytes = (*sq)->layer_shard_bytes();
             out.base_bytes = (*sq)->base_bytes();
             out.layers = (*sq)->GatherLayers();
-            at::NoGradGuard no_grad;
+            c10::NoGradGuard no_grad;
             out.logits = (*sq)->Forward(tokens);
           } catch (const std::exception& e) {
             out.error = e.what();

@@ -350,17 +350,7 @@ TEST_CASE("native fsdp: a 4-bit model: pretrain is QLoRA continued pretraining, 
     CHECK(text.find("fsdp: " + method + " (10368 bytes of 4-bit projection weights)\n") != std::string::npos);
   }
 
-  {  // More than one rank: the rank workers are full precision, so nothing runs.
-    CaseSpec two_nodes = TrainingCase(Workload::kFinetune, "dolly", 1);
-    two_nodes.nodes = 2;
-    Harness h;
-    BackendContext ctx{plan, two_nodes, 0, "", "", h.stop, h.processes, h.clock, h.events};
-    BackendOutcome out = MakeNativeFsdpBackend()->Run(ctx);
-    CHECK(out.status == CaseStatus::kFailed);
-    CHECK(out.reason ==
-          "a 4-bit (nf4) model trains on one process in this build; distributed QLoRA is not built; nothing was run");
-    CHECK(h.events.steps.empty());
-  }
+  // More than one rank: tests/dist_qlora_test.cc (FSDP-QLoRA through the rank workers).
 
   const std::string adapter_dir = (fx.root / "adapters").string(), log = (fx.root / "qlora.log").string();
   Harness ft;

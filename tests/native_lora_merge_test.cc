@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <c10/core/GradMode.h>
 
 #include "backends/native/data.h"
 #include "backends/native/lora.h"
@@ -184,7 +185,7 @@ TEST_CASE("native lora merge: a merged adapter saved as PEFT and loaded back giv
     for (int p = 0; p < kProjectionCount; ++p)
       layer_projection(direct.layers[layer], static_cast<Projection>(p)) =
           nf4_dequantize(model_nf4(base)->layers[layer][p]) + MeanDelta(groups, layer, static_cast<Projection>(p));
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   at::Tensor tokens = at::tensor(std::vector<int64_t>{3, 14, 15, 9, 2, 6, 5, 35}).view({1, 8});
   at::Tensor a = model_forward(with, tokens), b = model_forward(direct, tokens);
   CHECK((a - model_forward(base, tokens)).abs().max().item<double>() > 1e-3);  // the adapter changes the output

@@ -1,6 +1,8 @@
 // The native Llama-2 model: presets, config.json, forward pass, KV-cache generation.
 #include "native_test_support.h"
 
+#include <c10/core/GradMode.h>
+
 #include "backends/native/generate.h"
 #include "backends/native/model.h"
 #include "backends/native/model_config.h"
@@ -98,7 +100,7 @@ TEST_CASE("native model forward is causal and deterministic per seed") {
   Model a = TestModel(7), b = TestModel(7), other = TestModel(8);
   CHECK(at::equal(a.layers[1].wq, b.layers[1].wq));
   CHECK_FALSE(at::equal(a.layers[1].wq, other.layers[1].wq));
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   at::Tensor t1 = at::tensor(std::vector<int64_t>{3, 14, 15, 9, 2, 6}).view({1, 6});
   at::Tensor t2 = t1.clone();
   t2[0][5] = 40;  // change only the last token
@@ -120,7 +122,7 @@ TEST_CASE("native model forward of an empty batch gives (0,T,V) logits and a zer
 
 TEST_CASE("native model KV cache: chunked forward matches full forward") {
   Model m = TestModel();
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   at::Tensor tokens = at::tensor(std::vector<int64_t>{1, 5, 9, 13, 17, 21, 25, 29}).view({1, 8});
   at::Tensor full = model_forward(m, tokens);
   KvCache cache = kv_cache_create(m, 1, 8);

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <c10/core/GradMode.h>
 
 #include "backends/native/data.h"
 #include "backends/native/generate.h"
@@ -95,7 +96,7 @@ TEST_CASE("native qlora: a 4-bit model keeps its projections as NF4 at 36 bytes 
                   nf4_quantize(full.layers[1].w_up).packed));
 
   // The forward uses the dequantized weights: close to the full model, not equal.
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   at::Tensor tokens = at::tensor(std::vector<int64_t>{3, 14, 15, 9, 2, 6}).view({1, 6});
   at::Tensor lf = model_forward(full, tokens), lq = model_forward(q, tokens);
   CHECK_FALSE(at::equal(lf, lq));
@@ -122,7 +123,7 @@ TEST_CASE("native qlora: 4-bit inference: KV cache and no cache agree token for 
   CHECK(g1->tokens.size() == 20);
   CHECK(g1->tokens == g2->tokens);
 
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   at::Tensor tokens = at::tensor(std::vector<int64_t>{1, 5, 9, 13, 17, 21, 25, 29}).view({1, 8});
   at::Tensor full = model_forward(m, tokens);
   KvCache cache = kv_cache_create(m, 1, 8);
@@ -165,7 +166,7 @@ TEST_CASE("native qlora: LoRA adapters: L·r·Σ(in+out) parameters, PEFT names,
   Model plain = TestModel();
   Status refused = model_attach_lora(plain, std::make_shared<LoraAdapters>(lora));
   CHECK(refused.message() == "LoRA adapters attach only to a 4-bit (nf4) model in this build");
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   at::Tensor tokens = at::tensor(std::vector<int64_t>{3, 14, 15, 9}).view({1, 4});
   CHECK(at::equal(model_forward(base, tokens), model_forward(with, tokens)));
 }
@@ -299,7 +300,7 @@ TEST_CASE("native qlora: continued pretraining of a saved model: loss falls, NF4
   REQUIRE(fresh.ok());
   model_quantize_nf4(*fresh, true);
   REQUIRE(model_attach_lora(*fresh, std::make_shared<LoraAdapters>(*back)).ok());
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   at::Tensor tokens = at::tensor(std::vector<int64_t>{3, 14, 15, 9, 2, 6}).view({1, 6});
   CHECK((model_forward(*fresh, tokens) - model_forward(m, tokens)).abs().max().item<double>() <= 1e-5);
   fs::remove_all(root);

@@ -3,6 +3,8 @@
 // freed and refilled — gives exactly the gradients of plain autograd.
 #include "native_test_support.h"
 
+#include <c10/core/GradMode.h>
+
 #include "backends/native/torch_compat.h"
 #include "backends/native/unit_function.h"
 
@@ -49,7 +51,7 @@ struct FlatParameters : UnitParameters {
   }
   void Refill(UnitTensors& t) override {
     ++refills;
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     compat::StorageRefill(t.buffer).copy_(master.detach());  // through a fresh alias
   }
   std::vector<at::Tensor> ReduceGradients(UnitTensors& t) override {
@@ -136,7 +138,7 @@ TEST_CASE("native unit function: without grad mode a unit only gathers and compu
   params->master = at::cat({r.w1.reshape({-1}), r.w2.reshape({-1})}).requires_grad_(true);
   params->shapes = {{6, 4}, {2, 6}};
   {
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     at::Tensor y = unit_apply(TwoLayer, r.x, params, UnitMode::kKeepGraph);
     CHECK_FALSE(y.requires_grad());
     CHECK(params->gathers == 1);

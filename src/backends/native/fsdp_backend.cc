@@ -364,10 +364,14 @@ class NativeFsdpBackend : public Backend {
       out.measurements.push_back(MeasuredFigure(metric::kTgs, tps, "tokens/s",
                                          setup.device.is_cuda() ? how + " (one device)" : how + " (per process: CPU)"));
       if (setup.device.is_cuda()) {
-        const double flops = setup.config.TrainingFlopsPerToken(ts.seq_len);
+        // A frozen 4-bit base has no weight gradients: 4(N−N_emb) instead of 6(N−N_emb).
+        const double flops = setup.lora ? setup.config.FrozenBaseTrainingFlopsPerToken(ts.seq_len)
+                                        : setup.config.TrainingFlopsPerToken(ts.seq_len);
         const double tflops = AchievedTflops(flops, tps);
         out.measurements.push_back(MeasuredFigure(metric::kTflops, tflops, "TFLOP/s",
-                                           "6(N-N_emb)+12·L·H·Q·T FLOPs/token (PaLM) × tokens/s"));
+                                                  setup.lora ? "4(N-N_emb)+12·L·H·Q·T FLOPs/token (PaLM, frozen base: no "
+                                                               "weight gradients; LoRA FLOPs not counted) × tokens/s"
+                                                             : "6(N-N_emb)+12·L·H·Q·T FLOPs/token (PaLM) × tokens/s"));
         const std::string name = compat::CudaDeviceName();
         if (auto peak = PeakBf16Tflops(name))
           out.measurements.push_back(MeasuredFigure(metric::kMfu, tflops / *peak, "",

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <c10/core/GradMode.h>
 
 #include "backends/native/quantized_model.h"
 #include "backends/native/unit_function.h"
@@ -27,7 +28,7 @@ class FrozenSlicedUnit : public UnitParameters {
   std::vector<at::Tensor> Inputs() override { return {}; }
 
   UnitTensors Gather() override {
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     UnitTensors t;
     t.buffer = at::empty({padded}, slice.options());
     *bytes += compat::AllGatherFlat(*group, t.buffer, slice);
@@ -36,7 +37,7 @@ class FrozenSlicedUnit : public UnitParameters {
   }
   void Free(UnitTensors& t) override { compat::StorageFree(t.buffer); }
   void Refill(UnitTensors& t) override {
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     at::Tensor alias = compat::StorageRefill(t.buffer);
     *bytes += compat::AllGatherFlat(*group, alias, slice);
   }
@@ -106,7 +107,7 @@ class Nf4LayerUnit : public UnitParameters {
     for (size_t i = 2; i < t.params.size(); ++i) compat::StorageFree(t.params[i]);
   }
   void Refill(UnitTensors& t) override {
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     std::vector<at::Tensor> fresh;
     for (const Nf4Tensor& q : GatherNf4())
       for (const at::Tensor& part : Nf4Parts(q)) fresh.push_back(part);
@@ -120,7 +121,7 @@ class Nf4LayerUnit : public UnitParameters {
   // The layer's seven projections, from the all-gathered shards (each part a
   // copy owning its storage; the gathered bytes are dropped).
   std::vector<Nf4Tensor> GatherNf4() {
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     at::Tensor gathered = at::empty({world * shard.numel()}, shard.options());
     *bytes += compat::AllGatherFlat(*group, gathered, shard);
     auto unit = nf4_unit_unflatten(gathered, layout);
@@ -149,7 +150,7 @@ Result<std::unique_ptr<ShardedQlora>> ShardedQlora::Create(const ModelConfig& co
 
   std::vector<NamedParameter> all = model_parameters(sq->model_);
   const size_t per_layer = layer_parameters(sq->model_.layers[0]).size();
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   // A frozen full-precision unit: filled in float32 on the CPU, converted to
   // the compute dtype, this rank's slice kept on the device.
   auto frozen = [&](std::vector<NamedParameter> params) -> Result<std::shared_ptr<FrozenSlicedUnit>> {
@@ -218,7 +219,7 @@ at::Tensor ShardedQlora::Forward(const at::Tensor& tokens) {
   const RopeRows rope = rope_rows(m, 0, tokens.size(1), dtype_);
   at::Tensor x;
   {
-    at::NoGradGuard no_grad;  // nothing before the first layer trains: no graph, no backward gather
+    c10::NoGradGuard no_grad;  // nothing before the first layer trains: no graph, no backward gather
     UnitTensors t = embed_->Gather();
     x = embed_forward(t.params[0], tokens);
   }
@@ -245,7 +246,7 @@ at::Tensor ShardedQlora::Forward(const at::Tensor& tokens) {
 }
 
 void ShardedQlora::ReduceAdapterGradients(const std::vector<at::Tensor>& trainable) {
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   if (trainable.empty()) return;
   std::vector<at::Tensor> parts;
   for (const at::Tensor& t : trainable)

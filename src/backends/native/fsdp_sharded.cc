@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <c10/core/GradMode.h>
 
 #include "backends/native/safetensors.h"
 #include "backends/native/unit_function.h"
@@ -33,7 +34,7 @@ class ShardedUnit : public UnitParameters {
     const bool trainable = at::GradMode::is_enabled();
     UnitTensors t;
     {
-      at::NoGradGuard no_grad;
+      c10::NoGradGuard no_grad;
       t.buffer = at::empty({padded}, master.options().dtype(dtype));
       *bytes += compat::AllGatherFlat(*group, t.buffer, master.detach().to(dtype));
     }
@@ -48,13 +49,13 @@ class ShardedUnit : public UnitParameters {
   void Free(UnitTensors& t) override { compat::StorageFree(t.buffer); }
 
   void Refill(UnitTensors& t) override {
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     at::Tensor alias = compat::StorageRefill(t.buffer);
     *bytes += compat::AllGatherFlat(*group, alias, master.detach().to(dtype));
   }
 
   std::vector<at::Tensor> ReduceGradients(UnitTensors& t) override {
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     // The gathered parameters are no longer read: their memory goes before the
     // flat gradient is allocated (the tensors, and their .grad, stay until copied).
     compat::StorageFree(t.buffer);
@@ -106,7 +107,7 @@ Result<std::unique_ptr<ShardedParams>> ShardedParams::Create(const ModelConfig& 
                        all.begin() + static_cast<std::ptrdiff_t>(1 + (l + 1) * per_layer));
   units.emplace_back(all.end() - 2, all.end());
 
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   for (std::vector<NamedParameter>& params : units) {
     auto u = std::make_shared<ShardedUnit>();
     u->group = &group;
@@ -169,7 +170,7 @@ at::Tensor ShardedParams::Forward(const at::Tensor& tokens) {
 }
 
 double ShardedParams::Step(double lr) {
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   std::vector<at::Tensor> grads;
   for (const auto& u : units_)
     grads.push_back(u->master.grad().defined() ? u->master.grad() : at::zeros_like(u->master));
@@ -219,7 +220,7 @@ Status ShardedParams::Save(const std::string& dir, bool write) {
     }
   }
   // Every rank gathers every unit (collectives), also after a writer error.
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   for (const auto& u : units_) {
     UnitTensors t = u->Gather();
     if (writer && status.ok())

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <c10/core/GradMode.h>
 
 #include "backends/native/safetensors.h"
 #include "runner/base/json.h"
@@ -44,7 +45,7 @@ std::array<int64_t, 2> projection_shape(const ModelConfig& c, Projection p) {
 LoraAdapters lora_create(const ModelConfig& config, int64_t rank, double alpha, uint64_t seed,
                          const at::Device& device) {
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   LoraAdapters lora;
   lora.rank = rank;
   lora.alpha = alpha;
@@ -82,14 +83,14 @@ std::vector<NamedParameter> lora_parameters(LoraAdapters& lora) {
 }
 
 at::Tensor lora_flatten(LoraAdapters& lora) {
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   std::vector<at::Tensor> parts;
   for (const NamedParameter& p : lora_parameters(lora)) parts.push_back(p.tensor->detach().reshape({-1}).to(at::kFloat));
   return at::cat(parts);
 }
 
 LoraAdapters lora_unflatten(LoraAdapters& like, const at::Tensor& flat) {
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   LoraAdapters out;
   out.rank = like.rank;
   out.alpha = like.alpha;
@@ -276,14 +277,14 @@ Result<LoraAdapters> lora_load(const std::string& dir, const ModelConfig& config
 }
 
 at::Tensor lora_delta(const LoraAdapters& lora, size_t layer, Projection p) {
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   const LoraAdapter& ad = lora.layers[layer][static_cast<size_t>(p)];
   return at::matmul(ad.b.to(at::kFloat), ad.a.to(at::kFloat)) * lora.scale();
 }
 
 Result<LoraAdapters> lora_merge_stack(const std::vector<const LoraAdapters*>& groups) {
   if (Status s = SameShape(groups); !s.ok()) return s;
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   const int64_t G = static_cast<int64_t>(groups.size());
   LoraAdapters merged;
   merged.rank = G * groups[0]->rank;
@@ -305,7 +306,7 @@ Result<LoraAdapters> lora_merge_stack(const std::vector<const LoraAdapters*>& gr
 
 Result<LoraAdapters> lora_average_b(const std::vector<const LoraAdapters*>& groups) {
   if (Status s = SameShape(groups); !s.ok()) return s;
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   LoraAdapters merged;
   merged.rank = groups[0]->rank;
   merged.alpha = groups[0]->alpha;

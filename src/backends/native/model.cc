@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <string>
+#include <c10/core/GradMode.h>
 
 #include "backends/native/torch_compat.h"
 
@@ -192,7 +193,7 @@ void model_init_random(Model& m, uint64_t seed) {
 }
 
 void parameters_init_random(const std::vector<NamedParameter>& params, at::Generator& gen) {
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   for (const NamedParameter& p : params) {
     at::Tensor cpu;
     if (p.shape.size() == 1) {

@@ -67,6 +67,10 @@ double ModelConfig::TrainingFlopsPerToken(int64_t seq_len) const {
                        static_cast<double>(HeadDim()) * static_cast<double>(seq_len);
 }
 
+double ModelConfig::FrozenBaseTrainingFlopsPerToken(int64_t seq_len) const {
+  return TrainingFlopsPerToken(seq_len) - 2.0 * static_cast<double>(ParameterCount() - EmbeddingParameterCount());
+}
+
 std::vector<std::string> ModelConfig::Validate() const {
   std::vector<std::string> problems;
   auto positive = [&](const char* field, int64_t v) {

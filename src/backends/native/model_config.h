@@ -46,6 +46,10 @@ struct ModelConfig {
   // 12·L·H·Q·T is the attention score/value matmuls (H heads, Q head dim,
   // T sequence length), which have no weights.
   double TrainingFlopsPerToken(int64_t seq_len) const;
+  // The same with the base frozen (QLoRA): no weight gradients for the base,
+  // 4·(N − N_embedding) + 12·L·H·Q·T. The LoRA adapters' own FLOPs (6 per
+  // adapter parameter, about 0.5% of this for Llama-2-7B at rank 8) are not counted.
+  double FrozenBaseTrainingFlopsPerToken(int64_t seq_len) const;
   // Every problem with the numbers, one message each (empty when usable).
   std::vector<std::string> Validate() const;
   // HF LlamaForCausalLM config.json text (what Load reads back).

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <c10/core/GradMode.h>
 
 namespace protocol {
 namespace native {
@@ -75,7 +76,7 @@ double nf4_dq_max_error() {
 }
 
 Nf4Tensor nf4_quantize(const at::Tensor& w, bool double_quant) {
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   Nf4Tensor q;
   q.shape = w.sizes().vec();
   q.numel = w.numel();
@@ -97,7 +98,7 @@ Nf4Tensor nf4_quantize(const at::Tensor& w, bool double_quant) {
 
 at::Tensor nf4_absmax(const Nf4Tensor& q) {
   if (!q.double_quant()) return q.absmax;
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   const int64_t blocks = q.absmax_codes.size(0);
   at::Tensor levels = nf4_dq_levels().to(q.absmax_codes.device());
   at::Tensor values = levels.index_select(0, q.absmax_codes.to(at::kLong));                        // (blocks)
@@ -106,7 +107,7 @@ at::Tensor nf4_absmax(const Nf4Tensor& q) {
 }
 
 at::Tensor nf4_dequantize(const Nf4Tensor& q) {
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   const int64_t blocks = q.blocks();
   at::Tensor high = q.packed.__rshift__(4);
   at::Tensor low = q.packed.bitwise_and(0x0f);

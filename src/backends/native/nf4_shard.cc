@@ -1,5 +1,7 @@
 #include "backends/native/nf4_shard.h"
 
+#include <c10/core/GradMode.h>
+
 #include "backends/native/lora.h"
 #include "runner/base/text.h"
 
@@ -75,7 +77,7 @@ Result<at::Tensor> nf4_unit_flatten(const std::vector<Nf4Tensor>& unit, const Nf
   if (unit.size() != layout.shapes.size())
     return Status::InvalidArgument(
         fmt::format("a unit of {} NF4 tensors does not match a layout of {}", unit.size(), layout.shapes.size()));
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   std::vector<at::Tensor> parts;
   for (size_t i = 0; i < unit.size(); ++i) {
     const Nf4Tensor& q = unit[i];
@@ -117,7 +119,7 @@ Result<std::vector<Nf4Tensor>> nf4_unit_unflatten(const at::Tensor& gathered, co
     return Status::InvalidArgument(fmt::format(
         "gathered NF4 shards must be a whole number of {}-byte records, at least {} bytes of uint8; got {} bytes",
         layout.record_bytes, need, gathered.numel()));
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   at::Tensor records = gathered.narrow(0, 0, need).view({layout.total_records, layout.record_bytes});
   std::vector<Nf4Tensor> unit;
   int64_t first = 0;
@@ -143,7 +145,7 @@ Result<std::vector<Nf4Tensor>> nf4_unit_unflatten(const at::Tensor& gathered, co
 }
 
 at::Tensor nf4_shard_values(const at::Tensor& shard, const Nf4UnitLayout& layout) {
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   const int64_t n = shard.numel() / layout.record_bytes;
   at::Tensor rec = shard.view({n, layout.record_bytes});
   at::Tensor packed, absmax;  // (n·record_blocks·32), (n·record_blocks)

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <c10/core/GradMode.h>
 
 #include "runner/base/json.h"
 #include "runner/base/text.h"
@@ -313,7 +314,7 @@ Status WeightsReader::Read(const NamedParameter& p) {
   if (entry->second.shape != p.shape)
     return Status::InvalidArgument(fmt::format("{}: tensor '{}' has shape {}, the config expects {}", file, p.name,
                                                ShapeText(entry->second.shape), ShapeText(p.shape)));
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   p.tensor->copy_(*f.View(p.name));  // converted into the tensor's dtype/device, in place
   f.DropPages(p.name);
   return Status::Ok();

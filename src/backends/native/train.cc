@@ -1,6 +1,7 @@
 #include "backends/native/train.h"
 
 #include <cmath>
+#include <c10/core/GradMode.h>
 
 #include "backends/native/unit_function.h"
 
@@ -70,7 +71,7 @@ at::Tensor loss_forward(const Model& model, const std::vector<const Sequence*>& 
 }
 
 double grad_clip_norm(const std::vector<at::Tensor>& params, double max_norm) {
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   double sum_sq = 0;
   for (const at::Tensor& p : params)
     if (p.grad().defined()) sum_sq += p.grad().to(at::kFloat).pow(2).sum().item<double>();
@@ -85,7 +86,7 @@ double grad_clip_norm(const std::vector<at::Tensor>& params, double max_norm) {
 
 AdamW::AdamW(std::vector<at::Tensor> params, const TrainOptions& options)
     : params_(std::move(params)), options_(options) {
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   for (const at::Tensor& p : params_) {
     master_.push_back(p.scalar_type() == at::kFloat ? at::Tensor() : p.detach().to(at::kFloat).clone());
     m_.push_back(at::zeros(p.sizes(), p.options().dtype(at::kFloat)));
@@ -99,7 +100,7 @@ void AdamW::zero_grad() {
 }
 
 void AdamW::step(double lr) {
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   ++t_;
   const double b1 = options_.beta1, b2 = options_.beta2;
   const double bias1 = 1.0 - std::pow(b1, static_cast<double>(t_));

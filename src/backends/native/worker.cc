@@ -8,8 +8,10 @@
 #include <filesystem>
 #include <functional>
 #include <iostream>
+#include <c10/core/GradMode.h>
 
 #include "backends/native/data.h"
+#include "backends/native/device_peak.h"
 #include "backends/native/events.h"
 #include "backends/native/fsdp_qlora.h"
 #include "backends/native/fsdp_sharded.h"
@@ -150,7 +152,7 @@ class Stream {
 class Merger {
  public:
   Merger(const std::vector<at::Tensor>& shards, const TrainingSettings& t) : lr_(t.outer_lr), momentum_(t.outer_momentum) {
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     if (plain()) return;
     for (const at::Tensor& s : shards) {
       global_.push_back(s.detach().clone());
@@ -158,7 +160,7 @@ class Merger {
     }
   }
   void Merge(std::vector<at::Tensor>& shards, ProcessGroups& g) {
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     for (size_t i = 0; i < shards.size(); ++i) {
       at::Tensor avg = shards[i].detach().clone();
       g.bytes_between += compat::AllReduceSum(*g.cross_pg, avg);
@@ -199,7 +201,7 @@ std::optional<double> ShardedEvalLoss(const ShardedForward& forward, const std::
   {
     // No grad mode, but not InferenceMode: Gloo writes the gathered tensors
     // from its own threads, where inference tensors may not be modified.
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     const size_t bs = static_cast<size_t>(std::max<int64_t>(1, batch_size));
     const size_t W = static_cast<size_t>(g.group_size), r = static_cast<size_t>(g.group_rank);
     for (size_t start = 0; start < seqs.size(); start += bs) {
@@ -220,7 +222,7 @@ std::optional<double> ShardedEvalLoss(const ShardedForward& forward, const std::
 // one flat float32 vector: (G−1)·4·P bytes sent per rank) and stacks them
 // (lora_merge_stack: rank G·r, ΔW = mean over groups of each group's ΔW).
 LoraAdapters StackGroupAdapters(LoraAdapters& mine, ProcessGroups& g) {
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   at::Tensor flat = lora_flatten(mine);
   at::Tensor all = at::empty({g.groups * flat.numel()}, flat.options());
   g.bytes_between += compat::AllGatherFlat(*g.cross_pg, all, flat);
@@ -459,6 +461,19 @@ int RunTraining(const WorkerCase& wc, Setup& s, ProcessGroups& g) {
       EmitMeasurement(metric::kTrainTokensPerSecond, tps, "tokens/s", how);
       EmitMeasurement(metric::kTgs, tps / g.world, "tokens/s",
                       how + (s.device.is_cuda() ? " / ranks (one device each)" : " / ranks (per process: CPU)"));
+      if (s.device.is_cuda()) {  // per device: the tokens of one rank's share
+        const double flops = qlora ? s.config.FrozenBaseTrainingFlopsPerToken(ts.seq_len)
+                                   : s.config.TrainingFlopsPerToken(ts.seq_len);
+        const double tflops = AchievedTflops(flops, tps / g.world);
+        const std::string formula = qlora ? "4(N-N_emb)+12·L·H·Q·T FLOPs/token (PaLM, frozen base: no weight "
+                                            "gradients; LoRA FLOPs not counted)"
+                                          : "6(N-N_emb)+12·L·H·Q·T FLOPs/token (PaLM)";
+        EmitMeasurement(metric::kTflops, tflops, "TFLOP/s", formula + " × tokens/s per device (" + how + " / ranks)");
+        const std::string name = compat::CudaDeviceName();
+        if (auto peak = PeakBf16Tflops(name))
+          EmitMeasurement(metric::kMfu, tflops / *peak, "",
+                          fmt::format("tflops per device / {} TFLOP/s dense bf16 peak of '{}'", *peak, name));
+      }
     }
     if (g.groups > 1)
       EmitMeasurement(metric::kMergeSeconds, merge_seconds, "s",
