@@ -552,7 +552,8 @@ const InferenceRowSpec kInferenceRows[] = {
 };
 
 // Quality & cost, and additional metrics: name, column header, scale, format.
-// Share-protocol measurements (issue 4 §4) the report reads by name.
+// Share-protocol measurements the report reads by name (docs/report.md,
+// "Quality & cost, Additional metrics").
 
 struct ExtraSpec {
   const char* metric;
@@ -719,7 +720,7 @@ class ModelBuilder {
     out_.tables.push_back(std::move(t));
   }
 
-  // Scaling 1 → N nodes (issue 4 §6), one row per training row, system
+  // Scaling 1 → N nodes (docs/report.md), one row per training row, system
   // (baseline, candidate) and multi-node cell: T1, TN, N, the scaling
   // efficiency T1 / (N · TN), and TGS on 1 and on N nodes. The 1-node side is
   // the same row and system on 1 node, same variant (no network preferred).
@@ -738,7 +739,7 @@ class ModelBuilder {
     t.title = "Scaling 1 → N nodes";
     t.columns = {"1 node (min)", "N nodes (min)", "N", "scaling efficiency", "TGS 1 node", "TGS N nodes"};
     t.note = "Scaling efficiency = T1 / (N · TN), T1 and TN the wall times of the same model, workload, length and "
-             "system on 1 node and on N nodes (issue 4 §6): 1.00 when N nodes do the same work N times as fast. "
+             "system on 1 node and on N nodes: 1.00 when N nodes do the same work N times as fast. "
              "TGS = tokens per GPU per second (tokens_per_gpu_per_second), per device. – : that side is missing.";
     auto wall = [](const Entry& e) { return WallFigure(e); };
     auto tgs = [](const Entry& e) { return NamedFigure(e, metric::kTgs); };
