@@ -350,9 +350,12 @@ ReportCell MarkerCell(const std::string& column, const std::string& marker) {
   return c;
 }
 
-// The efficiency cell of a reference column: 1 when it has a value.
-ReportCell UnitRatioCell(const ReportCell& value_cell) {
-  if (value_cell.value) {
+// The efficiency cell of a reference column: 1 when it has a value and so
+// does the candidate it is compared with (`candidate`; the cell itself when
+// the reference is the candidate's own column). An empty candidate gives no
+// number in its row: "X" when the reference is not provided, else "–".
+ReportCell UnitRatioCell(const ReportCell& value_cell, const ReportCell& candidate) {
+  if (value_cell.value && candidate.value) {
     ReportCell c = MarkerCell(value_cell.column, "");
     c.value = 1.0;
     c.text = "1";
@@ -674,7 +677,7 @@ class ModelBuilder {
       for (size_t j = 0; j < columns.size(); ++j) {
         const Column& col = columns[j];
         if (col.system != o_.baseline_system) {
-          eff.cells.push_back(UnitRatioCell(row.cells[j]));
+          eff.cells.push_back(UnitRatioCell(row.cells[j], row.cells[j]));
           continue;
         }
         int partner = -1;
@@ -883,7 +886,8 @@ class ModelBuilder {
                              spec.unit, spec.format);
         ReportRow row{spec.label, spec.unit, {reference[i], ValueCell(t.columns[1], r, spec.format)}};
         row.cells[0].column = t.columns[0];
-        ReportRow eff{spec.label, "×", {UnitRatioCell(row.cells[0]), ratio_for(i, row.cells[1], t.columns[1])}};
+        ReportRow eff{spec.label, "×",
+                      {UnitRatioCell(row.cells[0], row.cells[1]), ratio_for(i, row.cells[1], t.columns[1])}};
         t.rows.push_back(row);
         t.efficiency.push_back(eff);
       }
