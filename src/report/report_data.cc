@@ -31,20 +31,20 @@ const std::string kRefusedPrefix = "no ratio: ";  // ReportCell::refused
 
 // `decimals` decimals, widened so a value below 1 keeps 3 significant digits
 // (0.0123 min, not 0.0): a small figure is still a measured figure.
-std::string FormatFigure(double v, int decimals) {
+std::string FormatDecimals(double v, int decimals) {
   if (v != 0 && std::fabs(v) < 1) {
     int significant = 2 - static_cast<int>(std::floor(std::log10(std::fabs(v))));
     decimals = std::max(decimals, std::min(significant, 12));
   }
   return fmt::format("{:.{}f}", v, decimals);
 }
-std::string FormatSeconds(double s) { return FormatFigure(s, 1); }
-std::string FormatSecondsPerToken(double s) { return FormatFigure(s, 4); }
+std::string FormatSeconds(double s) { return FormatDecimals(s, 1); }
+std::string FormatSecondsPerToken(double s) { return FormatDecimals(s, 4); }
 std::string FormatTokensPerSecond(double t) { return fmt::format("{:.2f}", t); }
 std::string FormatLoss(double v) { return fmt::format("{:.4f}", v); }
-std::string FormatGiB(double bytes) { return FormatFigure(bytes / (1024.0 * 1024.0 * 1024.0), 2); }
+std::string FormatGiB(double bytes) { return FormatDecimals(bytes / (1024.0 * 1024.0 * 1024.0), 2); }
 // Human units, binary: "512 B", "1.50 KiB", "3.25 MiB", "1.00 GiB" (GiB and up stay GiB).
-std::string FormatBytes(double bytes) {
+std::string FormatBinaryBytes(double bytes) {
   const char* const units[] = {"KiB", "MiB", "GiB"};
   if (std::fabs(bytes) < 1024) return fmt::format("{:.0f} B", bytes);
   double v = bytes;
@@ -569,7 +569,7 @@ const ExtraSpec kQuality[] = {
     {metric::kEvalLoss, "eval loss", FormatLoss},
     {metric::kBestGroupEvalLoss, "best group eval loss", FormatLoss, true},
     {metric::kFinalLoss, "final loss", FormatLoss},
-    {metric::kBytesCommunicated, "bytes communicated", FormatBytes},
+    {metric::kBytesCommunicated, "bytes communicated", FormatBinaryBytes},
     {metric::kMergeSeconds, "merge time (s)", FormatSeconds, true},
 };
 const ExtraSpec kMetrics[] = {
@@ -1120,7 +1120,7 @@ class ModelBuilder {
 
 }  // namespace
 
-std::string FormatMinutes(double minutes) { return FormatFigure(minutes, 1); }
+std::string FormatMinutes(double minutes) { return FormatDecimals(minutes, 1); }
 // Half-way cases round away from zero, like FormatPercent (3.125 → "3.13", 313 %).
 std::string FormatRatio(double ratio) { return fmt::format("{:.2f}", std::round(ratio * 100) / 100); }
 std::string FormatPercent(double ratio) { return fmt::format("{}", std::llround(ratio * 100)); }
