@@ -1,4 +1,4 @@
-// Tests of the list / show / export renderers (src/runner/export.cc) on a
+// Tests of the list / show / export renderers (src/runner/store/export.cc) on a
 // small in-memory store: exact text, CSV quoting, JSON parse-back.
 
 #include <doctest/doctest.h>

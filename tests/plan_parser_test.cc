@@ -663,7 +663,7 @@ TEST_CASE("plan: mutated plans never throw, and the valid ones resolve to a stab
   CHECK(valid > 0);
 }
 
-// ---- interleave (issue 5 §3) --------------------------------------------------
+// ---- interleave --------------------------------------------------------------
 
 namespace {
 

@@ -180,7 +180,7 @@ TEST_CASE("report: inference ratios use the baseline single-stream figure; token
   REQUIRE(a != nullptr);
   CHECK(a->columns == std::vector<std::string>{"fsdp 1 node", "share 1 node (single-stream)"});
   CHECK(Texts(a->rows[0]) == std::vector<std::string>{"300.0", "–"});
-  CHECK(Texts(a->efficiency[0]) == std::vector<std::string>{"1", "–"});
+  CHECK(Texts(a->efficiency[0]) == std::vector<std::string>{"–", "–"});  // no candidate: no number
   const ReportTable* b = FindTable(m, "inference-multi");
   REQUIRE(b != nullptr);
   CHECK(b->columns == std::vector<std::string>{"fsdp", "share 1 node", "share 2 nodes"});

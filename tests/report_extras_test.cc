@@ -1,6 +1,6 @@
-// Report extras: ratio intervals over repeats (issue 5 §3), scaling 1 → N
-// nodes and TGS (issue 4 §6), quality and cost beside speed (issue 4 §4), the
-// HTML provenance appendix and history charts (issue 5 §5). docs/report.md.
+// Report extras: ratio intervals over repeats, scaling 1 → N nodes and TGS,
+// quality and cost beside speed, the HTML provenance appendix and history
+// charts. docs/report.md.
 
 #include <doctest/doctest.h>
 

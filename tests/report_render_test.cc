@@ -72,6 +72,36 @@ TEST_CASE("report render: markdown of an empty store matches the golden file") {
   CheckGolden("empty.md", RenderMd(ComputeReport(ReportInput(), ReportOptions())));
 }
 
+// The efficiency block of the table titled `title`, as rendered lines.
+std::vector<std::string> EfficiencyLines(const std::string& md, const std::string& title) {
+  std::vector<std::string> out;
+  size_t at = md.find("### " + title + "\n");
+  REQUIRE_MESSAGE(at != std::string::npos, title);
+  at = md.find("| **efficiency coefficient** |", at);
+  REQUIRE(at != std::string::npos);
+  for (const std::string& line : Split(md.substr(md.find('\n', at) + 1), '\n')) {
+    if (!StartsWith(line, "|")) break;
+    out.push_back(line);
+  }
+  return out;
+}
+
+TEST_CASE("report render: an empty candidate cell gives no number in its efficiency row") {
+  // Baseline figures everywhere; the candidate (share) has a training figure
+  // for one row only and no single-stream inference result at all.
+  auto data = Compute({RunWith(
+      MakeRun(1), {TrainCase("a", "m", "pretrain", "fsdp", 1, "", "steps", 100, 600),
+                   TrainCase("b", "m", "pretrain", "fsdp", 1, "", "steps", 1000, 1200),
+                   TrainCase("c", "m", "pretrain", "share", 1, "", "steps", 1000, 600),
+                   WithInferenceFigures(InferenceCase("i", "m", "fsdp", 1, "", "single-stream"), 10, 0.1, 10)})});
+  const std::string md = RenderMd(data);
+  CHECK(EfficiencyLines(md, "Training (minutes)") ==
+        std::vector<std::string>{"| pretrain 100 steps | – | – |", "| pretrain 1000 steps | 2.00 | 1 |"});
+  CHECK(EfficiencyLines(md, "Inference, single-stream") ==
+        std::vector<std::string>{"| total generation time (s) | – | – |", "| seconds per token | – | – |",
+                                 "| tokens per second | – | – |"});
+}
+
 ReportData Injected() {
   const std::string evil = "<b>x</b>";
   auto c = WithInferenceFigures(InferenceCase("2.1.1.5", evil, "fsdp", 1, "", ""), 10, 0.1, 10);

@@ -507,7 +507,7 @@ TEST_CASE("Backend status lines reach the progress display") {
                              });
 }
 
-// ---- interleaved repeats (issue 5 §3) -------------------------------------------
+// ---- interleaved repeats -------------------------------------------------------
 
 namespace {
 

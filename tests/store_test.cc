@@ -1,4 +1,4 @@
-// Tests of the SQLite store (src/runner/store.cc): round trips in memory,
+// Tests of the SQLite store (src/runner/store/store.cc): round trips in memory,
 // migrations and refusals on temp files, concurrent writers (threads and a
 // fork()ed process), crash survival, integrity check.
 //

@@ -57,6 +57,22 @@ TEST_CASE("verify: differences name the table row and column of a changed cell")
                                  "line 4: missing in the file; the database gives ''"});
 }
 
+TEST_CASE("verify: a long HTML line is quoted whole, multi-byte characters intact") {
+  // An HTML table row: the changed figure sits past the first 120 bytes, after
+  // several multi-byte characters (–, →), where a prefix would cut it off.
+  const std::string row = "<tr><td title=\"run 1 \u2192 run 2: measured wall time, median of 3 repeats "
+                          "(fsdp 1 node \u2013 share 1 node)\">pretrain 1000 steps</td><td>{}</td></tr>";
+  std::string file_line = row, db_line = row;
+  file_line.replace(file_line.find("{}"), 2, "31.0");
+  db_line.replace(db_line.find("{}"), 2, "30.0");
+  REQUIRE(file_line.find("31.0") > 120);
+  const std::string head = "<!DOCTYPE html>\n<table>\n";
+  std::vector<std::string> d = DescribeDifferences(head + file_line + "\n", head + db_line + "\n");
+  REQUIRE(d.size() == 1);
+  CHECK(d[0] == "line 3: the file has '" + file_line + "', the database gives '" + db_line + "'");
+  CHECK(IsValidUtf8(d[0]));
+}
+
 TEST_CASE("verify: `report --verify` accepts the written report and catches a one-character edit") {
   TempDir dir;
   WriteText(dir.path / "published.yaml", kPublished);

@@ -31,20 +31,20 @@ const std::string kRefusedPrefix = "no ratio: ";  // ReportCell::refused
 
 // `decimals` decimals, widened so a value below 1 keeps 3 significant digits
 // (0.0123 min, not 0.0): a small figure is still a measured figure.
-std::string FormatFigure(double v, int decimals) {
+std::string FormatDecimals(double v, int decimals) {
   if (v != 0 && std::fabs(v) < 1) {
     int significant = 2 - static_cast<int>(std::floor(std::log10(std::fabs(v))));
     decimals = std::max(decimals, std::min(significant, 12));
   }
   return fmt::format("{:.{}f}", v, decimals);
 }
-std::string FormatSeconds(double s) { return FormatFigure(s, 1); }
-std::string FormatSecondsPerToken(double s) { return FormatFigure(s, 4); }
+std::string FormatSeconds(double s) { return FormatDecimals(s, 1); }
+std::string FormatSecondsPerToken(double s) { return FormatDecimals(s, 4); }
 std::string FormatTokensPerSecond(double t) { return fmt::format("{:.2f}", t); }
 std::string FormatLoss(double v) { return fmt::format("{:.4f}", v); }
-std::string FormatGiB(double bytes) { return FormatFigure(bytes / (1024.0 * 1024.0 * 1024.0), 2); }
+std::string FormatGiB(double bytes) { return FormatDecimals(bytes / (1024.0 * 1024.0 * 1024.0), 2); }
 // Human units, binary: "512 B", "1.50 KiB", "3.25 MiB", "1.00 GiB" (GiB and up stay GiB).
-std::string FormatBytes(double bytes) {
+std::string FormatBinaryBytes(double bytes) {
   const char* const units[] = {"KiB", "MiB", "GiB"};
   if (std::fabs(bytes) < 1024) return fmt::format("{:.0f} B", bytes);
   double v = bytes;
@@ -350,9 +350,12 @@ ReportCell MarkerCell(const std::string& column, const std::string& marker) {
   return c;
 }
 
-// The efficiency cell of a reference column: 1 when it has a value.
-ReportCell UnitRatioCell(const ReportCell& value_cell) {
-  if (value_cell.value) {
+// The efficiency cell of a reference column: 1 when it has a value and so
+// does the candidate it is compared with (`candidate`; the cell itself when
+// the reference is the candidate's own column). An empty candidate gives no
+// number in its row: "X" when the reference is not provided, else "–".
+ReportCell UnitRatioCell(const ReportCell& value_cell, const ReportCell& candidate) {
+  if (value_cell.value && candidate.value) {
     ReportCell c = MarkerCell(value_cell.column, "");
     c.value = 1.0;
     c.text = "1";
@@ -552,7 +555,8 @@ const InferenceRowSpec kInferenceRows[] = {
 };
 
 // Quality & cost, and additional metrics: name, column header, scale, format.
-// Share-protocol measurements (issue 4 §4) the report reads by name.
+// Share-protocol measurements the report reads by name (docs/report.md,
+// "Quality & cost, Additional metrics").
 
 struct ExtraSpec {
   const char* metric;
@@ -565,7 +569,7 @@ const ExtraSpec kQuality[] = {
     {metric::kEvalLoss, "eval loss", FormatLoss},
     {metric::kBestGroupEvalLoss, "best group eval loss", FormatLoss, true},
     {metric::kFinalLoss, "final loss", FormatLoss},
-    {metric::kBytesCommunicated, "bytes communicated", FormatBytes},
+    {metric::kBytesCommunicated, "bytes communicated", FormatBinaryBytes},
     {metric::kMergeSeconds, "merge time (s)", FormatSeconds, true},
 };
 const ExtraSpec kMetrics[] = {
@@ -673,7 +677,7 @@ class ModelBuilder {
       for (size_t j = 0; j < columns.size(); ++j) {
         const Column& col = columns[j];
         if (col.system != o_.baseline_system) {
-          eff.cells.push_back(UnitRatioCell(row.cells[j]));
+          eff.cells.push_back(UnitRatioCell(row.cells[j], row.cells[j]));
           continue;
         }
         int partner = -1;
@@ -719,7 +723,7 @@ class ModelBuilder {
     out_.tables.push_back(std::move(t));
   }
 
-  // Scaling 1 → N nodes (issue 4 §6), one row per training row, system
+  // Scaling 1 → N nodes (docs/report.md), one row per training row, system
   // (baseline, candidate) and multi-node cell: T1, TN, N, the scaling
   // efficiency T1 / (N · TN), and TGS on 1 and on N nodes. The 1-node side is
   // the same row and system on 1 node, same variant (no network preferred).
@@ -738,7 +742,7 @@ class ModelBuilder {
     t.title = "Scaling 1 → N nodes";
     t.columns = {"1 node (min)", "N nodes (min)", "N", "scaling efficiency", "TGS 1 node", "TGS N nodes"};
     t.note = "Scaling efficiency = T1 / (N · TN), T1 and TN the wall times of the same model, workload, length and "
-             "system on 1 node and on N nodes (issue 4 §6): 1.00 when N nodes do the same work N times as fast. "
+             "system on 1 node and on N nodes: 1.00 when N nodes do the same work N times as fast. "
              "TGS = tokens per GPU per second (tokens_per_gpu_per_second), per device. – : that side is missing.";
     auto wall = [](const Entry& e) { return WallFigure(e); };
     auto tgs = [](const Entry& e) { return NamedFigure(e, metric::kTgs); };
@@ -882,7 +886,8 @@ class ModelBuilder {
                              spec.unit, spec.format);
         ReportRow row{spec.label, spec.unit, {reference[i], ValueCell(t.columns[1], r, spec.format)}};
         row.cells[0].column = t.columns[0];
-        ReportRow eff{spec.label, "×", {UnitRatioCell(row.cells[0]), ratio_for(i, row.cells[1], t.columns[1])}};
+        ReportRow eff{spec.label, "×",
+                      {UnitRatioCell(row.cells[0], row.cells[1]), ratio_for(i, row.cells[1], t.columns[1])}};
         t.rows.push_back(row);
         t.efficiency.push_back(eff);
       }
@@ -1115,7 +1120,7 @@ class ModelBuilder {
 
 }  // namespace
 
-std::string FormatMinutes(double minutes) { return FormatFigure(minutes, 1); }
+std::string FormatMinutes(double minutes) { return FormatDecimals(minutes, 1); }
 // Half-way cases round away from zero, like FormatPercent (3.125 → "3.13", 313 %).
 std::string FormatRatio(double ratio) { return fmt::format("{:.2f}", std::round(ratio * 100) / 100); }
 std::string FormatPercent(double ratio) { return fmt::format("{}", std::llround(ratio * 100)); }

@@ -35,11 +35,6 @@ std::vector<std::string> Cells(const std::string& line) {
   return cells;
 }
 
-std::string Clip(const std::string& s) {
-  if (s.size() <= 120) return s;
-  return s.substr(0, 117) + "...";
-}
-
 }  // namespace
 
 std::string InvocationText(const ReportInvocation& inv) {
@@ -164,11 +159,11 @@ std::vector<std::string> DescribeDifferences(const std::string& file_text, const
     const std::string* fb = i < b.size() ? &b[i] : nullptr;
     if (fa && fb && *fa == *fb) continue;
     if (!fa) {
-      add(fmt::format("line {}: missing in the file; the database gives '{}'", i + 1, Clip(*fb)));
+      add(fmt::format("line {}: missing in the file; the database gives '{}'", i + 1, *fb));
       continue;
     }
     if (!fb) {
-      add(fmt::format("line {}: the file has '{}', the database gives no such line", i + 1, Clip(*fa)));
+      add(fmt::format("line {}: the file has '{}', the database gives no such line", i + 1, *fa));
       continue;
     }
     // Markdown table rows: name the row and the columns that differ.
@@ -182,12 +177,12 @@ std::vector<std::string> DescribeDifferences(const std::string& file_text, const
           if (ca[k] == cb[k]) continue;
           std::string column = k < columns.size() ? columns[k] : std::to_string(k + 1);
           add(fmt::format("line {}, row '{}', column '{}': the file has '{}', the database gives '{}'",
-                          i + 1, cb[0], column, Clip(ca[k]), Clip(cb[k])));
+                          i + 1, cb[0], column, ca[k], cb[k]));
         }
         continue;
       }
     }
-    add(fmt::format("line {}: the file has '{}', the database gives '{}'", i + 1, Clip(*fa), Clip(*fb)));
+    add(fmt::format("line {}: the file has '{}', the database gives '{}'", i + 1, *fa, *fb));
   }
   if (extra) out.push_back(fmt::format("\u2026 and {} more difference{}", extra, extra == 1 ? "" : "s"));
   return out;

@@ -57,7 +57,9 @@ Result<VerifyOutcome> VerifyReport(Store& store, const std::string& report_text,
                                    const ReportInvocation& fallback);
 
 // Line-by-line differences between a file's text and the expected text (at
-// most `limit` entries, then "… and N more differing lines").
+// most `limit` entries, then "… and N more differences"). Each entry quotes
+// the whole line (or, in a Markdown table, the whole cell) from both sides,
+// never a prefix: in HTML the differing part is often far into a long line.
 std::vector<std::string> DescribeDifferences(const std::string& file_text,
                                              const std::string& expected, size_t limit = 20);
 

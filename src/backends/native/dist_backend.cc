@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "backends/native/events.h"
+#include "backends/native/memory_estimate.h"
 #include "backends/native/network_emulation.h"
 #include "backends/native/supervisor.h"
 #include "backends/native/worker_case.h"
@@ -63,13 +64,6 @@ std::string PerRankBase(const std::string& name) {
   for (const char* base : kPerRankFigures)
     if (StartsWith(name, std::string(base) + "_rank")) return base;
   return "";
-}
-
-std::string Bytes(double b) {
-  if (b >= 1e9) return fmt::format("{:.3g} GB", b / 1e9);
-  if (b >= 1e6) return fmt::format("{:.3g} MB", b / 1e6);
-  if (b >= 1e3) return fmt::format("{:.3g} kB", b / 1e3);
-  return fmt::format("{:g} B", b);
 }
 
 }  // namespace
@@ -387,8 +381,7 @@ BackendOutcome RunDistributed(BackendContext& ctx, const std::string& role, cons
         "sum over {} ranks of the bytes each rank sent in the collectives it issued, counted as ring-algorithm volume "
         "(all-gather (W-1)·shard, reduce-scatter (W-1)/W·n, all-reduce 2(W-1)/W·n; on libtorch 1.13 Gloo the "
         "reduce-scatter is an all-reduce); within groups {} ({} per step), between groups {}",
-        world, Bytes(static_cast<double>(within)), Bytes(static_cast<double>(within) / static_cast<double>(steps)),
-        Bytes(static_cast<double>(between)));
+        world, FormatBytes(within), FormatBytes(within / steps), FormatBytes(between));
     out.measurements.push_back(MeasuredFigure(metric::kBytesCommunicated, static_cast<double>(within + between), "bytes", how));
     out.measurements.push_back(MeasuredFigure("bytes_within_groups", static_cast<double>(within), "bytes",
                                        "FSDP collectives inside each group; see bytes_communicated"));

@@ -21,23 +21,32 @@ Result<std::string> HostOf(const LaunchRequest& request, const RankLaunch& rank)
   return it->second;
 }
 
+// One launch per rank, made by `launch(rank, host)` with the host of the
+// rank's node; stops at the first rank whose node has no host.
+template <typename LaunchOnHost>
+Result<std::vector<RankLaunch>> ForEachRankOnHost(const LaunchRequest& request, LaunchOnHost launch) {
+  std::vector<RankLaunch> out;
+  for (const RankLaunch& rank : request.ranks) {
+    auto host = HostOf(request, rank);
+    if (!host.ok()) return host.status();
+    out.push_back(launch(rank, *host));
+  }
+  return out;
+}
+
 // `ssh -o BatchMode=yes -T HOST -- 'cd DIR && exec env ... worker ...'`. The
 // environment travels inside the quoted remote command (sshd drops most
 // variables); -T: no terminal, so the remote process ends when ssh is killed.
 class SshLauncher : public Launcher {
  public:
   Result<std::vector<RankLaunch>> Prepare(const LaunchRequest& request) const override {
-    std::vector<RankLaunch> out;
-    for (const RankLaunch& rank : request.ranks) {
-      auto host = HostOf(request, rank);
-      if (!host.ok()) return host.status();
+    return ForEachRankOnHost(request, [&](const RankLaunch& rank, const std::string& host) {
       RankLaunch l;
       l.rank = rank.rank;
       l.node = rank.node;
-      l.argv = {"ssh", "-o", "BatchMode=yes", "-T", *host, "--", RemoteCommand(rank, request.workdir)};
-      out.push_back(std::move(l));
-    }
-    return out;
+      l.argv = {"ssh", "-o", "BatchMode=yes", "-T", host, "--", RemoteCommand(rank, request.workdir)};
+      return l;
+    });
   }
 };
 
@@ -45,19 +54,15 @@ class SshLauncher : public Launcher {
 class SlurmLauncher : public Launcher {
  public:
   Result<std::vector<RankLaunch>> Prepare(const LaunchRequest& request) const override {
-    std::vector<RankLaunch> out;
-    for (const RankLaunch& rank : request.ranks) {
-      auto host = HostOf(request, rank);
-      if (!host.ok()) return host.status();
+    return ForEachRankOnHost(request, [&](const RankLaunch& rank, const std::string& host) {
       RankLaunch l = rank;
-      std::vector<std::string> argv = {"srun", "--nodes=1", "--ntasks=1", "--nodelist=" + *host, "--export=ALL",
+      std::vector<std::string> argv = {"srun", "--nodes=1", "--ntasks=1", "--nodelist=" + host, "--export=ALL",
                                        "--kill-on-bad-exit=1"};
       if (!request.workdir.empty()) argv.push_back("--chdir=" + request.workdir);
       argv.insert(argv.end(), rank.argv.begin(), rank.argv.end());
       l.argv = std::move(argv);
-      out.push_back(std::move(l));
-    }
-    return out;
+      return l;
+    });
   }
 };
 

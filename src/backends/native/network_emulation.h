@@ -4,7 +4,7 @@
 // A two-node (or N-node) rehearsal on one host: one Linux network namespace
 // per plan node, joined by veth links shaped with tc, so that ranks started
 // "on different nodes" talk over a link of the plan's `cluster.emulate`
-// bandwidth and delay (issue 4 §6). Needs root (CAP_NET_ADMIN + CAP_SYS_ADMIN).
+// bandwidth and delay (docs/rehearsal.md). Needs root (CAP_NET_ADMIN + CAP_SYS_ADMIN).
 //
 // Topology (all of it inside namespaces this object creates; the host's
 // interfaces, addresses and routes are never touched):

@@ -3,7 +3,7 @@
 
 // Where a process started by srun sits in its job: rank, world size, local
 // rank and the master node, read from the SLURM_* variables srun sets
-// (issue 4 §2, the `slurm` launcher). Pure functions of an environment map,
+// (the `slurm` launcher, docs/distributed.md). Pure functions of an environment map,
 // so they are tested on fixed maps; CurrentEnvironment() supplies the real one.
 
 #include <functional>

@@ -157,14 +157,11 @@ Result<JunitSuite> JunitSuiteForRun(
         break;
       case CaseStatus::kFailed:
       case CaseStatus::kTimeout:
-        c.outcome = JunitCase::Outcome::kFailure;
-        c.type = CaseStatusName(r.status);
-        c.message = reason;
-        c.text = fmt::format("{} {}: {}", r.case_id, CaseStatusName(r.status), reason);
-        break;
       case CaseStatus::kInterrupted:
       case CaseStatus::kRunning:
-        c.outcome = JunitCase::Outcome::kError;
+        // failed / timeout: a failure of the case; interrupted / still running: an error.
+        c.outcome = r.status == CaseStatus::kFailed || r.status == CaseStatus::kTimeout ? JunitCase::Outcome::kFailure
+                                                                                         : JunitCase::Outcome::kError;
         c.type = CaseStatusName(r.status);
         c.message = reason;
         c.text = fmt::format("{} {}: {}", r.case_id, CaseStatusName(r.status), reason);

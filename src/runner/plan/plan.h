@@ -67,7 +67,7 @@ struct NodeSpec {
   double gpu_memory_gb = 0;  // memory of each accelerator in GB (10^9 bytes); 0 = not stated
 };
 
-// Optional two-node rehearsal on one host (issue 4): a veth pair shaped with tc.
+// Optional two-node rehearsal on one host (docs/rehearsal.md): a veth pair shaped with tc.
 struct NetworkEmulation {
   std::string bandwidth;  // e.g. "100mbit"
   std::string delay;      // e.g. "5ms"
@@ -139,7 +139,7 @@ struct TrainingSettings {
   double learning_rate = 3e-4;
   int64_t seed = 1234;
   std::string device = "auto";  // "auto" | "cpu" | "cuda"
-  // Distributed native backends (issue 4; docs/distributed.md):
+  // Distributed native backends (docs/distributed.md):
   int ranks_per_node = 0;           // fsdp: ranks on each node; 0 = max(1, the node's gpus)
   double collective_timeout = 300;  // s: rendezvous and every c10d collective; a hung rank ends there
   int64_t sync_every = 0;           // share: merge groups every N steps (DiLoCo); 0 = only at the end
@@ -163,7 +163,7 @@ struct TrainingSettings {
   double LoraAlpha() const { return lora_alpha; }
 };
 
-// `reference: {wall_minutes: [93, -5%, +10%]}` (issue 5): an expected value and
+// `reference: {wall_minutes: [93, -5%, +10%]}` (docs/regression.md): an expected value and
 // the band around it that `protocol run --check` accepts (reference_check.h).
 struct ReferenceBand {
   std::string metric;  // as written: "wall_minutes", "wall_seconds", "tokens_per_second", ...
@@ -218,7 +218,7 @@ struct Plan {
   std::map<std::string, DatasetSpec> datasets;
   ClusterSpec cluster;
   std::vector<StageSpec> stages;
-  // `interleave: [[2.1.1.1, 2.2.1.1], ...]` (issue 5 §3): groups of case ids,
+  // `interleave: [[2.1.1.1, 2.2.1.1], ...]` (docs/plan-format.md): groups of case ids,
   // as written, whose repeats alternate in ABBA rounds (schedule.h). Each id
   // names a case of the plan and is in at most one group; a group has at
   // least two cases, all with the same `repeats`. Empty: plan order.

@@ -113,7 +113,7 @@ CREATE TABLE request_samples (
 );
 CREATE INDEX request_samples_case_row ON request_samples(case_row);
 )sql",
-    // 2: provenance (issue 5): the sha256 of each case's log, stored at finish.
+    // 2: provenance (docs/regression.md): the sha256 of each case's log, stored at finish.
     R"sql(
 ALTER TABLE cases ADD COLUMN log_sha256 TEXT NOT NULL DEFAULT '';
 )sql",
