@@ -3,7 +3,7 @@
 // backend (weights, losses, bytes by formula, per-rank memory figures), the
 // share protocol (merge, group eval, bytes), multi-replica inference, and a
 // rank killed with signal 9.
-#include "native_test_support.h"
+#include "dist_test_support.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -27,18 +27,7 @@
 namespace protocol {
 namespace {
 namespace fs = std::filesystem;
-
-struct RecordingEvents : CaseEvents {
-  std::vector<StepSample> steps;
-  std::vector<RequestSample> requests;
-  void OnStep(const StepSample& s) override { steps.push_back(s); }
-  void OnRequest(const RequestSample& r) override { requests.push_back(r); }
-  void OnStatusLine(const std::string&) override {}
-};
-
-struct NoProcesses : ProcessRunner {
-  ProcessResult Run(const ProcessSpec&, const StopFlag&, const LineCallback&) override { return {}; }
-};
+using namespace dist_test;
 
 struct Fixture {
   fs::path root;
@@ -96,40 +85,6 @@ CaseSpec Training(const std::string& backend, int64_t steps) {
   return spec;
 }
 
-native::DistOptions Options() {
-  native::DistOptions o;
-  o.worker_program = PROTOCOL_BINARY;
-  o.kill_grace_seconds = 1;
-  return o;
-}
-
-struct Harness {
-  StopFlag stop;
-  NoProcesses processes;
-  RecordingEvents events;
-  BackendOutcome Run(Backend& backend, const Plan& plan, const CaseSpec& spec, const std::string& out_dir,
-                     const std::string& log) {
-    auto problems = backend.Check(plan, spec);
-    INFO(Join(problems, "\n"));
-    REQUIRE(problems.empty());
-    BackendContext ctx{plan, spec, 0, log, out_dir, stop, processes, SystemClock(), events};
-    return backend.Run(ctx);
-  }
-};
-
-const Measurement* Find(const BackendOutcome& out, const std::string& name) {
-  for (const auto& m : out.measurements)
-    if (m.name == name) return &m;
-  return nullptr;
-}
-
-std::string ReadAll(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 native::Model Load(const native::ModelConfig& c, const fs::path& dir) {
   native::Model m = native::model_create(c, at::TensorOptions().dtype(at::kFloat));
   Status s = native::model_load_weights(m, dir.string());
@@ -151,13 +106,6 @@ int64_t ShardElements(native::Model& m, int world) {
   int64_t s = 0;
   for (int64_t n : units) s += (n + world - 1) / world;
   return s;
-}
-
-// The number in a method text like "mean loss on 8 held-out sequences".
-int64_t HeldOut(const std::string& method) {
-  const size_t at = method.find("mean loss on ");
-  REQUIRE(at != std::string::npos);
-  return std::stoll(method.substr(at + 13));
 }
 
 struct Variant {

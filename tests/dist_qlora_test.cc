@@ -10,11 +10,8 @@
 //   - share with 4-bit groups: the merged adapter is the stack of the groups'
 //     adapters (ΔW = the mean of the groups' ΔW within 1e-6), or with A frozen
 //     the average of B; bytes between groups by formula.
-#include "native_test_support.h"
+#include "dist_test_support.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -39,18 +36,8 @@
 namespace protocol {
 namespace {
 namespace fs = std::filesystem;
+using namespace dist_test;
 using namespace native;
-
-struct RecordingEvents : CaseEvents {
-  std::vector<StepSample> steps;
-  void OnStep(const StepSample& s) override { steps.push_back(s); }
-  void OnRequest(const RequestSample&) override {}
-  void OnStatusLine(const std::string&) override {}
-};
-
-struct NoProcesses : ProcessRunner {
-  ProcessResult Run(const ProcessSpec&, const StopFlag&, const LineCallback&) override { return {}; }
-};
 
 // A tiny Llama with real (seeded, then saved) weights and a SentencePiece tokenizer.
 struct Fixture {
@@ -121,46 +108,6 @@ CaseSpec Training(const std::string& backend, int64_t steps) {
   return spec;
 }
 
-DistOptions Options() {
-  DistOptions o;
-  o.worker_program = PROTOCOL_BINARY;
-  o.kill_grace_seconds = 1;
-  return o;
-}
-
-struct Harness {
-  StopFlag stop;
-  NoProcesses processes;
-  RecordingEvents events;
-  BackendOutcome Run(Backend& backend, const Plan& plan, const CaseSpec& spec, const std::string& out_dir,
-                     const std::string& log) {
-    auto problems = backend.Check(plan, spec);
-    INFO(Join(problems, "\n"));
-    REQUIRE(problems.empty());
-    BackendContext ctx{plan, spec, 0, log, out_dir, stop, processes, SystemClock(), events};
-    return backend.Run(ctx);
-  }
-};
-
-const Measurement* Find(const BackendOutcome& out, const std::string& name) {
-  for (const auto& m : out.measurements)
-    if (m.name == name) return &m;
-  return nullptr;
-}
-
-std::string ReadAll(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-int64_t HeldOut(const std::string& method) {
-  const size_t at = method.find("mean loss on ");
-  REQUIRE(at != std::string::npos);
-  return std::stoll(method.substr(at + 13));
-}
-
 LoraAdapters LoadAdapters(const ModelConfig& c, const fs::path& dir) {
   auto a = lora_load(dir.string(), c);
   INFO(a.status().message());
@@ -174,20 +121,6 @@ double MaxAdapterDiff(LoraAdapters& a, LoraAdapters& b) {
   double d = 0;
   for (size_t i = 0; i < pa.size(); ++i) d = std::max(d, (*pa[i].tensor - *pb[i].tensor).abs().max().item<double>());
   return d;
-}
-
-int FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  int port = -1;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
-  ::close(fd);
-  return port;
 }
 
 // What one in-process rank saw.
@@ -218,8 +151,9 @@ TEST_CASE("fsdp qlora: per-rank NF4 bytes by formula; gathered codes bit-identic
         want = model_forward(one, tokens, nullptr);
       }
       // W ranks on threads, each with its own Gloo group.
-      const int port = FreePort();
-      REQUIRE(port > 0);
+      auto free_port = FreeTcpPort();
+      REQUIRE(free_port.ok());
+      const int port = *free_port;
       std::vector<RankResult> results(static_cast<size_t>(W));
       std::vector<std::thread> threads;
       for (int r = 0; r < W; ++r) {

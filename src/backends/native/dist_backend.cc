@@ -25,24 +25,6 @@ namespace fs = std::filesystem;
 // Set in every rank's environment; RunDistributed refuses to run where it is set.
 constexpr const char* kInWorkerVariable = "PROTOCOL_IN_WORKER";
 
-// A TCP port that was free a moment ago (bind to 0, read it back, close).
-Result<int> FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return Status::IoError("cannot open a socket to find a free port");
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_ANY);
-  a.sin_port = 0;
-  socklen_t len = sizeof a;
-  int port = -1;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
-  ::close(fd);
-  if (port <= 0) return Status::IoError("cannot find a free TCP port for the rendezvous");
-  return port;
-}
-
 std::string SelfProgram() {
   std::error_code ec;
   fs::path p = fs::read_symlink("/proc/self/exe", ec);
@@ -67,6 +49,23 @@ std::string PerRankBase(const std::string& name) {
 }
 
 }  // namespace
+
+Result<int> FreeTcpPort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return Status::IoError("cannot open a socket to find a free port");
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_ANY);
+  a.sin_port = 0;
+  socklen_t len = sizeof a;
+  int port = -1;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = ntohs(a.sin_port);
+  ::close(fd);
+  if (port <= 0) return Status::IoError("cannot find a free TCP port for the rendezvous");
+  return port;
+}
 
 Result<DistLayout> FsdpLayout(const Plan& plan, const CaseSpec& spec) {
   DistLayout l;
@@ -180,7 +179,7 @@ BackendOutcome RunDistributed(BackendContext& ctx, const std::string& role, cons
   } cleanup{case_path, ctx.log_path.empty()};
 
   // ---- one worker command per rank --------------------------------------------------
-  auto port = FreePort();
+  auto port = FreeTcpPort();
   if (!port.ok()) return FailedOutcome(CaseStatus::kFailed, port.status().message());
   const std::string first_node = layout.rank_nodes.front();
   const std::string master = layout.node_hosts.count(first_node) && layout.node_hosts.at(first_node) != "localhost"

@@ -51,6 +51,10 @@ std::vector<std::string> CheckDistributed(const Plan& plan, const CaseSpec& spec
 BackendOutcome RunDistributed(BackendContext& ctx, const std::string& role, const DistLayout& layout,
                               const DistOptions& options);
 
+// A TCP port that was free a moment ago (bind to 0, read it back, close): the
+// rendezvous port of a case. Errors: no socket, or no port could be bound.
+Result<int> FreeTcpPort();
+
 }  // namespace native
 }  // namespace protocol
 

@@ -303,12 +303,7 @@ class NativeFsdpBackend : public Backend {
              ds.path, ds.format, split.train.size(), split.eval.size(), ts.seq_len, steps, ts.batch_size);
 
     // ---- optimizer --------------------------------------------------------
-    TrainOptions o;
-    o.batch_size = ts.batch_size;
-    o.grad_accum = ts.grad_accum;
-    o.learning_rate = ts.learning_rate;
-    o.warmup_steps = std::min<int64_t>(100, steps / 10);
-    o.checkpoint_every = ts.checkpoint_every;
+    const TrainOptions o = train_options(ts, steps);
     AdamW optimizer(setup.lora ? lora_trainable(*setup.lora, ts.lora_freeze_a) : model_trainable(model), o);
 
     // ---- timed loop ---------------------------------------------------------

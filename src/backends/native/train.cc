@@ -16,6 +16,16 @@ double lr_at_step(int64_t step, int64_t total, const TrainOptions& o) {
   return lr_min + 0.5 * (lr - lr_min) * (1.0 + std::cos(M_PI * progress));
 }
 
+TrainOptions train_options(const TrainingSettings& settings, int64_t steps) {
+  TrainOptions o;
+  o.batch_size = settings.batch_size;
+  o.grad_accum = settings.grad_accum;
+  o.learning_rate = settings.learning_rate;
+  o.warmup_steps = std::min<int64_t>(100, steps / 10);
+  o.checkpoint_every = settings.checkpoint_every;
+  return o;
+}
+
 bool layer_checkpointed(int64_t layer, int64_t checkpoint_every) {
   return checkpoint_every > 0 && layer % checkpoint_every == 0;
 }

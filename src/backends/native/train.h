@@ -13,6 +13,7 @@
 
 #include "backends/native/data.h"
 #include "backends/native/model.h"
+#include "runner/plan/plan.h"
 
 namespace protocol {
 namespace native {
@@ -34,6 +35,11 @@ struct TrainOptions {
   // (1 = every layer, 0 = none). Only the layer's input is kept for it.
   int64_t checkpoint_every = 1;
 };
+
+// The options of a training case of `steps` optimizer steps from its plan
+// settings: batch, accumulation, learning rate, checkpointing; warm-up
+// min(100, steps/10) steps; the rest TrainOptions' defaults.
+TrainOptions train_options(const TrainingSettings& settings, int64_t steps);
 
 // True when decoder layer `layer` is recomputed in backward (see TrainOptions).
 bool layer_checkpointed(int64_t layer, int64_t checkpoint_every);

@@ -261,12 +261,7 @@ int RunTraining(const WorkerCase& wc, Setup& s, ProcessGroups& g) {
         split.train.size(), split.eval.size(), ts.seq_len, steps, ts.batch_size, g.groups, g.group_size, local_batch,
         ts.grad_accum, ts.checkpoint_every);
 
-  TrainOptions o;
-  o.batch_size = ts.batch_size;
-  o.grad_accum = ts.grad_accum;
-  o.learning_rate = ts.learning_rate;
-  o.warmup_steps = std::min<int64_t>(100, steps / 10);
-  o.checkpoint_every = ts.checkpoint_every;
+  const TrainOptions o = train_options(ts, steps);
   // The baseline of this rank's memory figures: RSS just before the model is built.
   const int64_t baseline_rss = CurrentRssBytes().value_or(0);
   if (s.device.is_cuda()) compat::CudaResetPeakMemory();

@@ -1,0 +1,82 @@
+#ifndef PROTOCOL_TESTS_DIST_TEST_SUPPORT_H_
+#define PROTOCOL_TESTS_DIST_TEST_SUPPORT_H_
+
+// What the tests of the distributed native backends share: a harness that
+// checks a case and runs it through a backend with real `protocol worker`
+// ranks (the test binary's sibling PROTOCOL_BINARY), recording the case's
+// step and request events, and small readers of its outcome.
+
+#include "native_test_support.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "backends/native/dist_backend.h"
+#include "runner/base/text.h"
+#include "runner/exec/backend.h"
+
+namespace protocol {
+namespace dist_test {
+
+struct RecordingEvents : CaseEvents {
+  std::vector<StepSample> steps;
+  std::vector<RequestSample> requests;
+  void OnStep(const StepSample& s) override { steps.push_back(s); }
+  void OnRequest(const RequestSample& r) override { requests.push_back(r); }
+  void OnStatusLine(const std::string&) override {}
+};
+
+struct NoProcesses : ProcessRunner {
+  ProcessResult Run(const ProcessSpec&, const StopFlag&, const LineCallback&) override { return {}; }
+};
+
+inline native::DistOptions Options() {
+  native::DistOptions o;
+  o.worker_program = PROTOCOL_BINARY;
+  o.kill_grace_seconds = 1;
+  return o;
+}
+
+struct Harness {
+  StopFlag stop;
+  NoProcesses processes;
+  RecordingEvents events;
+  // REQUIRES (checked): the backend's Check finds no problem with the case.
+  BackendOutcome Run(Backend& backend, const Plan& plan, const CaseSpec& spec, const std::string& out_dir,
+                     const std::string& log) {
+    auto problems = backend.Check(plan, spec);
+    INFO(Join(problems, "\n"));
+    REQUIRE(problems.empty());
+    BackendContext ctx{plan, spec, 0, log, out_dir, stop, processes, SystemClock(), events};
+    return backend.Run(ctx);
+  }
+};
+
+// The outcome's measurement `name`; null when there is none.
+inline const Measurement* Find(const BackendOutcome& out, const std::string& name) {
+  for (const auto& m : out.measurements)
+    if (m.name == name) return &m;
+  return nullptr;
+}
+
+inline std::string ReadAll(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The number in a method text like "mean loss on 8 held-out sequences".
+inline int64_t HeldOut(const std::string& method) {
+  const size_t at = method.find("mean loss on ");
+  REQUIRE(at != std::string::npos);
+  return std::stoll(method.substr(at + 13));
+}
+
+}  // namespace dist_test
+}  // namespace protocol
+
+#endif  // PROTOCOL_TESTS_DIST_TEST_SUPPORT_H_
