@@ -44,6 +44,25 @@ TEST_CASE("report: one baseline 2-node column per network label, in label order"
         "share is 4.00× faster than fsdp on 2 nodes (400 %) for pretrain 100 steps (fsdp over 80G, share over 10G); no interval (fewer than 3 repeats).");
 }
 
+TEST_CASE("report: with candidate columns on two networks, each row's ratio uses the one that has a value") {
+  auto data = Compute({RunWith(MakeRun(1), {TrainCase("a", "m", "pretrain", "fsdp", 2, "80G", "steps", 100, 1200),
+                                            TrainCase("b", "m", "pretrain", "share", 2, "10G", "steps", 100, 300),
+                                            TrainCase("c", "m", "pretrain", "fsdp", 2, "80G", "steps", 200, 2400),
+                                            TrainCase("d", "m", "pretrain", "share", 2, "1G", "steps", 200, 1200)})});
+  const ReportTable* t = FindTable(data.models[0], "training");
+  REQUIRE(t != nullptr);
+  REQUIRE(t->columns.size() == 3);
+  REQUIRE(t->rows.size() == 2);
+  // Row 100 steps: only the 10G column has a value; row 200 steps: only the 1G column.
+  REQUIRE(t->efficiency[0].cells[0].value);
+  REQUIRE(t->efficiency[1].cells[0].value);
+  CHECK(*t->efficiency[0].cells[0].value == doctest::Approx(4.0));
+  CHECK(*t->efficiency[1].cells[0].value == doctest::Approx(2.0));
+  REQUIRE(data.models[0].sentences.size() == 2);
+  CHECK(data.models[0].sentences[0].find("(fsdp over 80G, share over 10G)") != std::string::npos);
+  CHECK(data.models[0].sentences[1].find("(fsdp over 80G, share over 1G)") != std::string::npos);
+}
+
 TEST_CASE("report: rows are pretrain then finetune, steps ascending then epochs, never compared across rows") {
   auto data = Compute({RunWith(MakeRun(1), {TrainCase("a", "m", "finetune", "fsdp", 1, "", "epochs", 1, 600),
                                             TrainCase("b", "m", "finetune", "share", 1, "", "steps", 500, 60),

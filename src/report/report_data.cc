@@ -672,7 +672,10 @@ class ModelBuilder {
         if (cell) placed_.push_back({row.label, col.label, cell});
         tabulated_.insert(k);
       }
-      // Efficiency: baseline column / the candidate column on the same node count.
+      // Efficiency: baseline column / the candidate column on the same node count
+      // (of the same variant when there is one; of several, e.g. one per network, the
+      // first whose cell in this row has a value, so that an empty sibling column never
+      // hides a ratio; the sentence names both networks).
       ReportRow eff{row.label, "×", {}};
       for (size_t j = 0; j < columns.size(); ++j) {
         const Column& col = columns[j];
@@ -683,9 +686,12 @@ class ModelBuilder {
         int partner = -1;
         for (size_t m = 0; m < columns.size(); ++m) {
           if (columns[m].system != o_.candidate_system || columns[m].nodes != col.nodes) continue;
-          if (partner < 0 || (columns[m].variant == col.variant && columns[partner].variant != col.variant)) {
-            partner = static_cast<int>(m);
-          }
+          const bool better =
+              partner < 0 ||
+              (columns[m].variant == col.variant && columns[partner].variant != col.variant) ||
+              ((columns[m].variant == col.variant) == (columns[partner].variant == col.variant) &&
+               row.cells[m].value && !row.cells[partner].value);
+          if (better) partner = static_cast<int>(m);
         }
         if (partner < 0) {
           eff.cells.push_back(MarkerCell(col.label, kDash));
