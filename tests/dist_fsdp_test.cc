@@ -35,15 +35,7 @@ struct Fixture {
   Fixture() {
     root = fs::temp_directory_path() / ("protocol_dist_" + std::to_string(getpid()));
     fs::remove_all(root);
-    fs::create_directories(root / "model");
-    std::ofstream corpus(root / "corpus.txt");
-    for (int i = 0; i < 40; ++i)
-      corpus << "Can there be life somewhere in the Solar System outside Earth? Europa has an ocean. Mars " << i << ". ";
-    corpus.close();
-    const std::string cmd = "spm_train --input=" + (root / "corpus.txt").string() + " --model_prefix=" +
-                            (root / "model/tokenizer").string() +
-                            " --vocab_size=60 --hard_vocab_limit=false --model_type=bpe --minloglevel=2 >/dev/null 2>&1";
-    REQUIRE(std::system(cmd.c_str()) == 0);
+    WriteCorpusAndTokenizer(root);
     config.dim = 32;
     config.n_layers = 2;
     config.n_heads = 4;

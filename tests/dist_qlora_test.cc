@@ -46,15 +46,7 @@ struct Fixture {
   Fixture() {
     root = fs::temp_directory_path() / ("protocol_dist_qlora_" + std::to_string(getpid()));
     fs::remove_all(root);
-    fs::create_directories(root / "model");
-    std::ofstream corpus(root / "corpus.txt");
-    for (int i = 0; i < 40; ++i)
-      corpus << "Can there be life somewhere in the Solar System outside Earth? Europa has an ocean. Mars " << i << ". ";
-    corpus.close();
-    const std::string cmd = "spm_train --input=" + (root / "corpus.txt").string() + " --model_prefix=" +
-                            (root / "model/tokenizer").string() +
-                            " --vocab_size=60 --hard_vocab_limit=false --model_type=bpe --minloglevel=2 >/dev/null 2>&1";
-    REQUIRE(std::system(cmd.c_str()) == 0);
+    WriteCorpusAndTokenizer(root);
     config.dim = 64;
     config.n_layers = 2;
     config.n_heads = 4;
@@ -318,6 +310,14 @@ static std::vector<at::Tensor> Deltas(const LoraAdapters& a) {
   return out;
 }
 
+// max over every projection of |ΔW_merged − (ΔW_g0 + ΔW_g1)/2|.
+static double MaxMergeError(const LoraAdapters& merged, const LoraAdapters& g0, const LoraAdapters& g1) {
+  const std::vector<at::Tensor> dm = Deltas(merged), d0 = Deltas(g0), d1 = Deltas(g1);
+  double worst = 0;
+  for (size_t i = 0; i < dm.size(); ++i) worst = std::max(worst, (dm[i] - (d0[i] + d1[i]) / 2).abs().max().item<double>());
+  return worst;
+}
+
 TEST_CASE("dist share qlora: 2 groups of 1 rank, each its own adapters; the merged adapter stacks them: ΔW = mean of the groups' ΔW") {
   Fixture fx;
   Plan plan = fx.MakePlan(false);
@@ -336,9 +336,7 @@ TEST_CASE("dist share qlora: 2 groups of 1 rank, each its own adapters; the merg
   CHECK(merged.rank == 8);  // G·r
   CHECK(merged.alpha == 8);
   CHECK(MaxAdapterDiff(g0, g1) > 1e-3);  // the groups trained on different sequences
-  const std::vector<at::Tensor> dm = Deltas(merged), d0 = Deltas(g0), d1 = Deltas(g1);
-  double worst = 0;
-  for (size_t i = 0; i < dm.size(); ++i) worst = std::max(worst, (dm[i] - (d0[i] + d1[i]) / 2).abs().max().item<double>());
+  const double worst = MaxMergeError(merged, g0, g1);
   MESSAGE("max |ΔW_merged − mean_g ΔW_g| = " << worst);
   CHECK(worst < 1e-6);
   REQUIRE(Find(out, metric::kEvalLoss));
@@ -368,9 +366,7 @@ TEST_CASE("dist share qlora: 2 groups of 2 ranks with A frozen and sync_every: B
   LoraAdapters g0 = LoadAdapters(fx.config, fx.root / "merged22/group_adapters/group0");
   LoraAdapters g1 = LoadAdapters(fx.config, fx.root / "merged22/group_adapters/group1");
   CHECK(merged.rank == 4);
-  const std::vector<at::Tensor> dm = Deltas(merged), d0 = Deltas(g0), d1 = Deltas(g1);
-  double worst = 0;
-  for (size_t i = 0; i < dm.size(); ++i) worst = std::max(worst, (dm[i] - (d0[i] + d1[i]) / 2).abs().max().item<double>());
+  const double worst = MaxMergeError(merged, g0, g1);
   CHECK(worst < 1e-6);
   for (size_t l = 0; l < merged.layers.size(); ++l) {
     CHECK(at::equal(merged.layers[l][0].a, g0.layers[l][0].a));  // A never moved

@@ -8,6 +8,7 @@
 
 #include "native_test_support.h"
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -67,6 +68,20 @@ inline std::string ReadAll(const std::filesystem::path& p) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+// Writes root/corpus.txt (40 sentences of text) and trains a 60-piece BPE
+// SentencePiece tokenizer on it into root/model/tokenizer.model (spm_train).
+inline void WriteCorpusAndTokenizer(const std::filesystem::path& root) {
+  std::filesystem::create_directories(root / "model");
+  std::ofstream corpus(root / "corpus.txt");
+  for (int i = 0; i < 40; ++i)
+    corpus << "Can there be life somewhere in the Solar System outside Earth? Europa has an ocean. Mars " << i << ". ";
+  corpus.close();
+  const std::string cmd = "spm_train --input=" + (root / "corpus.txt").string() + " --model_prefix=" +
+                          (root / "model/tokenizer").string() +
+                          " --vocab_size=60 --hard_vocab_limit=false --model_type=bpe --minloglevel=2 >/dev/null 2>&1";
+  REQUIRE(std::system(cmd.c_str()) == 0);
 }
 
 // The number in a method text like "mean loss on 8 held-out sequences".

@@ -15,13 +15,8 @@ namespace native {
 // to a multiple of W, gathered for use and freed after.
 class FrozenSlicedUnit : public UnitParameters {
  public:
-  struct Entry {
-    std::vector<int64_t> shape;
-    int64_t offset = 0, numel = 0;
-  };
-  std::vector<Entry> entries;
-  int64_t padded = 0;
-  at::Tensor slice;  // (padded / W) elements of the compute dtype
+  FlatUnit layout;   // entries, padded, shard (its `full` released once sliced)
+  at::Tensor slice;  // layout.shard elements of the compute dtype
   compat::CommGroup* group = nullptr;
   int64_t* bytes = nullptr;
 
@@ -30,9 +25,9 @@ class FrozenSlicedUnit : public UnitParameters {
   UnitTensors Gather() override {
     c10::NoGradGuard no_grad;
     UnitTensors t;
-    t.buffer = at::empty({padded}, slice.options());
+    t.buffer = at::empty({layout.padded}, slice.options());
     *bytes += compat::AllGatherFlat(*group, t.buffer, slice);
-    for (const Entry& e : entries) t.params.push_back(t.buffer.narrow(0, e.offset, e.numel).view(e.shape));
+    t.params = layout.Views(t.buffer);
     return t;
   }
   void Free(UnitTensors& t) override { compat::StorageFree(t.buffer); }
@@ -153,26 +148,16 @@ Result<std::unique_ptr<ShardedQlora>> ShardedQlora::Create(const ModelConfig& co
   c10::NoGradGuard no_grad;
   // A frozen full-precision unit: filled in float32 on the CPU, converted to
   // the compute dtype, this rank's slice kept on the device.
-  auto frozen = [&](std::vector<NamedParameter> params) -> Result<std::shared_ptr<FrozenSlicedUnit>> {
+  auto frozen = [&](const std::vector<NamedParameter>& params) -> Result<std::shared_ptr<FrozenSlicedUnit>> {
+    auto flat = unit_flatten_filled(params, W, fill);
+    if (!flat.ok()) return flat.status();
     auto u = std::make_shared<FrozenSlicedUnit>();
     u->group = &group;
     u->bytes = bytes;
-    for (NamedParameter& p : params) *p.tensor = at::empty(p.shape, at::kFloat);
-    if (Status s = fill(params); !s.ok()) return s;
-    std::vector<at::Tensor> flat;
-    int64_t numel = 0;
-    for (NamedParameter& p : params) {
-      u->entries.push_back({p.shape, numel, p.tensor->numel()});
-      numel += p.tensor->numel();
-      flat.push_back(p.tensor->reshape({-1}));
-    }
-    const int64_t shard = (numel + W - 1) / W;
-    u->padded = shard * W;
-    if (u->padded > numel) flat.push_back(at::zeros({u->padded - numel}, at::kFloat));
-    at::Tensor full = at::cat(flat);
-    flat.clear();
-    for (NamedParameter& p : params) *p.tensor = at::Tensor();
-    u->slice = full.narrow(0, group_rank * shard, shard).to(device, dtype, /*non_blocking=*/false, /*copy=*/true);
+    u->layout = std::move(*flat);
+    const int64_t S = u->layout.shard;
+    u->slice = u->layout.full.narrow(0, group_rank * S, S).to(device, dtype, /*non_blocking=*/false, /*copy=*/true);
+    u->layout.full = at::Tensor();
     return u;
   };
 

@@ -50,6 +50,7 @@
 #include <memory>
 #include <vector>
 
+#include "backends/native/fsdp_sharded.h"
 #include "backends/native/lora.h"
 #include "backends/native/model.h"
 #include "backends/native/nf4.h"
@@ -67,10 +68,10 @@ class Nf4Projections;
 
 class ShardedQlora {
  public:
-  // As ShardedParams::Fill: sets the full float32 CPU tensors of one unit
-  // (embedding; a decoder layer's nine tensors; [norm, lm_head]), called for
-  // each unit in model_parameters order.
-  using Fill = std::function<Status(const std::vector<NamedParameter>&)>;
+  // As ShardedParams::Fill (fsdp_sharded.h): sets the full float32 CPU tensors
+  // of one unit (embedding; a decoder layer's nine tensors; [norm, lm_head]),
+  // called for each unit in model_parameters order.
+  using Fill = UnitFill;
 
   // Builds this rank's shards unit by unit: a layer's seven projections are
   // converted to `dtype` on `device` and quantized there exactly as

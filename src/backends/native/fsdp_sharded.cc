@@ -15,13 +15,7 @@ namespace native {
 // and full gradients back into a slice.
 class ShardedUnit : public UnitParameters {
  public:
-  struct Entry {
-    std::string name;
-    std::vector<int64_t> shape;
-    int64_t offset = 0, numel = 0;  // in the unit's flat parameters
-  };
-  std::vector<Entry> entries;
-  int64_t numel = 0, padded = 0, shard = 0;
+  FlatUnit layout;  // entries, padded, shard (its `full` released once sliced)
   at::Tensor master;  // float32 (shard): a leaf whose .grad is the gradient slice
   std::vector<std::pair<int64_t, int64_t>> decay;  // [begin, end) of the slice holding matrix elements
   compat::CommGroup* group = nullptr;
@@ -35,11 +29,11 @@ class ShardedUnit : public UnitParameters {
     UnitTensors t;
     {
       c10::NoGradGuard no_grad;
-      t.buffer = at::empty({padded}, master.options().dtype(dtype));
+      t.buffer = at::empty({layout.padded}, master.options().dtype(dtype));
       *bytes += compat::AllGatherFlat(*group, t.buffer, master.detach().to(dtype));
     }
-    for (const Entry& e : entries) {
-      at::Tensor p = t.buffer.narrow(0, e.offset, e.numel).view(e.shape).detach();
+    for (const at::Tensor& view : layout.Views(t.buffer)) {
+      at::Tensor p = view.detach();
       if (trainable) p.requires_grad_(true);
       t.params.push_back(p);
     }
@@ -61,18 +55,44 @@ class ShardedUnit : public UnitParameters {
     compat::StorageFree(t.buffer);
     // The unit's gradient, flattened like its parameters, in float32 (the
     // reduction's dtype whatever the compute dtype); padding stays zero.
-    at::Tensor flat = at::zeros({padded}, master.options());
-    for (size_t i = 0; i < entries.size(); ++i) {
+    at::Tensor flat = at::zeros({layout.padded}, master.options());
+    for (size_t i = 0; i < layout.entries.size(); ++i) {
       at::Tensor& g = t.params[i].mutable_grad();
-      if (g.defined()) flat.narrow(0, entries[i].offset, entries[i].numel).copy_(g.reshape({-1}));
+      if (g.defined()) flat.narrow(0, layout.entries[i].offset, layout.entries[i].numel).copy_(g.reshape({-1}));
       g = at::Tensor();  // freed as soon as it is copied
     }
     t = UnitTensors{};  // the gathered parameters and their gradients go now
-    at::Tensor slice = at::empty({shard}, master.options());
+    at::Tensor slice = at::empty({layout.shard}, master.options());
     *bytes += compat::ReduceScatterSum(*group, slice, flat);
     return {slice};
   }
 };
+
+std::vector<at::Tensor> FlatUnit::Views(const at::Tensor& buffer) const {
+  std::vector<at::Tensor> out;
+  for (const Entry& e : entries) out.push_back(buffer.narrow(0, e.offset, e.numel).view(e.shape));
+  return out;
+}
+
+Result<FlatUnit> unit_flatten_filled(const std::vector<NamedParameter>& params, int world, const UnitFill& fill) {
+  c10::NoGradGuard no_grad;
+  for (const NamedParameter& p : params) *p.tensor = at::empty(p.shape, at::kFloat);
+  if (Status s = fill(params); !s.ok()) return s;
+  FlatUnit u;
+  std::vector<at::Tensor> flat;
+  for (const NamedParameter& p : params) {
+    u.entries.push_back({p.name, p.shape, u.numel, p.tensor->numel()});
+    u.numel += p.tensor->numel();
+    flat.push_back(p.tensor->reshape({-1}));
+  }
+  u.shard = (u.numel + world - 1) / world;
+  u.padded = u.shard * world;
+  if (u.padded > u.numel) flat.push_back(at::zeros({u.padded - u.numel}, at::kFloat));
+  u.full = at::cat(flat);
+  flat.clear();
+  for (const NamedParameter& p : params) *p.tensor = at::Tensor();
+  return u;
+}
 
 namespace {
 
@@ -114,31 +134,21 @@ Result<std::unique_ptr<ShardedParams>> ShardedParams::Create(const ModelConfig& 
     u->bytes = bytes;
     u->dtype = dtype;
     // The unit in full, float32 on the CPU, only while it is filled and sliced.
-    for (NamedParameter& p : params) *p.tensor = at::empty(p.shape, at::kFloat);
-    if (Status s = fill(params); !s.ok()) return s;
-    std::vector<at::Tensor> flat;
-    for (NamedParameter& p : params) {
-      u->entries.push_back({p.name, p.shape, u->numel, p.tensor->numel()});
-      u->numel += p.tensor->numel();
-      flat.push_back(p.tensor->reshape({-1}));
-    }
-    u->shard = (u->numel + W - 1) / W;
-    u->padded = u->shard * W;
-    if (u->padded > u->numel) flat.push_back(at::zeros({u->padded - u->numel}, at::kFloat));
-    at::Tensor full = at::cat(flat);
-    flat.clear();
-    for (NamedParameter& p : params) *p.tensor = at::Tensor();
-    const int64_t begin = group_rank * u->shard, end = begin + u->shard;
-    u->master = full.narrow(0, begin, u->shard).to(device, /*non_blocking=*/false, /*copy=*/true);
+    auto flat = unit_flatten_filled(params, static_cast<int>(W), fill);
+    if (!flat.ok()) return flat.status();
+    u->layout = std::move(*flat);
+    const int64_t S = u->layout.shard, begin = group_rank * S, end = begin + S;
+    u->master = u->layout.full.narrow(0, begin, S).to(device, /*non_blocking=*/false, /*copy=*/true);
+    u->layout.full = at::Tensor();
     u->master.requires_grad_(true);
-    for (const ShardedUnit::Entry& e : u->entries) {
+    for (const FlatUnit::Entry& e : u->layout.entries) {
       if (e.shape.size() < 2) continue;  // RMSNorm gains are not decayed
       const int64_t b = std::max(begin, e.offset), f = std::min(end, e.offset + e.numel);
       if (f > b) u->decay.push_back({b - begin, f - begin});
     }
     sp->masters_.push_back(u->master);
-    sp->m_.push_back(at::zeros({u->shard}, u->master.options()));
-    sp->v_.push_back(at::zeros({u->shard}, u->master.options()));
+    sp->m_.push_back(at::zeros({S}, u->master.options()));
+    sp->v_.push_back(at::zeros({S}, u->master.options()));
     sp->units_.push_back(std::move(u));
   }
   return sp;
@@ -148,7 +158,7 @@ ShardedParams::~ShardedParams() = default;
 
 int64_t ShardedParams::shard_elements() const {
   int64_t n = 0;
-  for (const auto& u : units_) n += u->shard;
+  for (const auto& u : units_) n += u->layout.shard;
   return n;
 }
 
@@ -210,7 +220,7 @@ Status ShardedParams::Save(const std::string& dir, bool write) {
   if (write) {
     std::vector<SafetensorsWriter::Entry> entries;
     for (const auto& u : units_)
-      for (const ShardedUnit::Entry& e : u->entries) entries.push_back({e.name, dtype_, e.shape});
+      for (const FlatUnit::Entry& e : u->layout.entries) entries.push_back({e.name, dtype_, e.shape});
     auto path = model_save_begin(model_.config, dir);
     if (!path.ok()) status = path.status();
     if (status.ok()) {

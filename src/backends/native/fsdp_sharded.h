@@ -78,13 +78,34 @@ namespace native {
 
 class ShardedUnit;
 
+// Sets the full float32 CPU tensors of one unit's parameters (allocated by
+// the caller): called for each unit in model_parameters order, so a seeded
+// initialisation can continue one generator (parameters_init_random) and
+// give exactly model_init_random's weights.
+using UnitFill = std::function<Status(const std::vector<NamedParameter>&)>;
+
+// A unit's parameters flattened in order and zero-padded to a multiple of W
+// (padded = shard·W): what a rank takes its slice [rank·shard, (rank+1)·shard) of.
+struct FlatUnit {
+  struct Entry {
+    std::string name;
+    std::vector<int64_t> shape;
+    int64_t offset = 0, numel = 0;  // in the flat parameters
+  };
+  std::vector<Entry> entries;
+  int64_t numel = 0, padded = 0, shard = 0;
+  at::Tensor full;  // float32 (padded), CPU
+  // The unit's tensors as views of a flat buffer of `padded` elements (a gathered unit).
+  std::vector<at::Tensor> Views(const at::Tensor& buffer) const;
+};
+// Allocates `params` (float32, CPU), sets them with `fill`, flattens them into
+// a FlatUnit and releases them: the unit exists in full only in the result's
+// `full`. Errors: those of `fill`.
+Result<FlatUnit> unit_flatten_filled(const std::vector<NamedParameter>& params, int world, const UnitFill& fill);
+
 class ShardedParams {
  public:
-  // Sets the full float32 CPU tensors of one unit's parameters (allocated by
-  // the caller): called for each unit in model_parameters order, so a seeded
-  // initialisation can continue one generator (parameters_init_random) and
-  // give exactly model_init_random's weights.
-  using Fill = std::function<Status(const std::vector<NamedParameter>&)>;
+  using Fill = UnitFill;
 
   // Builds this rank's slices unit by unit: each unit is materialised in full
   // (float32, CPU) only while `fill` sets it and its slice is taken.
