@@ -339,14 +339,16 @@ int RunTraining(const WorkerCase& wc, Setup& s, ProcessGroups& g) {
   if (g.groups > 1) merger.emplace(merged_tensors, ts);
   double merge_seconds = 0;
   int merges = 0;
-  auto merge = [&]() {
+  // One merge, timed from a common barrier to the end of its device work.
+  auto timed_merge = [&](const std::function<void()>& combine) {
     compat::Barrier(*g.world_pg);
     const double t0 = Now();
-    merger->Merge(merged_tensors, g);
+    combine();
     compat::DeviceSynchronize(s.device);
     merge_seconds += Now() - t0;
     ++merges;
   };
+  auto merge = [&]() { timed_merge([&] { merger->Merge(merged_tensors, g); }); };
 
   double last_loss = 0, timed_seconds = 0;
   int64_t timed_tokens = 0, timed_steps = 0;
@@ -399,7 +401,7 @@ int RunTraining(const WorkerCase& wc, Setup& s, ProcessGroups& g) {
   // Each group's own model on the held-out split, before the final merge
   // (every rank of a group takes part: the parameters are sharded).
   const std::string eval_how = fmt::format("mean loss on {} held-out sequences", split.eval.size());
-  std::string merge_how = fmt::format("{} merge(s)", merges + (g.groups > 1 ? 1 : 0));
+  std::string merge_kind;  // how the merges combined the groups (4-bit), for the eval method
   std::shared_ptr<LoraAdapters> saved_adapters = lora;
   if (g.groups > 1) {
     auto ev = ShardedEvalLoss(forward, split.eval, ts.batch_size, ts.seq_len, s.device, g);
@@ -411,18 +413,16 @@ int RunTraining(const WorkerCase& wc, Setup& s, ProcessGroups& g) {
     }
     if (qlora && !ts.lora_freeze_a) {
       // The exact late merge: the groups' adapters stacked (rank G·r).
-      compat::Barrier(*g.world_pg);
-      const double t0 = Now();
-      saved_adapters = std::make_shared<LoraAdapters>(StackGroupAdapters(*lora, g));
-      quantized->UseAdapters(saved_adapters);
-      merge_seconds += Now() - t0;
-      merge_how = fmt::format("{} merge(s){}, the last one the exact stack of the {} groups' adapters (rank {})",
-                              merges + 1, merges > 0 ? " (periodic ones averaged A and B separately: not exact)" : "",
-                              g.groups, saved_adapters->rank);
-      ++merges;
+      timed_merge([&] {
+        saved_adapters = std::make_shared<LoraAdapters>(StackGroupAdapters(*lora, g));
+        quantized->UseAdapters(saved_adapters);
+      });
+      merge_kind = fmt::format("{}, the last one the exact stack of the {} groups' adapters (rank {})",
+                               merges > 1 ? " (periodic ones averaged A and B separately: not exact)" : "", g.groups,
+                               saved_adapters->rank);
     } else {
       merge();
-      if (qlora) merge_how = fmt::format("{} merge(s) averaging B with A frozen at its shared seeded start (exact)", merges);
+      if (qlora) merge_kind = " averaging B with A frozen at its shared seeded start (exact)";
     }
   }
   // After the merge every group holds the same model: group 0 evaluates and saves it.
@@ -448,7 +448,7 @@ int RunTraining(const WorkerCase& wc, Setup& s, ProcessGroups& g) {
                                  : "training loss of the last step");
     if (eval)
       EmitMeasurement(metric::kEvalLoss, *eval, "",
-                      g.groups > 1 ? fmt::format("merged model ({}): {}", merge_how, eval_how) : eval_how);
+                      g.groups > 1 ? fmt::format("merged model ({} merge(s){}): {}", merges, merge_kind, eval_how) : eval_how);
     if (timed_seconds > 0) {
       const double tps = static_cast<double>(timed_tokens) / timed_seconds;
       const std::string how = fmt::format("{} tokens over {} steps after {} warm-up step(s), rank 0's step times, {} ranks on {}",
