@@ -13,18 +13,8 @@ cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 BUILD_TYPE=${BUILD_TYPE:-Release}
 
-PACKAGES=(
-  cmake ninja-build g++ pkg-config git
-  libtorch-dev libopenblas0-openmp          # libtorch 1.13 (CPU) + an optimised BLAS (~18x faster than reference)
-  libgloo-dev                               # Gloo headers for c10d process groups (distributed fsdp / share)
-  libyaml-cpp-dev libsqlite3-dev sqlite3
-  libspdlog-dev libfmt-dev doctest-dev libcli11-dev nlohmann-json3-dev
-  libkainjow-mustache-dev
-  libsentencepiece-dev sentencepiece
-  python3                                   # the command-backend demo workload (tests/cli_demo_test.cc)
-  iproute2                                  # ip/tc: network namespaces for the two-node rehearsal tests
-  munge slurmctld slurmd slurm-client       # a one-node Slurm for tests/slurm_test.cc (scripts/slurm-local.sh)
-)
+source scripts/packages.sh
+PACKAGES=("${BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]}" "${CPU_TORCH_PACKAGES[@]}" "${SLURM_PACKAGES[@]}")
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do

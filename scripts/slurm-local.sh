@@ -23,7 +23,8 @@ CPUS=${PROTOCOL_SLURM_CPUS:-2}
 WAIT=${PROTOCOL_SLURM_WAIT:-30}
 INSTALL=${PROTOCOL_SLURM_INSTALL:-1}
 CONF=$DIR/slurm.conf
-PACKAGES=(munge slurmctld slurmd slurm-client)
+source "$(dirname "$0")/packages.sh"
+PACKAGES=("${SLURM_PACKAGES[@]}")
 
 fail() { echo "slurm-local: $*" >&2; exit 1; }
 # Runs a command with a deadline so that no step can hang the caller.

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "cli_support.h"
 #include "runner/base/json.h"
 #include "runner/store/store.h"
@@ -46,16 +48,24 @@ stages:
 )yaml";
 
 const std::string kCsvHeader =
-    "run_id,kind,plan,case_id,repeat,model,workload,system,backend,nodes,network,variant,length_unit,length_count,"
-    "report_as_unit,report_as_count,status,name,value,unit,how,method,source,marker\r\n";
+    "row_id,run_id,kind,plan,plan_sha256,case_id,repeat,stage,model,workload,backend,system,nodes,topology,network,"
+    "variant,length_unit,length_count,report_as_unit,report_as_count,status,reason,exit_code,started_at,finished_at,"
+    "log_path,log_sha256,name,value,unit,how,method,source,marker\r\n";
 
-std::string CsvOfRun(int run) {
+// The CSV of one import run of i.db: its two cases (rows 2·run−1 and 2·run),
+// with the times the store gave them.
+std::string CsvOfRun(const TempDir& dir, int run) {
+  const std::vector<CaseRecord> cases = CasesOf(dir.path / "i.db", run);
+  REQUIRE(cases.size() == 2);
   const std::string r = std::to_string(run);
-  return kCsvHeader +
-         r + ",import,pub,import-1,0,llama2-7b,pretrain,fsdp,import,1,,,steps,1000,,0,ok,wall_seconds,5400,s,imported,"
-             "converted from 90 min,published table (test fixture),\r\n" +
-         r + ",import,pub,import-2,0,llama2-7b,pretrain,share,import,1,,,steps,1000,,0,ok,wall_seconds,1800,s,imported,"
-             "converted from 30 min,published table (test fixture),\r\n";
+  auto identity = [&](const CaseRecord& c, const char* system) {
+    return fmt::format("{},{},import,pub,,{},0,import,llama2-7b,pretrain,import,{},1,,,,steps,1000,,0,ok,,,{},{},,,",
+                       c.row_id, run, c.case_id, system, c.started_at, c.finished_at);
+  };
+  return kCsvHeader + identity(cases[0], "fsdp") +
+         "wall_seconds,5400,s,imported,converted from 90 min,published table (test fixture),\r\n" +
+         identity(cases[1], "share") +
+         "wall_seconds,1800,s,imported,converted from 30 min,published table (test fixture),\r\n";
 }
 
 // The last line of `text`, without its newline.
@@ -74,7 +84,7 @@ TEST_CASE("cli export: the format follows --out's extension; --format wins; a co
   CHECK(csv.exit_code == 0);
   CHECK(csv.out == "");
   CHECK(csv.err == "[info] wrote two.csv\n");
-  CHECK(ReadAll(dir.path / "two.csv") == CsvOfRun(2));
+  CHECK(ReadAll(dir.path / "two.csv") == CsvOfRun(dir, 2));
 
   Output json = Protocol({"export", "--db", "i.db", "--run", "1", "--out", "one.json"}, dir.path);
   CHECK(json.exit_code == 0);
@@ -86,7 +96,7 @@ TEST_CASE("cli export: the format follows --out's extension; --format wins; a co
   // An extension that names no format: --format decides, else JSON.
   Output txt = Protocol({"export", "--db", "i.db", "--run", "1", "--format", "csv", "--out", "one.txt"}, dir.path);
   CHECK(txt.exit_code == 0);
-  CHECK(ReadAll(dir.path / "one.txt") == CsvOfRun(1));
+  CHECK(ReadAll(dir.path / "one.txt") == CsvOfRun(dir, 1));
   Output plain = Protocol({"export", "--db", "i.db", "--run", "1", "--out", "one.txt"}, dir.path);
   CHECK(plain.exit_code == 0);
   CHECK(Json::parse(ReadAll(dir.path / "one.txt"))["runs"][0]["id"] == 1);
@@ -94,7 +104,7 @@ TEST_CASE("cli export: the format follows --out's extension; --format wins; a co
   CHECK(Protocol({"export", "--db", "i.db", "--format", "csv", "--out", "all.csv"}, dir.path).exit_code == 0);
   Output out = Protocol({"export", "--db", "i.db", "--run", "2", "--format", "csv"}, dir.path);
   CHECK(out.exit_code == 0);
-  CHECK(out.out == CsvOfRun(2));
+  CHECK(out.out == CsvOfRun(dir, 2));
 
   Output conflict = Protocol({"export", "--db", "i.db", "--format", "json", "--out", "x.csv"}, dir.path);
   CHECK(conflict.exit_code == 2);

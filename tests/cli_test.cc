@@ -1,6 +1,7 @@
 // End-to-end tests of the `protocol` program: the real binary, real processes,
 // a real SQLite file in a temporary directory.
 
+#include <algorithm>
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
@@ -18,6 +19,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "cli_support.h"
 #include "runner/base/json.h"
@@ -182,10 +185,24 @@ stages:
   CHECK(csv.exit_code == 0);
   std::multiset<std::string> rows = Lines(csv.out);
   CHECK(rows.size() == 4);  // header, ok: wall_seconds and tokens_per_second, bad: wall_seconds
-  CHECK(rows.count("run_id,kind,plan,case_id,repeat,model,workload,system,backend,nodes,network,variant,length_unit,"
-                   "length_count,report_as_unit,report_as_count,status,name,value,unit,how,method,source,marker\r") == 1);
-  CHECK(rows.count("1,run,p,ok,0,m,inference,fsdp,command,1,,,,0,,0,ok,tokens_per_second,42,tokens/s,measured,"
-                   "parsed from output by regex,,\r") == 1);
+  CHECK(rows.count("row_id,run_id,kind,plan,plan_sha256,case_id,repeat,stage,model,workload,backend,system,nodes,"
+                   "topology,network,variant,length_unit,length_count,report_as_unit,report_as_count,status,reason,"
+                   "exit_code,started_at,finished_at,log_path,log_sha256,name,value,unit,how,method,source,marker\r") == 1);
+  // Every column of the case: the failed case's reason and exit code, its times and log, the plan's sha256.
+  const std::string plan_sha = (*store)->GetRun(1)->plan_sha256;
+  auto identity = [&](const CaseRecord& c) {
+    return fmt::format("{},1,run,p,{},{},0,s,m,inference,command,fsdp,1,,,,,0,,0,{},{},{},{},{},{},{},", c.row_id,
+                       plan_sha, c.case_id, CaseStatusName(c.status), c.reason, *c.exit_code, c.started_at,
+                       c.finished_at, c.log_path, c.log_sha256);
+  };
+  CHECK(plan_sha.size() == 64);
+  CHECK(cases[1].log_sha256.size() == 64);
+  CHECK(rows.count(identity(cases[0]) + "tokens_per_second,42,tokens/s,measured,parsed from output by regex,,\r") == 1);
+  const std::string bad = identity(cases[1]) + "wall_seconds,";
+  CHECK(std::count_if(rows.begin(), rows.end(), [&](const std::string& row) {
+          return row.rfind(bad, 0) == 0 && row.size() > bad.size() + 15 &&
+                 row.compare(row.size() - 15, 15, ",s,measured,,,\r") == 0;
+        }) == 1);
 
   Output md = Protocol({"report", "--db", "r.db", "--out", "report.md"}, dir.path);
   CHECK(md.exit_code == 0);

@@ -22,6 +22,7 @@
 #include "backends/native/model_config.h"
 #include "backends/native/safetensors.h"
 #include "backends/native/share_backend.h"
+#include "backends/native/torch_compat.h"
 #include "runner/base/text.h"
 
 namespace protocol {
@@ -181,14 +182,15 @@ TEST_CASE("dist fsdp: 2 and 4 ranks on CPU train to the one-process weights (max
     // Bytes, exactly (torch_compat.h's ring volumes), per rank, for S = the
     // float32 elements a rank keeps (Σ over units) and W ranks:
     //   each micro-batch   forward all-gather (W−1)·S·4, backward re-gather
-    //                      (W−1)·S·4, reduce-scatter of the float32 gradient —
-    //                      with Gloo torch_compat issues it as an all-reduce of
-    //                      the padded W·S elements: 2(W−1)/W·W·S·4 = 8(W−1)·S
+    //                      (W−1)·S·4, reduce-scatter of the float32 gradient
+    //                      (padded W·S elements): (W−1)/W·W·S·4 = 4(W−1)·S where
+    //                      Gloo has it (libtorch 2.6+); before, torch_compat
+    //                      issues an all-reduce: 2(W−1)/W·W·S·4 = 8(W−1)·S
     //   each step          two 8-byte all-reduces (squared norm, loss): 2·2(W−1)/W·8
     //   eval               one all-gather per held-out batch, one 8-byte all-reduce
     //   save               one all-gather
     const int64_t W = v.world, S = ShardElements(a, v.world);
-    const int64_t gather = (W - 1) * S * 4, reduce_scatter = 8 * (W - 1) * S, small = 2 * (W - 1) * 8 / W;
+    const int64_t gather = (W - 1) * S * 4, reduce_scatter = (native::compat::GlooHasFlatCollectives() ? 4 : 8) * (W - 1) * S, small = 2 * (W - 1) * 8 / W;
     const int64_t eval_batches = (HeldOut(Find(o2, metric::kEvalLoss)->method) + v.batch_size - 1) / v.batch_size;
     const int64_t per_rank = 3 * v.grad_accum * (2 * gather + reduce_scatter) + 3 * 2 * small +
                              eval_batches * gather + small + gather;

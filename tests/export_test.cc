@@ -261,23 +261,24 @@ TEST_CASE("ExportStore csv: one row per measurement, RFC 4180 quoting, no case d
   auto store = SmallStore();
   auto csv = ExportStore(*store, "csv");
   REQUIRE(csv.ok());
+  // Every column of the cases table (reason, exit code, times, log sha256 included),
+  // the run's plan name and sha256, then the measurement.
   CHECK(*csv ==
-        "run_id,kind,plan,case_id,repeat,model,workload,system,backend,nodes,network,variant,"
-        "length_unit,length_count,report_as_unit,report_as_count,status,name,value,unit,how,"
-        "method,source,marker\r\n"
-        "1,run,methodology,2.1.1.1,0,llama2-70b,pretrain,fsdp,fsdp,1,,,steps,100,steps,1000,ok,"
-        "wall_seconds,360.5,s,measured,,,\r\n"
-        "1,run,methodology,2.1.1.1,0,llama2-70b,pretrain,fsdp,fsdp,1,,,steps,100,steps,1000,ok,"
-        "wall_seconds,3605,s,extrapolated,x10 from 100 steps,,\r\n"
-        "1,run,methodology,2.1.1.5,0,llama2-70b,inference,fsdp,fsdp,1,,,,0,,0,failed,"
-        "wall_seconds,12.25,s,measured,,,\r\n"
-        "1,run,methodology,2.2.1.1,0,llama2-70b,pretrain,share,share,2,10G,,,0,,0,skipped,"
-        ",,,,,,\r\n"
-        "2,import,published,2.1.1.2,0,llama2-70b,pretrain,fsdp,import,2,\"IB Conn, other cloud\","
-        ",steps,100,,0,ok,wall_seconds,,min,imported,,\"paper, \"\"table 2\"\"\nrow 3\","
-        "not-provided\r\n"
-        "2,import,published,2.1.1.2,0,llama2-70b,pretrain,fsdp,import,2,\"IB Conn, other cloud\","
-        ",steps,100,,0,ok,wall_seconds,61.5,min,imported,,paper,extrapolated\r\n");
+        "row_id,run_id,kind,plan,plan_sha256,case_id,repeat,stage,model,workload,backend,system,nodes,topology,network,"
+        "variant,length_unit,length_count,report_as_unit,report_as_count,status,reason,exit_code,started_at,finished_at,"
+        "log_path,log_sha256,name,value,unit,how,method,source,marker\r\n"
+        "1,1,run,methodology,ab12,2.1.1.1,0,open source,llama2-70b,pretrain,fsdp,fsdp,1,,,,steps,100,steps,1000,ok,,0,"
+        "2024-05-01T10:00:00Z,2024-05-01T11:00:00Z,logs/1/2.1.1.1.log,,wall_seconds,360.5,s,measured,,,\r\n"
+        "1,1,run,methodology,ab12,2.1.1.1,0,open source,llama2-70b,pretrain,fsdp,fsdp,1,,,,steps,100,steps,1000,ok,,0,"
+        "2024-05-01T10:00:00Z,2024-05-01T11:00:00Z,logs/1/2.1.1.1.log,,wall_seconds,3605,s,extrapolated,x10 from 100 steps,,\r\n"
+        "2,1,run,methodology,ab12,2.1.1.5,0,open source,llama2-70b,inference,fsdp,fsdp,1,,,,,0,,0,failed,CUDA out of memory,1,"
+        "2024-05-01T10:00:00Z,2024-05-01T11:30:00Z,,,wall_seconds,12.25,s,measured,,,\r\n"
+        "3,1,run,methodology,ab12,2.2.1.1,0,open source,llama2-70b,pretrain,share,share,2,rig0:2x4 rig1:2x4,10G,,,0,,0,skipped,"
+        "excluded by --only,,2024-05-01T10:00:00Z,,,,,,,,,,\r\n"
+        "4,2,import,published,,2.1.1.2,0,,llama2-70b,pretrain,import,fsdp,2,,\"IB Conn, other cloud\",,steps,100,,0,ok,,,,,,,"
+        "wall_seconds,,min,imported,,\"paper, \"\"table 2\"\"\nrow 3\",not-provided\r\n"
+        "4,2,import,published,,2.1.1.2,0,,llama2-70b,pretrain,import,fsdp,2,,\"IB Conn, other cloud\",,steps,100,,0,ok,,,,,,,"
+        "wall_seconds,61.5,min,imported,,paper,extrapolated\r\n");
 }
 
 TEST_CASE("CsvField quotes commas, quotes, CR and LF and nothing else") {
@@ -316,9 +317,9 @@ TEST_CASE("ExportStore of an empty store has the schema version and no runs") {
   CHECK(Json::parse(*json).dump() ==
         fmt::format(R"({{"schema_version":{},"runs":[]}})", StoreSchemaVersion()));
   CHECK(*ExportStore(*store, "csv") ==
-        "run_id,kind,plan,case_id,repeat,model,workload,system,backend,nodes,network,variant,"
-        "length_unit,length_count,report_as_unit,report_as_count,status,name,value,unit,how,"
-        "method,source,marker\r\n");
+        "row_id,run_id,kind,plan,plan_sha256,case_id,repeat,stage,model,workload,backend,system,nodes,topology,network,"
+        "variant,length_unit,length_count,report_as_unit,report_as_count,status,reason,exit_code,started_at,finished_at,"
+        "log_path,log_sha256,name,value,unit,how,method,source,marker\r\n");
 }
 
 TEST_CASE("ExportStore refuses an unknown format, suggesting a near one") {

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <set>
@@ -13,6 +14,7 @@
 #include "backends/native/events.h"
 #include "backends/native/memory_estimate.h"
 #include "backends/native/network_emulation.h"
+#include "backends/native/stragglers.h"
 #include "backends/native/supervisor.h"
 #include "backends/native/worker_case.h"
 #include "runner/base/text.h"
@@ -46,6 +48,65 @@ std::string PerRankBase(const std::string& name) {
   for (const char* base : kPerRankFigures)
     if (StartsWith(name, std::string(base) + "_rank")) return base;
   return "";
+}
+
+double SteadyNow() {
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+// Per-rank step figures the workers send (stragglers.h), by base name.
+const char* const kRankStepFigures[] = {metric::kStepSecondsMean, metric::kRankStepSecondsSpread,
+                                        metric::kRankWorkSecondsMean};
+
+// The rank of "<base>_rank<r>" for a per-rank step figure; -1 for any other name.
+int RankStepFigureRank(const std::string& name, std::string* base) {
+  for (const char* b : kRankStepFigures) {
+    const std::string prefix = std::string(b) + "_rank";
+    if (StartsWith(name, prefix) && name.size() > prefix.size() &&
+        name.find_first_not_of("0123456789", prefix.size()) == std::string::npos) {
+      *base = b;
+      return std::stoi(name.substr(prefix.size()));
+    }
+  }
+  return -1;
+}
+
+// Each rank's end as exit_code_rank<r> (its exit code; a signal N as 128+N,
+// as a shell reports it), and the case's exit code: that of the rank whose end
+// failed the case, else the largest of the ranks' (0 when all exited 0).
+void AddRankExitCodes(const SuperviseResult& sr, BackendOutcome& out) {
+  std::optional<int> worst;
+  for (const RankEnd& r : sr.ranks) {
+    if (!r.started) continue;
+    const std::string how =
+        r.signal ? fmt::format("rank {} (node {}) was ended by signal {} (stored as 128+{})", r.rank, r.node, r.signal, r.signal)
+                 : fmt::format("rank {} (node {}) exited with code {}", r.rank, r.node, r.exit_code);
+    out.measurements.push_back(
+        MeasuredFigure(fmt::format("{}_rank{}", metric::kExitCode, r.rank), r.Code(), "", how));
+    if (r.rank == sr.failed_rank) worst = r.Code();
+    if (sr.failed_rank < 0) worst = std::max(worst.value_or(r.Code()), r.Code());
+  }
+  if (worst) out.exit_code = worst;
+}
+
+// The rank whose heartbeat stopped first, when it stopped more than
+// kSilentHeartbeats beats before `now`: "rank 1 (node n0) sent no heartbeat for
+// the last 21.3 s before the case failed (one every 1 s)"; "" when every rank
+// beat until the end.
+std::string SilentRank(const std::map<int, double>& last_beat, const std::vector<RankLaunch>& ranks, double now) {
+  const RankLaunch* silent = nullptr;
+  double oldest = now - kSilentHeartbeats * kHeartbeatSeconds;
+  for (const RankLaunch& l : ranks) {
+    auto it = last_beat.find(l.rank);
+    if (it != last_beat.end() && it->second < oldest) {
+      oldest = it->second;
+      silent = &l;
+    }
+  }
+  if (!silent) return "";
+  return fmt::format("rank {} (node {}) sent no heartbeat for the last {:.1f} s before the case failed (one every {:g} s)",
+                     silent->rank, silent->node, now - oldest, kHeartbeatSeconds);
 }
 
 }  // namespace
@@ -267,7 +328,14 @@ BackendOutcome RunDistributed(BackendContext& ctx, const std::string& role, cons
   int64_t generated = 0, requests = 0, steps_seen = 0;
   int bytes_reports = 0;
   std::set<int> reported;  // ranks that sent their "bytes" event, the last of a finished rank
+  std::map<int, double> last_beat;  // rank → when its last heartbeat arrived (steady clock)
+  std::map<int, RankStepTimes> step_times;
+  std::vector<Measurement> rank_step_figures;
   SuperviseOptions so;
+  so.keep_in_log = [](std::string_view line) {
+    auto e = DecodeEvent(line);
+    return !e || e->kind != WorkerEvent::Kind::kHeartbeat;
+  };
   so.log_path = ctx.log_path;
   so.workdir = request.workdir;
   so.timeout_seconds = spec.timeout_seconds;
@@ -295,6 +363,14 @@ BackendOutcome RunDistributed(BackendContext& ctx, const std::string& role, cons
           replica_seconds.push_back(*e->measurement.value);
         else if (std::string base = PerRankBase(e->measurement.name); !base.empty())
           per_rank[base][rank] = e->measurement;
+        else if (std::string step_base; e->measurement.value && RankStepFigureRank(e->measurement.name, &step_base) == rank) {
+          RankStepTimes& t = step_times[rank];
+          t.rank = rank;
+          if (step_base == metric::kStepSecondsMean) t.step_mean = *e->measurement.value;
+          else if (step_base == metric::kRankStepSecondsSpread) t.step_spread = *e->measurement.value;
+          else t.work_mean = *e->measurement.value;
+          rank_step_figures.push_back(e->measurement);
+        }
         else if (rank == 0)
           rank0.push_back(e->measurement);
         break;
@@ -311,27 +387,35 @@ BackendOutcome RunDistributed(BackendContext& ctx, const std::string& role, cons
       case WorkerEvent::Kind::kError:
         errors[rank] = e->text;
         break;
+      case WorkerEvent::Kind::kHeartbeat:
+        last_beat[rank] = SteadyNow();
+        break;
     }
   });
+  const double ended = SteadyNow();
 
   switch (sr.outcome) {
     case SuperviseResult::Outcome::kOk:
       break;
     case SuperviseResult::Outcome::kTimedOut:
-      return FailedOutcome(CaseStatus::kTimeout, sr.reason);
-    case SuperviseResult::Outcome::kStopped:
-      return FailedOutcome(CaseStatus::kInterrupted, sr.reason);
+    case SuperviseResult::Outcome::kStopped: {
+      std::string reason = sr.reason;
+      if (std::string silent = SilentRank(last_beat, *launches, ended); !silent.empty()) reason += "; " + silent;
+      BackendOutcome stopped = FailedOutcome(
+          sr.outcome == SuperviseResult::Outcome::kTimedOut ? CaseStatus::kTimeout : CaseStatus::kInterrupted, reason);
+      AddRankExitCodes(sr, stopped);
+      return stopped;
+    }
     default: {
       std::string reason = sr.reason;
       // "rank 1 (node rig1) exited with code 1: <its error event>"
-      for (const RankEnd& r : sr.ranks) {
-        if (StartsWith(sr.reason, fmt::format("rank {} ", r.rank)) && errors.count(r.rank)) {
-          reason += ": " + errors[r.rank];
-          break;
-        }
-      }
+      if (errors.count(sr.failed_rank)) reason += ": " + errors[sr.failed_rank];
+      // A peer that timed out in a collective names the rank it waited for
+      // only by its silence: the rank whose heartbeat stopped first comes first.
+      if (std::string silent = SilentRank(last_beat, *launches, ended); !silent.empty())
+        reason = silent + "; then " + reason;
       BackendOutcome failed = FailedOutcome(CaseStatus::kFailed, reason);
-      failed.exit_code = sr.exit_code;
+      AddRankExitCodes(sr, failed);
       return failed;
     }
   }
@@ -346,6 +430,7 @@ BackendOutcome RunDistributed(BackendContext& ctx, const std::string& role, cons
 
   // ---- measurements ------------------------------------------------------------------
   out.measurements = rank0;
+  AddRankExitCodes(sr, out);
   const int world = layout.world();
   if (spec.workload == Workload::kInference) {
     if (!replica_seconds.empty()) {
@@ -378,8 +463,8 @@ BackendOutcome RunDistributed(BackendContext& ctx, const std::string& role, cons
     const int64_t steps = std::max<int64_t>(1, steps_seen);
     const std::string how = fmt::format(
         "sum over {} ranks of the bytes each rank sent in the collectives it issued, counted as ring-algorithm volume "
-        "(all-gather (W-1)·shard, reduce-scatter (W-1)/W·n, all-reduce 2(W-1)/W·n; on libtorch 1.13 Gloo the "
-        "reduce-scatter is an all-reduce); within groups {} ({} per step), between groups {}",
+        "(all-gather (W-1)·shard, reduce-scatter (W-1)/W·n, all-reduce 2(W-1)/W·n; with Gloo before libtorch 2.6 "
+        "the reduce-scatter is an all-reduce); within groups {} ({} per step), between groups {}",
         world, FormatBytes(within), FormatBytes(within / steps), FormatBytes(between));
     out.measurements.push_back(MeasuredFigure(metric::kBytesCommunicated, static_cast<double>(within + between), "bytes", how));
     out.measurements.push_back(MeasuredFigure("bytes_within_groups", static_cast<double>(within), "bytes",
@@ -404,6 +489,23 @@ BackendOutcome RunDistributed(BackendContext& ctx, const std::string& role, cons
       out.measurements.push_back(MeasuredFigure(base, *largest->value, largest->unit,
                                                 fmt::format("largest over the {} ranks of {}_rank<r> (rank {}: {})", world,
                                                             base, largest_rank, largest->method)));
+  }
+  // Per-rank step times, and the stragglers among them (stragglers.h).
+  if (!step_times.empty()) {
+    for (Measurement& m : rank_step_figures) out.measurements.push_back(std::move(m));
+    std::vector<RankStepTimes> times;
+    for (auto& [rank, t] : step_times) {
+      t.node = layout.rank_nodes[static_cast<size_t>(rank)];
+      times.push_back(t);
+    }
+    const std::vector<Straggler> stragglers = FindStragglers(times, layout.group_size);
+    std::vector<std::string> named;
+    for (const Straggler& st : stragglers) named.push_back(DescribeStraggler(st));
+    out.measurements.push_back(MeasuredFigure(
+        metric::kStragglers, static_cast<double>(stragglers.size()), "ranks",
+        fmt::format("ranks whose own work per step (step time minus time in collectives) exceeds their group's median "
+                    "by more than {:g}%, of {} ranks{}{}",
+                    kStragglerFraction * 100, times.size(), stragglers.empty() ? ": none" : ": ", Join(named, "; "))));
   }
   if (!weights_note.empty())
     for (Measurement& m : out.measurements) m.method = m.method.empty() ? weights_note : m.method + "; " + weights_note;

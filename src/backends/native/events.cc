@@ -45,6 +45,9 @@ std::string EncodeEvent(const WorkerEvent& e) {
       j["event"] = "error";
       j["text"] = e.text;
       break;
+    case WorkerEvent::Kind::kHeartbeat:
+      j["event"] = "heartbeat";
+      break;
   }
   // Invalid UTF-8 in an answer is replaced, never a throw.
   return j.dump(-1, ' ', false, Json::error_handler_t::replace);
@@ -81,6 +84,8 @@ std::optional<WorkerEvent> DecodeEvent(std::string_view line) {
     } else if (kind == "status" || kind == "error") {
       e.kind = kind == "status" ? WorkerEvent::Kind::kStatus : WorkerEvent::Kind::kError;
       e.text = j.at("text").get<std::string>();
+    } else if (kind == "heartbeat") {
+      e.kind = WorkerEvent::Kind::kHeartbeat;
     } else if (kind == "bytes") {
       e.kind = WorkerEvent::Kind::kBytes;
       e.bytes_within = j.at("within").get<int64_t>();

@@ -10,6 +10,7 @@
 //   {"event":"status","text":"step 3/10 loss 4.10"}
 //   {"event":"bytes","within":1024,"between":0}      this rank's bytes sent (torch_compat.h)
 //   {"event":"error","text":"..."}                    why the rank is about to exit non-zero
+//   {"event":"heartbeat"}                             every kHeartbeatSeconds while the rank lives
 
 #include <cstdint>
 #include <optional>
@@ -22,7 +23,7 @@ namespace protocol {
 namespace native {
 
 struct WorkerEvent {
-  enum class Kind { kStep, kRequest, kMeasurement, kStatus, kBytes, kError };
+  enum class Kind { kStep, kRequest, kMeasurement, kStatus, kBytes, kError, kHeartbeat };
   Kind kind = Kind::kStatus;
   StepSample step;
   RequestSample request;
@@ -31,6 +32,11 @@ struct WorkerEvent {
   int64_t bytes_within = 0;    // kBytes: within the rank's group (FSDP collectives)
   int64_t bytes_between = 0;   // kBytes: between groups (merges)
 };
+
+// How often a rank sends a heartbeat; the supervisor calls a rank silent after
+// kSilentHeartbeats of them are missing.
+inline constexpr double kHeartbeatSeconds = 1.0;
+inline constexpr int kSilentHeartbeats = 3;
 
 std::string EncodeEvent(const WorkerEvent& event);  // one line, no newline
 // nullopt for a line that is not an event (plain log text, or malformed).

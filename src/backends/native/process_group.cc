@@ -63,5 +63,12 @@ ProcessGroups ConnectGroups(const DistEnv& env, int groups, int group_size, bool
   return g;
 }
 
+double ProcessGroups::WaitSeconds() const {
+  double total = 0;
+  for (const auto& pg : {world_pg, group_pg, cross_pg})
+    if (pg) total += compat::CommWaitSeconds(*pg);
+  return total;
+}
+
 }  // namespace native
 }  // namespace protocol

@@ -40,6 +40,8 @@ struct ProcessGroups {
   std::shared_ptr<compat::CommGroup> world_pg, group_pg, cross_pg;
   int64_t bytes_within = 0;   // bytes this rank sent in group collectives
   int64_t bytes_between = 0;  // bytes this rank sent in cross-group collectives
+  // Seconds this rank has spent in the collectives of its three groups (compat::CommWaitSeconds).
+  double WaitSeconds() const;
 };
 
 // Connects every group. REQUIRES: env.world == groups·group_size.

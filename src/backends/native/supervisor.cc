@@ -107,7 +107,8 @@ SuperviseResult Supervise(const std::vector<RankLaunch>& ranks, const SuperviseO
     log.open(options.log_path, std::ios::app);
   }
   auto emit = [&](Child& c, const std::string& line) {
-    if (log) log << "[rank " << c.launch->rank << "] " << line << '\n' << std::flush;
+    if (log && (!options.keep_in_log || options.keep_in_log(line)))
+      log << "[rank " << c.launch->rank << "] " << line << '\n' << std::flush;
     if (on_line) on_line(c.launch->rank, line);
   };
 
@@ -194,10 +195,12 @@ SuperviseResult Supervise(const std::vector<RankLaunch>& ranks, const SuperviseO
       }
     }
     if (phase == Phase::kRunning && killed) {
+      result.failed_rank = killed->launch->rank;
       stop_all(SuperviseResult::Outcome::kRankFailed,
                fmt::format("{} was killed by signal {}", Describe(*killed), killed_signal));
     } else if (phase == Phase::kRunning && exited_bad) {
       result.exit_code = bad_code;
+      result.failed_rank = exited_bad->launch->rank;
       stop_all(SuperviseResult::Outcome::kRankFailed, fmt::format("{} exited with code {}", Describe(*exited_bad), bad_code));
     }
     if (phase == Phase::kRunning) {

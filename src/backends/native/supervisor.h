@@ -36,6 +36,9 @@ struct SuperviseOptions {
   std::string workdir;            // empty: the current directory
   double timeout_seconds = 0;     // 0: none
   double kill_grace_seconds = 3;  // SIGTERM → SIGKILL
+  // When set, a line for which it returns false is handed to the callback but
+  // not written to the log (the ranks' heartbeats).
+  std::function<bool(std::string_view line)> keep_in_log;
 };
 
 struct RankEnd {
@@ -45,6 +48,8 @@ struct RankEnd {
   int exit_code = -1;  // when it exited
   int signal = 0;      // when a signal ended it
   bool started = false;
+  // Its end as a shell reports it: the exit code, or 128+N for signal N; -1 when it never started.
+  int Code() const { return !started ? -1 : signal ? 128 + signal : exit_code; }
 };
 
 struct SuperviseResult {
@@ -52,6 +57,7 @@ struct SuperviseResult {
   Outcome outcome = Outcome::kOk;
   std::string reason;          // empty for kOk
   std::optional<int> exit_code;  // the failing rank's code, when it exited
+  int failed_rank = -1;          // kRankFailed: the rank the reason names
   std::vector<RankEnd> ranks;  // in the order given
   double seconds = 0;
 };

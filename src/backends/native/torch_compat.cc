@@ -19,6 +19,7 @@
 // Debian's CPU libtorch ships ATen/cuda headers but not cuda_runtime_api.h.
 #if __has_include(<cuda_runtime_api.h>) && __has_include(<c10/cuda/CUDACachingAllocator.h>)
 #define PROTOCOL_WITH_CUDA 1
+#include <cuda_runtime_api.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
@@ -27,6 +28,12 @@
 #endif
 
 #define PROTOCOL_TORCH_2 (TORCH_VERSION_MAJOR >= 2)
+#define PROTOCOL_TORCH_AT_LEAST(major, minor) \
+  (TORCH_VERSION_MAJOR > (major) || (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
+// Gloo's _allgather_base and _reduce_scatter_base: checked in 2.6's headers and run there.
+#define PROTOCOL_GLOO_FLAT PROTOCOL_TORCH_AT_LEAST(2, 6)
+// TCPStoreOptions::useLibUV defaults to true from 2.4 on; builds without libuv refuse it.
+#define PROTOCOL_TCPSTORE_LIBUV PROTOCOL_TORCH_AT_LEAST(2, 4)
 
 #if PROTOCOL_WITH_CUDA && __has_include(<torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>) && __has_include(<nccl.h>)
 #define PROTOCOL_WITH_NCCL 1
@@ -65,6 +72,21 @@ at::Tensor ScaledDotProductAttention(const at::Tensor& q, const at::Tensor& k, c
 }
 
 std::string TorchVersion() { return TORCH_VERSION; }
+
+std::string BuildFeatures() {
+  std::string out = std::string("libtorch ") + TORCH_VERSION;
+#if PROTOCOL_WITH_CUDA
+  out += ", CUDA " + std::to_string(CUDART_VERSION / 1000) + "." + std::to_string(CUDART_VERSION % 1000 / 10);
+#if PROTOCOL_WITH_NCCL
+  out += ", NCCL";
+#endif
+#else
+  out += ", CPU only";
+#endif
+  return out;
+}
+
+bool GlooHasFlatCollectives() { return PROTOCOL_GLOO_FLAT; }
 
 bool CudaAvailable() { return at::hasCUDA(); }
 
@@ -145,11 +167,17 @@ struct CommGroup {
   c10::intrusive_ptr<GroupBase> group;
   int size = 1;
   std::string backend;
+  double wait_seconds = 0;  // in Wait, summed
 };
 
 namespace {
 
-void Wait(const c10::intrusive_ptr<c10d::Work>& work) { work->wait(); }
+// Waits for a collective and counts the wall time spent in it.
+void Wait(CommGroup& g, const c10::intrusive_ptr<c10d::Work>& work) {
+  const auto start = std::chrono::steady_clock::now();
+  work->wait();
+  g.wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
 int64_t Bytes(const at::Tensor& t) { return t.numel() * static_cast<int64_t>(t.element_size()); }
 
@@ -164,7 +192,19 @@ std::shared_ptr<CommStore> CommStoreConnect(const std::string& host, int port, b
   o.waitWorkers = true;
   o.timeout = std::chrono::milliseconds(timeout_ms);
   auto out = std::make_shared<CommStore>();
+#if PROTOCOL_TCPSTORE_LIBUV
+  // The libuv store (the default) where the build has it; Debian's libtorch
+  // is built without libuv and refuses it: the classic store then.
+  try {
+    out->store = c10::make_intrusive<c10d::TCPStore>(host, o);
+  } catch (const c10::Error& e) {
+    if (std::string(e.what()).find("libuv") == std::string::npos) throw;
+    o.useLibUV = false;
+    out->store = c10::make_intrusive<c10d::TCPStore>(host, o);
+  }
+#else
   out->store = c10::make_intrusive<c10d::TCPStore>(host, o);
+#endif
   return out;
 }
 
@@ -201,6 +241,7 @@ std::shared_ptr<CommGroup> CommGroupCreate(const std::shared_ptr<CommStore>& sto
 }
 
 int CommGroupSize(const CommGroup& group) { return group.size; }
+double CommWaitSeconds(const CommGroup& group) { return group.wait_seconds; }
 std::string CommBackendName(const CommGroup& group) { return group.backend; }
 
 int64_t AllGatherFlat(CommGroup& g, at::Tensor& out, const at::Tensor& shard) {
@@ -211,8 +252,10 @@ int64_t AllGatherFlat(CommGroup& g, at::Tensor& out, const at::Tensor& shard) {
   }
   at::Tensor input = shard.contiguous();
 #if PROTOCOL_TORCH_2
-  if (g.backend == "nccl") {
-    Wait(g.group->_allgather_base(out, input));
+  if (g.backend == "nccl" || PROTOCOL_GLOO_FLAT) {
+    at::Tensor flat_out = out.view({-1});
+    at::Tensor flat_in = input.view({-1});
+    Wait(g, g.group->_allgather_base(flat_out, flat_in));
     return sent;
   }
 #endif
@@ -223,7 +266,7 @@ int64_t AllGatherFlat(CommGroup& g, at::Tensor& out, const at::Tensor& shard) {
   const int64_t n = input.numel();
   at::Tensor flat = out.view({-1});
   for (int r = 0; r < g.size; ++r) outputs[0].push_back(flat.narrow(0, r * n, n).view(input.sizes()));
-  Wait(g.group->allgather(outputs, inputs));
+  Wait(g, g.group->allgather(outputs, inputs));
   return sent;
 }
 
@@ -233,10 +276,12 @@ int64_t ReduceScatterSum(CommGroup& g, at::Tensor& shard_out, at::Tensor& full) 
     return 0;
   }
 #if PROTOCOL_TORCH_2
-  if (g.backend == "nccl") {
+  if (g.backend == "nccl" || PROTOCOL_GLOO_FLAT) {
     c10d::ReduceScatterOptions o;
     o.reduceOp = c10d::ReduceOp::SUM;
-    Wait(g.group->_reduce_scatter_base(shard_out, full, o));
+    at::Tensor flat_out = shard_out.view({-1});
+    at::Tensor flat_in = full.view({-1});
+    Wait(g, g.group->_reduce_scatter_base(flat_out, flat_in, o));
     return (g.size - 1) * Bytes(full) / g.size;
   }
 #endif
@@ -253,7 +298,7 @@ int64_t AllReduceSum(CommGroup& g, at::Tensor& tensor) {
   std::vector<at::Tensor> tensors{tensor};
   c10d::AllreduceOptions o;
   o.reduceOp = c10d::ReduceOp::SUM;
-  Wait(g.group->allreduce(tensors, o));
+  Wait(g, g.group->allreduce(tensors, o));
   return 2 * (g.size - 1) * Bytes(tensor) / g.size;
 }
 
@@ -262,14 +307,14 @@ int64_t Broadcast(CommGroup& g, at::Tensor& tensor, int root) {
   std::vector<at::Tensor> tensors{tensor};
   c10d::BroadcastOptions o;
   o.rootRank = root;
-  Wait(g.group->broadcast(tensors, o));
+  Wait(g, g.group->broadcast(tensors, o));
   // A ring broadcast: every rank but the last forwards the tensor once.
   return g.group->getRank() == (root + g.size - 1) % g.size ? 0 : Bytes(tensor);
 }
 
 void Barrier(CommGroup& g) {
   if (g.size == 1) return;
-  Wait(g.group->barrier());
+  Wait(g, g.group->barrier());
 }
 
 }  // namespace compat

@@ -26,6 +26,9 @@ at::Tensor ScaledDotProductAttention(const at::Tensor& q, const at::Tensor& k, c
                                      bool is_causal, const std::optional<at::Tensor>& mask);
 
 std::string TorchVersion();  // "1.13.0"
+// What this binary was compiled with: "libtorch 2.6.0, CUDA 12.4, NCCL" or
+// "libtorch 1.13.0, CPU only" (compile-time facts, not the machine's devices).
+std::string BuildFeatures();
 bool CudaAvailable();
 // The current CUDA device's name, e.g. "NVIDIA H100 80GB HBM3"; empty without CUDA.
 std::string CudaDeviceName();
@@ -62,9 +65,10 @@ int64_t StorageBytes(const at::Tensor& t);
 // (the caller catches it where it wraps the whole worker).
 //
 // libtorch 1.13 Gloo has no flat all-gather, no reduce-scatter and no AVG:
-// AllGatherFlat is a list all-gather + cat there, ReduceScatterSum an
-// all-reduce + slice, and callers average by SUM then divide. On 2.x with NCCL
-// the flat collectives (_allgather_base, _reduce_scatter_base) are used.
+// AllGatherFlat is a list all-gather into `out`'s slices there, ReduceScatterSum
+// an all-reduce + slice, and callers average by SUM then divide. With NCCL, and
+// with Gloo from libtorch 2.6 on (GlooHasFlatCollectives), the flat collectives
+// (_allgather_base, _reduce_scatter_base) are used.
 //
 // Each collective returns the bytes THIS rank sends for the operation it
 // actually issued, counted as the ring algorithm's volume (a model of the
@@ -75,6 +79,10 @@ int64_t StorageBytes(const at::Tensor& t);
 // so an all-reduce standing in for a reduce-scatter counts twice the bytes.
 struct CommStore;
 struct CommGroup;
+
+// True where Gloo has the flat collectives (_allgather_base, _reduce_scatter_base):
+// libtorch 2.6 and later. Then ReduceScatterSum is a real reduce-scatter.
+bool GlooHasFlatCollectives();
 
 // The rendezvous store on host:port; the server (rank 0) opens the port and
 // waits up to `timeout_ms` for `world` clients.
@@ -88,6 +96,10 @@ std::shared_ptr<CommStore> CommStorePrefix(const std::shared_ptr<CommStore>& bas
 std::shared_ptr<CommGroup> CommGroupCreate(const std::shared_ptr<CommStore>& store, int rank, int size, bool cuda,
                                            int64_t timeout_ms);
 int CommGroupSize(const CommGroup& group);
+// Wall seconds this rank has spent in the group's collectives, from issuing one
+// to its end (waiting for slower peers included). What a rank did between
+// collectives is its own work: a straggler's is longest.
+double CommWaitSeconds(const CommGroup& group);
 std::string CommBackendName(const CommGroup& group);  // "gloo" | "nccl"
 
 // out (size·shard.numel(), contiguous) = concatenation of every rank's shard.

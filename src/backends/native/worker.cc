@@ -4,10 +4,13 @@
 
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <iostream>
+#include <mutex>
+#include <thread>
 #include <c10/core/GradMode.h>
 
 #include "backends/native/data.h"
@@ -23,6 +26,7 @@
 #include "backends/native/process_group.h"
 #include "backends/native/quantized_model.h"
 #include "backends/native/safetensors.h"
+#include "backends/native/stragglers.h"
 #include "backends/native/tokenizer.h"
 #include "backends/native/torch_compat.h"
 #include "backends/native/train.h"
@@ -41,11 +45,23 @@ double Now() {
   return duration<double>(steady_clock::now().time_since_epoch()).count();
 }
 
-void Emit(const WorkerEvent& e) { std::cout << EncodeEvent(e) << std::endl; }
+// stdout carries whole lines from two threads (the work and the heartbeat).
+std::mutex& OutputMutex() {
+  static std::mutex m;
+  return m;
+}
+
+void Emit(const WorkerEvent& e) {
+  const std::string line = EncodeEvent(e);
+  std::lock_guard<std::mutex> lock(OutputMutex());
+  std::cout << line << std::endl;
+}
 
 template <typename... Args>
 void Log(fmt::format_string<Args...> f, Args&&... args) {
-  std::cout << fmt::format(f, std::forward<Args>(args)...) << std::endl;
+  const std::string line = fmt::format(f, std::forward<Args>(args)...);
+  std::lock_guard<std::mutex> lock(OutputMutex());
+  std::cout << line << std::endl;
 }
 
 void EmitMeasurement(const std::string& name, double value, const char* unit, std::string method) {
@@ -57,6 +73,69 @@ void EmitMeasurement(const std::string& name, double value, const char* unit, st
   e.measurement.method = std::move(method);
   Emit(e);
 }
+
+// A heartbeat event every kHeartbeatSeconds from a thread of its own, while the
+// object lives: the supervisor sees which rank went silent first (a hung or
+// stopped process) when a collective times out on its peers.
+class Heartbeat {
+ public:
+  Heartbeat() : thread_([this] { Beat(); }) {}
+  ~Heartbeat() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      done_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  void Beat() {
+    WorkerEvent e;
+    e.kind = WorkerEvent::Kind::kHeartbeat;
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!done_) {
+      Emit(e);
+      wake_.wait_for(lock, std::chrono::duration<double>(kHeartbeatSeconds), [this] { return done_; });
+    }
+  }
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
+// This rank's step times (its own clock, timed steps only): mean, spread and
+// mean work outside collectives, each as name_rank<r> (stragglers.h).
+void EmitRankStepTimes(const ProcessGroups& g, const std::vector<double>& step_seconds,
+                       const std::vector<double>& work_seconds, int64_t warmup_steps) {
+  if (step_seconds.empty()) return;
+  const double n = static_cast<double>(step_seconds.size());
+  double sum = 0, work = 0, squares = 0;
+  for (double x : step_seconds) sum += x;
+  for (double x : work_seconds) work += x;
+  const double mean = sum / n;
+  for (double x : step_seconds) squares += (x - mean) * (x - mean);
+  const std::string suffix = fmt::format("_rank{}", g.rank);
+  const std::string how = fmt::format("rank {} of {} (group {}): its own clock over {} step(s) after {} warm-up step(s)",
+                                      g.rank, g.world, g.group, step_seconds.size(), warmup_steps);
+  EmitMeasurement(metric::kStepSecondsMean + suffix, mean, "s", how + ", mean");
+  EmitMeasurement(metric::kRankStepSecondsSpread + suffix, std::sqrt(squares / n), "s", how + ", standard deviation");
+  EmitMeasurement(metric::kRankWorkSecondsMean + suffix, work / n, "s",
+                  how + ", mean of step time minus time in collectives (waiting for peers included there)");
+}
+
+// Test-only: PROTOCOL_TEST_STEP_DELAY="RANK:SECONDS" makes that rank sleep so
+// long in every training step, a straggler on purpose (tests/dist_straggler_test.cc).
+double TestStepDelay(int rank) {
+  const char* v = std::getenv("PROTOCOL_TEST_STEP_DELAY");
+  if (!v) return 0;
+  const std::string text = v;
+  const size_t colon = text.find(':');
+  if (colon == std::string::npos || std::stoi(text.substr(0, colon)) != rank) return 0;
+  return std::stod(text.substr(colon + 1));
+}
+
 
 struct Failure : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -352,6 +431,8 @@ int RunTraining(const WorkerCase& wc, Setup& s, ProcessGroups& g) {
 
   double last_loss = 0, timed_seconds = 0;
   int64_t timed_tokens = 0, timed_steps = 0;
+  std::vector<double> my_step_seconds, my_work_seconds;  // this rank's timed steps (stragglers.h)
+  const double step_delay = TestStepDelay(g.rank);
   for (int64_t step = 0; step < steps; ++step) {
     std::vector<const Sequence*> group_seqs = stream.Next(group_batch);
     std::vector<const Sequence*> mine(group_seqs.begin() + g.group_rank * local_batch,
@@ -359,7 +440,8 @@ int RunTraining(const WorkerCase& wc, Setup& s, ProcessGroups& g) {
     double counted = 0;  // targets of the group's whole batch: the loss denominator
     for (const Sequence* q : group_seqs)
       for (uint8_t m : q->mask) counted += m;
-    const double t0 = Now();
+    const double t0 = Now(), waited0 = g.WaitSeconds();
+    if (step_delay > 0) std::this_thread::sleep_for(std::chrono::duration<double>(step_delay));
     at::Tensor loss_sum = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(s.device));
     const int64_t micro = std::max<int64_t>(1, local_batch / std::max<int64_t>(1, ts.grad_accum));
     for (int64_t start = 0; start < local_batch; start += micro) {
@@ -383,6 +465,8 @@ int RunTraining(const WorkerCase& wc, Setup& s, ProcessGroups& g) {
       timed_seconds += seconds;
       timed_tokens += tokens;
       ++timed_steps;
+      my_step_seconds.push_back(seconds);
+      my_work_seconds.push_back(seconds - (g.WaitSeconds() - waited0));
     }
     if (g.rank == 0) {
       WorkerEvent e;
@@ -478,6 +562,7 @@ int RunTraining(const WorkerCase& wc, Setup& s, ProcessGroups& g) {
                                           "+ outer step), after a barrier",
                                           merges));
   }
+  EmitRankStepTimes(g, my_step_seconds, my_work_seconds, wc.warmup_steps);
   // This rank's memory: its peak RSS, and that peak above the rank's baseline
   // (its RSS just before the model was built: libtorch, the tokenizer and the data).
   const int64_t peak_rss = PeakRssBytes();
@@ -614,6 +699,7 @@ int RunWorker(const std::string& case_path) {
     // Inference issues barriers only: Gloo groups, which also allow replicas that share a GPU
     // (NCCL refuses two ranks of one group on one device).
     const bool nccl = s.device.is_cuda() && wc->workload != Workload::kInference;
+    Heartbeat heartbeat;
     ProcessGroups g = ConnectGroups(*env, wc->groups, wc->group_size, nccl, wc->training.collective_timeout);
     const int code = wc->workload == Workload::kInference ? RunInference(*wc, s, g, *env) : RunTraining(*wc, s, g);
     WorkerEvent bytes;

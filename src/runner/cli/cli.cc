@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "backends/environment.h"
+#include "backends/native/torch_compat.h"
 #include "backends/native/worker.h"
 #include "backends/registry.h"
 #include "report/report.h"
@@ -594,8 +595,9 @@ int RunCli(int argc, char** argv) {
       "not a database, locked beyond the busy timeout, disk full).\n"
       "Documentation: docs/ (plan-format.md, report.md, database.md).");
   app.require_subcommand(1);
-  app.set_version_flag("--version", fmt::format("protocol {} ({}, {})", BuildInfo().version,
-                                                BuildInfo().git_revision, BuildInfo().build_type));
+  app.set_version_flag("--version", fmt::format("protocol {} ({}, {}; {})", BuildInfo().version,
+                                                BuildInfo().git_revision, BuildInfo().build_type,
+                                                native::compat::BuildFeatures()));
   // --log-level is accepted before the subcommand and after it
   // (`protocol run PLAN --log-level debug`): one variable, declared on both.
   std::string log_level = "info";

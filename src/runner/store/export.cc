@@ -144,30 +144,44 @@ Json RunFieldsJson(const RunRecord& r) {
               {"git_revision", r.git_revision}};
 }
 
+// Every column of the cases table (store.cc's schema; `id` as row_id), in
+// schema order, as JSON (null when absent). Both exports write these: JSON as
+// values, CSV as text. One list, so a column added to the table is added here once.
+struct CaseColumn {
+  const char* name;
+  Json (*value)(const CaseRecord&);
+};
+const CaseColumn kCaseColumns[] = {
+    {"row_id", [](const CaseRecord& c) { return Json(c.row_id); }},
+    {"run_id", [](const CaseRecord& c) { return Json(c.run_id); }},
+    {"case_id", [](const CaseRecord& c) { return Json(c.case_id); }},
+    {"repeat", [](const CaseRecord& c) { return Json(c.repeat); }},
+    {"stage", [](const CaseRecord& c) { return Json(c.stage); }},
+    {"model", [](const CaseRecord& c) { return Json(c.model); }},
+    {"workload", [](const CaseRecord& c) { return Json(c.workload); }},
+    {"backend", [](const CaseRecord& c) { return Json(c.backend); }},
+    {"system", [](const CaseRecord& c) { return Json(c.system); }},
+    {"nodes", [](const CaseRecord& c) { return Json(c.nodes); }},
+    {"topology", [](const CaseRecord& c) { return Json(c.topology); }},
+    {"network", [](const CaseRecord& c) { return Json(c.network); }},
+    {"variant", [](const CaseRecord& c) { return Json(c.variant); }},
+    {"length_unit", [](const CaseRecord& c) { return Json(c.length_unit); }},
+    {"length_count", [](const CaseRecord& c) { return Json(c.length_count); }},
+    {"report_as_unit", [](const CaseRecord& c) { return Json(c.report_as_unit); }},
+    {"report_as_count", [](const CaseRecord& c) { return Json(c.report_as_count); }},
+    {"status", [](const CaseRecord& c) { return Json(CaseStatusName(c.status)); }},
+    {"reason", [](const CaseRecord& c) { return Json(c.reason); }},
+    {"exit_code", [](const CaseRecord& c) { return c.exit_code ? Json(*c.exit_code) : Json(nullptr); }},
+    {"started_at", [](const CaseRecord& c) { return Json(c.started_at); }},
+    {"finished_at", [](const CaseRecord& c) { return Json(c.finished_at); }},
+    {"log_path", [](const CaseRecord& c) { return Json(c.log_path); }},
+    {"log_sha256", [](const CaseRecord& c) { return Json(c.log_sha256); }},
+};
+
 Json CaseFieldsJson(const CaseRecord& c) {
-  return Json{{"row_id", c.row_id},
-              {"run_id", c.run_id},
-              {"case_id", c.case_id},
-              {"repeat", c.repeat},
-              {"stage", c.stage},
-              {"model", c.model},
-              {"workload", c.workload},
-              {"backend", c.backend},
-              {"system", c.system},
-              {"nodes", c.nodes},
-              {"topology", c.topology},
-              {"network", c.network},
-              {"variant", c.variant},
-              {"length_unit", c.length_unit},
-              {"length_count", c.length_count},
-              {"report_as_unit", c.report_as_unit},
-              {"report_as_count", c.report_as_count},
-              {"status", CaseStatusName(c.status)},
-              {"reason", c.reason},
-              {"exit_code", c.exit_code ? Json(*c.exit_code) : Json(nullptr)},
-              {"started_at", c.started_at},
-              {"finished_at", c.finished_at},
-              {"log_path", c.log_path}};
+  Json out = Json::object();
+  for (const CaseColumn& column : kCaseColumns) out[column.name] = column.value(c);
+  return out;
 }
 
 // One run with its context and its cases, each with measurements and samples.
@@ -319,12 +333,27 @@ Result<std::string> RunText(Store& store, const RunRecord& run) {
 
 // ---- CSV ---------------------------------------------------------------------
 
-const char* const kCsvColumns[] = {
-    "run_id",         "kind",         "plan",           "case_id",         "repeat",
-    "model",          "workload",     "system",         "backend",         "nodes",
-    "network",        "variant",      "length_unit",    "length_count",    "report_as_unit",
-    "report_as_count", "status",      "name",           "value",           "unit",
-    "how",            "method",       "source",         "marker"};
+// The CSV's columns: the run's, every case column, then the measurement's.
+const char* const kCsvRunColumns[] = {"kind", "plan", "plan_sha256"};
+const char* const kCsvMeasurementColumns[] = {"name", "value", "unit", "how", "method", "source", "marker"};
+
+// A JSON scalar as CSV text: strings as they are, numbers as Number(), null empty.
+std::string CsvText(const Json& v) {
+  if (v.is_null()) return "";
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_number_float()) return Number(v.get<double>());
+  return v.dump();
+}
+
+std::vector<std::string> CsvHeader() {
+  std::vector<std::string> header;
+  for (const CaseColumn& column : kCaseColumns) {
+    header.push_back(column.name);
+    if (std::string(column.name) == "run_id") header.insert(header.end(), std::begin(kCsvRunColumns), std::end(kCsvRunColumns));
+  }
+  header.insert(header.end(), std::begin(kCsvMeasurementColumns), std::end(kCsvMeasurementColumns));
+  return header;
+}
 
 std::string CsvRow(const std::vector<std::string>& fields) {
   std::string line;
@@ -346,24 +375,24 @@ Result<std::vector<RunRecord>> SelectRuns(Store& store, const std::vector<int64_
 }
 
 Result<std::string> ExportCsv(Store& store, const std::vector<int64_t>& run_ids) {
-  std::string out = CsvRow(std::vector<std::string>(std::begin(kCsvColumns), std::end(kCsvColumns)));
+  const std::vector<std::string> header = CsvHeader();
+  std::string out = CsvRow(header);
   auto runs = SelectRuns(store, run_ids);
   if (!runs.ok()) return runs.status();
   for (const RunRecord& run : *runs) {
     auto cases = store.CasesOfRun(run.id);
     if (!cases.ok()) return cases.status();
     for (const CaseRecord& c : *cases) {
-      std::vector<std::string> identity = {
-          std::to_string(run.id), run.kind, run.plan_name, c.case_id,
-          std::to_string(c.repeat), c.model, c.workload, c.system, c.backend,
-          std::to_string(c.nodes), c.network, c.variant, c.length_unit,
-          std::to_string(c.length_count), c.report_as_unit, std::to_string(c.report_as_count),
-          CaseStatusName(c.status)};
+      std::vector<std::string> identity;
+      for (const CaseColumn& column : kCaseColumns) {
+        identity.push_back(CsvText(column.value(c)));
+        if (std::string(column.name) == "run_id") identity.insert(identity.end(), {run.kind, run.plan_name, run.plan_sha256});
+      }
       auto ms = store.MeasurementsOfCase(c.row_id);
       if (!ms.ok()) return ms.status();
       if (ms->empty()) {
         std::vector<std::string> row = identity;
-        row.resize(std::size(kCsvColumns));
+        row.resize(header.size());
         out += CsvRow(row);
       }
       for (const Measurement& m : *ms) {

@@ -64,6 +64,14 @@ inline constexpr const char* kEvalLoss = "eval_loss";
 inline constexpr const char* kBytesCommunicated = "bytes_communicated";
 inline constexpr const char* kBestGroupEvalLoss = "best_group_eval_loss";  // share: best single group
 inline constexpr const char* kMergeSeconds = "merge_seconds";              // share: moving + merging results
+// Rank processes of a distributed case (dist_backend.cc), each name + "_rank<r>":
+inline constexpr const char* kExitCode = "exit_code";  // the rank's exit code; a signal N as 128+N
+//   kStepSecondsMean + "_rank<r>"                                            s, the rank's own clock, after warm-up
+inline constexpr const char* kRankStepSecondsSpread = "step_seconds_spread";  // s, standard deviation of those
+inline constexpr const char* kRankWorkSecondsMean = "step_work_seconds_mean";  // s, step time minus time in collectives
+// Per case: ranks whose own work per step exceeds their group's median by more
+// than kStragglerFraction (stragglers.h); 0 when none.
+inline constexpr const char* kStragglers = "stragglers";
 }  // namespace metric
 
 struct Measurement {

@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# Compiles, links and runs protocol against a CUDA libtorch 2.x on a machine
+# without a GPU: Debian trixie's libtorch-cuda-dev (2.6, CUDA 12.4, NCCL) in a
+# root made with debootstrap. The CUDA and NCCL code paths are compiled into
+# the binaries; the CPU test suite then runs in that build (the GPU-only tests
+# report skipped: no device).
+#
+#   scripts/cuda-build-check.sh                           # root in $TMPDIR/protocol-cuda-root
+#   CUDA_ROOT_CACHE=/var/cache/cuda-root scripts/cuda-build-check.sh   # make or reuse that root
+#   scripts/cuda-build-check.sh -R dist_fsdp_test         # extra arguments go to ctest
+#
+# Steps (each prints one line; the logs are under OUT_DIR, default
+# results/cuda-build-check):
+#   1. root     debootstrap --variant=minbase trixie (main, contrib, non-free)
+#               into CUDA_ROOT_CACHE, once; about 17 minutes on 2 cores.
+#   2. packages scripts/packages.sh's build and test packages plus
+#               CUDA_TORCH_PACKAGES, once per package list (about 11 GB).
+#   3. build    the working tree (tracked and untracked, not ignored files),
+#               copied into the root, configured with cmake/cuda.cmake — the
+#               settings scripts/gpu-check.sh uses on a GPU machine — and built
+#               with the tests.
+#   4. linked   `readelf -d protocol` NEEDED lines; libtorch_cuda and c10_cuda
+#               must be among them, and `protocol --version` must say CUDA and NCCL.
+#   5. tests    the whole ctest suite in that build; its summary.
+# Exit status: 0 when every step passed, 1 otherwise, 2 for bad usage.
+#
+# cuDNN. libtorch-cuda-2.6 depends on nvidia-cudnn, an installer package whose
+# post-install script downloads cuDNN from outside Debian's archive. protocol
+# calls no cuDNN function (no convolutions), so the root gets, instead, a local
+# package of that name holding a stub libcudnn.so.9: one function per cudnn*
+# symbol libtorch_cuda imports, each returning an error status, and
+# cudnnGetVersion, which libtorch calls while loading. Nothing is downloaded
+# outside the Debian archive. A GPU machine uses the PyTorch wheel's real cuDNN.
+#
+# Needs root (debootstrap, chroot, mounts) and Debian's archive. Not part of
+# .ci/run: the root is too large and too slow for CI.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+case ${1:-} in -h|--help) sed -n '2,37p' "$0"; exit 0 ;; esac
+[[ $(id -u) -eq 0 ]] || { echo "cuda-build-check: needs root (debootstrap, chroot)" >&2; exit 2; }
+
+SUITE=trixie
+MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+root=${CUDA_ROOT_CACHE:-${TMPDIR:-/tmp}/protocol-cuda-root}
+OUT_DIR=${OUT_DIR:-results/cuda-build-check}
+mkdir -p "$OUT_DIR"
+OUT_DIR=$(cd "$OUT_DIR" && pwd)
+src=/work/protocol        # inside the root
+build=/work/build-cuda    # inside the root; kept between runs (incremental)
+
+source scripts/packages.sh
+packages=("${BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]}" "${CUDA_TORCH_PACKAGES[@]}" binutils dpkg-dev)
+
+say() { echo "cuda-build-check: $*"; }
+fail() { say "$*"; exit 1; }
+
+mounted=()
+cleanup() {
+  local m
+  for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do umount -l "${mounted[i]}" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+mount_into_root() {  # type-or-bind source target
+  local target=$root$3
+  mkdir -p "$target"
+  mountpoint -q "$target" && return 0
+  if [[ $1 == bind ]]; then mount --bind "$2" "$target"; else mount -t "$1" "$2" "$target"; fi
+  mounted+=("$target")
+}
+in_root() { chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
+                   DEBIAN_FRONTEND=noninteractive "$@"; }
+
+# ---- 1. root -------------------------------------------------------------------
+if [[ ! -f $root/.protocol-base-ready ]]; then
+  command -v debootstrap >/dev/null || apt-get install -y -qq --no-install-recommends debootstrap >/dev/null
+  say "root: debootstrap $SUITE into $root (log: $OUT_DIR/debootstrap.log)"
+  rm -rf "$root"
+  mkdir -p "$root"
+  debootstrap --variant=minbase --components=main,contrib,non-free "$SUITE" "$root" "$MIRROR" \
+    >"$OUT_DIR/debootstrap.log" 2>&1 || { tail -5 "$OUT_DIR/debootstrap.log"; fail "root: debootstrap FAILED"; }
+  touch "$root/.protocol-base-ready"
+fi
+say "root: $root (Debian $(cat "$root/etc/debian_version"))"
+
+mount_into_root proc proc /proc
+mount_into_root bind /dev /dev
+mount_into_root bind /dev/pts /dev/pts
+mount_into_root sysfs sysfs /sys
+cp -L /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
+
+# ---- 2. packages ---------------------------------------------------------------
+stamp="$root/.protocol-packages-$(printf '%s\n' "${packages[@]}" | sha256sum | cut -c1-16)"
+if [[ ! -f $stamp ]]; then
+  say "root: installing ${#packages[@]} packages (log: $OUT_DIR/packages.log)"
+  echo "deb $MIRROR $SUITE main contrib non-free" >"$root/etc/apt/sources.list"
+  rm -f "$root/etc/apt/sources.list.d/"*
+  # (&& between the steps: `set -e` does not act inside a group followed by ||.)
+  {
+    in_root apt-get update -qq &&
+    # The tools the stub needs, before anything that depends on nvidia-cudnn.
+    in_root apt-get install -y -qq --no-install-recommends gcc libc6-dev binutils dpkg-dev &&
+    # The cuDNN stub package, built from the symbols libtorch_cuda imports.
+    in_root bash -euo pipefail -c '
+      rm -rf /tmp/cudnn-stub && mkdir -p /tmp/cudnn-stub && cd /tmp/cudnn-stub
+      apt-get download -qq libtorch-cuda-2.6 nvidia-cudnn 2>/dev/null
+      dpkg -x libtorch-cuda-2.6_*.deb torch
+      version=$(dpkg-deb -f nvidia-cudnn_*.deb Version)
+      {
+        echo "/* Stub of libcudnn.so.9 for a build without cuDNN: every call fails. */"
+        echo "#include <stddef.h>"
+        echo "size_t cudnnGetVersion(void) { return 90000; }"
+        echo "const char* cudnnGetErrorString(int status) { return \"cuDNN is a stub in this build\"; }"
+        nm -D --undefined-only torch/usr/lib/x86_64-linux-gnu/libtorch_cuda.so.* |
+          awk "{print \$2}" | grep "^cudnn" | sed "s/@.*//" | sort -u |
+          grep -vx -e cudnnGetVersion -e cudnnGetErrorString |
+          sed "s/.*/int &(void) { return 4; \/* CUDNN_STATUS_NOT_SUPPORTED *\/ }/"
+      } >stub.c
+      printf "libcudnn.so.9 {\n  global: *;\n};\n" >stub.map
+      mkdir -p pkg/DEBIAN pkg/usr/lib/x86_64-linux-gnu
+      gcc -shared -fPIC -O1 -Wl,-soname,libcudnn.so.9 -Wl,--version-script,stub.map \
+        -o pkg/usr/lib/x86_64-linux-gnu/libcudnn.so.9 stub.c
+      cat >pkg/DEBIAN/control <<CONTROL
+Package: nvidia-cudnn
+Version: ${version}+protocol.stub
+Architecture: amd64
+Maintainer: protocol <protocol@localhost>
+Provides: libcudnn.so.9
+Description: stub libcudnn.so.9 for compiling and linking without cuDNN
+ Every cudnn* function libtorch_cuda imports returns an error status.
+CONTROL
+      dpkg-deb --build --root-owner-group pkg /tmp/nvidia-cudnn-stub.deb >/dev/null
+      echo "cudnn stub: $(grep -c "^int cudnn" stub.c) functions, version ${version}+protocol.stub"
+    ' &&
+    in_root apt-get install -y -qq --no-install-recommends /tmp/nvidia-cudnn-stub.deb "${packages[@]}"
+  } >"$OUT_DIR/packages.log" 2>&1 || { tail -15 "$OUT_DIR/packages.log"; fail "root: package installation FAILED"; }
+  grep '^cudnn stub:' "$OUT_DIR/packages.log" | sed 's/^/cuda-build-check: root: /'
+  touch "$stamp"
+fi
+say "root: libtorch $(in_root dpkg-query -W -f='${Version}' libtorch-cuda-dev), CUDA toolkit" \
+    "$(in_root dpkg-query -W -f='${Version}' nvidia-cuda-toolkit), NCCL $(in_root dpkg-query -W -f='${Version}' libnccl-dev)"
+
+# ---- 3. build ------------------------------------------------------------------
+rm -rf "$root$src"
+mkdir -p "$root$src"
+git ls-files -z --cached --others --exclude-standard | xargs -0 -I{} sh -c 'test -e "{}" && printf "%s\0" "{}"' |
+  tar --null -T - -cf - | tar -xf - -C "$root$src"
+say "build: $(git rev-parse --short HEAD 2>/dev/null || echo 'working tree')$(git diff --quiet HEAD 2>/dev/null || echo ' + local changes') → $build (log: $OUT_DIR/build.log)"
+in_root bash -euo pipefail -c "
+  cmake -S $src -B $build -G Ninja -C $src/cmake/cuda.cmake
+  cmake --build $build -j $(nproc)
+" >"$OUT_DIR/build.log" 2>&1 || { grep -E 'error|Error' "$OUT_DIR/build.log" | head -30; fail "build: FAILED"; }
+say "build: ok ($(grep -c 'Building CXX' "$OUT_DIR/build.log") objects compiled, $(grep -m1 -o 'CUDA architectures [^.]*' "$OUT_DIR/build.log" || echo 'cmake/cuda.cmake'))"
+
+# ---- 4. what the binary links --------------------------------------------------
+needed=$(in_root readelf -d "$build/protocol" | grep NEEDED)
+echo "$needed" | sed 's/^ */cuda-build-check: linked: /'
+for lib in libtorch_cuda libc10_cuda; do
+  grep -q "\[$lib\.so" <<<"$needed" || fail "linked: $lib is not among protocol's NEEDED libraries"
+done
+version=$(in_root "$build/protocol" --version)
+say "version: $version"
+grep -q 'CUDA' <<<"$version" && grep -q 'NCCL' <<<"$version" || fail "version: the binary was not built with CUDA and NCCL"
+
+# ---- 5. the test suite ---------------------------------------------------------
+say "tests: ctest in $build (log: $OUT_DIR/ctest.log)"
+set +e
+in_root bash -c "cd $build && ctest --output-on-failure -j $(nproc) $(printf '%q ' "$@")" >"$OUT_DIR/ctest.log" 2>&1
+ctest_rc=$?
+set -e
+grep -E '^[0-9]+% tests passed|\*\*\*(Failed|Skipped|Timeout)|Not Run|\(Failed\)|\(Timeout\)' "$OUT_DIR/ctest.log" |
+  sed 's/^/cuda-build-check: tests: /'
+grep -h '^SKIPPED: ' "$root$build/Testing/Temporary/LastTest.log" 2>/dev/null | sort -u | sed 's/^/cuda-build-check: tests: /'
+((ctest_rc == 0)) || fail "tests: FAILED (exit $ctest_rc)"
+say "ok"
