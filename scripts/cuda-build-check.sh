@@ -83,6 +83,12 @@ if [[ ! -f $root/.protocol-base-ready ]]; then
 fi
 say "root: $root (Debian $(cat "$root/etc/debian_version"))"
 
+# The root is a mount point of its own: `ip netns` (the network-emulation
+# tests) remounts / inside it, which fails on a plain chroot directory.
+if ! mountpoint -q "$root"; then
+  mount --bind "$root" "$root"
+  mounted+=("$root")
+fi
 mount_into_root proc proc /proc
 mount_into_root bind /dev /dev
 mount_into_root bind /dev/pts /dev/pts
@@ -141,10 +147,16 @@ say "root: libtorch $(in_root dpkg-query -W -f='${Version}' libtorch-cuda-dev), 
     "$(in_root dpkg-query -W -f='${Version}' nvidia-cuda-toolkit), NCCL $(in_root dpkg-query -W -f='${Version}' libnccl-dev)"
 
 # ---- 3. build ------------------------------------------------------------------
+umount -l "$root$src/.git" 2>/dev/null || true   # left mounted by an interrupted run
 rm -rf "$root$src"
 mkdir -p "$root$src"
 git ls-files -z --cached --others --exclude-standard | xargs -0 -I{} sh -c 'test -e "{}" && printf "%s\0" "{}"' |
   tar --null -T - -cf - | tar -xf - -C "$root$src"
+# The repository, read-only, so the build records the revision it was made from.
+if [[ -d .git ]]; then
+  mount_into_root bind "$PWD/.git" "$src/.git"
+  mount -o remount,ro,bind "$root$src/.git"
+fi
 say "build: $(git rev-parse --short HEAD 2>/dev/null || echo 'working tree')$(git diff --quiet HEAD 2>/dev/null || echo ' + local changes') → $build (log: $OUT_DIR/build.log)"
 in_root bash -euo pipefail -c "
   cmake -S $src -B $build -G Ninja -C $src/cmake/cuda.cmake

@@ -67,8 +67,9 @@ fi
 
 # ---- 1. build -----------------------------------------------------------------
 if [[ ! -f $BUILD_DIR/build.ninja ]]; then
-  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix_path" \
-    -DCMAKE_CUDA_ARCHITECTURES=90 >"$OUT_DIR/configure.log" 2>&1 ||
+  # The CUDA build's settings are cmake/cuda.cmake's, as in scripts/cuda-build-check.sh.
+  cmake -S . -B "$BUILD_DIR" -G Ninja -C cmake/cuda.cmake -DCMAKE_PREFIX_PATH="$prefix_path" \
+    >"$OUT_DIR/configure.log" 2>&1 ||
     { tail -30 "$OUT_DIR/configure.log"; say "configure: FAILED (configure.log)"; exit 1; }
 fi
 if ! cmake --build "$BUILD_DIR" -j "$(nproc)" >"$OUT_DIR/build.log" 2>&1; then

@@ -156,6 +156,12 @@ TEST_CASE("dist fsdp: 2 and 4 ranks on CPU train to the one-process weights (max
     INFO(o2.reason);
     INFO(ReadAll(log));
     REQUIRE(o2.status == CaseStatus::kOk);
+    // Every rank exited 0: the case's code and each rank's.
+    CHECK(o2.exit_code == 0);
+    for (int r = 0; r < v.world; ++r) {
+      REQUIRE(Find(o2, fmt::format("exit_code_rank{}", r)));
+      CHECK(*Find(o2, fmt::format("exit_code_rank{}", r))->value == 0);
+    }
     // The ranks ran with this variant's settings (they come through the case file).
     CHECK(ReadAll(log).find(fmt::format("grad_accum {}; checkpoint_every {}", v.grad_accum, v.checkpoint_every)) !=
           std::string::npos);
@@ -373,6 +379,77 @@ TEST_CASE("dist fsdp: a rank killed with signal 9 fails the case within the time
     CHECK(pid > 0);
     CHECK((::kill(pid, 0) != 0 && errno == ESRCH));
   }
+  // The case's exit code is the killed rank's, as a shell reports a signal; each rank's is stored.
+  CHECK(out.exit_code == 128 + 9);
+  REQUIRE(Find(out, "exit_code_rank1"));
+  CHECK(*Find(out, "exit_code_rank1")->value == 137);
+  CHECK(Find(out, "exit_code_rank1")->method == "rank 1 (node node0) was ended by signal 9 (stored as 128+9)");
+  REQUIRE(Find(out, "exit_code_rank0"));  // stopped by the supervisor after rank 1 died
+  CHECK(*Find(out, "exit_code_rank0")->value > 0);
+}
+
+TEST_CASE("dist fsdp: a stopped rank (SIGSTOP) is named by its silent heartbeat when its peer times out") {
+  Fixture fx;
+  Plan plan = fx.MakePlan();
+  CaseSpec spec = Training("fsdp", 100000);  // would run for hours
+  spec.training.ranks_per_node = 2;
+  spec.training.collective_timeout = 8;
+  spec.timeout_seconds = 90;
+  native::DistOptions o = Options();
+  // Rank 1 stops itself (SIGSTOP) after 4 s: it neither exits nor answers.
+  o.wrap = [&](std::vector<native::RankLaunch>& launches) {
+    for (native::RankLaunch& l : launches) {
+      if (l.rank != 1) continue;
+      std::vector<std::string> argv = {"/bin/sh", "-c", "(sleep 4; kill -STOP $$) & exec \"$@\"", "sh"};
+      argv.insert(argv.end(), l.argv.begin(), l.argv.end());
+      l.argv = argv;
+    }
+    return Status::Ok();
+  };
+  Harness h;
+  auto backend = MakeNativeFsdpBackend(o);
+  BackendOutcome out = h.Run(*backend, plan, spec, "", (fx.root / "stop.log").string());
+  INFO(out.reason);
+  CHECK(out.status == CaseStatus::kFailed);
+  // The healthy rank 0 fails first (its collective timed out waiting for rank 1);
+  // the reason leads with the rank that went silent.
+  CHECK(StartsWith(out.reason, "rank 1 (node node0) sent no heartbeat for the last "));
+  CHECK(out.reason.find("; then rank 0 (node node0) exited with code 1: ") != std::string::npos);
+  CHECK(out.exit_code == 1);  // rank 0's, whose exit failed the case
+  // The heartbeats are not written to the case log.
+  CHECK(ReadAll(fx.root / "stop.log").find("heartbeat") == std::string::npos);
+}
+
+TEST_CASE("dist fsdp: each rank's step times are stored; a rank slowed on purpose is flagged as a straggler") {
+  Fixture fx;
+  Plan plan = fx.MakePlan();
+  CaseSpec spec = Training("fsdp", 5);
+  spec.training.ranks_per_node = 2;
+  // Test-only (worker.cc): rank 1 sleeps 0.4 s in every step.
+  setenv("PROTOCOL_TEST_STEP_DELAY", "1:0.4", 1);
+  Harness h;
+  auto backend = MakeNativeFsdpBackend(Options());
+  BackendOutcome out = h.Run(*backend, plan, spec, "", (fx.root / "slow.log").string());
+  unsetenv("PROTOCOL_TEST_STEP_DELAY");
+  INFO(out.reason);
+  REQUIRE(out.status == CaseStatus::kOk);
+  CHECK(out.exit_code == 0);
+  for (int r : {0, 1}) {
+    CAPTURE(r);
+    for (const char* base : {"step_seconds_mean", "step_seconds_spread", "step_work_seconds_mean", "exit_code"})
+      REQUIRE(Find(out, fmt::format("{}_rank{}", base, r)));
+    CHECK(*Find(out, fmt::format("exit_code_rank{}", r))->value == 0);
+    // Synchronous training: both ranks' steps take the slow rank's time.
+    CHECK(*Find(out, fmt::format("step_seconds_mean_rank{}", r))->value >= 0.4);
+  }
+  // Its own work (outside collectives) tells them apart: rank 1 slept in it, rank 0 waited.
+  CHECK(*Find(out, "step_work_seconds_mean_rank1")->value >= 0.4);
+  CHECK(*Find(out, "step_work_seconds_mean_rank0")->value < 0.2);
+  REQUIRE(Find(out, "stragglers"));
+  CHECK(*Find(out, "stragglers")->value == 1);
+  const std::string& how = Find(out, "stragglers")->method;
+  CHECK(how.find("by more than 25%, of 2 ranks: rank 1 (node node0): ") != std::string::npos);
+  CHECK(how.find("rank 0 (node") == std::string::npos);
 }
 
 }  // namespace protocol

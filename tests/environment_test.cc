@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
 #include <cctype>
 #include <map>
 #include <optional>
@@ -63,11 +64,8 @@ TEST_CASE("Environment: this machine's facts are present once each in the docume
   CHECK(env["git_revision"] == BuildInfo().git_revision);
   for (const auto& [key, value] : facts) CHECK_MESSAGE(!value.empty(), key);
 
-  const std::vector<std::string> order = {
-      "hostname",       "os",           "cpu_model",    "cpu_cores",  "load_average_1m", "memory_bytes",
-      "protocol_version", "git_revision", "build_type", "compiler",   "libtorch_version",
-      "cuda_available", "cuda_version", "nccl_version", "gpu_count",  "gpu_names",
-      "gpu_driver",     "blas_library"};
+  std::vector<std::string> order;
+  for (const EnvironmentKey& k : EnvironmentKeys()) order.push_back(k.key);
   size_t last = 0;
   for (const auto& [key, value] : facts) {
     auto at = std::find(order.begin(), order.end(), key);
@@ -76,6 +74,26 @@ TEST_CASE("Environment: this machine's facts are present once each in the docume
     CHECK_MESSAGE(index >= last, "key out of order: " << key);
     last = index;
   }
+}
+
+TEST_CASE("Environment: docs/database.md lists exactly the context keys the code stores, with their sources") {
+  // The rows of the table under "Context keys" in docs/database.md: | `key` | source |.
+  std::ifstream in(std::string(PROTOCOL_SOURCE_DIR) + "/docs/database.md");
+  std::string line;
+  bool inside = false;
+  std::vector<std::pair<std::string, std::string>> documented;
+  while (std::getline(in, line)) {
+    if (line.rfind("#### Context keys", 0) == 0) inside = true;
+    else if (inside && line.rfind("#", 0) == 0) break;
+    else if (inside && line.rfind("| `", 0) == 0) {
+      const size_t key_end = line.find("` | ");
+      REQUIRE(key_end != std::string::npos);
+      documented.emplace_back(line.substr(3, key_end - 3), line.substr(key_end + 4, line.size() - key_end - 6));
+    }
+  }
+  std::vector<std::pair<std::string, std::string>> code;
+  for (const EnvironmentKey& k : EnvironmentKeys()) code.emplace_back(k.key, k.source);
+  CHECK(documented == code);
 }
 
 TEST_CASE("Environment: GPU keys are present exactly when nvidia-smi lists GPUs, and name them") {

@@ -110,3 +110,54 @@ stages:
   REQUIRE(OpenStore(old.string()).ok());                                  // migrates
   CHECK(ReadWithPython(dir.path, old, "none").substr(0, 3) == "ok ");
 }
+
+TEST_CASE("the CSV export has every column of the cases table, and docs/database.md's python3 example reads it") {
+  if (!HavePython()) SKIP_TEST("python3 with sqlite3 is not installed");
+  TempDir dir;
+  WriteText(dir.path / "p.yaml", R"yaml(protocol: 1
+name: p
+models:
+  m: {preset: tiny}
+defaults: {model: m, backend: command, system: fsdp}
+stages:
+  - name: s
+    cases:
+      - {id: ok, workload: inference, nodes: 1, inference: {prompt: hi, max_new_tokens: [2]},
+         command: {argv: [sh, -c, "echo tokens_per_second 42"],
+                   metrics: [{name: tokens_per_second, regex: 'tokens_per_second (\S+)', unit: tokens/s}]}}
+      - {id: slow, workload: inference, nodes: 1, timeout: 1, inference: {prompt: hi, max_new_tokens: [2]},
+         command: {argv: [sleep, "30"]}}
+)yaml");
+  CliOutput run = RunProtocol({"run", "p.yaml", "--db", "r.db", "--logs", "logs"}, dir.path);
+  INFO(run.out << run.err);
+  CHECK(run.exit_code == 1);
+  CliOutput exported = RunProtocol({"export", "--db", "r.db", "--out", "all.csv"}, dir.path);
+  REQUIRE(exported.exit_code == 0);
+
+  // The example, as the documentation prints it.
+  const std::string doc = ReadText(fs::path(PROTOCOL_SOURCE_DIR) / "docs/database.md");
+  const size_t begin = doc.find("python3 -c 'import csv");
+  REQUIRE(begin != std::string::npos);
+  const size_t end = doc.find("' all.csv\n", begin);
+  REQUIRE(end != std::string::npos);
+  WriteText(dir.path / "example.py", doc.substr(begin + 12, end - begin - 12));
+  const std::string cmd = "cd " + ShellQuote(dir.path.string()) + " && python3 example.py all.csv >example.out 2>&1";
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  // The timed-out case keeps its status, exit code and reason in the CSV.
+  const std::string printed = ReadText(dir.path / "example.out");
+  CHECK(StartsWith(printed, "slow timeout "));
+  CHECK(printed.find(" timed out after 1 s; process group killed\n") != std::string::npos);
+  CHECK(EndsWith(printed, " rows\n"));
+
+  // Every column of the cases table (as SQLite lists it; `id` as row_id) is a CSV column.
+  WriteText(dir.path / "columns.py", R"py(
+import csv, sqlite3, sys
+header = next(csv.reader(open("all.csv", newline="", encoding="utf-8")))
+columns = [r[1] for r in sqlite3.connect("r.db").execute("pragma table_info(cases)")]
+missing = [c for c in columns if ("row_id" if c == "id" else c) not in header]
+print("missing:", missing, "plan_sha256" in header, len(columns))
+)py");
+  const std::string cmd2 = "cd " + ShellQuote(dir.path.string()) + " && python3 columns.py >columns.out 2>&1";
+  REQUIRE(std::system(cmd2.c_str()) == 0);
+  CHECK(ReadText(dir.path / "columns.out") == "missing: [] True 24\n");
+}

@@ -1,19 +1,5 @@
 // The environment probe (environment.h). Each fact comes from one named
-// source; a fact whose source is missing is left out.
-//
-//   hostname          gethostname()
-//   os                /etc/os-release PRETTY_NAME + uname (sysname release machine)
-//   cpu_model         first "model name" of /proc/cpuinfo
-//   cpu_cores         online logical CPUs, sysconf(_SC_NPROCESSORS_ONLN)
-//   load_average_1m   getloadavg() when the run starts: above cpu_cores, timings are contended
-//   memory_bytes      physical memory, sysconf(_SC_PHYS_PAGES * _SC_PAGESIZE)
-//   protocol_version, git_revision, build_type, compiler   runner/build_info.h
-//   libtorch_version  TORCH_VERSION of the libtorch headers this was built with
-//   gpu_count, gpu_names ("; "-joined), gpu_driver   nvidia-smi --query-gpu (gpu_probe.h)
-//   cuda_available    only where nvidia-smi lists GPUs: whether libtorch can use them
-//   cuda_version      only with GPUs: the CUDA version the driver supports (libcuda)
-//   nccl_version      only with GPUs: the libnccl.so.2 the loader finds
-//   blas_library      the BLAS loaded in this process, else the system libblas.so.3
+// source (kEnvironmentKeys); a fact whose source is missing is left out.
 
 #include "backends/environment.h"
 
@@ -34,6 +20,33 @@
 #include "runner/exec/process.h"
 
 namespace protocol {
+
+// Every key CollectEnvironment may store, with its source. docs/database.md
+// lists the same table (tests/environment_test.cc checks both ways).
+const std::vector<EnvironmentKey>& EnvironmentKeys() {
+  static const std::vector<EnvironmentKey> keys = {
+      {"hostname", "gethostname()"},
+      {"os", "/etc/os-release PRETTY_NAME + uname (sysname release machine)"},
+      {"cpu_model", "first \"model name\" of /proc/cpuinfo"},
+      {"cpu_cores", "online logical CPUs, sysconf(_SC_NPROCESSORS_ONLN)"},
+      {"load_average_1m", "getloadavg() when the run starts: above cpu_cores, timings are contended"},
+      {"memory_bytes", "physical memory, sysconf(_SC_PHYS_PAGES) × sysconf(_SC_PAGESIZE)"},
+      {"protocol_version", "the version of the protocol binary"},
+      {"git_revision", "the git revision it was built from (-dirty with local changes)"},
+      {"build_type", "its CMake build type"},
+      {"compiler", "its compiler"},
+      {"libtorch_version", "TORCH_VERSION of the libtorch headers it was built with"},
+      {"cuda_available", "only where nvidia-smi lists GPUs: whether libtorch can use them"},
+      {"cuda_version", "only with GPUs: the CUDA version the driver supports (libcuda)"},
+      {"nccl_version", "only with GPUs: the libnccl.so.2 the loader finds"},
+      {"gpu_count", "only with GPUs: nvidia-smi --query-gpu"},
+      {"gpu_names", "only with GPUs: their names, \"; \"-joined (nvidia-smi)"},
+      {"gpu_driver", "only with GPUs: the driver version (nvidia-smi)"},
+      {"blas_library", "the BLAS loaded in this process, else the system libblas.so.3"},
+  };
+  return keys;
+}
+
 namespace {
 
 // The value of `key` in a "key: value" (cpuinfo) or key=value (os-release)

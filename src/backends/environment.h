@@ -11,9 +11,14 @@
 
 namespace protocol {
 
-// Keys: hostname, os, cpu_model, cpu_cores, load_average_1m, memory_bytes, protocol_version,
-// git_revision, build_type, compiler, libtorch_version, cuda_available,
-// cuda_version, nccl_version, gpu_count, gpu_names, gpu_driver, blas_library.
+struct EnvironmentKey {
+  const char* key;
+  const char* source;  // where the value comes from
+};
+// Every key CollectEnvironment may store, in the order it stores them.
+const std::vector<EnvironmentKey>& EnvironmentKeys();
+
+// The facts of this machine, (key, value) with keys of EnvironmentKeys().
 std::vector<std::pair<std::string, std::string>> CollectEnvironment();
 
 }  // namespace protocol
