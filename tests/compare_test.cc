@@ -6,6 +6,8 @@
 #include "regression_fixtures.h"
 #include "runner/analysis/compare.h"
 #include "runner/analysis/compare_stats.h"
+#include "runner/analysis/junit.h"
+#include "runner/exec/backend.h"
 #include "runner/base/text.h"
 
 using namespace protocol;
@@ -182,8 +184,20 @@ TEST_CASE("compare: JSON carries every verdict and figure; the table has a summa
   CHECK(j["summary"]["regressed"] == 1);
   CHECK(j["summary"]["incomparable"] == 1);
   std::string text = RenderCompareText(r);
-  CHECK(text.find("2.2.2.1: incomparable: different topology: rig0:4x2 vs rig0:2x4\n") !=
-        std::string::npos);
+  // One line per case: verdict, the deciding metric's ratio and interval, and why; other metrics as notes.
+  CHECK(text ==
+        "compare: baseline run 1 (nightly) \u2192 candidate run 2 (nightly); threshold 5 %; 95 % bootstrap interval "
+        "of the median ratio, 2000 resamples\n"
+        "decided by the primary metric: wall_seconds for training, total_generation_seconds for inference; other "
+        "metrics are notes\n"
+        "case     verdict       metric        baseline     candidate    ratio  interval     why\n"
+        "2.1.2.1  regressed     wall_seconds  100 s (n=5)  112 s (n=5)  1.120  1.098\u20261.140  12 % worse than the "
+        "baseline, beyond the threshold 5 %, and so is the whole interval\n"
+        "2.1.2.4  unchanged     wall_seconds  50 s (n=3)   50 s (n=3)   1.000  0.971\u20261.031  within \u00b15 %\n"
+        "2.2.2.1  incomparable  \u2013                                                           different topology: "
+        "rig0:4x2 vs rig0:2x4\n"
+        "2.1.2.4 notes: tokens_per_second 1.000 unchanged\n"
+        "1 regressed, 0 improved, 1 unchanged, 1 incomparable\n");
   CHECK(EndsWith(text, "1 regressed, 0 improved, 1 unchanged, 1 incomparable\n"));
 }
 
@@ -207,4 +221,83 @@ TEST_CASE("compare: the command exits 1 on a regression, 0 otherwise, 2 on a bad
   CliOutput bad = RunProtocol({"compare", "1", "latest:monthly", "--db", db}, dir.path);
   CHECK(bad.exit_code == 2);
   CHECK(bad.err == "protocol: unknown run 'latest:monthly': no run of plan 'monthly' (plans run: nightly, weekly)\n");
+}
+
+namespace {
+
+// One side of a comparison built by hand: one case, one repeat, these measured figures.
+CompareSide Side(int64_t run, const std::string& workload,
+                 const std::vector<std::pair<std::string, double>>& figures) {
+  CompareSide side;
+  side.run.id = run;
+  side.run.plan_name = "nightly";
+  CompareCase c;
+  c.record.case_id = "1.1";
+  c.record.model = "llama2-7b";
+  c.record.workload = workload;
+  c.record.system = "fsdp";
+  c.record.backend = "fsdp";
+  c.record.status = CaseStatus::kOk;
+  if (workload != "inference") {
+    c.record.length_unit = "steps";
+    c.record.length_count = 10;
+  }
+  for (const auto& [name, value] : figures) c.measurements.push_back(MeasuredFigure(name, value, "s"));
+  side.cases.push_back(c);
+  return side;
+}
+
+}  // namespace
+
+TEST_CASE("compare: the primary metric decides; a worse secondary metric is a note, not a regression") {
+  // The wall time went down to 0.93x while the mean step time went up 1.85x.
+  CompareReport r = CompareRuns(Side(1, "pretrain", {{"wall_seconds", 100}, {"step_seconds_mean", 1.0}}),
+                                Side(2, "pretrain", {{"wall_seconds", 93}, {"step_seconds_mean", 1.85}}), {});
+  REQUIRE(r.cases.size() == 1);
+  const CaseComparison& c = r.cases[0];
+  CHECK(c.verdict == Verdict::kImproved);
+  REQUIRE(c.metrics.size() == 2);
+  CHECK(c.metrics[0].metric == "wall_seconds");
+  CHECK(c.metrics[0].deciding);
+  CHECK(c.metrics[1].metric == "step_seconds_mean");
+  CHECK(c.metrics[1].verdict == Verdict::kRegressed);
+  CHECK_FALSE(c.metrics[1].deciding);
+  CHECK(r.ExitCode() == 0);
+  const std::string text = RenderCompareText(r);
+  INFO(text);
+  // "fewer than 3 repeats" is said once, not per metric.
+  CHECK(text.find("note: 1 case with fewer than 3 repeats on a side: no interval, the verdict rests on the ratio of "
+                  "the medians alone\n") != std::string::npos);
+  CHECK(text.find("fewer than 3 repeats, no interval") == std::string::npos);
+  CHECK(text.find("1.1 notes: step_seconds_mean 1.850 regressed (a note: does not decide)\n") != std::string::npos);
+  CHECK(text.find("\n1.1   improved  wall_seconds  100 s (n=1)  93 s (n=1)  0.930  \u2013         7 % better than the "
+                  "baseline, beyond the threshold 5 %\n") != std::string::npos);
+  // JUnit follows the same rule: no failure for the note.
+  const JunitSuite suite = JunitSuiteForCompare(r);
+  REQUIRE(suite.cases.size() == 1);
+  CHECK(suite.cases[0].outcome == JunitCase::Outcome::kPassed);
+  // Named metrics decide instead.
+  CompareOptions named;
+  named.metrics = {"step_seconds_mean"};
+  CompareReport by_step = CompareRuns(Side(1, "pretrain", {{"wall_seconds", 100}, {"step_seconds_mean", 1.0}}),
+                                      Side(2, "pretrain", {{"wall_seconds", 93}, {"step_seconds_mean", 1.85}}), named);
+  CHECK(by_step.cases[0].verdict == Verdict::kRegressed);
+  CHECK(by_step.ExitCode() == 1);
+}
+
+TEST_CASE("compare: inference is decided by the total generation time when both sides measured it") {
+  CompareReport r = CompareRuns(
+      Side(1, "inference", {{"wall_seconds", 100}, {"total_generation_seconds", 80}, {"tokens_per_second", 10}}),
+      Side(2, "inference", {{"wall_seconds", 90}, {"total_generation_seconds", 96}, {"tokens_per_second", 8.3}}), {});
+  const CaseComparison& c = r.cases[0];
+  REQUIRE(!c.metrics.empty());
+  CHECK(c.metrics[0].metric == "total_generation_seconds");
+  CHECK(c.metrics[0].deciding);
+  CHECK(c.verdict == Verdict::kRegressed);  // 1.2x the generation time, though the wall time went down
+  CHECK(r.ExitCode() == 1);
+  // Without it on one side, the wall time decides.
+  CompareReport w = CompareRuns(Side(1, "inference", {{"wall_seconds", 100}}),
+                                Side(2, "inference", {{"wall_seconds", 90}, {"total_generation_seconds", 96}}), {});
+  CHECK(w.cases[0].metrics[0].metric == "wall_seconds");
+  CHECK(w.cases[0].verdict == Verdict::kImproved);
 }

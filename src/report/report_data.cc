@@ -57,6 +57,7 @@ std::string FormatBinaryBytes(double bytes) {
 std::string FormatOne(double v) { return fmt::format("{:.1f}", v); }
 std::string FormatTwo(double v) { return fmt::format("{:.2f}", v); }
 std::string FormatMfu(double v) { return fmt::format("{:.1f}", v * 100); }
+std::string FormatCount(double v) { return fmt::format("{:.0f}", v); }
 
 std::string NodesText(int nodes) { return fmt::format("{} {}", nodes, nodes == 1 ? "node" : "nodes"); }
 
@@ -579,6 +580,7 @@ const ExtraSpec kMetrics[] = {
     {metric::kSamplesPerSecond, "samples/s", FormatTwo},
     {metric::kPeakDeviceMemory, "peak device memory (GiB)", FormatGiB},
     {metric::kPeakHostRss, "peak host RSS (GiB)", FormatGiB},
+    {metric::kStragglers, "stragglers (ranks)", FormatCount, true},  // distributed training (stragglers.h)
 };
 
 // A cell placed in a main table: used for the quality/metrics tables, the

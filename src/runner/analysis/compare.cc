@@ -208,25 +208,38 @@ MetricComparison CompareMetric(const SideCase& base, const SideCase& cand,
   return m;
 }
 
-// Metrics to compare for a matched pair: the requested ones, or the defaults
-// that are measured on both sides.
-std::vector<MetricRequest> MetricsFor(const SideCase& base, const SideCase& cand,
-                                      const CompareOptions& options) {
-  std::vector<MetricRequest> out;
+bool MeasuredOnBothSides(const SideCase& base, const SideCase& cand, const std::string& name) {
+  return !Measured(base, name, nullptr).empty() && !Measured(cand, name, nullptr).empty();
+}
+
+// The metric that decides a case by default (docs/regression.md): the total
+// generation time of an inference case when both sides measured it, else the
+// wall time.
+std::string PrimaryMetric(const SideCase& base, const SideCase& cand) {
+  if (cand.first().workload == "inference" && MeasuredOnBothSides(base, cand, metric::kTotalGenerationSeconds))
+    return metric::kTotalGenerationSeconds;
+  return metric::kWallSeconds;
+}
+
+// Metrics to compare for a matched pair, the deciding ones first: the
+// requested ones (all deciding), or the primary metric (deciding) and every
+// other well-known metric measured on both sides (notes).
+std::vector<std::pair<MetricRequest, bool>> MetricsFor(const SideCase& base, const SideCase& cand,
+                                                       const CompareOptions& options) {
+  std::vector<std::pair<MetricRequest, bool>> out;
   if (!options.metrics.empty()) {
     for (const std::string& text : options.metrics) {
       MetricRequest request;
       std::string problem;
-      if (ParseMetricRequest(text, &request, &problem)) out.push_back(request);
+      if (ParseMetricRequest(text, &request, &problem)) out.push_back({request, true});
     }
     return out;
   }
-  for (const auto& row : kMetricDirections) {
-    bool always = std::string(row.metric) == metric::kWallSeconds;
-    if (always || (!Measured(base, row.metric, nullptr).empty() &&
-                   !Measured(cand, row.metric, nullptr).empty()))
-      out.push_back({row.metric, row.direction});
-  }
+  const std::string primary = PrimaryMetric(base, cand);
+  out.push_back({{primary, Direction::kLower}, true});
+  for (const auto& row : kMetricDirections)
+    if (row.metric != primary && MeasuredOnBothSides(base, cand, row.metric))
+      out.push_back({{row.metric, row.direction}, false});
   return out;
 }
 
@@ -317,6 +330,13 @@ Result<double> ParseThreshold(const std::string& text) {
   return v;
 }
 
+const MetricComparison* CaseComparison::Headline() const {
+  for (Verdict v : {Verdict::kRegressed, Verdict::kIncomparable, Verdict::kImproved})
+    for (const MetricComparison& m : metrics)
+      if (m.deciding && m.verdict == v) return &m;
+  return metrics.empty() ? nullptr : &metrics.front();
+}
+
 int CompareReport::Count(Verdict v) const {
   int n = 0;
   for (const CaseComparison& c : cases) n += c.verdict == v;
@@ -396,13 +416,16 @@ CompareReport CompareRuns(const CompareSide& baseline, const CompareSide& candid
     }
     bool any_regressed = false, any_improved = false, any_incomparable = false;
     std::vector<std::string> missing;
-    for (const MetricRequest& request : MetricsFor(*match, c, options)) {
+    for (const auto& [request, deciding] : MetricsFor(*match, c, options)) {
       MetricComparison m = CompareMetric(*match, c, request, options, seed++);
-      any_regressed |= m.verdict == Verdict::kRegressed;
-      any_improved |= m.verdict == Verdict::kImproved;
-      if (m.verdict == Verdict::kIncomparable) {
-        any_incomparable = true;
-        missing.push_back(fmt::format("{}: {}", m.metric, m.note));
+      m.deciding = deciding;
+      if (deciding) {
+        any_regressed |= m.verdict == Verdict::kRegressed;
+        any_improved |= m.verdict == Verdict::kImproved;
+        if (m.verdict == Verdict::kIncomparable) {
+          any_incomparable = true;
+          missing.push_back(fmt::format("{}: {}", m.metric, m.note));
+        }
       }
       out.metrics.push_back(std::move(m));
     }
@@ -426,6 +449,39 @@ CompareReport CompareRuns(const CompareSide& baseline, const CompareSide& candid
   return report;
 }
 
+namespace {
+
+// Why a case got its verdict, in words: "12 % worse than the baseline (5 %
+// threshold)", "within ±5 %", the reason it is incomparable, ...
+std::string WhyText(const CaseComparison& c, double threshold) {
+  if (c.verdict == Verdict::kIncomparable) return c.reason;
+  const MetricComparison* m = c.Headline();
+  if (!m || !m->ratio) return "";
+  const std::string change = FormatFigure(std::fabs(*m->ratio - 1) * 100) + " %";
+  const std::string band = "threshold " + Pct(threshold);
+  const std::string interval = m->low ? ", and so is the whole interval" : "";
+  switch (c.verdict) {
+    case Verdict::kRegressed: return change + " worse than the baseline, beyond the " + band + interval;
+    case Verdict::kImproved: return change + " better than the baseline, beyond the " + band + interval;
+    default: return m->low && !m->note.empty() ? m->note : "within \u00b1" + Pct(threshold);
+  }
+}
+
+// "tokens_per_second 1.010 unchanged; step_seconds_mean 1.850 regressed" for
+// the metrics other than the headline (the ones that do not decide say so).
+std::string OtherMetricsText(const CaseComparison& c) {
+  std::vector<std::string> parts;
+  const MetricComparison* headline = c.Headline();
+  for (const MetricComparison& m : c.metrics) {
+    if (&m == headline) continue;
+    parts.push_back(fmt::format("{} {} {}{}", m.metric, Ratio(m.ratio), VerdictName(m.verdict),
+                                m.deciding ? "" : m.verdict == Verdict::kRegressed ? " (a note: does not decide)" : ""));
+  }
+  return Join(parts, "; ");
+}
+
+}  // namespace
+
 std::string RenderCompareText(const CompareReport& report) {
   const CompareOptions& o = report.options;
   std::string out = fmt::format(
@@ -433,28 +489,39 @@ std::string RenderCompareText(const CompareReport& report) {
       "{} % bootstrap interval of the median ratio, {} resamples\n",
       report.baseline_run, report.baseline_plan, report.candidate_run, report.candidate_plan,
       Pct(o.threshold), FormatFigure(o.confidence * 100), o.resamples);
+  out += o.metrics.empty()
+             ? "decided by the primary metric: wall_seconds for training, total_generation_seconds for inference; "
+               "other metrics are notes\n"
+             : "decided by the named metrics: " + Join(o.metrics, ", ") + "\n";
   for (const std::string& d : report.environment_differences)
     out += "environment differs: " + d + "\n";
+  size_t without_interval = 0;
+  for (const CaseComparison& c : report.cases)
+    if (const MetricComparison* m = c.Headline(); m && m->ratio && !m->low) ++without_interval;
+  if (without_interval > 0)
+    out += fmt::format("note: {} case{} with fewer than 3 repeats on a side: no interval, the verdict rests on the "
+                       "ratio of the medians alone\n",
+                       without_interval, without_interval == 1 ? "" : "s");
+
   std::vector<std::vector<std::string>> rows = {
-      {"case", "metric", "better", "baseline", "candidate", "ratio", "interval", "verdict"}};
+      {"case", "verdict", "metric", "baseline", "candidate", "ratio", "interval", "why"}};
   std::vector<std::string> notes;
   for (const CaseComparison& c : report.cases) {
     std::string id = c.case_id;
     if (!c.baseline_case_id.empty() && c.baseline_case_id != c.case_id)
       id += " (baseline " + c.baseline_case_id + ")";
-    if (c.metrics.empty()) {
-      rows.push_back({id, "\u2013", "", "", "", "", "", VerdictName(c.verdict)});
+    const MetricComparison* m = c.Headline();
+    if (!m) {
+      rows.push_back({id, VerdictName(c.verdict), "\u2013", "", "", "", "", WhyText(c, o.threshold)});
+    } else {
+      const std::string unit = m->unit.empty() ? "" : " " + m->unit;
+      rows.push_back({id, VerdictName(c.verdict), m->metric,
+                      Fig(m->baseline_median) + unit + fmt::format(" (n={})", m->baseline.size()),
+                      Fig(m->candidate_median) + unit + fmt::format(" (n={})", m->candidate.size()),
+                      Ratio(m->ratio), m->low ? fmt::format("{:.3f}\u2026{:.3f}", *m->low, *m->high) : "\u2013",
+                      WhyText(c, o.threshold)});
     }
-    for (const MetricComparison& m : c.metrics) {
-      std::string unit = m.unit.empty() ? "" : " " + m.unit;
-      std::string interval = m.low ? fmt::format("{:.3f}\u2026{:.3f}", *m.low, *m.high) : "\u2013";
-      rows.push_back({id, m.metric, DirectionName(m.direction),
-                      Fig(m.baseline_median) + unit + fmt::format(" (n={})", m.baseline.size()),
-                      Fig(m.candidate_median) + unit + fmt::format(" (n={})", m.candidate.size()),
-                      Ratio(m.ratio), interval, VerdictName(m.verdict)});
-      if (!m.note.empty()) notes.push_back(fmt::format("{} {}: note: {}", c.case_id, m.metric, m.note));
-    }
-    if (!c.reason.empty()) notes.push_back(fmt::format("{}: {}: {}", c.case_id, VerdictName(c.verdict), c.reason));
+    if (std::string others = OtherMetricsText(c); !others.empty()) notes.push_back(c.case_id + " notes: " + others);
   }
   // Column widths in code points (the table holds a few multi-byte characters).
   auto width = [](const std::string& s) {
@@ -471,6 +538,7 @@ std::string RenderCompareText(const CompareReport& report) {
       line += row[i];
       if (i + 1 < row.size()) line += std::string(widths[i] - width(row[i]) + 2, ' ');
     }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
     out += line + "\n";
   }
   for (const std::string& n : notes) out += n + "\n";
@@ -501,6 +569,7 @@ Json CompareToJson(const CompareReport& report) {
     jc["identity"] = c.identity;
     jc["verdict"] = VerdictName(c.verdict);
     jc["reason"] = c.reason;
+    jc["why"] = WhyText(c, report.options.threshold);
     Json metrics = Json::array();
     for (const MetricComparison& m : c.metrics) {
       Json jm;
@@ -516,6 +585,7 @@ Json CompareToJson(const CompareReport& report) {
       jm["interval_high"] = opt(m.high);
       jm["note"] = m.note;
       jm["verdict"] = VerdictName(m.verdict);
+      jm["deciding"] = m.deciding;
       metrics.push_back(std::move(jm));
     }
     jc["metrics"] = std::move(metrics);

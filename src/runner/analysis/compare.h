@@ -27,7 +27,13 @@
 //     ratio < 1 - t (higher is better). regressed = worse AND, when an interval
 //     exists (>= 3 repeats on both sides), the whole interval lies beyond the
 //     same bound; improved symmetrically; otherwise unchanged.
-//   - A case is regressed when any metric regressed, else improved when any
+//   - The verdict of a case is decided by its primary metric: the wall time
+//     (wall_seconds) for training, the total generation time
+//     (total_generation_seconds, when measured on both sides; else the wall
+//     time) for inference. Every other metric compared is a note: its own
+//     ratio and verdict are shown, but do not decide. When metrics are named
+//     (CompareOptions::metrics), those decide instead: regressed when any of
+//     them regressed, else incomparable when any is, else improved when any
 //     improved, else unchanged.
 // Only measured figures are compared (never extrapolated or imported ones).
 
@@ -109,6 +115,7 @@ struct MetricComparison {
   std::optional<double> low, high; // bootstrap interval of the ratio
   std::string note;                // "fewer than 3 repeats, no interval", ...
   Verdict verdict = Verdict::kIncomparable;
+  bool deciding = false;           // the case's verdict follows this metric (primary or named)
 };
 
 struct CaseComparison {
@@ -117,7 +124,10 @@ struct CaseComparison {
   std::string identity;          // "llama2-7b pretrain 1000 steps fsdp 1 node"
   Verdict verdict = Verdict::kIncomparable;
   std::string reason;            // why incomparable; empty otherwise
-  std::vector<MetricComparison> metrics;
+  std::vector<MetricComparison> metrics;  // the deciding ones first
+  // The deciding metric the verdict rests on (the first that regressed, else
+  // was incomparable, else improved, else the first); null without metrics.
+  const MetricComparison* Headline() const;
 };
 
 struct CompareReport {

@@ -205,7 +205,8 @@ JunitSuite JunitSuiteForCompare(const CompareReport& report) {
           DirectionName(m.direction));
       if (!m.note.empty()) line += "; note: " + m.note;
       out.push_back(line);
-      if (m.verdict == Verdict::kRegressed && m.ratio)
+      if (!m.deciding) line += "; a note: does not decide";
+      if (m.deciding && m.verdict == Verdict::kRegressed && m.ratio)
         regressions.push_back(fmt::format("{} {} % worse ({}{} \u2192 {}{}, threshold {} %)", m.metric,
                                           FormatFigure(std::abs(*m.ratio - 1) * 100),
                                           FormatFigure(*m.baseline_median), unit,

@@ -554,7 +554,9 @@ const Command kCommands[] = {
      "  protocol compare 12 latest:nightly --threshold 3% --junit results/compare.xml\n"
      "  protocol compare 12 13 --metric tokens_per_second --metric my_score:higher --json\n"
      "A run is an id, 'latest' or 'latest:PLAN_NAME'. Verdicts: improved | unchanged |\n"
-     "regressed | incomparable (with the reason). docs/regression.md.\n"
+     "regressed | incomparable (with the reason), decided by the primary metric: the wall\n"
+     "time for training, the total generation time for inference (other metrics are notes),\n"
+     "or by the metrics named with --metric. docs/regression.md.\n"
      "Exit: 0 no regression, 1 a case regressed, 2 bad input.",
      [](CLI::App* c, Args& a) {
        c->add_option("baseline", a.baseline, "Baseline run: id, 'latest' or 'latest:PLAN'")->required();
@@ -562,7 +564,7 @@ const Command kCommands[] = {
        AddDb(c, a);
        c->add_option("--threshold", a.threshold, "Change that counts (5% or 0.05)")->capture_default_str();
        c->add_option("--metric", a.metrics,
-                     "Compare this metric (repeatable; NAME, or NAME:lower / NAME:higher)");
+                     "Decide by this metric instead of the primary one (repeatable; NAME, or NAME:lower / NAME:higher)");
        c->add_flag("--json", a.json, "JSON instead of a table");
        c->add_option("--junit", a.junit, "Also write a JUnit XML report here");
      },
