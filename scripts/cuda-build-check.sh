@@ -147,17 +147,31 @@ say "root: libtorch $(in_root dpkg-query -W -f='${Version}' libtorch-cuda-dev), 
     "$(in_root dpkg-query -W -f='${Version}' nvidia-cuda-toolkit), NCCL $(in_root dpkg-query -W -f='${Version}' libnccl-dev)"
 
 # ---- 3. build ------------------------------------------------------------------
+# The working tree's files, synchronised into the root's copy: a file whose
+# content changed is copied (and so gets a new time: the build redoes what
+# depends on it), a file gone from the tree is removed, the rest is untouched.
 umount -l "$root$src/.git" 2>/dev/null || true   # left mounted by an interrupted run
-rm -rf "$root$src"
 mkdir -p "$root$src"
-git ls-files -z --cached --others --exclude-standard | xargs -0 -I{} sh -c 'test -e "{}" && printf "%s\0" "{}"' |
-  tar --null -T - -cf - | tar -xf - -C "$root$src"
+tree_files=$(mktemp)
+git ls-files -z --cached --others --exclude-standard >"$tree_files"
+copied=0
+while IFS= read -r -d '' f; do
+  [[ -e $f ]] || continue
+  if ! cmp -s "$f" "$root$src/$f"; then
+    mkdir -p "$(dirname "$root$src/$f")"
+    cp "$f" "$root$src/$f"
+    copied=$((copied + 1))
+  fi
+done <"$tree_files"
+(cd "$root$src" && find . -path ./.git -prune -o -type f -print0 | sed -z 's|^\./||') |
+  sort -z | comm -z -23 - <(sort -z "$tree_files") | (cd "$root$src" && xargs -0 -r rm -f)
+rm -f "$tree_files"
 # The repository, read-only, so the build records the revision it was made from.
 if [[ -d .git ]]; then
   mount_into_root bind "$PWD/.git" "$src/.git"
   mount -o remount,ro,bind "$root$src/.git"
 fi
-say "build: $(git rev-parse --short HEAD 2>/dev/null || echo 'working tree')$(git diff --quiet HEAD 2>/dev/null || echo ' + local changes') → $build (log: $OUT_DIR/build.log)"
+say "build: $(git rev-parse --short HEAD 2>/dev/null || echo 'working tree')$(git diff --quiet HEAD 2>/dev/null || echo ' + local changes') → $build, $copied file(s) new or changed (log: $OUT_DIR/build.log)"
 in_root bash -euo pipefail -c "
   cmake -S $src -B $build -G Ninja -C $src/cmake/cuda.cmake
   cmake --build $build -j $(nproc)
