@@ -43,6 +43,52 @@ TEST_CASE("verify: the report comment round-trips and names the runs explicitly"
         "report comment: 'x' is not a run id");
 }
 
+TEST_CASE("verify: hostile or spaced values cannot end the comment and read back exactly") {
+  ReportInvocation inv;
+  inv.options.run_ids = {2};
+  inv.options.baseline_system = "open source fsdp";
+  inv.options.candidate_system = "x --><script>alert(1)</script>";
+  inv.options.model = "llama 2 \u00e9 100%";
+  inv.template_path = "my templates/r.mustache";
+  const std::string text = InvocationText(inv);
+  CHECK(text == "--run 2 --model llama%202%20%C3%A9%20100%25 --baseline-system open%20source%20fsdp "
+                "--candidate-system x%20--%3E%3Cscript%3Ealert%281%29%3C/script%3E --format md "
+                "--template my%20templates/r.mustache");
+  CHECK(text.find("-->") == std::string::npos);
+  CHECK(text.find('<') == std::string::npos);
+  auto back = ParseReportComment("<!-- protocol report: " + text + " -->\n");
+  REQUIRE(back.ok());
+  CHECK(back->options.baseline_system == inv.options.baseline_system);
+  CHECK(back->options.candidate_system == inv.options.candidate_system);
+  CHECK(back->options.model == inv.options.model);
+  CHECK(back->template_path == inv.template_path);
+  CHECK(ParseReportComment("<!-- protocol report: --run 1 --model a%2 --format md -->\n").status().message() ==
+        "report comment: 'a%2' has a '%' not followed by two hex digits");
+}
+
+TEST_CASE("verify: a report for a hostile system label has no live script, and --verify reads it back") {
+  TempDir dir;
+  WriteText(dir.path / "published.yaml", kPublished);
+  REQUIRE(RunProtocol({"import", "published.yaml", "--db", "r.db"}, dir.path).exit_code == 0);
+  for (const char* name : {"report.md", "report.html"}) {
+    CAPTURE(name);
+    CliOutput written = RunProtocol({"report", "--db", "r.db", "--out", name, "--baseline-system", "open source",
+                                     "--candidate-system", "x --><script>alert(1)</script>"},
+                                    dir.path);
+    INFO(written.err);
+    REQUIRE(written.exit_code == 0);
+    const std::string text = ReadText(dir.path / name);
+    if (EndsWith(name, ".html")) CHECK(text.find("<script>alert") == std::string::npos);
+    // The comment is whole: it ends at the end of its line.
+    const size_t open = text.find("<!-- protocol report: ");
+    REQUIRE(open != std::string::npos);
+    CHECK(text.find("-->", open) + 4 == text.find('\n', open) + 1);
+    CliOutput ok = RunProtocol({"report", "--db", "r.db", "--verify", name}, dir.path);
+    INFO(ok.out << ok.err);
+    CHECK(ok.exit_code == 0);
+  }
+}
+
 TEST_CASE("verify: differences name the table row and column of a changed cell") {
   std::string expected = "# r\n\n| workload | fsdp 1 node | share 1 node |\n|---|---|---|\n"
                          "| pretrain 1000 steps | 90.0 | 30.0 |\n";

@@ -1,7 +1,9 @@
 #include "report/verify.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
+#include <cstring>
 
 #include "runner/base/text.h"
 
@@ -35,6 +37,35 @@ std::vector<std::string> Cells(const std::string& line) {
   return cells;
 }
 
+// A value in the comment, percent-encoded so that it is one token and cannot
+// end the comment: every byte outside [A-Za-z0-9._/:+,=@-] becomes %XX (a
+// space, '>', '<', '!', '%', a quote, non-ASCII). Plain labels read as they are.
+std::string EncodeValue(const std::string& value) {
+  std::string out;
+  for (unsigned char c : value) {
+    if (std::isalnum(c) || std::strchr("._/:+,=@-", c)) out += static_cast<char>(c);
+    else out += fmt::format("%{:02X}", c);
+  }
+  return out;
+}
+
+// The inverse; a '%' not followed by two hex digits is refused.
+Result<std::string> DecodeValue(const std::string& token) {
+  std::string out;
+  for (size_t i = 0; i < token.size(); ++i) {
+    if (token[i] != '%') {
+      out += token[i];
+      continue;
+    }
+    if (i + 2 >= token.size() || !std::isxdigit(static_cast<unsigned char>(token[i + 1])) ||
+        !std::isxdigit(static_cast<unsigned char>(token[i + 2])))
+      return Status::InvalidArgument(fmt::format("report comment: '{}' has a '%' not followed by two hex digits", token));
+    out += static_cast<char>(std::stoi(token.substr(i + 1, 2), nullptr, 16));
+    i += 2;
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string InvocationText(const ReportInvocation& inv) {
@@ -45,14 +76,14 @@ std::string InvocationText(const ReportInvocation& inv) {
       inv.options.run_ids.empty() ? 0 : *std::max_element(inv.options.run_ids.begin(), inv.options.run_ids.end());
   if (inv.options.history_through > newest_named)
     parts.push_back(fmt::format("--history-through {}", inv.options.history_through));
-  if (!inv.options.model.empty()) parts.push_back("--model " + inv.options.model);
+  if (!inv.options.model.empty()) parts.push_back("--model " + EncodeValue(inv.options.model));
   ReportOptions defaults;
   if (inv.options.baseline_system != defaults.baseline_system)
-    parts.push_back("--baseline-system " + inv.options.baseline_system);
+    parts.push_back("--baseline-system " + EncodeValue(inv.options.baseline_system));
   if (inv.options.candidate_system != defaults.candidate_system)
-    parts.push_back("--candidate-system " + inv.options.candidate_system);
+    parts.push_back("--candidate-system " + EncodeValue(inv.options.candidate_system));
   parts.push_back(std::string("--format ") + FormatName(inv.format));
-  if (!inv.template_path.empty()) parts.push_back("--template " + inv.template_path);
+  if (!inv.template_path.empty()) parts.push_back("--template " + EncodeValue(inv.template_path));
   return Join(parts, " ");
 }
 
@@ -75,7 +106,9 @@ Result<ReportInvocation> ParseReportComment(const std::string& text) {
     const std::string& flag = tokens[i];
     if (i + 1 >= tokens.size())
       return Status::InvalidArgument(fmt::format("report comment: '{}' has no value", flag));
-    const std::string& value = tokens[++i];
+    auto decoded = DecodeValue(tokens[++i]);
+    if (!decoded.ok()) return decoded.status();
+    const std::string& value = *decoded;
     if (flag == "--run") {
       char* e = nullptr;
       long long id = std::strtoll(value.c_str(), &e, 10);

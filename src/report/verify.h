@@ -34,7 +34,9 @@ struct ReportInvocation {
 
 // "--run 1 --run 3 --format md" (plus --history-through when set, --model /
 // --baseline-system / --candidate-system when not the defaults, --template
-// when given).
+// when given). Those values are percent-encoded (every byte outside
+// [A-Za-z0-9._/:+,=@-] as %XX): a value is one token, spaces included, and no
+// value can end the comment ("x -->" is written "x%20--%3E").
 std::string InvocationText(const ReportInvocation& invocation);
 
 // Finds the comment line in a report; kNotFound when there is none,
