@@ -1,4 +1,5 @@
 #include "report/report_data.h"
+#include "report/work_settings.h"
 
 // How every cell, marker, ratio and sentence is computed: docs/report.md.
 // Read top to bottom: group results into cells, pick each cell's figure
@@ -213,8 +214,34 @@ class RunIndex {
     return fmt::format("run {} and run {} ran on different machines ({})", a, b, Join(differences, "; "));
   }
 
+  // Why the cases behind two cells did not do the same work (work_settings.h):
+  // "the sides did different work (seq_len: 128 vs 256)"; "" when they did, or
+  // when a side's settings are unknown (an import, a plan this build cannot read).
+  std::string WorkDifference(const ReportCell& num, const ReportCell& den) const {
+    const WorkSettings* a = SettingsOf(num);
+    const WorkSettings* b = SettingsOf(den);
+    if (!a || !b) return "";
+    std::vector<std::string> differences = WorkDifferences(*a, *b);
+    if (differences.empty()) return "";
+    return fmt::format("the sides did different work ({})", Join(differences, "; "));
+  }
+
  private:
+  // The work settings of the first case behind a cell; null when unknown.
+  const WorkSettings* SettingsOf(const ReportCell& cell) const {
+    if (cell.sources.empty()) return nullptr;
+    const CellSource& src = cell.sources.front();
+    auto run = runs_.find(src.run_id);
+    if (run == runs_.end() || run->second->run.kind != "run") return nullptr;
+    auto cached = settings_.find(src.run_id);
+    if (cached == settings_.end())  // parsed once per run, only for runs that give a ratio's side
+      cached = settings_.emplace(src.run_id, PlanWorkSettings(run->second->run.plan_text)).first;
+    auto found = cached->second.find(src.case_id);
+    return found == cached->second.end() ? nullptr : &found->second;
+  }
+
   std::map<int64_t, const ReportRunInput*> runs_;
+  mutable std::map<int64_t, std::map<std::string, WorkSettings>> settings_;
 };
 
 // A cell's figure: the winning run's repeats combined.
@@ -367,16 +394,17 @@ ReportCell UnitRatioCell(const ReportCell& value_cell, const ReportCell& candida
 
 // The runs of a ratio's two sides, and whether it may be computed at all:
 // sets numerator_run_id / denominator_run_id, and refused (with the cell shown
-// as "–") when the sides ran on different machines. Returns whether the ratio
-// may be computed.
+// as "–") when the sides ran on different machines or did different work
+// (work_settings.h). Returns whether the ratio may be computed.
 bool CheckRatioSides(const ReportCell& num, const ReportCell& den, const RunIndex& runs, ReportCell* c) {
   c->numerator_run_id = num.run_id;
   c->denominator_run_id = den.run_id;
-  const std::string machines = runs.MachineDifference(num.run_id, den.run_id);
-  if (machines.empty()) return true;
+  std::string why = runs.MachineDifference(num.run_id, den.run_id);
+  if (why.empty()) why = runs.WorkDifference(num, den);
+  if (why.empty()) return true;
   c->value.reset();
   c->text = c->marker = kDash;
-  c->refused = kRefusedPrefix + machines;
+  c->refused = kRefusedPrefix + why;
   return false;
 }
 
@@ -483,7 +511,7 @@ std::string Sentence(const std::string& subject, const std::string& object, cons
   return s + ".";
 }
 
-// A ratio refused because its sides ran on different machines:
+// A ratio refused because its sides ran on different machines (or did different work):
 // "No ratio of share to fsdp on 1 node for pretrain 1000 steps: run 3 and run
 // 5 ran on different machines (cpu_cores: 8 vs 16)."
 std::string RefusedSentence(const std::string& subject, const std::string& object, const std::string& what,
