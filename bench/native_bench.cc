@@ -7,6 +7,7 @@
 //   build/protocol_bench --device cuda --presets llama-1b --batch 4 --seq 2048 --decode 0   # MFU
 //   build/protocol_bench --device cuda --presets llama2-7b --no-train --decode 256          # decode
 //   build/protocol_bench --device cuda --presets llama2-7b --quant nf4 --batch 4 --seq 512  # QLoRA + 4-bit decode
+//   build/protocol_bench --presets small-100m --quant nf4 --vs-fp32   # 4-bit / full-precision ratios
 //
 // On CUDA the compute dtype is bf16 (--dtype fp32 to change it), MFU is
 // printed for devices in device_peak.h's table, and so is the caching
@@ -66,6 +67,14 @@ struct Options {
   int64_t seq = 128;
   int64_t decode = 64;
   int64_t prompt = 16;
+  bool vs_fp32 = false;  // with --quant nf4: the same preset in full precision first, then the ratios
+};
+
+// What one preset measured (0: not measured).
+struct Figures {
+  double step_seconds = 0;
+  double decode_seconds_per_token = 0;       // 4-bit: dequantized on use
+  double decode_kept_seconds_per_token = 0;  // 4-bit: after nf4_prepare_inference kept them (0: it did not)
 };
 
 double Now() {
@@ -96,11 +105,12 @@ void PrintDeviceMemory(const at::Device& device) {
                 static_cast<double>(*peak) / (1024.0 * 1024.0 * 1024.0));
 }
 
-void BenchPreset(const std::string& preset, const Options& o, const at::TensorOptions& device) {
+Figures BenchPreset(const std::string& preset, const Options& o, const at::TensorOptions& device) {
+  Figures figures;
   auto config = PresetConfig(preset);
   if (!config.ok()) {
     std::printf("%s: %s\n", preset.c_str(), config.status().message().c_str());
-    return;
+    return figures;
   }
   ModelConfig c = config.value();
   int64_t seq = std::min(o.seq, c.max_seq_len);
@@ -113,7 +123,7 @@ void BenchPreset(const std::string& preset, const Options& o, const at::TensorOp
     lora = std::make_shared<LoraAdapters>(lora_create(c, 8, 16, 1234, device.device()));
     if (Status s = model_attach_lora(model, lora); !s.ok()) {
       std::printf("%s: %s\n", preset.c_str(), s.message().c_str());
-      return;
+      return figures;
     }
     std::printf("%-10s NF4%s projections: %.2f GiB of codes and scales; LoRA rank 8 (%lld parameters)\n",
                 preset.c_str(), o.double_quant ? " (double quant)" : "",
@@ -143,6 +153,7 @@ void BenchPreset(const std::string& preset, const Options& o, const at::TensorOp
     for (int i = 0; i < o.steps; ++i) loss = train_step(model, optimizer, batch, train, 1e-4).loss;
     compat::DeviceSynchronize(device.device());
     double step_seconds = (Now() - start) / o.steps;
+    figures.step_seconds = step_seconds;
     double tokens_per_second = o.batch * seq / step_seconds;
     const double flops = c.TrainingFlopsPerToken(seq);
     double gflops = AchievedTflops(flops, tokens_per_second) * 1e3;
@@ -175,16 +186,37 @@ void BenchPreset(const std::string& preset, const Options& o, const at::TensorOp
     GenerateOptions g;
     g.max_new_tokens = std::min<int64_t>(o.decode, c.max_seq_len - o.prompt);
     g.ignore_eos = true;
-    (void)generate_greedy(model, prompt, g);  // warm-up
-    compat::DeviceSynchronize(device.device());
-    double start = Now();
-    auto generation = generate_greedy(model, prompt, g);
-    compat::DeviceSynchronize(device.device());
-    double seconds = Now() - start;
-    size_t generated = generation.ok() ? generation->tokens.size() : 0;
+    // Seconds per token of a warmed-up generation.
+    auto decode = [&](const Model& m, size_t* generated) {
+      (void)generate_greedy(m, prompt, g);  // warm-up
+      compat::DeviceSynchronize(device.device());
+      double start = Now();
+      auto generation = generate_greedy(m, prompt, g);
+      compat::DeviceSynchronize(device.device());
+      const double seconds = Now() - start;
+      *generated = generation.ok() ? generation->tokens.size() : 0;
+      return seconds / static_cast<double>(std::max<size_t>(*generated, 1));
+    };
+    size_t generated = 0;
+    const double per_token = decode(model, &generated);
+    figures.decode_seconds_per_token = per_token;
+    const double seconds = per_token * static_cast<double>(generated);
     std::printf("%-10s params %6.1f M  decode%s prompt=%lld new=%zu: %8.4f s/token  %9.1f tokens/s\n",
-                preset.c_str(), c.ParameterCount() / 1e6, lora ? " (4-bit)" : "", static_cast<long long>(o.prompt),
-                generated, seconds / std::max<size_t>(generated, 1), generated / seconds);
+                preset.c_str(), c.ParameterCount() / 1e6, lora ? " (4-bit, dequantized on use)" : "",
+                static_cast<long long>(o.prompt), generated, per_token, 1.0 / per_token);
+    if (lora) {
+      // As the backends serve a 4-bit model: the dequantized projections kept when they fit.
+      Model served = model;
+      const std::string how = nf4_prepare_inference(served, device.device(), device.dtype().toScalarType(), o.double_quant);
+      if (!model_nf4(served)->dequantized.empty()) {
+        size_t n = 0;
+        figures.decode_kept_seconds_per_token = decode(served, &n);
+        std::printf("%-10s params %6.1f M  decode (4-bit, kept) prompt=%lld new=%zu: %8.4f s/token  %9.1f tokens/s\n",
+                    preset.c_str(), c.ParameterCount() / 1e6, static_cast<long long>(o.prompt), n,
+                    figures.decode_kept_seconds_per_token, 1.0 / figures.decode_kept_seconds_per_token);
+      }
+      std::printf("           served as: %s\n", how.c_str());
+    }
     if (device.device().is_cuda() && generated > 0) {
       // Memory roofline of single-stream decode: every weight byte is read once per token.
       double weight_bytes = 0;
@@ -196,6 +228,7 @@ void BenchPreset(const std::string& preset, const Options& o, const at::TensorOp
     }
     PrintDeviceMemory(device.device());
   }
+  return figures;
 }
 
 }  // namespace
@@ -222,11 +255,12 @@ int main(int argc, char** argv) {
     else if (a == "--quant") o.quant = next();
     else if (a == "--double-quant") o.double_quant = true;
     else if (a == "--no-train") o.train = false;
+    else if (a == "--vs-fp32") o.vs_fp32 = true;
     else {
       std::fprintf(stderr,
                    "usage: protocol_bench [--presets a,b] [--steps N] [--warmup N] [--batch B] [--seq T]\n"
                    "                      [--decode N (0: no decode)] [--no-train] [--device auto|cpu|cuda]\n"
-                   "                      [--dtype bf16|fp32] [--quant nf4] [--double-quant]\n");
+                   "                      [--dtype bf16|fp32] [--quant nf4] [--double-quant] [--vs-fp32]\n");
       return a == "--help" ? 0 : 2;
     }
   }
@@ -257,6 +291,25 @@ int main(int argc, char** argv) {
               cuda ? compat::CudaDeviceName().c_str() : "", dtype.c_str());
   std::vector<std::string> blas = LoadedBlas();
   std::printf("BLAS loaded: %s\n", blas.empty() ? "(none found by name)" : Join(blas, ", ").c_str());
-  for (const auto& preset : o.presets) BenchPreset(preset, o, device);
+  for (const auto& preset : o.presets) {
+    if (!(o.vs_fp32 && o.quant == "nf4")) {
+      BenchPreset(preset, o, device);
+      continue;
+    }
+    // The 4-bit model against the same preset in full precision (same seed, shapes, threads).
+    Options full = o;
+    full.quant.clear();
+    const Figures f = BenchPreset(preset, full, device);
+    const Figures q = BenchPreset(preset, o, device);
+    if (f.step_seconds > 0 && q.step_seconds > 0)
+      std::printf("%-10s 4-bit / full precision: QLoRA step %.2fx the full training step\n", preset.c_str(),
+                  q.step_seconds / f.step_seconds);
+    if (f.decode_seconds_per_token > 0 && q.decode_seconds_per_token > 0)
+      std::printf("%-10s 4-bit / full precision: decode %.2fx dequantized on use%s\n", preset.c_str(),
+                  q.decode_seconds_per_token / f.decode_seconds_per_token,
+                  q.decode_kept_seconds_per_token > 0
+                      ? fmt::format(", {:.2f}x kept", q.decode_kept_seconds_per_token / f.decode_seconds_per_token).c_str()
+                      : "");
+  }
   return 0;
 }

@@ -409,9 +409,11 @@ TEST_CASE("native fsdp: a 4-bit model: pretrain is QLoRA continued pretraining, 
   BackendOutcome answered = inf.Run(plan, gen);
   CHECK(answered.status == CaseStatus::kOk);
   CHECK(*Find(answered, metric::kGeneratedTokens)->value == 10);
-  CHECK(Find(answered, metric::kTokensPerSecond)->method ==
-        "2 greedy requests, KV cache, one process on cpu; 4-bit NF4 weights: decoder projections dequantized on use; "
-        "embedding, norms, lm_head full precision");
+  // The tiny model's dequantized projections fit in this machine's memory: kept, and said so.
+  const std::string& how = Find(answered, metric::kTokensPerSecond)->method;
+  CHECK(StartsWith(how, "2 greedy requests, KV cache, one process on cpu; 4-bit NF4 weights: decoder projections "
+                        "dequantized once and kept ("));
+  CHECK(EndsWith(how, "); embedding, norms, lm_head full precision"));
 }
 
 }  // namespace protocol

@@ -94,7 +94,7 @@ TEST_CASE("memory estimate: activation, loss and workspace terms") {
   CHECK(layer_activation_bytes_per_token(t, 2, 16, true) == 3072 + 1152 + 384 + 384 + 192 + 4096);
   CHECK(loss_bytes(t, 2, 16, 4) == 2 * 16 * 1024 * 12);
   CHECK(loss_bytes(t, 2, 16, 2) == 2 * 16 * 1024 * 14);
-  CHECK(dequantize_workspace_bytes(1000) == 18000);
+  CHECK(dequantize_workspace_bytes(1000) == 8000);
   CHECK(quantize_workspace_bytes(1000) == 17000);
   CHECK(checkpointed_layers(80, 1) == 80);
   CHECK(checkpointed_layers(80, 3) == 27);  // layers 0, 3, ..., 78
@@ -204,7 +204,7 @@ TEST_CASE("memory estimate: 4-bit QLoRA training, sharded and in one process") {
   CHECK(Term(peak.at_peak, "activations") == 4 * 4 * 192 * 16);
   CHECK(nf4_layer_records(t, false) == 6144);
   CHECK(Term(peak.at_peak, "gathered NF4 layer") == 6144 * 36);
-  CHECK(Term(peak.at_peak, "one projection dequantized") == 18 * 512 * 192);
+  CHECK(Term(peak.at_peak, "one projection dequantized") == 8 * 512 * 192);
   CHECK(Term(peak.at_peak, "one layer's activations") == 16256 * 16);
   // One process: the NF4 storage of every projection; its load phase holds the
   // projections in float32 before they are quantized.

@@ -5,7 +5,13 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <c10/core/GradMode.h>
+
+#include "backends/native/generate.h"
+#include "backends/native/model.h"
 #include "backends/native/nf4.h"
+#include "backends/native/quantized_model.h"
+#include "runner/base/text.h"
 
 namespace protocol {
 namespace native {
@@ -118,6 +124,63 @@ TEST_CASE("native nf4: double quantization keeps the codes and stays within its 
   CHECK(at::equal(nf4_dequantize(nf4_quantize(at::zeros({3, 64}), true)), at::zeros({3, 64})));
   at::Tensor same = nf4_levels().repeat({4}) * 0.5f;
   CHECK(at::equal(nf4_dequantize(nf4_quantize(same, true)), same));
+}
+
+}  // namespace native
+}  // namespace protocol
+
+namespace protocol {
+namespace native {
+
+TEST_CASE("native nf4: the byte-table dequantization equals levels[code] x absmax exactly") {
+  at::manual_seed(5);
+  for (bool dq : {false, true}) {
+    CAPTURE(dq);
+    at::Tensor w = at::randn({300, 70}) * 0.02;  // 21000 weights: a partial last block
+    Nf4Tensor q = nf4_quantize(w, dq);
+    // The reference: unpack, look up one level per code, scale by the block's absmax.
+    at::Tensor codes = at::stack({q.packed.__rshift__(4), q.packed.bitwise_and(0x0f)}, 1).view({-1}).to(at::kLong);
+    at::Tensor ref = (nf4_levels().index_select(0, codes).view({q.blocks(), kNf4BlockSize}) * nf4_absmax(q).unsqueeze(1))
+                         .view({-1})
+                         .narrow(0, 0, q.numel)
+                         .view(q.shape);
+    CHECK(at::equal(nf4_dequantize(q), ref));
+  }
+}
+
+TEST_CASE("native nf4: inference with the dequantized projections kept generates the same tokens") {
+  ModelConfig c = *PresetConfig("tiny");
+  c.n_layers = 3;
+  Model per_use = model_create(c, at::TensorOptions().dtype(at::kFloat));
+  model_init_random(per_use, 11);
+  model_quantize_nf4(per_use);
+  Model kept = per_use;
+  nf4_keep_dequantized(kept, at::kFloat);
+  REQUIRE(model_nf4(kept));
+  CHECK(model_nf4(kept)->dequantized.size() == 3);
+  CHECK(model_nf4(per_use)->dequantized.empty());
+  CHECK(nf4_dequantized_bytes(c, 4) == 3 * (2 * c.dim * c.dim + 2 * c.dim * (c.dim / c.n_heads) * c.n_kv_heads +
+                                            3 * c.dim * c.hidden_dim) * 4);
+  c10::NoGradGuard no_grad;
+  GenerateOptions o;
+  o.max_new_tokens = 24;
+  auto a = generate_greedy(per_use, {1, 17, 300, 42, 9}, o);
+  auto b = generate_greedy(kept, {1, 17, 300, 42, 9}, o);
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  CHECK(a->tokens.size() == 24);
+  CHECK(a->tokens == b->tokens);
+  // The same logits, not only the same argmax.
+  at::Tensor tokens = at::arange(1, 9, at::kLong).view({1, 8});
+  CHECK(at::equal(model_forward(per_use, tokens), model_forward(kept, tokens)));
+  // Where they would not fit (on CUDA: always), the method says they are dequantized on use.
+  std::string why;
+  CHECK_FALSE(nf4_keep_dequantized_fits(at::Device(at::kCUDA, 0), 1 << 20, &why));
+  CHECK(why == "decoder projections dequantized on use (on cuda:0; kept they would take 0.00 GiB)");
+  CHECK_FALSE(nf4_keep_dequantized_fits(at::Device(at::kCPU), int64_t(1) << 60, &why));
+  CHECK(StartsWith(why, "decoder projections dequantized on use (kept they would take "));
+  CHECK(nf4_keep_dequantized_fits(at::Device(at::kCPU), 1 << 20, &why));
+  CHECK(StartsWith(why, "decoder projections dequantized once and kept (0.00 GiB; MemAvailable "));
 }
 
 }  // namespace native

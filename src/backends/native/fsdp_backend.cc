@@ -238,7 +238,8 @@ class NativeFsdpBackend : public Backend {
     std::string quant_note;
     if (nf4) {
       model_quantize_nf4(model, ms.double_quant);
-      quant_note = nf4_inference_method(ms.double_quant);
+      if (spec.workload == Workload::kInference)
+        quant_note = nf4_prepare_inference(model, setup->device, setup->dtype, ms.double_quant);
       if (spec.workload != Workload::kInference) {
         setup->lora = std::make_shared<LoraAdapters>(lora_create(setup->config, spec.training.LoraRank(),
                                                                  spec.training.LoraAlpha(),

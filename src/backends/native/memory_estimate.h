@@ -64,9 +64,9 @@
 //   their gradients and AdamW moments: 16 bytes per adapter parameter
 //   (lora_freeze_a: 4 for each A, 16 for each B).
 // Phases: layer: the gathered NF4 layer (R·r_b; nothing gathered in one
-//   process) + one projection being dequantized (nf4.cc: codes unpacked,
-//   widened to int64, looked up, scaled: 18 bytes per weight of the largest
-//   projection, F·C) + a·B·T; head: the gathered head (e·Ŝ, no gradient) + the
+//   process) + one projection being dequantized (nf4.cc: the float32 result,
+//   on CUDA with its int32 table index and its compute-dtype copy: 8 bytes per
+//   weight of the largest projection, F·C) + a·B·T; head: the gathered head (e·Ŝ, no gradient) + the
 //   loss.
 //
 // ---- inference -----------------------------------------------------------
@@ -79,7 +79,7 @@
 //   prompt·(e·(2·C + (NH + 2·NKV)·HD) + 4·C + 4·e·F) + 2·e·NH·HD·S (k, v
 //   repeated over S = prompt + max_new_tokens positions) + (CPU) 4·NH·prompt·S,
 // the logits of the prefill on the last device (prompt·V·e), and for a 4-bit
-// model one projection being dequantized (18·F·C). A 4-bit model is loaded in
+// model one projection being dequantized (8·F·C). A 4-bit model is loaded in
 // the compute dtype and quantized projection by projection: the load phase
 // holds the device's full-precision share plus the quantization workspace of
 // the largest projection (17 bytes per weight).
@@ -124,7 +124,7 @@ int64_t layer_activation_bytes_per_token(const ModelConfig& c, int64_t dtype_byt
                                          bool attention_probs_kept);
 // B·T·V·(12 + f·e).
 int64_t loss_bytes(const ModelConfig& c, int64_t micro_batch, int64_t seq_len, int64_t dtype_bytes);
-// Workspace of one projection of n weights being dequantized (18·n) / quantized (17·n).
+// Workspace of one projection of n weights being dequantized (8·n) / quantized (17·n).
 int64_t dequantize_workspace_bytes(int64_t n);
 int64_t quantize_workspace_bytes(int64_t n);
 // Decoder layers checkpointed by checkpoint_every k among L (those with l mod k = 0; none for k = 0).

@@ -1,5 +1,7 @@
 #include "backends/native/nf4.h"
 
+#include <ATen/Parallel.h>
+
 #include <algorithm>
 #include <cmath>
 #include <c10/core/GradMode.h>
@@ -106,16 +108,59 @@ at::Tensor nf4_absmax(const Nf4Tensor& q) {
   return values * scales + q.absmax_mean;
 }
 
+namespace {
+
+// (256, 2) float32: the two levels a packed byte holds, high nibble first.
+at::Tensor Nf4PairTable() {
+  static const at::Tensor table = [] {
+    at::Tensor t = at::empty({256, 2}, at::kFloat);
+    float* p = t.data_ptr<float>();
+    for (int b = 0; b < 256; ++b) {
+      p[2 * b] = kLevels[b >> 4];
+      p[2 * b + 1] = kLevels[b & 0x0f];
+    }
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace
+
+// levels[code]·absmax per weight, the same float32 products either way:
+//   CPU   one pass over the packed bytes (two weights per byte through a
+//         256-entry table), blocks in parallel: no transient beyond the output.
+//   else  the table indexed by the bytes (an int32 index: 2 bytes per weight),
+//         then scaled in place.
 at::Tensor nf4_dequantize(const Nf4Tensor& q) {
   c10::NoGradGuard no_grad;
   const int64_t blocks = q.blocks();
-  at::Tensor high = q.packed.__rshift__(4);
-  at::Tensor low = q.packed.bitwise_and(0x0f);
-  at::Tensor codes = at::stack({high, low}, 1).view({blocks, kNf4BlockSize}).to(at::kLong);
-  at::Tensor levels = nf4_levels().to(q.packed.device());
-  at::Tensor values =
-      levels.index_select(0, codes.view({-1})).view({blocks, kNf4BlockSize}) * nf4_absmax(q).unsqueeze(1);
-  return values.view({-1}).narrow(0, 0, q.numel).view(q.shape);
+  at::Tensor absmax = nf4_absmax(q).contiguous();
+  at::Tensor out;
+  if (q.packed.device().is_cpu()) {
+    out = at::empty({blocks * kNf4BlockSize}, at::TensorOptions().dtype(at::kFloat));
+    at::Tensor packed = q.packed.contiguous();
+    const uint8_t* codes = packed.data_ptr<uint8_t>();
+    const float* scale = absmax.data_ptr<float>();
+    const float* table = Nf4PairTable().data_ptr<float>();
+    float* dst = out.data_ptr<float>();
+    at::parallel_for(0, blocks, 256, [&](int64_t begin, int64_t end) {
+      for (int64_t b = begin; b < end; ++b) {
+        const float s = scale[b];
+        const uint8_t* c = codes + b * (kNf4BlockSize / 2);
+        float* o = dst + b * kNf4BlockSize;
+        for (int64_t i = 0; i < kNf4BlockSize / 2; ++i) {
+          const float* pair = table + 2 * c[i];
+          o[2 * i] = pair[0] * s;
+          o[2 * i + 1] = pair[1] * s;
+        }
+      }
+    });
+  } else {
+    at::Tensor table = Nf4PairTable().to(q.packed.device());
+    out = table.index_select(0, q.packed.to(at::kInt)).view({blocks, kNf4BlockSize});
+    out.mul_(absmax.unsqueeze(1));
+  }
+  return out.view({-1}).narrow(0, 0, q.numel).view(q.shape);
 }
 
 int64_t nf4_storage_bytes(int64_t numel, bool double_quant) {

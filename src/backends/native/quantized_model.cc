@@ -1,5 +1,7 @@
 #include "backends/native/quantized_model.h"
 
+#include <fstream>
+
 #include "backends/native/nf4_linear.h"
 #include "backends/native/safetensors.h"
 #include "runner/base/text.h"
@@ -13,12 +15,15 @@ constexpr Projection kAll[kProjectionCount] = {Projection::kQ,    Projection::kK
 
 }  // namespace
 
-const char kNf4InferenceMethod[] =
-    "4-bit NF4 weights: decoder projections dequantized on use; embedding, norms, lm_head full precision";
 
 at::Tensor Nf4Projections::Forward(size_t layer, Projection p, const at::Tensor& x) const {
   // The dequantized weight is a temporary of nf4_linear, in forward and again in
   // backward: autograd keeps the 4-bit storage only; no gradient reaches the base.
+  if (!dequantized.empty() && !at::GradMode::is_enabled()) {
+    at::Tensor y = at::linear(x, dequantized[layer][static_cast<size_t>(p)]);
+    if (lora) y = y + lora_forward(*lora, layer, p, x);
+    return y;
+  }
   at::Tensor y = nf4_linear(x, layers[layer][static_cast<size_t>(p)]);
   if (lora) y = y + lora_forward(*lora, layer, p, x);
   return y;
@@ -59,6 +64,51 @@ int64_t nf4_expected_weight_bytes(const ModelConfig& config, bool double_quant) 
   return config.n_layers * per_layer;
 }
 
+int64_t nf4_dequantized_bytes(const ModelConfig& config, int64_t dtype_bytes) {
+  int64_t weights = 0;
+  for (Projection p : kAll) {
+    const auto shape = projection_shape(config, p);
+    weights += shape[0] * shape[1];
+  }
+  return config.n_layers * weights * dtype_bytes;
+}
+
+void nf4_keep_dequantized(Model& model, at::ScalarType dtype) {
+  const Nf4Projections* q = model_nf4(model);
+  if (q == nullptr) return;
+  auto next = std::make_shared<Nf4Projections>(*q);  // shares the NF4 tensors and the adapters
+  next->dequantized.resize(next->layers.size());
+  for (size_t l = 0; l < next->layers.size(); ++l)
+    for (size_t p = 0; p < kProjectionCount; ++p)
+      next->dequantized[l][p] = nf4_dequantize(next->layers[l][p]).to(dtype);  // as nf4_linear's forward
+  model.projections = std::move(next);
+}
+
+bool nf4_keep_dequantized_fits(const at::Device& device, int64_t bytes, std::string* why) {
+  const double gib = static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0);
+  if (!device.is_cpu()) {
+    *why = fmt::format("decoder projections dequantized on use (on {}; kept they would take {:.2f} GiB)", device.str(), gib);
+    return false;
+  }
+  int64_t available = 0;
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  int64_t kb = 0;
+  std::string unit;
+  while (meminfo >> key >> kb >> unit)
+    if (key == "MemAvailable:") available = kb * 1024;
+  const double available_gib = static_cast<double>(available) / (1024.0 * 1024.0 * 1024.0);
+  if (available >= 2 * bytes) {
+    *why = fmt::format("decoder projections dequantized once and kept ({:.2f} GiB; MemAvailable {:.1f} GiB)", gib,
+                       available_gib);
+    return true;
+  }
+  *why = fmt::format("decoder projections dequantized on use (kept they would take {:.2f} GiB; MemAvailable {:.1f} GiB "
+                     "is under twice that)",
+                     gib, available_gib);
+  return false;
+}
+
 Status model_attach_lora(Model& model, std::shared_ptr<const LoraAdapters> lora) {
   const Nf4Projections* q = model_nf4(model);
   if (q == nullptr) return Status::InvalidArgument("LoRA adapters attach only to a 4-bit (nf4) model in this build");
@@ -89,10 +139,16 @@ std::string qlora_method(const LoraAdapters& lora, QloraKind kind, bool double_q
   return fmt::format("QLoRA: {} frozen, {}", base, adapters);
 }
 
-std::string nf4_inference_method(bool double_quant) {
-  if (!double_quant) return kNf4InferenceMethod;
-  return "4-bit NF4 weights (double-quantized absmax): decoder projections dequantized on use; embedding, norms, "
-         "lm_head full precision";
+std::string nf4_inference_method(bool double_quant, const std::string& dequantization) {
+  return fmt::format("4-bit NF4 weights{}: {}; embedding, norms, lm_head full precision",
+                     double_quant ? " (double-quantized absmax)" : "", dequantization);
+}
+
+std::string nf4_prepare_inference(Model& model, const at::Device& device, at::ScalarType dtype, bool double_quant) {
+  std::string how;
+  if (nf4_keep_dequantized_fits(device, nf4_dequantized_bytes(model.config, c10::elementSize(dtype)), &how))
+    nf4_keep_dequantized(model, dtype);
+  return nf4_inference_method(double_quant, how);
 }
 
 }  // namespace native

@@ -45,6 +45,10 @@ class Nf4Projections : public ProjectionOverride {
 
   std::vector<std::array<Nf4Tensor, kProjectionCount>> layers;  // L of them, in Projection order
   std::shared_ptr<const LoraAdapters> lora;                     // null: base model only
+  // Inference only (nf4_keep_dequantized): every projection dequantized once,
+  // in the compute dtype; Forward then multiplies by these without gradient
+  // mode. Empty: dequantized on use.
+  std::vector<std::array<at::Tensor, kProjectionCount>> dequantized;
 };
 
 // Quantizes every decoder-layer projection of `model` to NF4 (double_quant:
@@ -61,6 +65,21 @@ int64_t nf4_weight_bytes(const Model& model);
 // L·7 projections of nf4_storage_bytes(out·in, double_quant); without double
 // quantization 36 bytes per started block of 64 weights of each projection.
 int64_t nf4_expected_weight_bytes(const ModelConfig& config, bool double_quant = false);
+// Inference from a 4-bit model: per-token dequantization of every projection
+// costs more than the matrix products on a CPU (memory traffic), so when the
+// dequantized projections fit, they are made once and kept.
+//   nf4_dequantized_bytes  bytes the kept projections take in dtype_bytes per weight
+//   nf4_keep_dequantized   dequantizes every projection once into `dtype` on
+//                          its device (the outputs equal per-use dequantization
+//                          exactly: the same float32 values, cast the same way)
+// REQUIRES for nf4_keep_dequantized: a 4-bit model used without gradients.
+int64_t nf4_dequantized_bytes(const ModelConfig& config, int64_t dtype_bytes);
+void nf4_keep_dequantized(Model& model, at::ScalarType dtype);
+// Whether the kept projections fit: on a CPU device when /proc/meminfo's
+// MemAvailable is at least twice `bytes`; never on CUDA (dequantized on use,
+// as bitsandbytes' 4-bit kernels do). `why` gets the figures either way.
+bool nf4_keep_dequantized_fits(const at::Device& device, int64_t bytes, std::string* why);
+
 // Attaches LoRA adapters to a 4-bit model (the adapters are shared, not copied:
 // training them changes the model's output). kInvalidArgument when the model
 // is not 4-bit.
@@ -87,10 +106,13 @@ std::string nf4_pretrain_missing_weights(const std::string& model_name, const st
 // loss on every token". Double quantization and a frozen A are named when set.
 std::string qlora_method(const LoraAdapters& lora, QloraKind kind = QloraKind::kFinetune, bool double_quant = false,
                          bool freeze_a = false);
-// Method text for inference from 4-bit weights.
-extern const char kNf4InferenceMethod[];
-// kNf4InferenceMethod, naming double quantization when it is on.
-std::string nf4_inference_method(bool double_quant);
+// Method text for inference from 4-bit weights: "4-bit NF4 weights: <how the
+// projections are dequantized>; embedding, norms, lm_head full precision",
+// naming double quantization when it is on.
+std::string nf4_inference_method(bool double_quant, const std::string& dequantization);
+// The decision above, applied to an inference model on `device` in `dtype`:
+// keeps the dequantized projections when they fit and returns the method text.
+std::string nf4_prepare_inference(Model& model, const at::Device& device, at::ScalarType dtype, bool double_quant);
 
 }  // namespace native
 }  // namespace protocol

@@ -614,7 +614,7 @@ Model LoadReplica(const WorkerCase& wc, Setup& s, const ProcessGroups& g, const 
   if (nf4) {
     model_quantize_nf4(model, wc.double_quant);
     // Every measurement says what ran (dist_backend appends the "weights: " note to each).
-    const std::string method = nf4_inference_method(wc.double_quant);
+    const std::string method = nf4_prepare_inference(model, devices.front(), s.dtype, wc.double_quant);
     s.weights_note = s.weights_note.empty() ? "weights: " + method : s.weights_note + "; " + method;
   }
   return model;
