@@ -315,6 +315,7 @@ TEST_CASE("dist fsdp: a 2-rank finetune reads the path's safetensors unit by uni
 TEST_CASE("dist share: multi-inference serves the schedule round-robin over 2 replicas") {
   Fixture fx;
   Plan plan = fx.MakePlan();
+  plan.models["mini"].init_random = true;  // the fixture's model has no weights
   CaseSpec spec;
   spec.id = "d.inf";
   spec.workload = Workload::kInference;
@@ -344,6 +345,11 @@ TEST_CASE("dist share: multi-inference serves the schedule round-robin over 2 re
   CHECK(*Find(out, metric::kGeneratedTokens)->value == 12);
   REQUIRE(Find(out, metric::kTokensPerSecond));
   CHECK(Find(out, metric::kTokensPerSecond)->method.find("2 replica(s) of 1 rank(s)") != std::string::npos);
+  // The ranks measured declared random weights, and every measurement says so.
+  for (const Measurement& m : out.measurements) {
+    CAPTURE(m.name);
+    CHECK(m.method.find("weights: random weights (init: random, seed 1234)") != std::string::npos);
+  }
   CHECK_FALSE(Find(out, metric::kBytesCommunicated));  // replicas issue no counted collectives
 }
 

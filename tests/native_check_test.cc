@@ -65,7 +65,7 @@ BackendOutcome RunCase(Backend& backend, const Plan& plan, const CaseSpec& spec)
 }  // namespace
 
 TEST_CASE("native check: a training topology needs a GPU per rank; inference replicas may share them") {
-  Plan plan = ParsePlan("{preset: tiny}",
+  Plan plan = ParsePlan("{preset: tiny, init: random}",
                         "      - {id: t, backend: share, workload: pretrain, steps: 5, topology: 'rig0:2x8'}\n"
                         "      - {id: c, backend: share, workload: pretrain, steps: 5, topology: 'rig0:2x8',\n"
                         "         training: {device: cpu}}\n"
@@ -131,7 +131,8 @@ TEST_CASE("native check: 4-bit pretrain weights: not on this machine, no weights
     const CaseSpec& spec = *plan.FindCase("p");
     const std::string message =
         "a 4-bit pretrain is QLoRA continued pretraining of the model's own weights, but model 'm' has no "
-        "model.safetensors or model.safetensors.index.json in its path '" + (root / "empty").string() + "'";
+        "model.safetensors or model.safetensors.index.json in its path '" + (root / "empty").string() +
+        "' (or say `init: random` on the model to measure on seeded random weights)";
     CHECK(fsdp->Advise(plan, spec).warnings == std::vector<std::string>{"a run fails: " + message});
     CHECK(RunCase(*fsdp, plan, spec).reason == message + "; nothing was run");
   }
@@ -139,6 +140,59 @@ TEST_CASE("native check: 4-bit pretrain weights: not on this machine, no weights
     Plan plan = ParsePlan("{preset: tiny, quantization: nf4, path: " + (root / "full").string() + "}", cases);
     CHECK(native::native_run_refusal(plan, *plan.FindCase("p"), native::NativeRole::kFsdp).empty());
     CHECK(MakeNativeFsdpBackend()->Advise(plan, *plan.FindCase("p")).warnings.empty());
+  }
+  fs::remove_all(root);
+}
+
+TEST_CASE("native check: weights are explicit: a finetune or inference without them is an error unless init: random") {
+  const fs::path root = fs::temp_directory_path() / ("protocol_native_weights_" + std::to_string(getpid()));
+  fs::remove_all(root);
+  fs::create_directories(root / "empty");
+  fs::create_directories(root / "full");
+  std::ofstream(root / "full" / "model.safetensors") << "x";
+  const std::string cases =
+      "      - {id: p, backend: fsdp, workload: pretrain, steps: 5, nodes: 1, training: {ranks_per_node: 1}}\n"
+      "      - {id: f, backend: fsdp, workload: finetune, steps: 5, nodes: 1, training: {ranks_per_node: 1}}\n"
+      "      - {id: i, backend: share, workload: inference, topology: 'rig0:1x1',\n"
+      "         inference: {prompt: hi, max_new_tokens: [4]}}\n";
+  const std::string hint = " (or say `init: random` on the model to measure on seeded random weights)";
+  auto errors = [](const Plan& plan, const char* id) {
+    const CaseSpec& spec = *plan.FindCase(id);
+    return (spec.backend == "fsdp" ? MakeNativeFsdpBackend() : MakeNativeShareBackend())->Check(plan, spec);
+  };
+  {  // A preset without a path: a full-precision pretrain trains from scratch; the others have nothing to measure.
+    Plan plan = ParsePlan("{preset: tiny}", cases);
+    CHECK(errors(plan, "p").empty());
+    CHECK(errors(plan, "f") ==
+          std::vector<std::string>{"a finetune measures the model's own weights, but model 'm' has no path" + hint});
+    CHECK(errors(plan, "i") ==
+          std::vector<std::string>{"inference measures the model's own weights, but model 'm' has no path" + hint});
+    CHECK(native::native_weights_source(Workload::kPretrain, false, false, "") ==
+          native::WeightsSource::kRandomFromScratch);
+  }
+  {  // A path without weights: an error naming the files; a path not on this machine: a warning.
+    Plan plan = ParsePlan("{preset: tiny, path: " + (root / "empty").string() + "}", cases);
+    CHECK(errors(plan, "f") ==
+          std::vector<std::string>{"a finetune measures the model's own weights, but model 'm' has no model.safetensors "
+                                   "or model.safetensors.index.json in its path '" + (root / "empty").string() + "'" + hint});
+    Plan away = ParsePlan("{preset: tiny, path: " + (root / "absent").string() + "}", cases);
+    CHECK(errors(away, "i").empty());
+    CHECK(MakeNativeShareBackend()->Advise(away, *away.FindCase("i")).warnings ==
+          std::vector<std::string>{"cannot check the weights of model 'm' here: its path '" + (root / "absent").string() +
+                                   "' is not on this machine; inference (of the model's own weights) needs "
+                                   "model.safetensors or model.safetensors.index.json there"});
+  }
+  {  // init: random asks for seeded random weights, even where the path has weights.
+    Plan plan = ParsePlan("{preset: tiny, path: " + (root / "full").string() + ", init: random}", cases);
+    for (const char* id : {"p", "f", "i"}) CHECK(errors(plan, id).empty());
+    CHECK(native::native_weights_source(Workload::kFinetune, false, true, (root / "full").string()) ==
+          native::WeightsSource::kRandomDeclared);
+    CHECK(native::native_weights_note(native::WeightsSource::kRandomDeclared, 7) ==
+          "random weights (init: random, seed 7)");
+    Plan weights = ParsePlan("{preset: tiny, path: " + (root / "full").string() + "}", cases);
+    CHECK(native::native_weights_source(Workload::kFinetune, false, false, (root / "full").string()) ==
+          native::WeightsSource::kPath);
+    for (const char* id : {"p", "f", "i"}) CHECK(errors(weights, id).empty());
   }
   fs::remove_all(root);
 }
@@ -160,7 +214,8 @@ TEST_CASE("native check: what a run would refuse is a validate warning with Run'
     CHECK(backend->Check(plan, spec).empty());  // the plan is valid
     const std::string refusal = native::native_run_refusal(plan, spec, role);
     CHECK(refusal == "a 4-bit pretrain is QLoRA continued pretraining of the model's own weights, but model 'm' has "
-                     "no model.safetensors or model.safetensors.index.json in its path '" + root.string() + "'");
+                     "no model.safetensors or model.safetensors.index.json in its path '" + root.string() +
+                     "' (or say `init: random` on the model to measure on seeded random weights)");
     CHECK(backend->Advise(plan, spec).warnings.front() == "a run fails: " + refusal);
     BackendOutcome out = RunCase(*backend, plan, spec);
     CHECK(out.status == CaseStatus::kFailed);

@@ -167,18 +167,22 @@ TEST_CASE("native fsdp: pretrain trains, reports each step, measures, and saves 
   CHECK(Find(tuned, metric::kFinalLoss)->method == "training loss of the last step");
 }
 
-TEST_CASE("native fsdp: finetune without weights says it started from random weights") {
+TEST_CASE("native fsdp: a finetune without weights is refused unless the model says init: random, and then says so") {
   Fixture fx;
   Plan plan = fx.MakePlan();
-  Harness h;
   CaseSpec spec = TrainingCase(Workload::kFinetune, "dolly", 1);
   spec.length = Length{Length::Unit::kEpochs, 1};
+  CHECK(MakeNativeFsdpBackend()->Check(plan, spec) ==
+        std::vector<std::string>{"a finetune measures the model's own weights, but model 'mini' has no model.safetensors "
+                                 "or model.safetensors.index.json in its path '" + (fx.root / "model").string() +
+                                 "' (or say `init: random` on the model to measure on seeded random weights)"});
+  plan.models["mini"].init_random = true;
+  Harness h;
   BackendOutcome out = h.Run(plan, spec);
   CHECK(out.status == CaseStatus::kOk);
   CHECK(!h.events.steps.empty());
   CHECK(Find(out, metric::kFinalLoss)->method ==
-        "training loss of the last step; weights: seeded random initialisation (seed 1234); "
-        "model 'mini' has no weights in its path");
+        "training loss of the last step; weights: random weights (init: random, seed 1234)");
 }
 
 TEST_CASE("native fsdp: inference runs one request per max_new_tokens, exactly that many tokens") {
@@ -192,6 +196,7 @@ TEST_CASE("native fsdp: inference runs one request per max_new_tokens, exactly t
   spec.inference.prompt = "Can there be life somewhere in the Solar System outside Earth?";
   spec.inference.max_new_tokens = {5, 7, 3};
   spec.training.device = "cpu";
+  plan.models["mini"].init_random = true;
   Harness h;
   BackendOutcome out = h.Run(plan, spec);
   CHECK(out.status == CaseStatus::kOk);
@@ -216,8 +221,7 @@ TEST_CASE("native fsdp: inference runs one request per max_new_tokens, exactly t
   CHECK(*Find(out, metric::kSecondsPerToken)->value == doctest::Approx(3.0 / 15));
   CHECK(*Find(out, metric::kTokensPerSecond)->value == doctest::Approx(5.0));
   CHECK(Find(out, metric::kTokensPerSecond)->method ==
-        "3 greedy requests, KV cache, one process on cpu; weights: seeded random initialisation (seed 1234); "
-        "model 'mini' has no weights in its path");
+        "3 greedy requests, KV cache, one process on cpu; weights: random weights (init: random, seed 1234)");
 }
 
 TEST_CASE("native fsdp: multi-node, stop, timeout and a missing tokenizer end the case with a reason") {
@@ -298,7 +302,7 @@ TEST_CASE("native fsdp: a 4-bit model: pretrain is QLoRA continued pretraining, 
     CHECK(out.status == CaseStatus::kFailed);
     CHECK(out.reason == "a 4-bit pretrain is QLoRA continued pretraining of the model's own weights, but model 'mini' "
                         "has no model.safetensors or model.safetensors.index.json in its path '" +
-                            (fx.root / "model").string() + "'; nothing was run");
+                            (fx.root / "model").string() + "'" + std::string(" (or say `init: random` on the model to measure on seeded random weights)") + "; nothing was run");
     CHECK(h.events.steps.empty());
   }
 

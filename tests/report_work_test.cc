@@ -150,3 +150,24 @@ TEST_CASE("report work: settings that are a system's own way of working do not r
 }
 
 }  // namespace protocol
+
+namespace protocol {
+
+TEST_CASE("report: cells measured on declared random weights are named under their table") {
+  using namespace report_test;
+  RunRecord run = MakeRun(1);
+  ReportCaseInput fsdp = TrainCase("2.1.1.1", "m", "pretrain", "fsdp", 1, "", "steps", 1000, 7200);
+  ReportCaseInput share = TrainCase("2.2.1.1", "m", "pretrain", "share", 1, "", "steps", 1000, 2400);
+  for (Measurement& m : share.measurements) m.method = "weights: random weights (init: random, seed 1234)";
+  ReportData data = Compute({RunWith(run, {fsdp, share})});
+  const ReportTable* t = FindTable(data.models.at(0), "training");
+  REQUIRE(t);
+  CHECK(t->note ==
+        "Random weights: this cell was measured on seeded random weights (the plan says init: random), not on a "
+        "trained model's: pretrain 1000 steps — share 1 node.");
+  // Without it, no such line.
+  ReportData plain = Compute({RunWith(run, {fsdp, TrainCase("2.2.1.1", "m", "pretrain", "share", 1, "", "steps", 1000, 2400)})});
+  CHECK(FindTable(plain.models.at(0), "training")->note.empty());
+}
+
+}  // namespace protocol

@@ -69,7 +69,7 @@ TEST_CASE("python3's sqlite3 reads every row of a database the runner wrote, and
   WriteText(plans / "p.yaml", R"yaml(protocol: 1
 name: p
 models:
-  tiny: {preset: tiny, path: model}
+  tiny: {preset: tiny, path: model, init: random}
 stages:
   - name: s
     cases:

@@ -627,7 +627,11 @@ class ModelBuilder {
     out_.model = model;
   }
 
-  void AddOk(const CellKey& k, const Entry& e) { cells_[k].ok_by_run[e.run->id].push_back(e); }
+  void AddOk(const CellKey& k, const Entry& e) {
+    cells_[k].ok_by_run[e.run->id].push_back(e);
+    for (const Measurement& m : e.c->measurements)
+      if (m.method.find(metric::kRandomWeightsNote) != std::string::npos) random_.insert({e.run->id, e.c->record.case_id});
+  }
   void AddFailure(const CellKey& k, const Entry& e) {
     FailureEntry f;
     f.run_id = e.run->id;
@@ -653,6 +657,7 @@ class ModelBuilder {
     BuildInference();
     BuildExtra("quality", "Quality & cost", kQuality, std::size(kQuality));
     BuildExtra("metrics", "Additional metrics", kMetrics, std::size(kMetrics));
+    NoteRandomWeights();
     BuildAppendix();
     BuildProvenance();
     BuildRatios();
@@ -1016,6 +1021,26 @@ class ModelBuilder {
     if (!t.rows.empty()) out_.tables.push_back(std::move(t));
   }
 
+  // A line under each table with cells measured on declared random weights,
+  // naming them: such a figure says nothing about a trained model.
+  void NoteRandomWeights() {
+    if (random_.empty()) return;
+    for (ReportTable& t : out_.tables) {
+      std::vector<std::string> cells;
+      for (const ReportRow& row : t.rows)
+        for (const ReportCell& cell : row.cells) {
+          bool random = false;
+          for (const CellSource& src : cell.sources) random |= random_.count({src.run_id, src.case_id}) > 0;
+          if (random) cells.push_back(row.label + " — " + cell.column);
+        }
+      if (cells.empty()) continue;
+      const std::string line = fmt::format("Random weights: {} measured on seeded random weights (the plan says "
+                                           "init: random), not on a trained model's: {}.",
+                                           cells.size() == 1 ? "this cell was" : "these cells were", Join(cells, "; "));
+      t.note = t.note.empty() ? line : t.note + " " + line;
+    }
+  }
+
   void BuildAppendix() {
     for (const auto& t : out_.tables) {
       // Quality, metrics and scaling cells repeat figures of the main tables' cells.
@@ -1147,6 +1172,7 @@ class ModelBuilder {
   const RunIndex& runs_;
   ModelReport out_;
   std::map<CellKey, CellResults> cells_;
+  std::set<std::pair<int64_t, std::string>> random_;  // (run, case) measured on declared random weights
   std::vector<std::pair<CellKey, FailureEntry>> failures_;
   std::set<CellKey> tabulated_;
   std::vector<Placed> placed_;

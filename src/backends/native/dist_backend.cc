@@ -209,6 +209,7 @@ BackendOutcome RunDistributed(BackendContext& ctx, const std::string& role, cons
   wc.model_path = ms.path.empty() ? "" : fs::absolute(plan.ResolvePath(ms.path)).lexically_normal().string();
   wc.quantization = ms.quantization;
   wc.double_quant = ms.double_quant;
+  wc.init_random = ms.init_random;
   if (spec.workload != Workload::kInference) {
     const DatasetSpec& ds = plan.datasets.at(spec.dataset);
     wc.dataset_format = ds.format;

@@ -221,15 +221,16 @@ class NativeFsdpBackend : public Backend {
                Join(counts, "/"));
     }
     std::string weights_note;
-    if ((spec.workload != Workload::kPretrain || nf4) && !ms.path.empty() && model_dir_has_weights(ms.path)) {
+    const WeightsSource source = native_weights_source(spec.workload, nf4, ms.init_random, ms.path);
+    if (source == WeightsSource::kPath) {
       Status s = model_load_weights(model, ms.path);
       if (!s.ok()) return FailedOutcome(CaseStatus::kFailed, s.message());
       log.Line("fsdp: weights loaded from {}", ms.path);
+    } else if (source == WeightsSource::kMissing) {  // Check refuses it first; never run on weights nobody asked for
+      return FailedOutcome(CaseStatus::kFailed, native_run_refusal(ctx.plan, spec, NativeRole::kFsdp));
     } else {
       model_init_random(model, static_cast<uint64_t>(spec.training.seed));
-      if (spec.workload != Workload::kPretrain)
-        weights_note = fmt::format("weights: seeded random initialisation (seed {}); model '{}' has no weights in its path",
-                                   spec.training.seed, ms.name);
+      if (std::string note = native_weights_note(source, spec.training.seed); !note.empty()) weights_note = "weights: " + note;
       log.Line("fsdp: weights: seeded random initialisation (seed {})", spec.training.seed);
     }
 

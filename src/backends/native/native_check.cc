@@ -22,28 +22,38 @@ const NodeSpec* FindNode(const Plan& plan, const std::string& name) {
 
 bool IsNf4(const ModelSpec& ms) { return ms.quantization == "nf4"; }
 
-// The weights a 4-bit pretrain needs (model_dir_has_weights in safetensors.h):
-// nothing when they are there.
-std::optional<CaseIssue> Nf4PretrainWeights(const ModelSpec& ms, const std::string& path) {
+bool HasWeightsFiles(const std::string& path) {
+  std::error_code ec;
+  return !path.empty() && (fs::is_regular_file(fs::path(path) / "model.safetensors", ec) ||
+                           fs::is_regular_file(fs::path(path) / "model.safetensors.index.json", ec));
+}
+
+// Why a case whose weights are kMissing cannot run (model_dir_has_weights in
+// safetensors.h reads the same files).
+CaseIssue MissingWeights(const ModelSpec& ms, const std::string& path, Workload workload, bool nf4) {
+  const bool qlora_pretrain = nf4 && workload == Workload::kPretrain;
+  // "a finetune", "a 4-bit finetune", "inference", "4-bit inference".
+  const std::string work = workload == Workload::kInference
+                               ? std::string(nf4 ? "4-bit inference" : "inference")
+                               : fmt::format("a {}{}", nf4 ? "4-bit " : "", WorkloadName(workload));
+  const std::string what = qlora_pretrain ? "a 4-bit pretrain is QLoRA continued pretraining of the model's own weights"
+                                          : work + " measures the model's own weights";
+  const std::string hint = " (or say `init: random` on the model to measure on seeded random weights)";
   std::error_code ec;
   if (path.empty())
-    return CaseIssue{CaseIssueKind::kRefusal,
-                     fmt::format("a 4-bit pretrain is QLoRA continued pretraining of the model's own weights, but "
-                                 "model '{}' has no path",
-                                 ms.name)};
+    return CaseIssue{qlora_pretrain ? CaseIssueKind::kRefusal : CaseIssueKind::kError,
+                     fmt::format("{}, but model '{}' has no path{}", what, ms.name, hint)};
   if (!fs::exists(path, ec))
     return CaseIssue{CaseIssueKind::kUnchecked,
-                     fmt::format("cannot check the weights of model '{}' here: its path '{}' is not on this machine; a "
-                                 "4-bit pretrain (QLoRA continued pretraining of the model's own weights) needs "
-                                 "model.safetensors or model.safetensors.index.json there",
-                                 ms.name, path)};
-  if (fs::is_regular_file(fs::path(path) / "model.safetensors", ec) ||
-      fs::is_regular_file(fs::path(path) / "model.safetensors.index.json", ec))
-    return std::nullopt;
-  return CaseIssue{CaseIssueKind::kRefusal,
-                   fmt::format("a 4-bit pretrain is QLoRA continued pretraining of the model's own weights, but model "
-                               "'{}' has no model.safetensors or model.safetensors.index.json in its path '{}'",
-                               ms.name, path)};
+                     fmt::format("cannot check the weights of model '{}' here: its path '{}' is not on this machine; {} "
+                                 "needs model.safetensors or model.safetensors.index.json there",
+                                 ms.name, path,
+                                 qlora_pretrain ? "a 4-bit pretrain (QLoRA continued pretraining of the model's own weights)"
+                                                : work + " (of the model's own weights)")};
+  return CaseIssue{qlora_pretrain ? CaseIssueKind::kRefusal : CaseIssueKind::kError,
+                   fmt::format("{}, but model '{}' has no model.safetensors or model.safetensors.index.json in its path "
+                               "'{}'{}",
+                               what, ms.name, path, hint)};
 }
 
 // The model's dimensions as the backends resolve them: <path>/config.json, else the preset.
@@ -114,11 +124,20 @@ std::vector<CaseIssue> native_case_issues(const Plan& plan, const CaseSpec& spec
                                     p.node, p.groups, p.ranks_per_group, ranks, p.node, node->gpus)});
     }
   }
-  if (nf4 && spec.workload == Workload::kPretrain) {
-    if (std::optional<CaseIssue> missing = Nf4PretrainWeights(ms, plan.ResolvePath(ms.path)))
-      issues.push_back(std::move(*missing));
-  }
+  const std::string path = plan.ResolvePath(ms.path);
+  if (native_weights_source(spec.workload, nf4, ms.init_random, path) == WeightsSource::kMissing)
+    issues.push_back(MissingWeights(ms, path, spec.workload, nf4));
   return issues;
+}
+
+WeightsSource native_weights_source(Workload workload, bool nf4, bool init_random, const std::string& path) {
+  if (init_random) return WeightsSource::kRandomDeclared;
+  if (workload == Workload::kPretrain && !nf4) return WeightsSource::kRandomFromScratch;
+  return HasWeightsFiles(path) ? WeightsSource::kPath : WeightsSource::kMissing;
+}
+
+std::string native_weights_note(WeightsSource source, int64_t seed) {
+  return source == WeightsSource::kRandomDeclared ? fmt::format("{}, seed {})", metric::kRandomWeightsNote, seed) : "";
 }
 
 std::string native_run_refusal(const Plan& plan, const CaseSpec& spec, NativeRole role) {

@@ -23,6 +23,7 @@
 #include "backends/native/memory_estimate.h"
 #include "backends/native/model.h"
 #include "backends/native/model_config.h"
+#include "backends/native/native_check.h"
 #include "backends/native/process_group.h"
 #include "backends/native/quantized_model.h"
 #include "backends/native/safetensors.h"
@@ -182,14 +183,16 @@ Model LoadModel(const WorkerCase& wc, Setup& s, const std::vector<at::Device>& d
                 const LayerPlacement& placement = {}) {
   Model model = placement.devices > 1 ? model_create_placed(s.config, s.dtype, devices, placement)
                                       : model_create(s.config, at::TensorOptions().dtype(s.dtype).device(s.device));
-  if (wc.workload != Workload::kPretrain && !wc.model_path.empty() && model_dir_has_weights(wc.model_path)) {
+  const WeightsSource source =
+      native_weights_source(wc.workload, !wc.quantization.empty(), wc.init_random, wc.model_path);
+  if (source == WeightsSource::kPath) {
     Status st = model_load_weights(model, wc.model_path);
     if (!st.ok()) throw Failure(st.message());
+  } else if (source == WeightsSource::kMissing) {
+    throw Failure(fmt::format("model '{}' has no weights in its path and does not say `init: random`", wc.model_name));
   } else {
     model_init_random(model, static_cast<uint64_t>(wc.training.seed));
-    if (wc.workload != Workload::kPretrain)
-      s.weights_note = fmt::format("weights: seeded random initialisation (seed {}); model '{}' has no weights in its path",
-                                   wc.training.seed, wc.model_name);
+    if (std::string note = native_weights_note(source, wc.training.seed); !note.empty()) s.weights_note = "weights: " + note;
   }
   return model;
 }
@@ -348,14 +351,15 @@ int RunTraining(const WorkerCase& wc, Setup& s, ProcessGroups& g) {
   // pretrain continues from the path's weights (checked before the launch).
   at::Generator gen = init_generator(static_cast<uint64_t>(ts.seed));
   std::optional<WeightsReader> reader;
-  const bool wants_weights = wc.workload != Workload::kPretrain || qlora;
-  if (wants_weights && !wc.model_path.empty() && model_dir_has_weights(wc.model_path)) {
+  const WeightsSource source = native_weights_source(wc.workload, qlora, wc.init_random, wc.model_path);
+  if (source == WeightsSource::kPath) {
     auto opened = WeightsReader::Open(wc.model_path);
     if (!opened.ok()) throw Failure(opened.status().message());
     reader = std::move(*opened);
-  } else if (wants_weights) {
-    s.weights_note = fmt::format("weights: seeded random initialisation (seed {}); model '{}' has no weights in its path",
-                                 ts.seed, wc.model_name);
+  } else if (source == WeightsSource::kMissing) {
+    throw Failure(fmt::format("model '{}' has no weights in its path and does not say `init: random`", wc.model_name));
+  } else if (std::string note = native_weights_note(source, ts.seed); !note.empty()) {
+    s.weights_note = "weights: " + note;
   }
   auto fill = [&](const std::vector<NamedParameter>& unit) -> Status {
     if (!reader) {

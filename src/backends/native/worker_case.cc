@@ -19,7 +19,8 @@ std::string EncodeWorkerCase(const WorkerCase& c) {
                 {"preset", c.model_preset},
                 {"path", c.model_path},
                 {"quantization", c.quantization},
-                {"double_quant", c.double_quant}};
+                {"double_quant", c.double_quant},
+                {"init_random", c.init_random}};
   j["dataset"] = {{"format", c.dataset_format}, {"path", c.dataset_path}};
   const TrainingSettings& t = c.training;
   j["training"] = {{"batch_size", t.batch_size},       {"seq_len", t.seq_len},
@@ -61,6 +62,7 @@ Result<WorkerCase> DecodeWorkerCase(const std::string& text) {
     c.model_path = j.at("model").at("path").get<std::string>();
     c.quantization = j.at("model").value("quantization", "");
     c.double_quant = j.at("model").value("double_quant", false);
+    c.init_random = j.at("model").value("init_random", false);
     c.dataset_format = j.at("dataset").at("format").get<std::string>();
     c.dataset_path = j.at("dataset").at("path").get<std::string>();
     const Json& t = j.at("training");

@@ -30,6 +30,7 @@ struct WorkerCase {
   std::string model_name, model_preset, model_path;  // model_path absolute (or empty)
   std::string quantization;                          // "" or "nf4" (models[].quantization)
   bool double_quant = false;                         // models[].double_quant
+  bool init_random = false;                          // models[].init: random
   std::string dataset_format, dataset_path;          // training only
   TrainingSettings training;
   int64_t steps = 0;             // training: Length::kSteps count, or 0 with epochs > 0

@@ -49,6 +49,11 @@ struct ModelSpec {
   // of 64 weights is itself quantized to 8 bits in blocks of 256 (one float32
   // scale per 256 absmax values). Default false (bitsandbytes' default).
   bool double_quant = false;
+  // `init: random`: measure on seeded random weights, even where the path has
+  // weights. Default (`init: weights`): the path's weights; a native case
+  // whose model has none fails validate, except a full-precision pretrain,
+  // which trains from a seeded random start by definition.
+  bool init_random = false;
   SourceLocation where;
 };
 

@@ -147,6 +147,7 @@ std::string ResolvedText(const Plan& plan) {
     mb.AddIf(!m.preset.empty(), "preset", Str(m.preset)).AddIf(!m.path.empty(), "path", Str(m.path));
     mb.AddIf(!m.quantization.empty(), "quantization", Str(m.quantization));
     mb.Add("double_quant", Bool(m.double_quant));
+    mb.AddIf(m.init_random, "init", Str("random"));
     models.Add(name, mb.node);
   }
   root.Add("models", models.node);

@@ -48,7 +48,8 @@ const std::vector<std::string> kCaseKeys = {
     "inference", "timeout", "repeats", "warmup_steps", "output_dir", "command", "training",
     "reference"};
 const std::vector<std::string> kStageKeys = {"name", "title", "defaults", "cases"};
-const std::vector<std::string> kModelKeys = {"preset", "path", "quantization", "double_quant"};
+const std::vector<std::string> kModelKeys = {"preset", "path", "quantization", "double_quant", "init"};
+const std::vector<std::string> kModelInits = {"weights", "random"};
 const std::vector<std::string> kDatasetKeys = {"format", "path"};
 const std::vector<std::string> kClusterKeys = {"launcher", "network", "nodes", "emulate"};
 const std::vector<std::string> kNodeKeys = {"name", "host", "gpus", "gpu_memory_gb"};
@@ -273,6 +274,8 @@ void PlanParser::ParseModels(const YamlNode& node) {
       if (m.double_quant && m.quantization != "nf4")
         r_.Error(*n, fmt::format("model '{}': double_quant applies to quantization: nf4 only", m.name));
     }
+    if (const YamlNode* n = value.Find("init"))
+      if (auto v = r_.OneOf(*n, "init", "init", kModelInits)) m.init_random = *v == "random";
     if (!value.Find("preset") && !value.Find("path"))
       r_.Error(key, fmt::format("model '{}' needs a preset or a path", m.name));
     plan_.models[m.name] = m;

@@ -69,6 +69,10 @@ inline constexpr const char* kExitCode = "exit_code";  // the rank's exit code; 
 //   kStepSecondsMean + "_rank<r>"                                            s, the rank's own clock, after warm-up
 inline constexpr const char* kRankStepSecondsSpread = "step_seconds_spread";  // s, standard deviation of those
 inline constexpr const char* kRankWorkSecondsMean = "step_work_seconds_mean";  // s, step time minus time in collectives
+// What the method of every measurement taken on declared random weights
+// contains (the native backends: "weights: random weights (init: random, seed
+// 1234)"); the report marks such cells.
+inline constexpr const char* kRandomWeightsNote = "random weights (init: random";
 // Per case: ranks whose own work per step exceeds their group's median by more
 // than kStragglerFraction (stragglers.h); 0 when none.
 inline constexpr const char* kStragglers = "stragglers";
