@@ -1,5 +1,7 @@
 #include "backends/native/quantized_model.h"
 
+#include <c10/core/GradMode.h>
+
 #include <fstream>
 
 #include "backends/native/nf4_linear.h"
@@ -19,7 +21,7 @@ constexpr Projection kAll[kProjectionCount] = {Projection::kQ,    Projection::kK
 at::Tensor Nf4Projections::Forward(size_t layer, Projection p, const at::Tensor& x) const {
   // The dequantized weight is a temporary of nf4_linear, in forward and again in
   // backward: autograd keeps the 4-bit storage only; no gradient reaches the base.
-  if (!dequantized.empty() && !at::GradMode::is_enabled()) {
+  if (!dequantized.empty() && !c10::GradMode::is_enabled()) {
     at::Tensor y = at::linear(x, dequantized[layer][static_cast<size_t>(p)]);
     if (lora) y = y + lora_forward(*lora, layer, p, x);
     return y;

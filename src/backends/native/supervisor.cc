@@ -199,7 +199,6 @@ SuperviseResult Supervise(const std::vector<RankLaunch>& ranks, const SuperviseO
       stop_all(SuperviseResult::Outcome::kRankFailed,
                fmt::format("{} was killed by signal {}", Describe(*killed), killed_signal));
     } else if (phase == Phase::kRunning && exited_bad) {
-      result.exit_code = bad_code;
       result.failed_rank = exited_bad->launch->rank;
       stop_all(SuperviseResult::Outcome::kRankFailed, fmt::format("{} exited with code {}", Describe(*exited_bad), bad_code));
     }

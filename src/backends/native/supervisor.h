@@ -56,8 +56,7 @@ struct SuperviseResult {
   enum class Outcome { kOk, kRankFailed, kTimedOut, kStopped, kFailedToStart };
   Outcome outcome = Outcome::kOk;
   std::string reason;          // empty for kOk
-  std::optional<int> exit_code;  // the failing rank's code, when it exited
-  int failed_rank = -1;          // kRankFailed: the rank the reason names
+  int failed_rank = -1;        // kRankFailed: the rank the reason names (its code: ranks[...].Code())
   std::vector<RankEnd> ranks;  // in the order given
   double seconds = 0;
 };
