@@ -231,8 +231,10 @@ TEST_CASE("dist supervisor: a rank exiting non-zero stops the others, named with
   SuperviseResult r = Supervise({Sh(0, "rig0", "sleep 30"), Sh(1, "rig1", "sleep 0.2; exit 3")}, o, stop, nullptr);
   CHECK(r.outcome == SuperviseResult::Outcome::kRankFailed);
   CHECK(r.reason == "rank 1 (node rig1) exited with code 3");
-  CHECK(r.exit_code == 3);
+  CHECK(r.failed_rank == 1);
   REQUIRE(r.ranks.size() == 2);
+  CHECK(r.ranks[1].Code() == 3);
+  CHECK(r.ranks[0].Code() == 128 + SIGTERM);
   CHECK(r.ranks[0].signal == SIGTERM);  // stopped, not waited for: its `sleep 30` never ended by itself
   for (const RankEnd& e : r.ranks) CHECK_FALSE(Alive(e.pid));
 }
