@@ -21,7 +21,10 @@
 // QLoRA: the 4-bit base is frozen (no gradient, no optimizer state) and LoRA
 // adapters (lora.h) on the seven projections are trained; the forward is
 //   y = x·dequant(W_nf4)ᵀ + (alpha/r)·(x·Aᵀ)·Bᵀ.
-// Not built: paged optimizers, 4-bit kernels (the dequantization is plain ATen).
+// Inference on a CPU keeps the projections dequantized when they fit
+// (nf4_prepare_inference below); training always dequantizes on use.
+// Not built: paged optimizers, 4-bit GPU kernels (the dequantization is a
+// byte-table loop on a CPU and plain ATen elsewhere: nf4.cc).
 
 #include <ATen/ATen.h>
 
