@@ -187,6 +187,9 @@ TEST_CASE("native check: weights are explicit: a finetune or inference without t
     for (const char* id : {"p", "f", "i"}) CHECK(errors(plan, id).empty());
     CHECK(native::native_weights_source(Workload::kFinetune, false, true, (root / "full").string()) ==
           native::WeightsSource::kRandomDeclared);
+    // A full-precision pretrain trains its random start either way: not "measured on random weights".
+    CHECK(native::native_weights_source(Workload::kPretrain, false, true, "") ==
+          native::WeightsSource::kRandomFromScratch);
     CHECK(native::native_weights_note(native::WeightsSource::kRandomDeclared, 7) ==
           "random weights (init: random, seed 7)");
     Plan weights = ParsePlan("{preset: tiny, path: " + (root / "full").string() + "}", cases);

@@ -1026,6 +1026,8 @@ class ModelBuilder {
   void NoteRandomWeights() {
     if (random_.empty()) return;
     for (ReportTable& t : out_.tables) {
+      // Quality, metrics and scaling cells repeat figures of the main tables' cells.
+      if (t.id == "quality" || t.id == "metrics" || t.id == "scaling") continue;
       std::vector<std::string> cells;
       for (const ReportRow& row : t.rows)
         for (const ReportCell& cell : row.cells) {

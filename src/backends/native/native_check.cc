@@ -131,8 +131,8 @@ std::vector<CaseIssue> native_case_issues(const Plan& plan, const CaseSpec& spec
 }
 
 WeightsSource native_weights_source(Workload workload, bool nf4, bool init_random, const std::string& path) {
-  if (init_random) return WeightsSource::kRandomDeclared;
   if (workload == Workload::kPretrain && !nf4) return WeightsSource::kRandomFromScratch;
+  if (init_random) return WeightsSource::kRandomDeclared;
   return HasWeightsFiles(path) ? WeightsSource::kPath : WeightsSource::kMissing;
 }
 

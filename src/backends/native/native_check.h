@@ -43,10 +43,11 @@ struct CaseIssue {
 std::vector<CaseIssue> native_case_issues(const Plan& plan, const CaseSpec& spec, NativeRole role);
 
 // Where a native case's weights come from, decided once for Check and Run:
-//   kRandomDeclared     the model says `init: random`: seeded random weights,
-//                       whatever its path holds
 //   kRandomFromScratch  a full-precision pretrain: trained from a seeded
-//                       random start (the methodology's pretraining)
+//                       random start (the methodology's pretraining), whatever
+//                       `init` says
+//   kRandomDeclared     otherwise, the model says `init: random`: seeded random
+//                       weights, whatever its path holds
 //   kPath               the path's model.safetensors (or its index)
 //   kMissing            none of these: the case is refused (validate: an error)
 enum class WeightsSource { kPath, kRandomDeclared, kRandomFromScratch, kMissing };
