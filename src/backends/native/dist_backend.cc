@@ -41,11 +41,15 @@ const NodeSpec* FindNode(const Plan& plan, const std::string& name) {
 
 // The memory figures every rank reports about itself: <base>_rank<r>.
 const char* const kPerRankFigures[] = {metric::kPeakHostRss, metric::kPeakHostRssAboveBaseline, metric::kPeakDeviceMemory};
+// Per-rank step figures the workers send (stragglers.h), named the same way.
+const char* const kRankStepFigures[] = {metric::kStepSecondsMean, metric::kRankStepSecondsSpread,
+                                        metric::kRankWorkSecondsMean};
 
-// The base of a per-rank figure's name ("peak_host_rss_bytes" of
+// The base of a per-rank figure's name among `bases` ("peak_host_rss_bytes" of
 // "peak_host_rss_bytes_rank1"); empty for any other name.
-std::string PerRankBase(const std::string& name) {
-  for (const char* base : kPerRankFigures)
+template <size_t N>
+std::string PerRankBase(const std::string& name, const char* const (&bases)[N]) {
+  for (const char* base : bases)
     if (StartsWith(name, std::string(base) + "_rank")) return base;
   return "";
 }
@@ -53,23 +57,6 @@ std::string PerRankBase(const std::string& name) {
 double SteadyNow() {
   using namespace std::chrono;
   return duration<double>(steady_clock::now().time_since_epoch()).count();
-}
-
-// Per-rank step figures the workers send (stragglers.h), by base name.
-const char* const kRankStepFigures[] = {metric::kStepSecondsMean, metric::kRankStepSecondsSpread,
-                                        metric::kRankWorkSecondsMean};
-
-// The rank of "<base>_rank<r>" for a per-rank step figure; -1 for any other name.
-int RankStepFigureRank(const std::string& name, std::string* base) {
-  for (const char* b : kRankStepFigures) {
-    const std::string prefix = std::string(b) + "_rank";
-    if (StartsWith(name, prefix) && name.size() > prefix.size() &&
-        name.find_first_not_of("0123456789", prefix.size()) == std::string::npos) {
-      *base = b;
-      return std::stoi(name.substr(prefix.size()));
-    }
-  }
-  return -1;
 }
 
 // Each rank's end as exit_code_rank<r> (its exit code; a signal N as 128+N,
@@ -362,9 +349,10 @@ BackendOutcome RunDistributed(BackendContext& ctx, const std::string& role, cons
           group_evals.emplace_back(rank, *e->measurement.value);
         else if (e->measurement.name == "replica_seconds" && e->measurement.value)
           replica_seconds.push_back(*e->measurement.value);
-        else if (std::string base = PerRankBase(e->measurement.name); !base.empty())
+        else if (std::string base = PerRankBase(e->measurement.name, kPerRankFigures); !base.empty())
           per_rank[base][rank] = e->measurement;
-        else if (std::string step_base; e->measurement.value && RankStepFigureRank(e->measurement.name, &step_base) == rank) {
+        else if (std::string step_base = PerRankBase(e->measurement.name, kRankStepFigures);
+                 !step_base.empty() && e->measurement.value) {
           RankStepTimes& t = step_times[rank];
           t.rank = rank;
           if (step_base == metric::kStepSecondsMean) t.step_mean = *e->measurement.value;

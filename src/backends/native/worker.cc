@@ -127,7 +127,7 @@ void EmitRankStepTimes(const ProcessGroups& g, const std::vector<double>& step_s
 }
 
 // Test-only: PROTOCOL_TEST_STEP_DELAY="RANK:SECONDS" makes that rank sleep so
-// long in every training step, a straggler on purpose (tests/dist_straggler_test.cc).
+// long in every training step, a straggler on purpose (tests/dist_fsdp_test.cc).
 double TestStepDelay(int rank) {
   const char* v = std::getenv("PROTOCOL_TEST_STEP_DELAY");
   if (!v) return 0;
@@ -136,7 +136,6 @@ double TestStepDelay(int rank) {
   if (colon == std::string::npos || std::stoi(text.substr(0, colon)) != rank) return 0;
   return std::stod(text.substr(colon + 1));
 }
-
 
 struct Failure : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -179,20 +178,26 @@ Setup Resolve(const WorkerCase& wc, const DistEnv& env) {
   return s;
 }
 
+// Where this rank's weights come from (native_weights_source, the rule Check
+// applied before the launch); sets the "weights: " note for declared random
+// weights; throws where there are none to load.
+WeightsSource ResolveWeights(const WorkerCase& wc, bool nf4, Setup& s) {
+  const WeightsSource source = native_weights_source(wc.workload, nf4, wc.init_random, wc.model_path);
+  if (source == WeightsSource::kMissing)
+    throw Failure(fmt::format("model '{}' has no weights in its path and does not say `init: random`", wc.model_name));
+  if (std::string note = native_weights_note(source, wc.training.seed); !note.empty()) s.weights_note = "weights: " + note;
+  return source;
+}
+
 Model LoadModel(const WorkerCase& wc, Setup& s, const std::vector<at::Device>& devices = {},
                 const LayerPlacement& placement = {}) {
   Model model = placement.devices > 1 ? model_create_placed(s.config, s.dtype, devices, placement)
                                       : model_create(s.config, at::TensorOptions().dtype(s.dtype).device(s.device));
-  const WeightsSource source =
-      native_weights_source(wc.workload, !wc.quantization.empty(), wc.init_random, wc.model_path);
-  if (source == WeightsSource::kPath) {
+  if (ResolveWeights(wc, !wc.quantization.empty(), s) == WeightsSource::kPath) {
     Status st = model_load_weights(model, wc.model_path);
     if (!st.ok()) throw Failure(st.message());
-  } else if (source == WeightsSource::kMissing) {
-    throw Failure(fmt::format("model '{}' has no weights in its path and does not say `init: random`", wc.model_name));
   } else {
     model_init_random(model, static_cast<uint64_t>(wc.training.seed));
-    if (std::string note = native_weights_note(source, wc.training.seed); !note.empty()) s.weights_note = "weights: " + note;
   }
   return model;
 }
@@ -351,15 +356,10 @@ int RunTraining(const WorkerCase& wc, Setup& s, ProcessGroups& g) {
   // pretrain continues from the path's weights (checked before the launch).
   at::Generator gen = init_generator(static_cast<uint64_t>(ts.seed));
   std::optional<WeightsReader> reader;
-  const WeightsSource source = native_weights_source(wc.workload, qlora, wc.init_random, wc.model_path);
-  if (source == WeightsSource::kPath) {
+  if (ResolveWeights(wc, qlora, s) == WeightsSource::kPath) {
     auto opened = WeightsReader::Open(wc.model_path);
     if (!opened.ok()) throw Failure(opened.status().message());
     reader = std::move(*opened);
-  } else if (source == WeightsSource::kMissing) {
-    throw Failure(fmt::format("model '{}' has no weights in its path and does not say `init: random`", wc.model_name));
-  } else if (std::string note = native_weights_note(source, ts.seed); !note.empty()) {
-    s.weights_note = "weights: " + note;
   }
   auto fill = [&](const std::vector<NamedParameter>& unit) -> Status {
     if (!reader) {
