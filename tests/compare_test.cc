@@ -301,3 +301,25 @@ TEST_CASE("compare: inference is decided by the total generation time when both 
   CHECK(w.cases[0].metrics[0].metric == "wall_seconds");
   CHECK(w.cases[0].verdict == Verdict::kImproved);
 }
+
+TEST_CASE("compare: a case measured contended on either side is shown but not decided") {
+  // 1.30x the wall time, but the candidate ran while others took 48 % of the CPU.
+  CompareReport r = CompareRuns(Side(1, "pretrain", {{"wall_seconds", 100}, {"contention", 0.02}}),
+                                Side(2, "pretrain", {{"wall_seconds", 130}, {"contention", 0.48}}), {});
+  REQUIRE(r.cases.size() == 1);
+  const CaseComparison& c = r.cases[0];
+  CHECK(c.contended);
+  CHECK(c.verdict == Verdict::kIncomparable);
+  CHECK(c.reason ==
+        "contended in the candidate run: repeat 1 (others took 48 % of the CPU); not decided "
+        "(the wall_seconds ratio 1.300 alone would say regressed)");
+  REQUIRE(!c.metrics.empty());
+  CHECK(*c.metrics[0].ratio == doctest::Approx(1.3));  // the figures are still shown
+  CHECK(r.ExitCode() == 0);
+  CHECK(CompareToJson(r)["cases"][0]["contended"] == true);
+  // The same figures measured idle decide.
+  CompareReport idle = CompareRuns(Side(1, "pretrain", {{"wall_seconds", 100}, {"contention", 0.02}}),
+                                   Side(2, "pretrain", {{"wall_seconds", 130}, {"contention", 0.19}}), {});
+  CHECK_FALSE(idle.cases[0].contended);
+  CHECK(idle.cases[0].verdict == Verdict::kRegressed);
+}

@@ -8,6 +8,7 @@
 
 #include "fake_backend.h"
 #include "fake_clock.h"
+#include "fake_cpu_meter.h"
 #include "fake_progress.h"
 #include "fake_store.h"
 #include "runner/base/build_info.h"
@@ -608,4 +609,38 @@ TEST_CASE("Without interleave the order is plan order with repeats consecutive")
   REQUIRE(h.Run(plan).ok());
   CHECK(CallOrder(h.backend) == std::vector<std::string>{"2.1.1.1 r0", "2.1.1.1 r1", "2.1.1.5 r0",
                                                          "2.2.1.1 r0", "2.2.1.1 r1"});
+}
+
+TEST_CASE("Contention is sampled around every case and contended cases are counted") {
+  Harness h("contention");
+  // Case 1: others took 5 % of 2 cores (idle enough); case 2: 50 % (contended).
+  std::vector<CpuReading> readings = ScriptedCpuMeter::PerCase(1, 10, 2, 0.05);
+  for (const CpuReading& r : ScriptedCpuMeter::PerCase(1, 10, 2, 0.5))
+    readings.push_back({r.at_seconds + 1000, r.busy_seconds + 1000, r.own_seconds + 1000, r.cores});
+  ScriptedCpuMeter meter(readings);
+  h.options.cpu_meter = &meter;
+  h.options.contention_interval_seconds = 3600;  // only the readings at start and end
+  auto summary = h.Run(MakePlan({MakeCase("idle"), MakeCase("busy")}));
+  REQUIRE(summary.ok());
+  CHECK(summary->contended == 1);
+  CHECK(summary->worst_contention == doctest::Approx(0.5));
+  REQUIRE(h.store.FindCase(1, "idle"));
+  REQUIRE(h.store.FindCase(1, "busy"));
+  const auto& idle = h.store.FindCase(1, "idle")->measurements;
+  const auto& busy = h.store.FindCase(1, "busy")->measurements;
+  REQUIRE(Find(idle, metric::kContention, Provenance::kMeasured));
+  CHECK(*Find(idle, metric::kContention, Provenance::kMeasured)->value == doctest::Approx(0.05));
+  CHECK_FALSE(ContendedShare(idle).has_value());
+  REQUIRE(ContendedShare(busy).has_value());
+  CHECK(Find(busy, metric::kContentionPeak, Provenance::kMeasured) != nullptr);
+}
+
+TEST_CASE("Without a CPU meter no contention figure is stored") {
+  Harness h("no-meter");
+  auto summary = h.Run(MakePlan({MakeCase("a")}));
+  REQUIRE(summary.ok());
+  CHECK(summary->contended == 0);
+  REQUIRE(h.store.FindCase(1, "a"));
+  CHECK(Find(h.store.FindCase(1, "a")->measurements, metric::kContention, Provenance::kMeasured) ==
+        nullptr);
 }

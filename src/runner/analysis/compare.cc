@@ -149,6 +149,18 @@ std::string NotOk(const SideCase& c, const char* side) {
   return fmt::format("not ok in the {} run: {}", side, Join(parts, "; "));
 }
 
+// "" when no repeat ran contended; else "contended in the candidate run:
+// repeat 1 (others took 48 % of the CPU)".
+std::string Contended(const SideCase& c, const char* side) {
+  std::vector<std::string> parts;
+  for (const CompareCase* r : c.repeats)
+    if (std::optional<double> share = ContendedShare(r->measurements))
+      parts.push_back(fmt::format("repeat {} (others took {} % of the CPU)", r->record.repeat + 1,
+                                  FormatFigure(std::round(*share * 100))));
+  if (parts.empty()) return "";
+  return fmt::format("contended in the {} run: {}", side, Join(parts, ", "));
+}
+
 // The measured value of `name` in each repeat that has one; the unit seen.
 std::vector<double> Measured(const SideCase& c, const std::string& name, std::string* unit) {
   std::vector<double> values;
@@ -435,6 +447,19 @@ CompareReport CompareRuns(const CompareSide& baseline, const CompareSide& candid
       out.reason = Join(missing, "; ");
     } else if (any_improved) out.verdict = Verdict::kImproved;
     else out.verdict = Verdict::kUnchanged;
+    // Figures measured beside other work are less reliable: shown, not decided.
+    std::vector<std::string> contended;
+    if (std::string r = Contended(*match, "baseline"); !r.empty()) contended.push_back(r);
+    if (std::string r = Contended(c, "candidate"); !r.empty()) contended.push_back(r);
+    if (!contended.empty()) {
+      const MetricComparison* headline = out.Headline();
+      out.reason = Join(contended, "; ") + "; not decided";
+      if (headline && headline->ratio && out.verdict != Verdict::kIncomparable)
+        out.reason += fmt::format(" (the {} ratio {} alone would say {})", headline->metric,
+                                  Ratio(headline->ratio), VerdictName(out.verdict));
+      out.verdict = Verdict::kIncomparable;
+      out.contended = true;
+    }
     report.cases.push_back(std::move(out));
   }
   for (const SideCase& b : base) {
@@ -569,6 +594,7 @@ Json CompareToJson(const CompareReport& report) {
     jc["identity"] = c.identity;
     jc["verdict"] = VerdictName(c.verdict);
     jc["reason"] = c.reason;
+    jc["contended"] = c.contended;
     jc["why"] = WhyText(c, report.options.threshold);
     Json metrics = Json::array();
     for (const MetricComparison& m : c.metrics) {

@@ -35,6 +35,10 @@
 //     (CompareOptions::metrics), those decide instead: regressed when any of
 //     them regressed, else incomparable when any is, else improved when any
 //     improved, else unchanged.
+//   - A case with a repeat measured contended on either side (other processes
+//     took at least metric::kContendedShare of the CPU: cpu_meter.h) is less
+//     reliable: its ratios are shown, its verdict is incomparable, and the
+//     reason says which side, which repeats and what the ratio alone would say.
 // Only measured figures are compared (never extrapolated or imported ones).
 
 #include <cstdint>
@@ -124,6 +128,7 @@ struct CaseComparison {
   std::string identity;          // "llama2-7b pretrain 1000 steps fsdp 1 node"
   Verdict verdict = Verdict::kIncomparable;
   std::string reason;            // why incomparable; empty otherwise
+  bool contended = false;        // a repeat on a side ran contended (records.h): not decided
   std::vector<MetricComparison> metrics;  // the deciding ones first
   // The deciding metric the verdict rests on (the first that regressed, else
   // was incomparable, else improved, else the first); null without metrics.

@@ -245,6 +245,8 @@ int CmdRun(Args& a) {
     no_store = std::move(memory).value();
     target = no_store.get();
   }
+  ProcCpuMeter cpu_meter;
+  options.cpu_meter = &cpu_meter;
   Runner runner(*target, SystemClock(), *processes, factory, *progress, stop);
   Result<RunSummary> summary = runner.Run(*plan, options);
   if (!summary.ok()) return Fail(summary.status());
@@ -255,6 +257,14 @@ int CmdRun(Args& a) {
                "(database %s)\n",
                static_cast<long long>(s.run_id), s.stopped ? "stopped" : "finished", s.ok,
                s.failed, s.timeout, s.skipped, s.interrupted, a.db.c_str());
+  if (s.contended)
+    std::fprintf(stderr,
+                 "protocol: warning: %d case%s ran contended: other processes took up to %.0f %% "
+                 "of the machine's CPU (a case is contended from %.0f %%); their figures are "
+                 "less reliable and the report says so. Measure on an idle machine for figures "
+                 "you publish (docs/performance.md)\n",
+                 s.contended, s.contended == 1 ? "" : "s", 100 * s.worst_contention,
+                 100 * metric::kContendedShare);
   if (s.stopped)
     std::fprintf(stderr, "protocol: continue with: protocol run %s --db %s --resume %lld\n",
                  a.plans[0].c_str(), a.db.c_str(), static_cast<long long>(s.run_id));

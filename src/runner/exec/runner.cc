@@ -3,11 +3,13 @@
 
 #include "runner/exec/runner.h"
 
+#include <algorithm>
 #include <exception>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -321,6 +323,8 @@ Result<RunSummary> Runner::Run(const Plan& plan, const RunOptions& options) {
     // Set-up, timed run, outcome. wall_seconds covers everything the case cost.
     CaseEventSink events(&store_, *row, clock_, progress_);
     const double t0 = clock_.NowSeconds();
+    std::optional<ContentionSampler> contention;
+    if (options.cpu_meter) contention.emplace(*options.cpu_meter, options.contention_interval_seconds);
     BackendOutcome outcome;
     Lookup lookup = LookUpBackend(backends_, plan, spec);
     if (!lookup.failure.empty()) {
@@ -340,6 +344,8 @@ Result<RunSummary> Runner::Run(const Plan& plan, const RunOptions& options) {
       }
     }
     const double seconds = clock_.NowSeconds() - t0;
+    std::vector<Measurement> contention_figures;
+    if (contention) contention_figures = contention->Stop();
     if (!events.error().ok()) return events.error();
 
     CaseResult result;
@@ -370,6 +376,11 @@ Result<RunSummary> Runner::Run(const Plan& plan, const RunOptions& options) {
     wall.how = Provenance::kMeasured;
     result.measurements.push_back(wall);
     for (auto& m : outcome.measurements) result.measurements.push_back(std::move(m));
+    for (Measurement& m : contention_figures) result.measurements.push_back(std::move(m));
+    if (std::optional<double> share = ContendedShare(result.measurements)) {
+      ++summary.contended;
+      summary.worst_contention = std::max(summary.worst_contention, *share);
+    }
     if (auto mean = StepSecondsMean(events.step_seconds(), spec.warmup_steps))
       result.measurements.push_back(*mean);
     if (result.status == CaseStatus::kOk && spec.report_as && spec.length) {

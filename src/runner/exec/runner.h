@@ -10,7 +10,8 @@
 //   1. Store::BeginCase (status running) — before anything runs.
 //   2. Backend::Run, timed by the runner's Clock (wall_seconds, measured).
 //   3. Step / request samples batched into the store while it runs.
-//   4. Extrapolation when the case has report_as (extrapolate.h).
+//   4. Extrapolation when the case has report_as (extrapolate.h); contention
+//      (cpu_meter.h) sampled while it ran, when RunOptions names a meter.
 //   5. Store::FinishCase in one transaction.
 // A raised StopFlag ends the running case as interrupted, marks the remaining
 // ones as not run (they stay absent, so --resume runs them) and returns.
@@ -26,6 +27,7 @@
 #include "runner/base/status.h"
 #include "runner/base/stop_flag.h"
 #include "runner/exec/backend.h"
+#include "runner/exec/cpu_meter.h"
 #include "runner/exec/process.h"
 #include "runner/exec/progress.h"
 #include "runner/plan/plan.h"
@@ -40,11 +42,17 @@ struct RunOptions {
   std::string logs_dir = "results/logs";  // per-case logs: <logs_dir>/run-<id>/<case_id>[.r<repeat>].log
   // Extra run-context facts (hosts, CPU, GPU, libtorch ...) gathered by the caller.
   std::vector<std::pair<std::string, std::string>> context;
+  // Where contention is read from while each case runs (cpu_meter.h); null:
+  // not measured. Read every contention_interval_seconds.
+  CpuMeter* cpu_meter = nullptr;
+  double contention_interval_seconds = 1.0;
 };
 
 struct RunSummary {
   int64_t run_id = 0;
   int ok = 0, failed = 0, timeout = 0, skipped = 0, interrupted = 0;
+  int contended = 0;           // cases at or above metric::kContendedShare
+  double worst_contention = 0;  // the largest metric::kContention among them
   bool stopped = false;  // the StopFlag ended the run early
   // Exit code per the CLI contract: 0 all ok, 1 any case not ok (or stopped).
   int ExitCode() const { return (failed || timeout || interrupted || stopped) ? 1 : 0; }

@@ -64,4 +64,11 @@ std::string LengthText(const std::string& unit, int64_t count) {
   return std::to_string(count) + " " + unit;
 }
 
+std::optional<double> ContendedShare(const std::vector<Measurement>& measurements) {
+  for (const Measurement& m : measurements)
+    if (m.name == metric::kContention && m.value && *m.value >= metric::kContendedShare)
+      return m.value;
+  return std::nullopt;
+}
+
 }  // namespace protocol

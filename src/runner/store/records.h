@@ -76,6 +76,13 @@ inline constexpr const char* kRandomWeightsNote = "random weights (init: random"
 // Per case: ranks whose own work per step exceeds their group's median by more
 // than kStragglerFraction (stragglers.h); 0 when none.
 inline constexpr const char* kStragglers = "stragglers";
+// Per case (cpu_meter.h): the share of the machine's CPU time that processes
+// outside the case took while it ran (0..1), over the whole case and in its
+// busiest sampling interval. A case at or above kContendedShare is
+// "contended": the report, `compare` and `run` say so.
+inline constexpr const char* kContention = "contention";
+inline constexpr const char* kContentionPeak = "contention_peak";
+inline constexpr double kContendedShare = 0.20;
 }  // namespace metric
 
 struct Measurement {
@@ -88,6 +95,10 @@ struct Measurement {
   // Marker carried from an import: "" | "extrapolated" (shows `*`) | "not-provided" (shows `X`).
   std::string marker;
 };
+
+// The case's metric::kContention value when it was measured and at or above
+// metric::kContendedShare; nullopt for an idle (or unmeasured) case.
+std::optional<double> ContendedShare(const std::vector<Measurement>& measurements);
 
 // One training step, as the backend reports it.
 struct StepSample {
