@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "backends/native/fsdp_backend.h"
+#include "backends/native/model_resolve.h"
 #include "backends/native/native_check.h"
 #include "backends/native/share_backend.h"
 #include "runner/base/text.h"
@@ -288,6 +289,48 @@ TEST_CASE("native check: the memory note compares with the stated GPU memory") {
     REQUIRE(a.notes.size() == 1);
     CHECK(a.notes[0].find("(GPU memory not stated in cluster.nodes[].gpu_memory_gb: not compared)") != std::string::npos);
   }
+}
+
+
+TEST_CASE("native check: a preset takes the tokenizer's vocabulary; a tokenizer larger than config.json's is refused") {
+  const fs::path root = fs::temp_directory_path() / ("protocol_native_vocab_" + std::to_string(getpid()));
+  fs::remove_all(root);
+  fs::create_directories(root / "preset");
+  fs::create_directories(root / "small");
+  const fs::path tokenizer = fs::path(PROTOCOL_SOURCE_DIR) / "data" / "quickstart" / "tokenizer.model";  // 512 pieces
+  fs::copy_file(tokenizer, root / "preset" / "tokenizer.model");
+  fs::copy_file(tokenizer, root / "small" / "tokenizer.model");
+  native::ModelConfig small = *native::PresetConfig("tiny");
+  small.vocab_size = 256;
+  std::ofstream(root / "small" / "config.json") << small.ToHfJson();
+
+  {  // The tiny preset has 1024 ids of its own; with this tokenizer it has 512, every one decodable.
+    REQUIRE(native::PresetConfig("tiny")->vocab_size == 1024);
+    Result<native::ResolvedModel> m = native::ResolveModel("m", "tiny", (root / "preset").string());
+    REQUIRE(m.ok());
+    CHECK(m->config.vocab_size == 512);
+    CHECK(m->tokenizer->vocab_size() == 512);
+    CHECK(m->config_source ==
+          "preset tiny, vocabulary 512 from " + (root / "preset" / "tokenizer.model").string());
+    CHECK(native::ModelDimensions("m", "tiny", (root / "preset").string())->vocab_size == 512);
+    // Without the tokenizer here, the estimate keeps the preset's own.
+    CHECK(native::ModelDimensions("m", "tiny", (root / "absent").string())->vocab_size == 1024);
+  }
+  {  // config.json says 256: 512 pieces would index past the embedding.
+    Result<native::ResolvedModel> m = native::ResolveModel("m", "", (root / "small").string());
+    REQUIRE_FALSE(m.ok());
+    const std::string refusal = "model 'm': " + (root / "small" / "tokenizer.model").string() +
+                                " has 512 pieces, more than the model's vocab_size 256 (config.json in " +
+                                (root / "small").string() +
+                                "): its ids would index past the embedding; use the tokenizer the model was "
+                                "trained with";
+    CHECK(m.status().message() == refusal);
+    Plan plan = ParsePlan("{path: " + (root / "small").string() + ", init: random}",
+                          "      - {id: i, backend: share, workload: inference, topology: 'rig0:1x1',\n"
+                          "         inference: {prompt: hi, max_new_tokens: [4]}}\n");
+    CHECK(MakeNativeShareBackend()->Check(plan, *plan.FindCase("i")) == std::vector<std::string>{refusal});
+  }
+  fs::remove_all(root);
 }
 
 }  // namespace protocol

@@ -57,6 +57,38 @@ TEST_CASE("Terminal progress on a terminal redraws the status line in place") {
         "\r\x1b[K[1/1] 2.1.1.1 ok 1.2 s\n");
 }
 
+TEST_CASE("The ETA follows the running case's own pace and is never 0 while cases remain") {
+  std::string out;
+  FakeClock clock;
+  auto progress = MakeTerminalProgress([&](const std::string& s) { out += s; }, clock, false);
+  auto last_line = [&] {
+    std::string body = out.substr(0, out.size() - 1);
+    return body.substr(body.rfind('\n') + 1);
+  };
+  progress->CaseStarted(1, 3, Spec("a"), 0);
+  clock.Advance(60);
+  progress->CaseFractionDone(0.25);
+  progress->CaseStatusLine("step 25/100");
+  // This case: 60 × 0.75 / 0.25 = 180 s; two later ones at its projected 240 s: 660 s.
+  CHECK(last_line() == "  step 25/100 \u00b7 elapsed 1m00s \u00b7 ETA run 11m");
+  progress->CaseFinished(1, 3, Spec("a"), 0, CaseStatus::kOk, 100, "");
+  progress->CaseStarted(2, 3, Spec("b"), 0);
+  clock.Advance(300);  // far beyond the mean of 100 s, with no fraction known
+  progress->CaseStatusLine("loading");
+  CHECK(last_line() == "  loading \u00b7 elapsed 5m00s \u00b7 ETA unknown");  // not "0s"
+  clock.Advance(10);
+  progress->CaseFractionDone(0.5);
+  progress->CaseStatusLine("step 50/100");
+  // 310 s more of this one + one case at the mean 100 s.
+  CHECK(last_line() == "  step 50/100 \u00b7 elapsed 5m10s \u00b7 ETA run 7m");
+  progress->CaseFinished(2, 3, Spec("b"), 0, CaseStatus::kOk, 620, "");
+  progress->CaseStarted(3, 3, Spec("c"), 0);
+  clock.Advance(6);
+  progress->CaseFractionDone(1.0);
+  progress->CaseStatusLine("saving");
+  CHECK(last_line() == "  saving \u00b7 elapsed 6s \u00b7 ETA finishing");
+}
+
 TEST_CASE("Elapsed and ETA texts") {
   CHECK(FormatElapsed(42.9) == "42s");
   CHECK(FormatElapsed(65) == "1m05s");

@@ -15,6 +15,7 @@
 #include "backends/native/model.h"
 #include "backends/native/memory_estimate.h"
 #include "backends/native/model_config.h"
+#include "backends/native/model_resolve.h"
 #include "backends/native/native_check.h"
 #include "backends/native/placement.h"
 #include "backends/native/quantized_model.h"
@@ -49,7 +50,7 @@ class CaseLog {
 // Everything a case needs, resolved from the plan.
 struct Setup {
   ModelConfig config;
-  std::string config_source;  // "config.json in <path>" | "preset <name>"
+  std::string config_source;  // ResolvedModel::config_source
   std::unique_ptr<Tokenizer> tokenizer;
   std::string tokenizer_path;
   at::Device device = at::kCPU;
@@ -64,31 +65,12 @@ Result<Setup> Resolve(const Plan& plan, const CaseSpec& spec) {
   ModelSpec ms = model_it->second;
   ms.path = plan.ResolvePath(ms.path);  // relative to the plan's directory
   Setup s;
-  std::error_code ec;
-  if (!ms.path.empty() && fs::is_regular_file(fs::path(ms.path) / "config.json", ec)) {
-    auto c = ReadHfConfig(ms.path);
-    if (!c.ok()) return c.status();
-    s.config = *c;
-    s.config_source = "config.json in " + ms.path;
-  } else if (!ms.preset.empty()) {
-    auto c = PresetConfig(ms.preset);
-    if (!c.ok()) return c.status();
-    s.config = *c;
-    s.config_source = "preset " + ms.preset;
-  } else {
-    return Status::InvalidArgument(fmt::format(
-        "model '{}' has neither a preset nor a config.json in its path '{}'", ms.name, ms.path));
-  }
-  if (ms.path.empty())
-    return Status::InvalidArgument(fmt::format(
-        "model '{}' has no path: the native backend needs <path>/tokenizer.model to turn text into tokens", ms.name));
-  s.tokenizer_path = (fs::path(ms.path) / "tokenizer.model").string();
-  auto tok = LoadSentencePieceTokenizer(s.tokenizer_path);
-  if (!tok.ok()) return tok.status();
-  s.tokenizer = std::move(*tok);
-  if (s.tokenizer->vocab_size() > s.config.vocab_size)
-    return Status::InvalidArgument(fmt::format("{}: {} tokens, more than the model's vocab_size {}", s.tokenizer_path,
-                                               s.tokenizer->vocab_size(), s.config.vocab_size));
+  Result<ResolvedModel> model = ResolveModel(ms.name, ms.preset, ms.path);
+  if (!model.ok()) return model.status();
+  s.config = model->config;
+  s.config_source = model->config_source;
+  s.tokenizer_path = model->tokenizer_path;
+  s.tokenizer = std::move(model->tokenizer);
   const std::string& device = spec.training.device;
   if (device == "cuda" && !compat::CudaAvailable())
     return Status::InvalidArgument("device 'cuda' was asked for but this build/machine has no CUDA device");

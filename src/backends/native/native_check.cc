@@ -7,6 +7,7 @@
 #include "backends/native/dist_backend.h"
 #include "backends/native/memory_estimate.h"
 #include "backends/native/model_config.h"
+#include "backends/native/model_resolve.h"
 #include "runner/base/text.h"
 
 namespace protocol {
@@ -56,19 +57,9 @@ CaseIssue MissingWeights(const ModelSpec& ms, const std::string& path, Workload 
                                what, ms.name, path, hint)};
 }
 
-// The model's dimensions as the backends resolve them: <path>/config.json, else the preset.
-std::optional<ModelConfig> Dimensions(const Plan& plan, const ModelSpec& ms) {
-  const std::string path = plan.ResolvePath(ms.path);
-  std::error_code ec;
-  if (!path.empty() && fs::is_regular_file(fs::path(path) / "config.json", ec)) {
-    auto c = ReadHfConfig(path);
-    if (c.ok() && c->Validate().empty()) return *c;
-  }
-  if (!ms.preset.empty()) {
-    auto c = PresetConfig(ms.preset);
-    if (c.ok()) return *c;
-  }
-  return std::nullopt;
+// The model's dimensions as the backends resolve them (model_resolve.h).
+std::optional<ModelConfig> Dimensions(const Plan& plan, const ModelSpec& ms, std::string* problem = nullptr) {
+  return ModelDimensions(ms.name, ms.preset, plan.ResolvePath(ms.path), problem);
 }
 
 // The nodes a case runs on, in the order of its layout.
@@ -127,6 +118,9 @@ std::vector<CaseIssue> native_case_issues(const Plan& plan, const CaseSpec& spec
   const std::string path = plan.ResolvePath(ms.path);
   if (native_weights_source(spec.workload, nf4, ms.init_random, path) == WeightsSource::kMissing)
     issues.push_back(MissingWeights(ms, path, spec.workload, nf4));
+  std::string vocabulary;
+  Dimensions(plan, ms, &vocabulary);
+  if (!vocabulary.empty()) issues.push_back({CaseIssueKind::kError, vocabulary});
   return issues;
 }
 

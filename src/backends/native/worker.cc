@@ -23,6 +23,7 @@
 #include "backends/native/memory_estimate.h"
 #include "backends/native/model.h"
 #include "backends/native/model_config.h"
+#include "backends/native/model_resolve.h"
 #include "backends/native/native_check.h"
 #include "backends/native/process_group.h"
 #include "backends/native/quantized_model.h"
@@ -152,20 +153,11 @@ struct Setup {
 
 Setup Resolve(const WorkerCase& wc, const DistEnv& env) {
   Setup s;
-  std::error_code ec;
-  if (!wc.model_path.empty() && fs::is_regular_file(fs::path(wc.model_path) / "config.json", ec)) {
-    auto c = ReadHfConfig(wc.model_path);
-    if (!c.ok()) throw Failure(c.status().message());
-    s.config = *c;
-  } else {
-    auto c = PresetConfig(wc.model_preset);
-    if (!c.ok()) throw Failure(c.status().message());
-    s.config = *c;
-  }
-  s.tokenizer_path = (fs::path(wc.model_path) / "tokenizer.model").string();
-  auto tok = LoadSentencePieceTokenizer(s.tokenizer_path);
-  if (!tok.ok()) throw Failure(tok.status().message());
-  s.tokenizer = std::move(*tok);
+  Result<ResolvedModel> model = ResolveModel(wc.model_name, wc.model_preset, wc.model_path);
+  if (!model.ok()) throw Failure(model.status().message());
+  s.config = model->config;
+  s.tokenizer_path = model->tokenizer_path;
+  s.tokenizer = std::move(model->tokenizer);
   const std::string& device = wc.training.device;
   if (device == "cuda" && !compat::CudaAvailable()) throw Failure("device 'cuda' was asked for but there is no CUDA device");
   if (device == "cuda" || (device == "auto" && compat::CudaAvailable())) {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <optional>
 
 #include "runner/base/text.h"
 #include "runner/exec/terminal_progress.h"
@@ -22,6 +23,7 @@ class TerminalProgress : public Progress {
   void CaseStarted(int index, int total, const CaseSpec& spec, int repeat) override {
     total_ = total;
     case_start_ = clock_.NowSeconds();
+    fraction_ = 0;
     last_status_ = -std::numeric_limits<double>::infinity();
     Line(fmt::format("[{}/{}] {} {} {} (repeat {}/{}) \u2026", index, total, spec.id,
                      WorkloadName(spec.workload), spec.backend, repeat + 1,
@@ -31,14 +33,8 @@ class TerminalProgress : public Progress {
   void CaseStatusLine(const std::string& text) override {
     double now = clock_.NowSeconds();
     double elapsed = now - case_start_;
-    std::string eta = "ETA unknown";
-    if (finished_ > 0) {
-      double mean = finished_seconds_ / finished_;
-      double left = mean * (total_ - finished_) - elapsed;
-      eta = "ETA run " + FormatEta(left < 0 ? 0 : left);
-    }
     std::string line =
-        fmt::format("  {} \u00b7 elapsed {} \u00b7 {}", text, FormatElapsed(elapsed), eta);
+        fmt::format("  {} \u00b7 elapsed {} \u00b7 {}", text, FormatElapsed(elapsed), Eta(elapsed));
     if (tty_) {
       write_("\r\x1b[K" + line);
       open_ = true;
@@ -56,9 +52,31 @@ class TerminalProgress : public Progress {
                      seconds, reason.empty() ? "" : ": " + reason));
   }
 
+  void CaseFractionDone(double fraction) override { fraction_ = fraction; }
+
   void Message(const std::string& text) override { Line(text); }
 
  private:
+  // terminal_progress.h: the running case's rest from its own pace when its
+  // fraction done is known, else from the mean of finished cases while it is
+  // below that mean; each later case at that mean (or this case's projected
+  // length before any finished). "ETA unknown" rather than a figure that
+  // says nothing is left while work remains.
+  std::string Eta(double elapsed) const {
+    const int later = total_ - finished_ - 1;
+    const double mean = finished_ > 0 ? finished_seconds_ / finished_ : 0;
+    std::optional<double> this_left, per_case;
+    if (fraction_ > 0 && fraction_ < 1) this_left = elapsed * (1 - fraction_) / fraction_;
+    else if (fraction_ >= 1) this_left = 0;  // its steps are done; saving or evaluating
+    else if (finished_ > 0 && elapsed < mean) this_left = mean - elapsed;
+    if (finished_ > 0) per_case = mean;
+    else if (fraction_ > 0) per_case = elapsed / fraction_;
+    if (!this_left || (later > 0 && !per_case)) return "ETA unknown";
+    const double left = *this_left + (later > 0 ? later * *per_case : 0);
+    if (left < 1) return later > 0 ? "ETA unknown" : "ETA finishing";
+    return "ETA run " + FormatEta(left);
+  }
+
   void Line(const std::string& text) {
     if (open_) {
       write_("\r\x1b[K");
@@ -75,6 +93,7 @@ class TerminalProgress : public Progress {
   int finished_ = 0;
   double finished_seconds_ = 0;
   double case_start_ = 0;
+  double fraction_ = 0;  // of the running case, 0 when unknown
   double last_status_ = 0;
 };
 

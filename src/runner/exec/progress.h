@@ -18,6 +18,9 @@ class Progress {
   // `index` is 1-based over the cases+repeats that will run; `total` their count.
   virtual void CaseStarted(int index, int total, const CaseSpec& spec, int repeat) = 0;
   virtual void CaseStatusLine(const std::string& text) = 0;  // live figure from the backend
+  // How much of the running case is done, 0..1 (steps or requests reported
+  // over those the case has); the runner calls it as samples arrive.
+  virtual void CaseFractionDone(double fraction) {}
   virtual void CaseFinished(int index, int total, const CaseSpec& spec, int repeat,
                             CaseStatus status, double seconds, const std::string& reason) = 0;
   virtual void Message(const std::string& text) = 0;  // "dry run: would run ..." etc.

@@ -36,19 +36,25 @@ constexpr double kFlushSeconds = 2.0;
 // the run is aborted with it when the backend returns.
 class CaseEventSink : public CaseEvents {
  public:
-  CaseEventSink(Store* store, int64_t row_id, Clock& clock, Progress& progress)
-      : store_(store), row_id_(row_id), clock_(clock), progress_(progress),
-        last_flush_(clock.NowSeconds()) {}
+  // `steps` / `requests`: how many the case has (0: unknown), for the
+  // fraction done shown by the progress display.
+  CaseEventSink(Store* store, int64_t row_id, Clock& clock, Progress& progress, int64_t steps,
+                int64_t requests)
+      : store_(store), row_id_(row_id), clock_(clock), progress_(progress), steps_(steps),
+        requests_(requests), last_flush_(clock.NowSeconds()) {}
 
   void OnStep(const StepSample& step) override {
     std::lock_guard<std::mutex> lock(mu_);
     step_seconds_.push_back(step.seconds);
     pending_steps_.push_back(step);
+    if (steps_ > 0) progress_.CaseFractionDone(std::min(1.0, static_cast<double>(step.step) / steps_));
     MaybeFlush();
   }
   void OnRequest(const RequestSample& request) override {
     std::lock_guard<std::mutex> lock(mu_);
     pending_requests_.push_back(request);
+    ++requests_seen_;
+    if (requests_ > 0) progress_.CaseFractionDone(std::min(1.0, static_cast<double>(requests_seen_) / requests_));
     MaybeFlush();
   }
   void OnStatusLine(const std::string& text) override {
@@ -87,6 +93,8 @@ class CaseEventSink : public CaseEvents {
   int64_t row_id_;
   Clock& clock_;
   Progress& progress_;
+  const int64_t steps_, requests_;
+  int64_t requests_seen_ = 0;
   double last_flush_;
   std::vector<StepSample> pending_steps_;
   std::vector<RequestSample> pending_requests_;
@@ -321,7 +329,11 @@ Result<RunSummary> Runner::Run(const Plan& plan, const RunOptions& options) {
                           {"run_id", std::to_string(run_id)}});
 
     // Set-up, timed run, outcome. wall_seconds covers everything the case cost.
-    CaseEventSink events(&store_, *row, clock_, progress_);
+    const bool in_steps = spec.length && spec.length->unit == Length::Unit::kSteps;
+    CaseEventSink events(&store_, *row, clock_, progress_, in_steps ? spec.length->count : 0,
+                         spec.workload == Workload::kInference
+                             ? static_cast<int64_t>(spec.inference.max_new_tokens.size())
+                             : 0);
     const double t0 = clock_.NowSeconds();
     std::optional<ContentionSampler> contention;
     if (options.cpu_meter) contention.emplace(*options.cpu_meter, options.contention_interval_seconds);

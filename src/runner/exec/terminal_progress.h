@@ -13,8 +13,14 @@
 // On a terminal a status line is drawn in place ("\r\x1b[K" + line, no
 // newline) and cleared before the next line; elsewhere (CI logs) status lines
 // are printed as plain lines, at most one per 5 s of Clock time.
-// ETA run = mean duration of the finished cases × cases not finished, less the
-// running case's elapsed time; "ETA unknown" before the first case finishes.
+// ETA run = what is left of the running case + later cases × their expected
+// duration. The running case's rest: elapsed × (1 − f) / f once the runner
+// reported its fraction f done (steps, requests); else the mean duration of
+// the finished cases less its elapsed time, while it is below that mean. A
+// later case: the mean of the finished cases, or before one finished, the
+// running case's projected duration elapsed / f. "ETA unknown" when neither
+// is known (never a 0 while cases remain); "ETA finishing" when only the
+// last case's saving or evaluation is left.
 
 #include <functional>
 #include <memory>
