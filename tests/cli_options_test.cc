@@ -50,7 +50,7 @@ stages:
 const std::string kCsvHeader =
     "row_id,run_id,kind,plan,plan_sha256,case_id,repeat,stage,model,workload,backend,system,nodes,topology,network,"
     "variant,length_unit,length_count,report_as_unit,report_as_count,status,reason,exit_code,started_at,finished_at,"
-    "log_path,log_sha256,name,value,unit,how,method,source,marker\r\n";
+    "log_path,log_sha256,name,value,unit,how,method,source,marker,at_length_unit,at_length_count\r\n";
 
 // The CSV of one import run of i.db: its two cases (rows 2·run−1 and 2·run),
 // with the times the store gave them.

@@ -177,17 +177,19 @@ stages:
   Json tps;
   for (const Json& m : shown["cases"][0]["measurements"])
     if (m["name"] == "tokens_per_second") tps = m;
-  CHECK(tps.dump() == R"({"name":"tokens_per_second","value":42.0,"unit":"tokens/s","how":"measured","method":"parsed from output by regex","source":"","marker":""})");
+  CHECK(tps.dump() == R"({"name":"tokens_per_second","value":42.0,"unit":"tokens/s","how":"measured","method":"parsed from output by regex","source":"","marker":"","at_length_unit":"","at_length_count":0})");
   CHECK(shown["cases"][1]["status"] == "failed");
   CHECK(shown["cases"][1]["reason"] == "exit code 3");
 
   Output csv = Protocol({"export", "--db", "r.db", "--format", "csv"}, dir.path);
   CHECK(csv.exit_code == 0);
   std::multiset<std::string> rows = Lines(csv.out);
-  CHECK(rows.size() == 4);  // header, ok: wall_seconds and tokens_per_second, bad: wall_seconds
+  // header; ok: wall_seconds, tokens_per_second, contention, contention_peak; bad: wall_seconds and the two contention figures
+  CHECK(rows.size() == 8);
   CHECK(rows.count("row_id,run_id,kind,plan,plan_sha256,case_id,repeat,stage,model,workload,backend,system,nodes,"
                    "topology,network,variant,length_unit,length_count,report_as_unit,report_as_count,status,reason,"
-                   "exit_code,started_at,finished_at,log_path,log_sha256,name,value,unit,how,method,source,marker\r") == 1);
+                   "exit_code,started_at,finished_at,log_path,log_sha256,name,value,unit,how,method,source,marker,"
+                   "at_length_unit,at_length_count\r") == 1);
   // Every column of the case: the failed case's reason and exit code, its times and log, the plan's sha256.
   const std::string plan_sha = (*store)->GetRun(1)->plan_sha256;
   auto identity = [&](const CaseRecord& c) {
@@ -197,11 +199,11 @@ stages:
   };
   CHECK(plan_sha.size() == 64);
   CHECK(cases[1].log_sha256.size() == 64);
-  CHECK(rows.count(identity(cases[0]) + "tokens_per_second,42,tokens/s,measured,parsed from output by regex,,\r") == 1);
+  CHECK(rows.count(identity(cases[0]) + "tokens_per_second,42,tokens/s,measured,parsed from output by regex,,,,\r") == 1);
   const std::string bad = identity(cases[1]) + "wall_seconds,";
   CHECK(std::count_if(rows.begin(), rows.end(), [&](const std::string& row) {
-          return row.rfind(bad, 0) == 0 && row.size() > bad.size() + 15 &&
-                 row.compare(row.size() - 15, 15, ",s,measured,,,\r") == 0;
+          return row.rfind(bad, 0) == 0 && row.size() > bad.size() + 17 &&
+                 row.compare(row.size() - 17, 17, ",s,measured,,,,,\r") == 0;
         }) == 1);
 
   Output md = Protocol({"report", "--db", "r.db", "--out", "report.md"}, dir.path);

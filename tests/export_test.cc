@@ -266,7 +266,7 @@ TEST_CASE("ExportStore csv: one row per measurement, RFC 4180 quoting, no case d
   CHECK(*csv ==
         "row_id,run_id,kind,plan,plan_sha256,case_id,repeat,stage,model,workload,backend,system,nodes,topology,network,"
         "variant,length_unit,length_count,report_as_unit,report_as_count,status,reason,exit_code,started_at,finished_at,"
-        "log_path,log_sha256,name,value,unit,how,method,source,marker\r\n"
+        "log_path,log_sha256,name,value,unit,how,method,source,marker,at_length_unit,at_length_count\r\n"
         "1,1,run,methodology,ab12,2.1.1.1,0,open source,llama2-70b,pretrain,fsdp,fsdp,1,,,,steps,100,steps,1000,ok,,0,"
         "2024-05-01T10:00:00Z,2024-05-01T11:00:00Z,logs/1/2.1.1.1.log,,wall_seconds,360.5,s,measured,,,\r\n"
         "1,1,run,methodology,ab12,2.1.1.1,0,open source,llama2-70b,pretrain,fsdp,fsdp,1,,,,steps,100,steps,1000,ok,,0,"
@@ -319,7 +319,7 @@ TEST_CASE("ExportStore of an empty store has the schema version and no runs") {
   CHECK(*ExportStore(*store, "csv") ==
         "row_id,run_id,kind,plan,plan_sha256,case_id,repeat,stage,model,workload,backend,system,nodes,topology,network,"
         "variant,length_unit,length_count,report_as_unit,report_as_count,status,reason,exit_code,started_at,finished_at,"
-        "log_path,log_sha256,name,value,unit,how,method,source,marker\r\n");
+        "log_path,log_sha256,name,value,unit,how,method,source,marker,at_length_unit,at_length_count\r\n");
 }
 
 TEST_CASE("ExportStore refuses an unknown format, suggesting a near one") {

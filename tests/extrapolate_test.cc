@@ -120,3 +120,29 @@ TEST_CASE("FormatFigure keeps at most three decimals without trailing zeros") {
   CHECK(FormatFigure(-0.5) == "-0.5");
   CHECK(FormatFigure(-0.0001) == "0");
 }
+
+// The same 10 steps read back at 4: overhead 7.5 s + steps 1..4 (4 + 2 + 1.5 + 1.25 = 8.75 s) = 16.25 s.
+TEST_CASE("A shorter length is read from the first steps of the measured run") {
+  ExtrapolationInput in;
+  in.measured = Steps(10);
+  in.target = Steps(4);
+  in.wall_seconds = 24.5;
+  in.step_seconds = {4, 2, 1.5, 1.25, 1.25, 1.5, 1.5, 1.25, 1.25, 1.5};
+  in.warmup_steps = 2;
+  auto m = PrefixWallSeconds(in);
+  REQUIRE(m.ok());
+  CHECK(m->name == "wall_seconds");
+  CHECK(m->how == Provenance::kPrefix);
+  CHECK(std::string(ProvenanceName(m->how)) == "prefix");
+  CHECK(*m->value == 16.25);
+  CHECK(m->method == "computed from the first 4 of 10 measured steps: overhead 7.5 s + steps 1..4 8.75 s");
+  // No figure without a timing per step (never a pro-rata share of the overhead), nor for epochs or longer lengths.
+  in.step_seconds.pop_back();
+  CHECK(PrefixWallSeconds(in).status().message() ==
+        "cannot compute 4 steps from 10 steps: per-step timings cover 9 of 10 steps");
+  in.step_seconds.push_back(1.5);
+  in.target = Steps(10);
+  CHECK_FALSE(PrefixWallSeconds(in).ok());
+  in.target = Epochs(1);
+  CHECK_FALSE(PrefixWallSeconds(in).ok());
+}

@@ -90,6 +90,7 @@ class Diff {
     Same(p + ".variant", a.variant, b.variant);
     Same(p + ".length", a.length, b.length);
     Same(p + ".report_as", a.report_as, b.report_as);
+    Same(p + ".not_provided", a.not_provided, b.not_provided);
     Same(p + ".inference.prompt", a.inference.prompt, b.inference.prompt);
     Same(p + ".inference.max_new_tokens", a.inference.max_new_tokens, b.inference.max_new_tokens);
     Same(p + ".inference.ignore_eos", a.inference.ignore_eos, b.inference.ignore_eos);
@@ -271,7 +272,9 @@ TEST_CASE("plan emit: the comparison sees a change in every field it compares") 
       {".network", [&](Plan& p) { c(p).network = "10G"; }},
       {".variant", [&](Plan& p) { c(p).variant = "v"; }},
       {".length", [&](Plan& p) { c(p).length->count = 11; }},
-      {".report_as", [&](Plan& p) { c(p).report_as = Length{Length::Unit::kSteps, 100}; }},
+      {".report_as", [&](Plan& p) { c(p).report_as = {Length{Length::Unit::kSteps, 100}}; }},
+      {".report_as", [&](Plan& p) { c(p).report_as = {Length{Length::Unit::kSteps, 5}, Length{Length::Unit::kSteps, 100}}; }},
+      {".not_provided", [&](Plan& p) { c(p).not_provided = {Length{Length::Unit::kSteps, 3}}; }},
       {".inference.prompt", [&](Plan& p) { c(p).inference.prompt = "x"; }},
       {".inference.max_new_tokens", [&](Plan& p) { c(p).inference.max_new_tokens = {1}; }},
       {".inference.ignore_eos", [&](Plan& p) { c(p).inference.ignore_eos = false; }},

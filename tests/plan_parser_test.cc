@@ -89,7 +89,7 @@ TEST_CASE("plan: the documented example resolves inheritance, ranges and topolog
   CHECK(c1->nodes == 1);
   CHECK(c1->network == "");
   CHECK(*c1->length == Length{Length::Unit::kSteps, 1000});
-  CHECK_FALSE(c1->report_as.has_value());
+  CHECK(c1->report_as.empty());
   CHECK(c1->timeout_seconds == 21600);
   CHECK(c1->repeats == 1);
   CHECK(c1->warmup_steps == 2);
@@ -135,8 +135,7 @@ TEST_CASE("plan: the documented example resolves inheritance, ranges and topolog
   CHECK(s1->network == "10G");  // cluster.network for a multi-node case
   CHECK(s1->timeout_seconds == 90);  // stage defaults over plan defaults
   CHECK(*s1->length == Length{Length::Unit::kSteps, 100});
-  REQUIRE(s1->report_as.has_value());
-  CHECK(*s1->report_as == Length{Length::Unit::kSteps, 1000});
+  CHECK(s1->report_as == std::vector<Length>{Length{Length::Unit::kSteps, 1000}});
 
   const CaseSpec* one = plan.FindCase("2.2.1.1-1n");
   CHECK(one->nodes == 1);
@@ -371,14 +370,29 @@ TEST_CASE("plan: length rules") {
                "         inference: {prompt: hi, max_new_tokens: [5]}}\n") ==
         "<string>:15:71: an inference case has no steps or epochs (its length is inference.max_new_tokens)");
   CHECK(Errors("      - {id: a, workload: pretrain, backend: fsdp, model: m7, dataset: web, steps: 100, report_as: 100}\n") ==
-        "<string>:15:100: report_as (100) must be greater than the measured length (100 steps)");
+        "<string>:15:100: report_as (100 steps) is the measured length itself, which the case reports anyway");
   CHECK(Errors("      - {id: a, workload: inference, backend: fsdp, model: m7, report_as: 100,\n"
                "         inference: {prompt: hi, max_new_tokens: [5]}}\n") ==
         "<string>:15:75: report_as applies to pretrain and finetune cases only");
   PlanParseResult epochs = Good("      - {id: a, workload: finetune, backend: fsdp, model: m7, dataset: web, epochs: 1, report_as: 3}\n");
   const CaseSpec& c = *epochs.plan->FindCase("a");
   CHECK(*c.length == Length{Length::Unit::kEpochs, 1});
-  CHECK(*c.report_as == Length{Length::Unit::kEpochs, 3});
+  CHECK(c.report_as == std::vector<Length>{Length{Length::Unit::kEpochs, 3}});
+  // A list: shorter lengths (read from the run's own steps), longer ones, and declared not-provided ones.
+  PlanParseResult list = Good(
+      "      - {id: a, workload: pretrain, backend: fsdp, model: m7, dataset: web, steps: 1000,\n"
+      "         report_as: [100, 2000], not_provided: [10]}\n");
+  const CaseSpec& l = *list.plan->FindCase("a");
+  CHECK(l.report_as == std::vector<Length>{Length{Length::Unit::kSteps, 100}, Length{Length::Unit::kSteps, 2000}});
+  CHECK(l.not_provided == std::vector<Length>{Length{Length::Unit::kSteps, 10}});
+  CHECK(Errors("      - {id: a, workload: pretrain, backend: fsdp, model: m7, dataset: web, steps: 1000,\n"
+               "         report_as: [100, 2000], not_provided: [100]}\n") ==
+        "<string>:16:49: not_provided repeats 100 steps (each length once, in report_as or not_provided)");
+  CHECK(Errors("      - {id: a, workload: finetune, backend: fsdp, model: m7, dataset: web, epochs: 2, report_as: [1]}\n") ==
+        "<string>:15:96: report_as (1 epoch) is shorter than the measured 2 epochs: a shorter length is read from "
+        "per-step timings, so it needs a length in steps");
+  CHECK(Errors("      - {id: a, workload: pretrain, backend: fsdp, model: m7, dataset: web, steps: 10, report_as: []}\n") ==
+        "<string>:15:94: report_as lists no length");
 }
 
 TEST_CASE("plan: inference schedule rules") {

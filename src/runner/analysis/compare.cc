@@ -548,24 +548,7 @@ std::string RenderCompareText(const CompareReport& report) {
     }
     if (std::string others = OtherMetricsText(c); !others.empty()) notes.push_back(c.case_id + " notes: " + others);
   }
-  // Column widths in code points (the table holds a few multi-byte characters).
-  auto width = [](const std::string& s) {
-    size_t n = 0;
-    for (unsigned char ch : s) n += (ch & 0xC0) != 0x80;
-    return n;
-  };
-  std::vector<size_t> widths(rows[0].size(), 0);
-  for (const auto& row : rows)
-    for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], width(row[i]));
-  for (const auto& row : rows) {
-    std::string line;
-    for (size_t i = 0; i < row.size(); ++i) {
-      line += row[i];
-      if (i + 1 < row.size()) line += std::string(widths[i] - width(row[i]) + 2, ' ');
-    }
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    out += line + "\n";
-  }
+  out += AlignColumns(rows, "  ");
   for (const std::string& n : notes) out += n + "\n";
   out += fmt::format("{} regressed, {} improved, {} unchanged, {} incomparable\n",
                      report.Count(Verdict::kRegressed), report.Count(Verdict::kImproved),

@@ -50,6 +50,10 @@ bool IsValidUtf8(std::string_view text);
 // passes through this (store.cc).
 std::string ValidUtf8(std::string_view text);
 
+// Rows of cells as aligned text: each column padded to its widest cell (in
+// code points), `gap` between columns, trailing spaces dropped, one "\n" per row.
+std::string AlignColumns(const std::vector<std::vector<std::string>>& rows, std::string_view gap);
+
 // Edit distance with adjacent transpositions (optimal string alignment).
 int EditDistance(std::string_view a, std::string_view b);
 // The candidate closest to `word` when it is close enough to be a plausible

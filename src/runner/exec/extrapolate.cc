@@ -80,4 +80,66 @@ Result<Measurement> ExtrapolateWallSeconds(const ExtrapolationInput& in) {
   return out;
 }
 
+Result<Measurement> PrefixWallSeconds(const ExtrapolationInput& in) {
+  const int64_t n = in.measured.count;
+  const int64_t m = in.target.count;
+  const auto refuse = [&](const std::string& why) {
+    return Status::InvalidArgument(
+        fmt::format("cannot compute {} from {}: {}", in.target.ToString(), in.measured.ToString(), why));
+  };
+  if (in.measured.unit != Length::Unit::kSteps || in.target.unit != Length::Unit::kSteps)
+    return refuse("a prefix is read from per-step timings, so both lengths must be in steps");
+  if (m <= 0 || m >= n) return refuse("the length must be positive and below the measured one");
+  if (static_cast<int64_t>(in.step_seconds.size()) != n)
+    return refuse(fmt::format("per-step timings cover {} of {} steps", in.step_seconds.size(), n));
+  const double total = std::accumulate(in.step_seconds.begin(), in.step_seconds.end(), 0.0);
+  const double prefix = std::accumulate(in.step_seconds.begin(), in.step_seconds.begin() + m, 0.0);
+  const double overhead = in.wall_seconds - total;
+  Measurement out;
+  out.name = metric::kWallSeconds;
+  out.unit = "s";
+  out.how = Provenance::kPrefix;
+  out.value = overhead + prefix;
+  out.method = fmt::format("computed from the first {} of {} measured steps: overhead {} s + steps 1..{} {} s", m, n,
+                           FormatFigure(overhead), m, FormatFigure(prefix));
+  return out;
+}
+
+std::vector<Measurement> FiguresAtOtherLengths(const CaseSpec& spec, double wall_seconds,
+                                               const std::vector<double>& step_seconds,
+                                               std::vector<std::string>* problems) {
+  std::vector<Measurement> out;
+  if (!spec.length) return out;
+  for (const Length& target : spec.report_as) {
+    ExtrapolationInput in;
+    in.measured = *spec.length;
+    in.target = target;
+    in.wall_seconds = wall_seconds;
+    in.step_seconds = step_seconds;
+    in.warmup_steps = spec.warmup_steps;
+    Result<Measurement> m =
+        target.count < spec.length->count ? PrefixWallSeconds(in) : ExtrapolateWallSeconds(in);
+    if (!m.ok()) {
+      problems->push_back(fmt::format("no figure at {}: {}", target.ToString(), m.status().message()));
+      continue;
+    }
+    m->length_unit = target.UnitName();
+    m->length_count = target.count;
+    out.push_back(*m);
+  }
+  for (const Length& target : spec.not_provided) {
+    Measurement m;
+    m.name = metric::kWallSeconds;
+    m.unit = "s";
+    m.how = Provenance::kMeasured;
+    m.marker = "not-provided";
+    m.method = fmt::format("not provided at {}: declared by the plan (not_provided), nothing was run at that length",
+                           target.ToString());
+    m.length_unit = target.UnitName();
+    m.length_count = target.count;
+    out.push_back(m);
+  }
+  return out;
+}
+
 }  // namespace protocol

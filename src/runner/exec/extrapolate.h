@@ -49,6 +49,30 @@ struct ExtrapolationInput {
 // different units") or a count is not positive.
 Result<Measurement> ExtrapolateWallSeconds(const ExtrapolationInput& input);
 
+// A shorter length M < N read from the case's own step timings, so that one
+// long run also gives the rows of shorter lengths:
+//
+//     T(M) = overhead + Σ_{i=1..M} s_i       overhead = T − Σ_{i=1..N} s_i
+//
+// i.e. what a run of M steps would have cost: the one-off costs (start-up,
+// loading, evaluation, saving) paid once, and the first M steps as they ran,
+// warm-up included as in the full length. Measurement{wall_seconds, T(M),
+// "s", kPrefix, "computed from the first 100 of 1000 measured steps: overhead
+// 12.3 s + steps 1..100 45.6 s"}. kInvalidArgument when M is not below N, the
+// unit is not steps, or the timings do not cover every measured step (no
+// figure then: scaling a long run down linearly would charge its whole
+// overhead pro rata).
+Result<Measurement> PrefixWallSeconds(const ExtrapolationInput& input);
+
+// The case's time at each of its report_as lengths (PrefixWallSeconds below
+// the measured length, ExtrapolateWallSeconds above it) and a not-provided
+// figure (marker "not-provided", no value) at each not_provided length, every
+// one carrying its length (Measurement::length_unit/count). A length whose
+// figure cannot be computed is left out and its reason appended to *problems.
+std::vector<Measurement> FiguresAtOtherLengths(const CaseSpec& spec, double wall_seconds,
+                                               const std::vector<double>& step_seconds,
+                                               std::vector<std::string>* problems);
+
 // Measurement{step_seconds_mean, mean(s_{W+1..K}), "s", kMeasured, "mean of steps
 // 3..100"}; nullopt when there is no step after the warm-up.
 std::optional<Measurement> StepSecondsMean(const std::vector<double>& step_seconds,

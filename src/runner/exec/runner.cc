@@ -120,7 +120,9 @@ std::string DescribeLength(const CaseSpec& spec) {
                        spec.inference.TotalTokens());
   if (!spec.length) return "no length";
   std::string text = spec.length->ToString();
-  if (spec.report_as) text += ", reported as " + spec.report_as->ToString();
+  std::vector<std::string> more;
+  for (const Length& l : spec.report_as) more.push_back(l.ToString());
+  if (!more.empty()) text += ", reported also as " + Join(more, ", ");
   return text;
 }
 
@@ -142,10 +144,8 @@ CaseRecord MakeCaseRecord(const CaseSpec& spec, int64_t run_id, int repeat) {
     r.length_unit = spec.length->UnitName();
     r.length_count = spec.length->count;
   }
-  if (spec.report_as) {
-    r.report_as_unit = spec.report_as->UnitName();
-    r.report_as_count = spec.report_as->count;
-  }
+  // report_as_unit/count stay empty: each figure at another length carries
+  // that length itself (Measurement::length_unit/count).
   return r;
 }
 
@@ -395,20 +395,12 @@ Result<RunSummary> Runner::Run(const Plan& plan, const RunOptions& options) {
     }
     if (auto mean = StepSecondsMean(events.step_seconds(), spec.warmup_steps))
       result.measurements.push_back(*mean);
-    if (result.status == CaseStatus::kOk && spec.report_as && spec.length) {
-      ExtrapolationInput in;
-      in.measured = *spec.length;
-      in.target = *spec.report_as;
-      in.wall_seconds = seconds;
-      in.step_seconds = events.step_seconds();
-      in.warmup_steps = spec.warmup_steps;
-      Result<Measurement> extrapolated = ExtrapolateWallSeconds(in);
-      if (extrapolated.ok()) {
-        result.measurements.push_back(*extrapolated);
-      } else {
-        // Validation should have caught it; the measured figure stands alone.
-        spdlog::warn("case {}: no extrapolation: {}", spec.id, extrapolated.status().message());
-      }
+    if (result.status == CaseStatus::kOk) {
+      std::vector<std::string> problems;
+      for (Measurement& m : FiguresAtOtherLengths(spec, seconds, events.step_seconds(), &problems))
+        result.measurements.push_back(std::move(m));
+      // Validation refuses what it can; a prefix without per-step timings is known only now.
+      for (const std::string& p : problems) spdlog::warn("case {}: {}", spec.id, p);
     }
     result.steps = events.TakePendingSteps();
     result.requests = events.TakePendingRequests();

@@ -196,7 +196,13 @@ struct CaseSpec {
   std::string network;       // column label for multi-node cases, e.g. "80G"; empty on 1 node
   std::string variant;       // free label, e.g. "single-stream", "multi-inference"
   std::optional<Length> length;     // training workloads; absent for inference
-  std::optional<Length> report_as;  // extrapolate the measured length to this one
+  // Further lengths (the case's unit) this case's time is reported at, in the
+  // order written: a shorter one read from its own step timings (prefix), a
+  // longer one extrapolated (extrapolate.h); both show `*` in the report.
+  std::vector<Length> report_as;
+  // Lengths at which this case's column is declared not provided (the
+  // methodology's `X`: e.g. the share protocol at few steps).
+  std::vector<Length> not_provided;
   InferenceSchedule inference;      // inference workload only
   double timeout_seconds = 0;       // 0 = no limit
   int repeats = 1;                  // >= 1

@@ -75,7 +75,16 @@ YamlNode ResolvedCase(const CaseSpec& c) {
   b.Add("nodes", Int(c.nodes)).AddIf(!c.topology.empty(), "topology", Str(c.topology.ToString()));
   b.AddIf(!c.network.empty(), "network", Str(c.network)).AddIf(!c.variant.empty(), "variant", Str(c.variant));
   if (c.length) b.Add(c.length->UnitName(), Int(c.length->count));
-  if (c.report_as) b.Add("report_as", Int(c.report_as->count));
+  // One length as a number (as plans usually write it), more as a list.
+  auto lengths = [&](const char* key, const std::vector<Length>& list) {
+    if (list.size() == 1) b.Add(key, Int(list[0].count));
+    if (list.size() < 2) return;
+    std::vector<YamlNode> counts;
+    for (const Length& l : list) counts.push_back(Int(l.count));
+    b.Add(key, Seq(std::move(counts)));
+  };
+  lengths("report_as", c.report_as);
+  lengths("not_provided", c.not_provided);
   if (c.workload == Workload::kInference) {
     std::vector<YamlNode> tokens;
     for (int t : c.inference.max_new_tokens) tokens.push_back(Int(t));

@@ -44,7 +44,7 @@ const std::vector<std::string> kTopKeys = {"protocol", "name", "title", "models"
                                            "cluster", "defaults", "stages", "interleave"};
 const std::vector<std::string> kCaseKeys = {
     "id",       "title",   "workload", "backend",   "system",  "model",    "dataset",
-    "nodes",    "topology", "network", "variant",   "steps",   "epochs",   "report_as",
+    "nodes",    "topology", "network", "variant",   "steps",   "epochs",   "report_as", "not_provided",
     "inference", "timeout", "repeats", "warmup_steps", "output_dir", "command", "training",
     "reference"};
 const std::vector<std::string> kStageKeys = {"name", "title", "defaults", "cases"};
@@ -982,19 +982,47 @@ std::optional<CaseSpec> PlanParser::ParseCase(const YamlNode& m, const YamlNode&
     for (const YamlNode* n : {steps, epochs})
       if (n) fail(*n, "an inference case has no steps or epochs (its length is inference.max_new_tokens)");
   }
-  if (const YamlNode* n = m.Find("report_as")) {
+  // report_as / not_provided: one length or a list, in the case's unit.
+  auto further_lengths = [&](const char* key, std::vector<Length>* out) {
+    const YamlNode* n = m.Find(key);
+    if (!n) return;
     if (inference) {
-      fail(*n, "report_as applies to pretrain and finetune cases only");
-    } else if (auto v = r_.IntegerIn(*n, "report_as", 1, INT64_MAX)) {
-      if (c.length && *v <= c.length->count)
-        fail(*n, fmt::format("report_as ({}) must be greater than the measured length ({})", *v,
-                             c.length->ToString()));
-      else if (c.length)
-        c.report_as = Length{c.length->unit, *v};
-    } else {
-      ok = false;
+      fail(*n, fmt::format("{} applies to pretrain and finetune cases only", key));
+      return;
     }
-  }
+    std::vector<const YamlNode*> items;
+    if (n->kind == YamlNode::Kind::kSequence) {
+      for (const YamlNode& item : n->items) items.push_back(&item);
+      if (items.empty()) fail(*n, fmt::format("{} lists no length", key));
+    } else {
+      items.push_back(n);
+    }
+    for (const YamlNode* item : items) {
+      std::optional<int64_t> v = r_.IntegerIn(*item, key, 1, INT64_MAX);
+      if (!v) {
+        ok = false;
+        continue;
+      }
+      if (!c.length) continue;
+      const Length length{c.length->unit, *v};
+      const bool taken = std::find(c.report_as.begin(), c.report_as.end(), length) != c.report_as.end() ||
+                         std::find(c.not_provided.begin(), c.not_provided.end(), length) != c.not_provided.end();
+      if (*v == c.length->count)
+        fail(*item, fmt::format("{} ({}) is the measured length itself, which the case reports anyway", key,
+                                length.ToString()));
+      else if (taken)
+        fail(*item, fmt::format("{} repeats {} (each length once, in report_as or not_provided)", key,
+                                length.ToString()));
+      else if (out == &c.report_as && *v < c.length->count && c.length->unit != Length::Unit::kSteps)
+        fail(*item, fmt::format("report_as ({}) is shorter than the measured {}: a shorter length is read from "
+                                "per-step timings, so it needs a length in steps",
+                                length.ToString(), c.length->ToString()));
+      else
+        out->push_back(length);
+    }
+  };
+  further_lengths("report_as", &c.report_as);
+  further_lengths("not_provided", &c.not_provided);
 
   // Workload settings.
   if (const YamlNode* n = m.Find("inference")) {

@@ -87,6 +87,7 @@ std::string HowText(const Measurement& m) {
   if (m.how != Provenance::kImported && !m.source.empty()) out += " (source: " + m.source + ")";
   if (m.how == Provenance::kImported && !m.method.empty()) out += " (method: " + m.method + ")";
   if (!m.marker.empty()) out += " [" + m.marker + "]";
+  if (!m.length_unit.empty()) out += " (at " + LengthText(m.length_unit, m.length_count) + ")";
   return out;
 }
 
@@ -208,7 +209,9 @@ Result<Json> RunJson(Store& store, const RunRecord& run) {
                         {"how", ProvenanceName(m.how)},
                         {"method", m.method},
                         {"source", m.source},
-                        {"marker", m.marker}});
+                        {"marker", m.marker},
+                        {"at_length_unit", m.length_unit},
+                        {"at_length_count", m.length_count}});
     cj["measurements"] = std::move(mj);
 
     auto steps = store.StepsOfCase(c.row_id);
@@ -335,7 +338,9 @@ Result<std::string> RunText(Store& store, const RunRecord& run) {
 
 // The CSV's columns: the run's, every case column, then the measurement's.
 const char* const kCsvRunColumns[] = {"kind", "plan", "plan_sha256"};
-const char* const kCsvMeasurementColumns[] = {"name", "value", "unit", "how", "method", "source", "marker"};
+const char* const kCsvMeasurementColumns[] = {"name",   "value",  "unit",           "how",
+                                              "method", "source", "marker",         "at_length_unit",
+                                              "at_length_count"};
 
 // A JSON scalar as CSV text: strings as they are, numbers as Number(), null empty.
 std::string CsvText(const Json& v) {
@@ -398,7 +403,8 @@ Result<std::string> ExportCsv(Store& store, const std::vector<int64_t>& run_ids)
       for (const Measurement& m : *ms) {
         std::vector<std::string> row = identity;
         row.insert(row.end(), {m.name, m.value ? Number(*m.value) : "", m.unit,
-                               ProvenanceName(m.how), m.method, m.source, m.marker});
+                               ProvenanceName(m.how), m.method, m.source, m.marker, m.length_unit,
+                               m.length_unit.empty() ? "" : std::to_string(m.length_count)});
         out += CsvRow(row);
       }
     }

@@ -23,6 +23,7 @@ struct ProvenanceRow {
 constexpr ProvenanceRow kProvenances[] = {
     {Provenance::kMeasured, "measured"},
     {Provenance::kExtrapolated, "extrapolated"},
+    {Provenance::kPrefix, "prefix"},
     {Provenance::kImported, "imported"},
 };
 

@@ -29,9 +29,10 @@ bool IsFinal(CaseStatus s);
 enum class Provenance {
   kMeasured,      // timed end to end by this program
   kExtrapolated,  // computed from a shorter measured run; `method` says how
+  kPrefix,        // computed from the first steps of a longer measured run; `method` says how
   kImported,      // copied from a published source; `source` names it
 };
-const char* ProvenanceName(Provenance p);  // "measured" | "extrapolated" | "imported"
+const char* ProvenanceName(Provenance p);  // "measured" | "extrapolated" | "prefix" | "imported"
 std::optional<Provenance> ParseProvenance(const std::string& s);
 
 // A stored length as people read it: "1000 steps", "1 step", "1 epoch",
@@ -92,8 +93,14 @@ struct Measurement {
   Provenance how = Provenance::kMeasured;
   std::string method;  // for kExtrapolated: the formula and inputs; may be empty otherwise
   std::string source;  // for kImported: where the figure comes from
-  // Marker carried from an import: "" | "extrapolated" (shows `*`) | "not-provided" (shows `X`).
+  // Marker carried from an import: "" | "extrapolated" (shows `*`) | "not-provided" (shows `X`);
+  // a plan's not_provided lengths store "not-provided" too.
   std::string marker;
+  // The length this figure is for when it is not the case's own (a
+  // report_as / not_provided length): "steps" | "epochs" and the count;
+  // "" and 0 for the case's own length.
+  std::string length_unit;
+  int64_t length_count = 0;
 };
 
 // The case's metric::kContention value when it was measured and at or above

@@ -161,6 +161,36 @@ UPDATE measurements SET method = protocol_valid_utf8(method) WHERE method <> pro
 UPDATE measurements SET source = protocol_valid_utf8(source) WHERE source <> protocol_valid_utf8(source);
 UPDATE measurements SET marker = protocol_valid_utf8(marker) WHERE marker <> protocol_valid_utf8(marker);
 )sql",
+    // 4: a figure carries the length it is for when that is not its case's own
+    // (a report_as or not_provided length), so one case gives several rows; the
+    // provenance 'prefix' (computed from the first steps of a longer run).
+    // SQLite cannot change a CHECK in place: the table is copied. The runner's
+    // extrapolated times stored before took their case's report_as length.
+    R"sql(
+CREATE TABLE measurements_v4 (
+  id           INTEGER PRIMARY KEY,
+  case_row     INTEGER NOT NULL REFERENCES cases(id) ON DELETE CASCADE,
+  name         TEXT NOT NULL,
+  value        REAL,
+  unit         TEXT NOT NULL,
+  how          TEXT NOT NULL CHECK (how IN ('measured','extrapolated','prefix','imported')),
+  method       TEXT NOT NULL,
+  source       TEXT NOT NULL,
+  marker       TEXT NOT NULL,
+  length_unit  TEXT NOT NULL DEFAULT '',
+  length_count INTEGER NOT NULL DEFAULT 0
+);
+INSERT INTO measurements_v4 (id, case_row, name, value, unit, how, method, source, marker)
+  SELECT id, case_row, name, value, unit, how, method, source, marker FROM measurements;
+UPDATE measurements_v4 SET
+  length_unit = (SELECT report_as_unit FROM cases WHERE cases.id = measurements_v4.case_row),
+  length_count = (SELECT report_as_count FROM cases WHERE cases.id = measurements_v4.case_row)
+  WHERE how = 'extrapolated' AND name = 'wall_seconds'
+    AND (SELECT report_as_unit FROM cases WHERE cases.id = measurements_v4.case_row) <> '';
+DROP TABLE measurements;
+ALTER TABLE measurements_v4 RENAME TO measurements;
+CREATE INDEX measurements_case_row ON measurements(case_row);
+)sql",
 };
 constexpr int kSchemaVersion = static_cast<int>(sizeof(kMigrations) / sizeof(kMigrations[0]));
 constexpr int kBusyTimeoutMs = 30000;
@@ -625,12 +655,12 @@ Status SqliteStore::FinishCase(int64_t row_id, const CaseResult& result) {
       .Bind(result.finished_at).Bind(result.log_sha256).Bind(row_id);
   if (int rc = q.Exec(); rc != SQLITE_DONE) return Err(rc, doing);
   Stmt mq(db_,
-          "INSERT INTO measurements (case_row, name, value, unit, how, method, source, marker) "
-          "VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
+          "INSERT INTO measurements (case_row, name, value, unit, how, method, source, marker, "
+          "length_unit, length_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   for (const Measurement& m : result.measurements) {
     mq.Reset();
     mq.Bind(row_id).Bind(m.name).Bind(m.value).Bind(m.unit).Bind(ProvenanceName(m.how))
-        .Bind(m.method).Bind(m.source).Bind(m.marker);
+        .Bind(m.method).Bind(m.source).Bind(m.marker).Bind(m.length_unit).Bind(m.length_count);
     if (int rc = mq.Exec(); rc != SQLITE_DONE) return Err(rc, doing);
   }
   if (Status s = InsertSamples(row_id, result.steps, result.requests, doing); !s.ok()) return s;
@@ -761,8 +791,8 @@ Result<std::vector<CaseRecord>> SqliteStore::CasesOfRun(int64_t run_id) {
 Result<std::vector<Measurement>> SqliteStore::MeasurementsOfCase(int64_t row_id) {
   const std::string doing = fmt::format("reading measurements of case row {}", row_id);
   Stmt q(db_,
-         "SELECT name, value, unit, how, method, source, marker FROM measurements "
-         "WHERE case_row = ? ORDER BY id");
+         "SELECT name, value, unit, how, method, source, marker, length_unit, length_count "
+         "FROM measurements WHERE case_row = ? ORDER BY id");
   q.Bind(row_id);
   std::vector<Measurement> out;
   int rc;
@@ -780,6 +810,8 @@ Result<std::vector<Measurement>> SqliteStore::MeasurementsOfCase(int64_t row_id)
     m.method = q.Text(4);
     m.source = q.Text(5);
     m.marker = q.Text(6);
+    m.length_unit = q.Text(7);
+    m.length_count = q.Int(8);
     out.push_back(std::move(m));
   }
   if (rc != SQLITE_DONE) return Err(rc, doing);
