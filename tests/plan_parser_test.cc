@@ -389,10 +389,10 @@ TEST_CASE("plan: length rules") {
                "         report_as: [100, 2000], not_provided: [100]}\n") ==
         "<string>:16:49: not_provided repeats 100 steps (each length once, in report_as or not_provided)");
   CHECK(Errors("      - {id: a, workload: finetune, backend: fsdp, model: m7, dataset: web, epochs: 2, report_as: [1]}\n") ==
-        "<string>:15:96: report_as (1 epoch) is shorter than the measured 2 epochs: a shorter length is read from "
+        "<string>:15:100: report_as (1 epoch) is shorter than the measured 2 epochs: a shorter length is read from "
         "per-step timings, so it needs a length in steps");
   CHECK(Errors("      - {id: a, workload: pretrain, backend: fsdp, model: m7, dataset: web, steps: 10, report_as: []}\n") ==
-        "<string>:15:94: report_as lists no length");
+        "<string>:15:99: report_as lists no length");
 }
 
 TEST_CASE("plan: inference schedule rules") {

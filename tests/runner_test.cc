@@ -341,7 +341,7 @@ TEST_CASE("A dry run says what would run and stores nothing") {
   CaseSpec a = MakeCase("2.1.1.1", 1000);
   CaseSpec b = MakeCase("2.1.1.2", 100);
   b.nodes = 2;
-  b.report_as = Length{Length::Unit::kSteps, 1000};
+  b.report_as = {Length{Length::Unit::kSteps, 1000}};
   b.repeats = 2;
   CaseSpec inf = MakeCase("2.1.1.5");
   inf.workload = Workload::kInference;
@@ -359,10 +359,10 @@ TEST_CASE("A dry run says what would run and stores nothing") {
   CHECK_FALSE(std::filesystem::exists(h.options.logs_dir));
   CHECK(h.progress.events == std::vector<std::string>{
       "message would run 2.1.1.1 pretrain fake nodes=1 1000 steps (repeat 1/1)",
-      "message would run 2.1.1.2 pretrain fake nodes=2 100 steps, reported as 1000 steps (repeat 1/2)",
+      "message would run 2.1.1.2 pretrain fake nodes=2 100 steps, reported also as 1000 steps (repeat 1/2)",
       "message   warning: the device is small",
       "message   expected peak memory per GPU: 1 GB",
-      "message would run 2.1.1.2 pretrain fake nodes=2 100 steps, reported as 1000 steps (repeat 2/2)",
+      "message would run 2.1.1.2 pretrain fake nodes=2 100 steps, reported also as 1000 steps (repeat 2/2)",
       "message would run 2.1.1.5 inference fake nodes=1 3 requests, 330 tokens (repeat 1/1)",
       "message would fail 2.1.1.9: unknown backend 'fdsp'",
   });
@@ -371,17 +371,19 @@ TEST_CASE("A dry run says what would run and stores nothing") {
 TEST_CASE("A case with report_as stores the measured and the extrapolated wall time") {
   Harness h("extrapolate");
   CaseSpec c = MakeCase("2.1.1.2", 10);
-  c.report_as = Length{Length::Unit::kSteps, 1000};
+  // Reported at a shorter length (its first 4 steps), a longer one, and one declared not provided.
+  c.report_as = {Length{Length::Unit::kSteps, 4}, Length{Length::Unit::kSteps, 1000}};
+  c.not_provided = {Length{Length::Unit::kSteps, 2}};
   c.warmup_steps = 2;
   h.backend.default_script.seconds_before = 7.5;  // start-up before the first step
   h.backend.default_script.step_seconds = {4, 2, 1.5, 1.25, 1.25, 1.5, 1.5, 1.25, 1.25, 1.5};
   CaseSpec linear = MakeCase("2.1.1.3", 100);
-  linear.report_as = Length{Length::Unit::kSteps, 1000};
+  linear.report_as = {Length{Length::Unit::kSteps, 1000}};
   FakeScript no_steps;
   no_steps.seconds_after = 37.5;
   h.backend.scripts["2.1.1.3"] = no_steps;
   CaseSpec failed = MakeCase("2.1.1.4", 100);
-  failed.report_as = Length{Length::Unit::kSteps, 1000};
+  failed.report_as = {Length{Length::Unit::kSteps, 1000}};
   FakeScript fail;
   fail.status = CaseStatus::kFailed;
   fail.reason = "loss is NaN";
@@ -389,19 +391,29 @@ TEST_CASE("A case with report_as stores the measured and the extrapolated wall t
   REQUIRE(h.Run(MakePlan({c, linear, failed})).ok());
 
   const auto& ms = h.store.case_rows()[0].measurements;
-  REQUIRE(ms.size() == 3);
+  REQUIRE(ms.size() == 5);
   CHECK(ms[0].name == "wall_seconds");
   CHECK(ms[0].how == Provenance::kMeasured);
   CHECK(*ms[0].value == 24.5);  // 7.5 + 17: measured, kept
+  CHECK(ms[0].length_unit.empty());  // the case's own length
   CHECK(ms[1].name == "step_seconds_mean");
   CHECK(*ms[1].value == 1.375);
   CHECK(ms[1].method == "mean of steps 3..10");
   CHECK(ms[2].name == "wall_seconds");
-  CHECK(ms[2].how == Provenance::kExtrapolated);
-  CHECK(*ms[2].value == 1385.75);  // 7.5 + 6 + 998 × 1.375
-  CHECK(ms[2].method ==
+  CHECK(ms[2].how == Provenance::kPrefix);
+  CHECK(*ms[2].value == 16.25);  // 7.5 + (4 + 2 + 1.5 + 1.25)
+  CHECK(ms[2].length_unit == "steps");
+  CHECK(ms[2].length_count == 4);
+  CHECK(ms[3].how == Provenance::kExtrapolated);
+  CHECK(*ms[3].value == 1385.75);  // 7.5 + 6 + 998 × 1.375
+  CHECK(ms[3].length_count == 1000);
+  CHECK(ms[3].method ==
         "extrapolated from 10 measured steps to 1000: overhead 7.5 s + warm-up 2 steps 6 s + "
         "(M\u2212W)=998 \u00d7 mean step 1.375 s (steps 3..10)");
+  CHECK(ms[4].marker == "not-provided");
+  CHECK_FALSE(ms[4].value.has_value());
+  CHECK(ms[4].length_count == 2);
+  CHECK(h.store.case_rows()[0].record.report_as_unit.empty());  // lengths live on the figures
   CHECK(h.store.case_rows()[0].steps.size() == 10);
 
   const auto& lin = h.store.case_rows()[1].measurements;

@@ -130,6 +130,10 @@ class NativeFsdpBackend : public Backend {
     return problems;
   }
 
+  std::optional<CaseResources> Resources(const Plan& plan, const CaseSpec& spec) const override {
+    return native::native_case_resources(plan, spec, native::NativeRole::kFsdp);
+  }
+
   CaseAdvice Advise(const Plan& plan, const CaseSpec& spec) const override {
     return native_advise(plan, spec, NativeRole::kFsdp);
   }

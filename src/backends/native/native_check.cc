@@ -290,5 +290,27 @@ CaseAdvice native_advise(const Plan& plan, const CaseSpec& spec, NativeRole role
   return advice;
 }
 
+std::optional<CaseResources> native_case_resources(const Plan& plan, const CaseSpec& spec, NativeRole role) {
+  auto layout = role == NativeRole::kFsdp ? FsdpLayout(plan, spec) : ShareLayout(plan, spec);
+  if (!layout.ok()) return std::nullopt;
+  const std::vector<const NodeSpec*> nodes = CaseNodes(plan, spec, *layout);
+  CaseResources r;
+  r.processes = layout->world();
+  r.nodes = static_cast<int>(nodes.size());
+  if (OnGpu(spec, nodes)) {
+    // One GPU per rank, ranks beyond a node's GPUs sharing them (inference replicas).
+    int gpus = 0;
+    for (const NodeSpec* n : nodes) {
+      const std::string name = n ? n->name : "";
+      const int ranks = static_cast<int>(std::count(layout->rank_nodes.begin(), layout->rank_nodes.end(), name));
+      gpus += n && n->gpus > 0 ? std::min(ranks, n->gpus) : ranks;
+    }
+    r.devices = Plural(gpus, "GPU");
+  } else {
+    r.devices = "the nodes' CPU cores";
+  }
+  return r;
+}
+
 }  // namespace native
 }  // namespace protocol

@@ -23,10 +23,12 @@
 // The filesystem is read (a model's config.json and weights) where the rule
 // needs it; a path that is not on this machine is reported as such.
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "runner/exec/backend.h"
+#include "runner/plan/coverage.h"
 #include "runner/plan/plan.h"
 
 namespace protocol {
@@ -66,6 +68,11 @@ std::string native_run_refusal(const Plan& plan, const CaseSpec& spec, NativeRol
 // cluster.nodes[].gpu_memory_gb. Nothing when the model's dimensions are
 // unknown (no preset, no readable config.json).
 CaseAdvice native_case_memory(const Plan& plan, const CaseSpec& spec, NativeRole role);
+
+// What the case computes on (coverage.h): its rank processes, its nodes, and
+// its devices — "16 GPUs" on GPUs, else "the nodes' CPU cores" (each rank
+// gets cores / ranks on its node). nullopt when its layout is invalid.
+std::optional<CaseResources> native_case_resources(const Plan& plan, const CaseSpec& spec, NativeRole role);
 
 // Check's errors and Advise's warnings + notes of a case, from the functions above.
 std::vector<std::string> native_check_errors(const Plan& plan, const CaseSpec& spec, NativeRole role);

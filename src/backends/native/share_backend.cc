@@ -35,6 +35,10 @@ class NativeShareBackend : public Backend {
     return problems;
   }
 
+  std::optional<CaseResources> Resources(const Plan& plan, const CaseSpec& spec) const override {
+    return native::native_case_resources(plan, spec, native::NativeRole::kShare);
+  }
+
   CaseAdvice Advise(const Plan& plan, const CaseSpec& spec) const override {
     return native::native_advise(plan, spec, native::NativeRole::kShare);
   }

@@ -36,6 +36,7 @@
 #include "runner/exec/progress.h"
 #include "runner/exec/runner.h"
 #include "runner/exec/signals.h"
+#include "runner/plan/coverage.h"
 #include "runner/plan/plan_parser.h"
 #include "runner/store/export.h"
 #include "runner/store/import_file.h"
@@ -63,8 +64,8 @@ struct Args {
   std::string format;
   std::string template_path;
   std::string out;
-  std::string baseline_system = "fsdp";
-  std::string candidate_system = "share";
+  std::string baseline_system = kBaselineSystem;
+  std::string candidate_system = kCandidateSystem;
   std::string import_file;
   std::string junit;                   // run, compare: JUnit XML here
   bool check = false;                  // run: check reference bands
@@ -179,6 +180,17 @@ std::optional<Plan> LoadPlan(const std::string& path, const std::vector<std::str
       if (notes)
         for (const std::string& note : advice.notes) notes->push_back(fmt::format("{}: {}", spec->id, note));
     }
+  }
+  if (problems.empty() && parsed.ok()) {
+    // The two sides of a report row must compute on the same resources.
+    const Plan& plan = *parsed.plan;
+    ResourcesOf resources = [&plan](const CaseSpec& spec) -> std::optional<CaseResources> {
+      const BackendEntry* entry = FindBackend(spec.backend);
+      return entry ? entry->make()->Resources(plan, spec) : std::nullopt;
+    };
+    for (const auto& [case_id, w] :
+         UnequalSides(plan, TrainingCoverage(plan, kBaselineSystem, kCandidateSystem), kBaselineSystem, resources))
+      warnings.push_back({plan.FindCase(case_id)->where, fmt::format("warning: case {}: {}", case_id, w), ""});
   }
   if (!problems.empty()) {
     std::fputs(RenderDiagnostics(problems, parsed.source_text).c_str(), stderr);
@@ -309,6 +321,7 @@ int CmdValidate(Args& a) {
                 plan->stages.size() == 1 ? "" : "s", cases, cases == 1 ? "" : "s");
     // A note's further lines (its terms) are indented under it.
     for (const std::string& note : notes) std::printf("  %s\n", Join(Split(note, '\n'), "\n      ").c_str());
+    std::fputs(RenderCoverage(TrainingCoverage(*plan, kBaselineSystem, kCandidateSystem)).c_str(), stdout);
   }
   return code;
 }

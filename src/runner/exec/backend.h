@@ -19,6 +19,7 @@
 #include "runner/base/status.h"
 #include "runner/base/stop_flag.h"
 #include "runner/exec/process.h"
+#include "runner/plan/coverage.h"
 #include "runner/plan/plan.h"
 #include "runner/store/records.h"
 
@@ -82,6 +83,12 @@ class Backend {
   // Warnings and notes for a case. REQUIRES: Check() returned no problem.
   // Messages carry no location (callers add the case's). Default: none.
   virtual CaseAdvice Advise(const Plan& plan, const CaseSpec& spec) const { return {}; }
+  // What the case computes on, compared between the two sides of a report
+  // row (coverage.h UnequalSides). REQUIRES: Check() returned no problem.
+  // Default: unknown (a command's launch line is its own business).
+  virtual std::optional<CaseResources> Resources(const Plan& plan, const CaseSpec& spec) const {
+    return std::nullopt;
+  }
   // Executes one repeat of the case. REQUIRES: Check() returned no problem.
   virtual BackendOutcome Run(BackendContext& context) = 0;
 };

@@ -131,11 +131,11 @@ std::string RenderCoverage(const std::vector<CoverageTable>& tables) {
         "training cells of {} (the case that fills each; * computed from its first steps or extrapolated, "
         "X declared not provided, \u2013 empty):\n",
         t.model);
-    std::vector<std::vector<std::string>> grid = {{""}};
+    std::vector<std::vector<std::string>> grid = {{"  "}};
     for (const TableColumn& c : t.columns) grid[0].push_back(c.label);
     std::vector<std::string> empty;
     for (const CoverageRow& row : t.rows) {
-      std::vector<std::string> line = {row.Label()};
+      std::vector<std::string> line = {"  " + row.Label()};
       for (size_t i = 0; i < row.cells.size(); ++i) {
         const CoverageCell& cell = row.cells[i];
         line.push_back(cell.fill ? FillMark(*cell.fill) + cell.case_id : "\u2013");
@@ -153,9 +153,11 @@ std::string CaseResources::Text() const {
   return fmt::format("{} {} on {}, {}", processes, processes == 1 ? "rank" : "ranks", NodesText(nodes), devices);
 }
 
-std::vector<std::string> UnequalSides(const Plan& plan, const std::vector<CoverageTable>& tables,
-                                      const std::string& baseline, const ResourcesOf& resources) {
-  std::vector<std::string> out;
+std::vector<std::pair<std::string, std::string>> UnequalSides(const Plan& plan,
+                                                              const std::vector<CoverageTable>& tables,
+                                                              const std::string& baseline,
+                                                              const ResourcesOf& resources) {
+  std::vector<std::pair<std::string, std::string>> out;
   std::set<std::pair<std::string, std::string>> said;  // (baseline case, candidate case)
   for (const CoverageTable& t : tables) {
     for (const CoverageRow& row : t.rows) {
@@ -175,10 +177,11 @@ std::vector<std::string> UnequalSides(const Plan& plan, const std::vector<Covera
           if (x->processes != y->processes || x->nodes != y->nodes) differ.push_back("ranks");
           if (x->devices != y->devices) differ.push_back("devices");
           if (differ.empty()) continue;
-          out.push_back(fmt::format("{}, {}: {} (case {}) runs {}; {} (case {}) runs {}: the two sides of the "
-                                    "ratio differ in {}",
-                                    row.Label(), NodesText(col.nodes), t.columns[b].system, base.case_id, x->Text(),
-                                    col.system, cand.case_id, y->Text(), Join(differ, " and ")));
+          out.push_back({cand.case_id,
+                         fmt::format("{}, {}: {} (case {}) runs {}; {} (case {}) runs {}: the two sides of the "
+                                     "ratio differ in {}",
+                                     row.Label(), NodesText(col.nodes), t.columns[b].system, base.case_id, x->Text(),
+                                     col.system, cand.case_id, y->Text(), Join(differ, " and "))});
         }
       }
     }

@@ -22,6 +22,11 @@
 
 namespace protocol {
 
+// The systems of the report's baseline and candidate columns unless told
+// otherwise (`protocol report --baseline-system/--candidate-system`).
+inline constexpr const char* kBaselineSystem = "fsdp";
+inline constexpr const char* kCandidateSystem = "share";
+
 enum class CellFill { kMeasured, kPrefix, kExtrapolated, kNotProvided };
 
 // A column of a training table.
@@ -85,8 +90,9 @@ using ResourcesOf = std::function<std::optional<CaseResources>(const CaseSpec&)>
 // processes or devices: "pretrain 1000 steps, 1 node: fsdp (case 2.1.1.1) runs
 // 1 rank on 1 node, 2 CPU threads; share (case 2.2.1.1) runs 2 ranks on 1 node,
 // 2 CPU threads: the two sides of the ratio differ in ranks". Cases
-// `resources` knows nothing of are not compared.
-std::vector<std::string> UnequalSides(const Plan& plan, const std::vector<CoverageTable>& tables,
+// `resources` knows nothing of are not compared. Each warning comes with the
+// candidate case's id (where validate locates it).
+std::vector<std::pair<std::string, std::string>> UnequalSides(const Plan& plan, const std::vector<CoverageTable>& tables,
                                       const std::string& baseline, const ResourcesOf& resources);
 
 }  // namespace protocol
