@@ -35,6 +35,7 @@ class FakeStore : public Store {
     std::vector<Measurement> measurements;
     std::vector<StepSample> steps;
     std::vector<RequestSample> requests;
+    std::vector<std::pair<std::string, std::string>> facts;
   };
 
   // The next call of `op` (a method name, e.g. "FinishCase") returns `status`
@@ -122,6 +123,7 @@ class FakeStore : public Store {
                              result.measurements.end());
     row->steps.insert(row->steps.end(), result.steps.begin(), result.steps.end());
     row->requests.insert(row->requests.end(), result.requests.begin(), result.requests.end());
+    row->facts.insert(row->facts.end(), result.facts.begin(), result.facts.end());
     return Status::Ok();
   }
   Result<int> InterruptRunningCases(int64_t run_id, const std::string& reason) override {
@@ -166,6 +168,11 @@ class FakeStore : public Store {
     if (Status s = Read(fmt::format("MeasurementsOfCase {}", row_id)); !s.ok()) return s;
     CaseRow* row = MutableRow(row_id);
     return row ? row->measurements : std::vector<Measurement>{};
+  }
+  Result<std::vector<std::pair<std::string, std::string>>> FactsOfCase(int64_t row_id) override {
+    if (Status s = Read(fmt::format("FactsOfCase {}", row_id)); !s.ok()) return s;
+    CaseRow* row = MutableRow(row_id);
+    return row ? row->facts : std::vector<std::pair<std::string, std::string>>{};
   }
   Result<std::vector<StepSample>> StepsOfCase(int64_t row_id) override {
     if (Status s = Read(fmt::format("StepsOfCase {}", row_id)); !s.ok()) return s;

@@ -88,6 +88,7 @@ class FakeStore : public Store {
   Result<std::vector<Measurement>> MeasurementsOfCase(int64_t) override { return No(); }
   Result<std::vector<StepSample>> StepsOfCase(int64_t) override { return No(); }
   Result<std::vector<RequestSample>> RequestsOfCase(int64_t) override { return No(); }
+  Result<std::vector<std::pair<std::string, std::string>>> FactsOfCase(int64_t) override { return No(); }
 
  private:
   static Status No() { return Status::Internal("not used by StoreImport"); }

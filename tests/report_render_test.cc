@@ -277,6 +277,9 @@ class ReportFakeStore : public Store {
   Result<std::vector<Measurement>> MeasurementsOfCase(int64_t row) override { return Find(row)->measurements; }
   Result<std::vector<StepSample>> StepsOfCase(int64_t) override { return std::vector<StepSample>{}; }
   Result<std::vector<RequestSample>> RequestsOfCase(int64_t row) override { return Find(row)->requests; }
+  Result<std::vector<std::pair<std::string, std::string>>> FactsOfCase(int64_t) override {
+    return std::vector<std::pair<std::string, std::string>>{};
+  }
   bool fail_ = false;
 
  private:

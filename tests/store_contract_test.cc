@@ -120,10 +120,13 @@ TEST_CASE_TEMPLATE("Store contract: every run, context, case, measurement and sa
   result.measurements = {
       {"wall_seconds", 300.25, "s", Provenance::kMeasured, "", "", ""},
       {"wall_seconds", 3002.5, "s", Provenance::kExtrapolated,
-       "extrapolated from 100 steps to 1000 steps", "", "extrapolated"},
+       "extrapolated from 100 steps to 1000 steps", "", "extrapolated", "steps", 1000},
       {"wall_seconds", std::nullopt, "min", Provenance::kImported, "", "paper, table 2",
        "not-provided"},
+      {"wall_seconds", 30.5, "s", Provenance::kPrefix, "computed from the first 10 of 100 measured steps", "", "",
+       "steps", 10},
   };
+  result.facts = {{"device", "cpu"}, {"threads_per_rank", "2"}, {"dtype", "float32"}};
   result.steps = {{3, 1.0, 0.5, 4096}};
   result.requests = {{1, 110, 17, 0, 0.0, "", std::vector<int>{}}};
   REQUIRE(store->FinishCase(*row, result).ok());
@@ -140,8 +143,8 @@ TEST_CASE_TEMPLATE("Store contract: every run, context, case, measurement and sa
 
   auto ms = store->MeasurementsOfCase(*row);
   REQUIRE(ms.ok());
-  REQUIRE(ms->size() == 3);
-  for (size_t i = 0; i < 3; ++i) {
+  REQUIRE(ms->size() == 4);
+  for (size_t i = 0; i < 4; ++i) {
     CHECK((*ms)[i].name == result.measurements[i].name);
     CHECK((*ms)[i].value == result.measurements[i].value);
     CHECK((*ms)[i].unit == result.measurements[i].unit);
@@ -149,7 +152,10 @@ TEST_CASE_TEMPLATE("Store contract: every run, context, case, measurement and sa
     CHECK((*ms)[i].method == result.measurements[i].method);
     CHECK((*ms)[i].source == result.measurements[i].source);
     CHECK((*ms)[i].marker == result.measurements[i].marker);
+    CHECK((*ms)[i].length_unit == result.measurements[i].length_unit);
+    CHECK((*ms)[i].length_count == result.measurements[i].length_count);
   }
+  CHECK(*store->FactsOfCase(*row) == result.facts);
   CHECK((*ms)[2].value == std::nullopt);
 
   auto steps = store->StepsOfCase(*row);

@@ -472,12 +472,33 @@ TEST_CASE("A schema-2 database is migrated: token_ids added, invalid stored byte
     REQUIRE(store->AppendRequests(cases->at(0).row_id, {r}).ok());
   }
   CHECK(ReadUserVersion(path) == uint32_t(StoreSchemaVersion()));  // read once the file is closed (WAL)
-  CHECK(StoreSchemaVersion() == 3);
+  CHECK(StoreSchemaVersion() == 5);
   auto store = MustOpen(path);
   auto requests = store->RequestsOfCase(1);
   REQUIRE(requests.ok());
   REQUIRE(requests->size() == 3);
   CHECK(requests->at(2).token_ids == std::vector<int>{5, 6});
+  auto integrity = CheckStoreIntegrity(path);
+  REQUIRE(integrity.ok());
+  CHECK(*integrity);
+}
+
+TEST_CASE("Opening a schema-3 file gives each extrapolated time its case's report_as length") {
+  // tests/data/store/schema-v3.db: case b2 measured 100 steps, extrapolated to 1000 (report_as on the case row).
+  StoreTempDir dir;
+  const std::string path = dir.File("v3.db");
+  fs::copy_file(std::string(PROTOCOL_SOURCE_DIR) + "/tests/data/store/schema-v3.db", path);
+  REQUIRE(ReadUserVersion(path) == 3);
+  auto store = MustOpen(path);
+  auto ms = store->MeasurementsOfCase(1);
+  REQUIRE(ms.ok());
+  REQUIRE(ms->size() == 3);
+  CHECK(ms->at(0).length_unit.empty());  // the measured 100 steps: the case's own length
+  CHECK(ms->at(1).how == Provenance::kExtrapolated);
+  CHECK(ms->at(1).length_unit == "steps");
+  CHECK(ms->at(1).length_count == 1000);
+  CHECK(ms->at(2).length_unit.empty());  // not a time
+  CHECK(store->FactsOfCase(1)->empty());
   auto integrity = CheckStoreIntegrity(path);
   REQUIRE(integrity.ok());
   CHECK(*integrity);

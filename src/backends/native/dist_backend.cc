@@ -306,6 +306,7 @@ BackendOutcome RunDistributed(BackendContext& ctx, const std::string& role, cons
 
   // ---- supervise, turning events into results -------------------------------------------
   BackendOutcome out;
+  out.facts.push_back({fact::kRanks, std::to_string(layout.world())});
   std::map<int, std::string> errors;  // rank → its error event
   std::vector<Measurement> rank0;
   std::map<std::string, std::map<int, Measurement>> per_rank;  // base name -> rank -> its figure
@@ -378,6 +379,9 @@ BackendOutcome RunDistributed(BackendContext& ctx, const std::string& role, cons
         break;
       case WorkerEvent::Kind::kHeartbeat:
         last_beat[rank] = SteadyNow();
+        break;
+      case WorkerEvent::Kind::kFact:  // rank 0 speaks for the case (every rank runs the same setup)
+        if (rank == 0) out.facts.push_back({e->text, e->value});
         break;
     }
   });

@@ -48,6 +48,11 @@ std::string EncodeEvent(const WorkerEvent& e) {
     case WorkerEvent::Kind::kHeartbeat:
       j["event"] = "heartbeat";
       break;
+    case WorkerEvent::Kind::kFact:
+      j["event"] = "fact";
+      j["key"] = e.text;
+      j["value"] = e.value;
+      break;
   }
   // Invalid UTF-8 in an answer is replaced, never a throw.
   return j.dump(-1, ' ', false, Json::error_handler_t::replace);
@@ -86,6 +91,10 @@ std::optional<WorkerEvent> DecodeEvent(std::string_view line) {
       e.text = j.at("text").get<std::string>();
     } else if (kind == "heartbeat") {
       e.kind = WorkerEvent::Kind::kHeartbeat;
+    } else if (kind == "fact") {
+      e.kind = WorkerEvent::Kind::kFact;
+      e.text = j.at("key").get<std::string>();
+      e.value = j.at("value").get<std::string>();
     } else if (kind == "bytes") {
       e.kind = WorkerEvent::Kind::kBytes;
       e.bytes_within = j.at("within").get<int64_t>();

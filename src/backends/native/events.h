@@ -11,6 +11,7 @@
 //   {"event":"bytes","within":1024,"between":0}      this rank's bytes sent (torch_compat.h)
 //   {"event":"error","text":"..."}                    why the rank is about to exit non-zero
 //   {"event":"heartbeat"}                             every kHeartbeatSeconds while the rank lives
+//   {"event":"fact","key":"device","value":"cpu"}     what the rank runs on (records.h, namespace fact)
 
 #include <cstdint>
 #include <optional>
@@ -23,12 +24,13 @@ namespace protocol {
 namespace native {
 
 struct WorkerEvent {
-  enum class Kind { kStep, kRequest, kMeasurement, kStatus, kBytes, kError, kHeartbeat };
+  enum class Kind { kStep, kRequest, kMeasurement, kStatus, kBytes, kError, kHeartbeat, kFact };
   Kind kind = Kind::kStatus;
   StepSample step;
   RequestSample request;
   Measurement measurement;
-  std::string text;            // kStatus, kError
+  std::string text;            // kStatus, kError; kFact: the key
+  std::string value;           // kFact
   int64_t bytes_within = 0;    // kBytes: within the rank's group (FSDP collectives)
   int64_t bytes_between = 0;   // kBytes: between groups (merges)
 };

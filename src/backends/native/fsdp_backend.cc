@@ -255,6 +255,12 @@ class NativeFsdpBackend : public Backend {
       for (Measurement& m : out.measurements) m.method = m.method.empty() ? quant_note : m.method + "; " + quant_note;
     if (!weights_note.empty())
       for (Measurement& m : out.measurements) m.method = m.method.empty() ? weights_note : m.method + "; " + weights_note;
+    out.facts = {{fact::kRanks, "1"},
+                 {fact::kThreadsPerRank, std::to_string(at::get_num_threads())},
+                 {fact::kDevice, devices.size() > 1 ? fmt::format("{} GPUs (layers placed)", devices.size())
+                                                    : setup->device.str()},
+                 {fact::kDtype, compat::DtypeName(setup->dtype)}};
+    if (spec.workload == Workload::kInference) out.facts.push_back({fact::kDecoding, native::kDecodingText});
     log.Line("fsdp: {}{}", out.status == CaseStatus::kOk ? "done" : "ended", out.reason.empty() ? "" : ": " + out.reason);
     return out;
   }

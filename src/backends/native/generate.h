@@ -30,6 +30,9 @@ struct Generation {
   bool interrupted = false;    // the stop flag was raised; tokens holds what was done
 };
 
+// How every native inference case decodes (stored as its `decoding` fact).
+inline constexpr const char* kDecodingText = "greedy (argmax), KV cache";
+
 // REQUIRES: model weights initialised. Errors (kInvalidArgument): empty prompt,
 // a token id outside [0, V), prompt + max_new_tokens > config.max_seq_len.
 // `stop` (may be null) is checked between tokens.

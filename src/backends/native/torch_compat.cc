@@ -73,6 +73,16 @@ at::Tensor ScaledDotProductAttention(const at::Tensor& q, const at::Tensor& k, c
 
 std::string TorchVersion() { return TORCH_VERSION; }
 
+std::string DtypeName(at::ScalarType dtype) {
+  switch (dtype) {
+    case at::kFloat: return "float32";
+    case at::kBFloat16: return "bfloat16";
+    case at::kHalf: return "float16";
+    case at::kDouble: return "float64";
+    default: return c10::toString(dtype);
+  }
+}
+
 std::string BuildFeatures() {
   std::string out = std::string("libtorch ") + TORCH_VERSION;
 #if PROTOCOL_WITH_CUDA

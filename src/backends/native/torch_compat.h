@@ -26,6 +26,9 @@ at::Tensor ScaledDotProductAttention(const at::Tensor& q, const at::Tensor& k, c
                                      bool is_causal, const std::optional<at::Tensor>& mask);
 
 std::string TorchVersion();  // "1.13.0"
+// A dtype as PyTorch users write it: "float32", "bfloat16", "float16", "float64"
+// (c10::toString says "Float", "BFloat16", ...); other types as c10 names them.
+std::string DtypeName(at::ScalarType dtype);
 // What this binary was compiled with: "libtorch 2.6.0, CUDA 12.4, NCCL" or
 // "libtorch 1.13.0, CPU only" (compile-time facts, not the machine's devices).
 std::string BuildFeatures();

@@ -689,9 +689,22 @@ int RunWorker(const std::string& case_path) {
   try {
     Setup s = Resolve(*wc, *env);
     if (s.device.is_cpu() && std::getenv("OMP_NUM_THREADS") == nullptr) at::set_num_threads(1);
-    if (env->rank == 0)
+    if (env->rank == 0) {
       Log("worker: case {} ({} {}), {} rank(s) = {} group(s) x {}, device {}, libtorch {}", wc->case_id, wc->role,
           WorkloadName(wc->workload), wc->world(), wc->groups, wc->group_size, s.device.str(), compat::TorchVersion());
+      std::vector<std::pair<std::string, std::string>> facts = {
+          {fact::kThreadsPerRank, std::to_string(at::get_num_threads())},
+          {fact::kDevice, s.device.is_cuda() ? "cuda (one GPU per rank)" : s.device.str()},
+          {fact::kDtype, compat::DtypeName(s.dtype)}};
+      if (wc->workload == Workload::kInference) facts.push_back({fact::kDecoding, kDecodingText});
+      for (const auto& [key, value] : facts) {
+        WorkerEvent e;
+        e.kind = WorkerEvent::Kind::kFact;
+        e.text = key;
+        e.value = value;
+        Emit(e);
+      }
+    }
     // Inference issues barriers only: Gloo groups, which also allow replicas that share a GPU
     // (NCCL refuses two ranks of one group on one device).
     const bool nccl = s.device.is_cuda() && wc->workload != Workload::kInference;

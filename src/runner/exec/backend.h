@@ -53,6 +53,7 @@ struct BackendOutcome {
   std::string reason;                   // empty on success
   std::optional<int> exit_code;         // when a process ran
   std::vector<Measurement> measurements;  // backend figures (tokens/s, loss, metrics parsed from output ...)
+  std::vector<std::pair<std::string, std::string>> facts;  // what it ran on (records.h, namespace fact)
 };
 
 // Shorthands for backends: a measured figure, and an outcome that failed

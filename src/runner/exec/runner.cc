@@ -364,6 +364,7 @@ Result<RunSummary> Runner::Run(const Plan& plan, const RunOptions& options) {
     result.status = outcome.status;
     result.reason = outcome.reason;
     result.exit_code = outcome.exit_code;
+    result.facts = std::move(outcome.facts);
     if (result.status == CaseStatus::kRunning) {
       result.status = CaseStatus::kFailed;
       result.reason = "backend returned status 'running' (a backend bug)" +

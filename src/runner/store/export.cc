@@ -213,6 +213,11 @@ Result<Json> RunJson(Store& store, const RunRecord& run) {
                         {"at_length_unit", m.length_unit},
                         {"at_length_count", m.length_count}});
     cj["measurements"] = std::move(mj);
+    auto ran_on = store.FactsOfCase(c.row_id);
+    if (!ran_on.ok()) return ran_on.status();
+    Json fj = Json::object();
+    for (const auto& [key, value] : *ran_on) fj[key] = value;
+    cj["facts"] = std::move(fj);
 
     auto steps = store.StepsOfCase(c.row_id);
     if (!steps.ok()) return steps.status();
@@ -280,6 +285,9 @@ Result<std::string> CaseText(Store& store, const CaseRecord& c) {
   auto requests = store.RequestsOfCase(c.row_id);
   if (!requests.ok()) return requests.status();
   add("samples", Count(steps->size(), "step") + ", " + Count(requests->size(), "request"));
+  auto ran_on = store.FactsOfCase(c.row_id);
+  if (!ran_on.ok()) return ran_on.status();
+  for (const auto& [key, value] : *ran_on) add(key, value);
   out += facts.Render("    ");
 
   auto ms = store.MeasurementsOfCase(c.row_id);

@@ -107,6 +107,15 @@ struct Measurement {
 // metric::kContendedShare; nullopt for an idle (or unmeasured) case.
 std::optional<double> ContendedShare(const std::vector<Measurement>& measurements);
 
+// Well-known keys of CaseResult::facts (docs/database.md, `case_facts`).
+namespace fact {
+inline constexpr const char* kRanks = "ranks";                    // rank processes; 1: one process
+inline constexpr const char* kThreadsPerRank = "threads_per_rank";  // CPU threads of each (at::get_num_threads)
+inline constexpr const char* kDevice = "device";                  // the device used: "cpu", "cuda:0", "cuda"
+inline constexpr const char* kDtype = "dtype";                    // the compute dtype: "float32", "bfloat16"
+inline constexpr const char* kDecoding = "decoding";              // inference: "greedy, KV cache"
+}  // namespace fact
+
 // One training step, as the backend reports it.
 struct StepSample {
   int64_t step = 0;
@@ -183,6 +192,9 @@ struct CaseResult {
   std::vector<StepSample> steps;        // not yet appended ones
   std::vector<RequestSample> requests;  // not yet appended ones
   std::string log_sha256;  // sha256 of the case log as it stands at finish; may be ""
+  // What the case ran on and how, as its backend saw it (key, value), e.g.
+  // ("device", "cpu"), ("threads_per_rank", "1"): CaseFacts keys.
+  std::vector<std::pair<std::string, std::string>> facts;
 };
 
 }  // namespace protocol

@@ -191,6 +191,17 @@ DROP TABLE measurements;
 ALTER TABLE measurements_v4 RENAME TO measurements;
 CREATE INDEX measurements_case_row ON measurements(case_row);
 )sql",
+    // 5: what each case ran on and how (CaseResult::facts): ranks, threads,
+    // the device used, the compute dtype, the decoding.
+    R"sql(
+CREATE TABLE case_facts (
+  id       INTEGER PRIMARY KEY,
+  case_row INTEGER NOT NULL REFERENCES cases(id) ON DELETE CASCADE,
+  key      TEXT NOT NULL,
+  value    TEXT NOT NULL
+);
+CREATE INDEX case_facts_case_row ON case_facts(case_row);
+)sql",
 };
 constexpr int kSchemaVersion = static_cast<int>(sizeof(kMigrations) / sizeof(kMigrations[0]));
 constexpr int kBusyTimeoutMs = 30000;
@@ -391,6 +402,7 @@ class SqliteStore : public Store {
   Result<std::vector<std::pair<std::string, std::string>>> GetContext(int64_t run_id) override;
   Result<std::vector<CaseRecord>> CasesOfRun(int64_t run_id) override;
   Result<std::vector<Measurement>> MeasurementsOfCase(int64_t row_id) override;
+  Result<std::vector<std::pair<std::string, std::string>>> FactsOfCase(int64_t row_id) override;
   Result<std::vector<StepSample>> StepsOfCase(int64_t row_id) override;
   Result<std::vector<RequestSample>> RequestsOfCase(int64_t row_id) override;
 
@@ -663,6 +675,12 @@ Status SqliteStore::FinishCase(int64_t row_id, const CaseResult& result) {
         .Bind(m.method).Bind(m.source).Bind(m.marker).Bind(m.length_unit).Bind(m.length_count);
     if (int rc = mq.Exec(); rc != SQLITE_DONE) return Err(rc, doing);
   }
+  Stmt fq(db_, "INSERT INTO case_facts (case_row, key, value) VALUES (?, ?, ?)");
+  for (const auto& [key, value] : result.facts) {
+    fq.Reset();
+    fq.Bind(row_id).Bind(key).Bind(value);
+    if (int rc = fq.Exec(); rc != SQLITE_DONE) return Err(rc, doing);
+  }
   if (Status s = InsertSamples(row_id, result.steps, result.requests, doing); !s.ok()) return s;
   return txn.Commit(doing);
 }
@@ -814,6 +832,17 @@ Result<std::vector<Measurement>> SqliteStore::MeasurementsOfCase(int64_t row_id)
     m.length_count = q.Int(8);
     out.push_back(std::move(m));
   }
+  if (rc != SQLITE_DONE) return Err(rc, doing);
+  return out;
+}
+
+Result<std::vector<std::pair<std::string, std::string>>> SqliteStore::FactsOfCase(int64_t row_id) {
+  const std::string doing = fmt::format("reading facts of case row {}", row_id);
+  Stmt q(db_, "SELECT key, value FROM case_facts WHERE case_row = ? ORDER BY id");
+  q.Bind(row_id);
+  std::vector<std::pair<std::string, std::string>> out;
+  int rc;
+  while ((rc = q.Step()) == SQLITE_ROW) out.emplace_back(q.Text(0), q.Text(1));
   if (rc != SQLITE_DONE) return Err(rc, doing);
   return out;
 }

@@ -53,6 +53,7 @@ class Store {
   virtual Result<std::vector<Measurement>> MeasurementsOfCase(int64_t row_id) = 0;
   virtual Result<std::vector<StepSample>> StepsOfCase(int64_t row_id) = 0;
   virtual Result<std::vector<RequestSample>> RequestsOfCase(int64_t row_id) = 0;
+  virtual Result<std::vector<std::pair<std::string, std::string>>> FactsOfCase(int64_t row_id) = 0;  // stored order
 };
 
 // The SQLite store (store.cc, the only file that includes <sqlite3.h>).
