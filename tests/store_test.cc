@@ -184,7 +184,7 @@ TEST_CASE("A SQLite database with other tables and no schema version is refused"
   CHECK(store.status().code() == Status::Code::kCorruption);
   CHECK(store.status().message() ==
         path + ": not a protocol database (schema version 0, but it holds other tables, "
-               "e.g. 'cases')");
+               "e.g. 'case_facts')");
 }
 
 TEST_CASE("CheckStoreIntegrity reports a missing file as not found") {
