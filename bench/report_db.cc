@@ -2,7 +2,7 @@
 // scale (bench/report_scale.sh); a generator, not a benchmark: it times
 // nothing and asserts nothing.
 //
-//   build/protocol_report_db --from results/protocol.db --runs 2000 --out /tmp/report-2000.db
+//   build/protocol_report_db --from results/protocol.db --runs 2000 --out report-2000.db
 //
 // Every run is a copy, through the Store API, of one real run of the
 // template database (default: its newest run of kind "run", e.g. a run of

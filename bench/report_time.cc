@@ -4,7 +4,7 @@
 // backends, and loading it dominates a small report's wall time and peak RSS
 // (bench/report_scale.sh times both). Prints figures; asserts nothing.
 //
-//   build/protocol_report_time --db /tmp/report-2000.db --run latest --format md --out /tmp/r.md
+//   build/protocol_report_time --db report-2000.db --run latest --format md --out r.md
 //
 // Prints the wall time of the report (store opened to text written) and the
 // process's peak RSS (getrusage ru_maxrss).
