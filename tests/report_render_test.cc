@@ -338,13 +338,28 @@ ReportInput WithRun5() {
   return in;
 }
 
-TEST_CASE("report render: collect reads every run for the history, the tables only the selected ones") {
+TEST_CASE("report render: collect reads the selected runs for the tables, every run's figures for the history") {
   ReportFakeStore store(MethodologyInput());
   ReportOptions only;
   only.run_ids = {1};
   auto input = CollectReportInput(store, only);
   REQUIRE(input.ok());
-  CHECK(input->runs.size() == 4);
+  REQUIRE(input->runs.size() == 1);
+  CHECK(input->runs[0].run.id == 1);
+  // The other runs' ok cases, with only the figure a history chart plots.
+  REQUIRE(input->history_only.size() == 3);
+  CHECK(input->history_only[2].run.id == 4);
+  REQUIRE(!input->history_only[2].cases.empty());
+  for (const Measurement& m : input->history_only[2].cases[0].measurements) {
+    CHECK(m.name == metric::kWallSeconds);
+    CHECK(m.method.empty());
+  }
+  // Without the history, nothing but the selected run is read.
+  only.history = false;
+  auto bare = CollectReportInput(store, only);
+  REQUIRE(bare.ok());
+  CHECK(bare->history_only.empty());
+  only.history = true;
   ReportData data = ComputeReport(input.value(), only);
   REQUIRE(data.runs.size() == 1);
   // 7B pretrain fsdp 1 node: run 1 (1000 s) and run 4 (1500 s), though only run 1 is tabulated.

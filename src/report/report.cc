@@ -21,17 +21,18 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The format registry: name, template extension.
+// The format registry: name, default template, whether it shows the history charts.
 struct FormatRow {
   const char* name;
   ReportFormat format;
   const char* template_file;  // "" for formats built without a template
+  bool shows_history;         // with the default template
 };
 const FormatRow kFormats[] = {
-    {"md", ReportFormat::kMarkdown, "report.md.mustache"},
-    {"html", ReportFormat::kHtml, "report.html.mustache"},
-    {"json", ReportFormat::kJson, ""},
-    {"csv", ReportFormat::kCsv, ""},
+    {"md", ReportFormat::kMarkdown, "report.md.mustache", false},
+    {"html", ReportFormat::kHtml, "report.html.mustache", true},
+    {"json", ReportFormat::kJson, "", true},
+    {"csv", ReportFormat::kCsv, "", false},
 };
 
 std::string ExecutableDir() {
@@ -76,11 +77,19 @@ Result<std::string> FindTemplate(const std::string& file_name) {
                                       tried.empty() ? "nowhere" : Join(tried, ", ")));
 }
 
-Result<std::string> BuildReport(Store& store, const ReportOptions& options, ReportFormat format,
-                                const std::string& template_path) {
+bool FormatShowsHistory(ReportFormat format, const std::string& template_path) {
+  for (const auto& row : kFormats)
+    if (row.format == format) return row.shows_history || (!template_path.empty() && *row.template_file);
+  return true;
+}
+
+Result<ReportData> CollectReport(Store& store, const ReportOptions& options) {
   auto input = CollectReportInput(store, options);
   if (!input.ok()) return input.status();
-  ReportData data = ComputeReport(input.value(), options);
+  return ComputeReport(input.value(), options);
+}
+
+Result<std::string> RenderReport(const ReportData& data, ReportFormat format, const std::string& template_path) {
   if (format == ReportFormat::kJson) return ReportToJson(data).dump(2) + "\n";
   if (format == ReportFormat::kCsv) return ReportToCsv(data);
 
@@ -97,6 +106,15 @@ Result<std::string> BuildReport(Store& store, const ReportOptions& options, Repo
   if (!text.ok()) return text.status();
   return RenderTemplate(text.value(), path, ReportView(data),
                         format == ReportFormat::kHtml ? Escape::kHtml : Escape::kMarkdown);
+}
+
+Result<std::string> BuildReport(Store& store, const ReportOptions& options, ReportFormat format,
+                                const std::string& template_path) {
+  ReportOptions read = options;
+  read.history = options.history && FormatShowsHistory(format, template_path);
+  auto data = CollectReport(store, read);
+  if (!data.ok()) return data.status();
+  return RenderReport(data.value(), format, template_path);
 }
 
 }  // namespace protocol

@@ -5,7 +5,7 @@
 // (../shared/methodology.md, "The report tables"; docs/report.md), rendered
 // from templates/ (mustache; kainjow/mustache is included only in render.cc).
 //
-//   CollectReport: store → ReportData (cells, ratios, provenance); pure logic.
+//   CollectReport: store → ReportData (collect.h reads, report_data.h computes).
 //   RenderReport:  ReportData → Markdown | HTML | JSON | CSV text.
 
 #include <cstdint>
@@ -26,6 +26,9 @@ struct ReportOptions {
   // of them), whatever run_ids selects; fixed in a report's comment so that
   // later runs do not change what it re-renders to (verify.h).
   int64_t history_through = 0;
+  // false: no history charts (nor their reading): BuildReport sets it for a
+  // format that shows none (FormatShowsHistory).
+  bool history = true;
 };
 
 struct ReportData;  // defined in report/report_data.h
@@ -33,8 +36,20 @@ struct ReportData;  // defined in report/report_data.h
 enum class ReportFormat { kMarkdown, kHtml, kJson, kCsv };
 bool ParseReportFormat(const std::string& text, ReportFormat* out);  // "md" | "html" | "json" | "csv"
 
-// Builds the report text. `template_path` empty: templates/report.<ext>.mustache
+// Whether a report in `format` shows the history charts: HTML and JSON do,
+// and so may a custom template; CSV and the default Markdown template do not.
+bool FormatShowsHistory(ReportFormat format, const std::string& template_path);
+
+// Store → the report model (collect.h, then ComputeReport). Unknown run ids
+// and store errors are returned as values.
+Result<ReportData> CollectReport(Store& store, const ReportOptions& options);
+
+// The report model → text. `template_path` empty: templates/report.<ext>.mustache
 // found via FindTemplate; ignored for json and csv.
+Result<std::string> RenderReport(const ReportData& data, ReportFormat format, const std::string& template_path);
+
+// CollectReport then RenderReport, reading the history only when the format
+// shows it.
 Result<std::string> BuildReport(Store& store, const ReportOptions& options, ReportFormat format,
                                 const std::string& template_path);
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "report/formats.h"
 #include "report/report.h"
 #include "report/svg.h"
 #include "runner/analysis/compare.h"
@@ -36,6 +37,11 @@ struct ReportRunInput {
 
 struct ReportInput {
   std::vector<ReportRunInput> runs;  // any order; ComputeReport orders by run id
+  // Ok cases read for the history charts only, never tabulated (collect.h:
+  // the cases of `runs` are only those a report shows, these the others,
+  // each with just its identity and the measurements a chart plots). Tests
+  // may leave it empty and pass every case in `runs`.
+  std::vector<ReportRunInput> history_only;
 };
 
 // ---- output: the report -----------------------------------------------------
@@ -150,6 +156,35 @@ struct FailureEntry {
   std::string text;    // "run 4, case 2.1.1.2 (repeat 1): failed — <reason>"
 };
 
+// One line of the verdict a report opens with: a table row with a ratio (an
+// efficiency coefficient, a scaling efficiency), said in one sentence with
+// the held-out loss it costs and the bytes it moved (docs/report.md,
+// "Verdict"). The parts are kept apart so that a later pass can qualify a
+// line (append to `qualifiers`) before ComputeReport composes `text`.
+struct VerdictLine {
+  std::string table;  // the table id: "training" | "scaling" | "inference-single-stream" | "inference-multi"
+  std::string row;    // the row: "pretrain 1000 steps", "tokens per second"
+  std::string scope;  // which columns: "1 node", "2 nodes (fsdp over 80G, share over 10G)", "share 1 → 2 nodes"
+  // "share is 3.00× faster than fsdp", "scaling efficiency 0.67 (…)", or
+  // "no ratio: run 1 and run 2 ran on different machines (…)".
+  std::string claim;
+  // Training rows: "held-out loss 3.1000 vs 2.9500 for fsdp, +5.08 %", or
+  // which side stored none; "" where it does not apply.
+  std::string quality;
+  // Training rows: "moving 0 B within groups and 15.01 MiB between groups",
+  // or "bytes moved not stored"; "" where it does not apply.
+  std::string bytes;
+  // What qualifies the row as a whole, in order: "its 2 nodes are one host
+  // (localhost)". Another qualifier (e.g. a contention note) is appended here.
+  std::vector<std::string> qualifiers;
+  // The ratio's own notes (sentences.h: inputs not measured end to end,
+  // sides from different runs, the interval).
+  std::vector<std::string> notes;
+  // "tiny pretrain 12 steps, 1 node: share is 1.42× faster than fsdp (held-out
+  // loss …), moving …; qualifiers; notes."
+  std::string text;
+};
+
 // One inference request, for the per-request table and the chart.
 struct RequestRow {
   std::string series;  // "fsdp 1 node single-stream", ...
@@ -166,13 +201,17 @@ struct RequestRow {
 
 struct ModelReport {
   std::string model;
+  // One line per table row with a ratio (or a refused one), in table order.
+  std::vector<VerdictLine> verdict;
   std::vector<ReportTable> tables;      // training, scaling, inference-single-stream, inference-multi, quality, metrics (present ones)
   std::vector<std::string> sentences;   // one per ratio with a value
   std::vector<AppendixEntry> appendix;  // one per cell with a stored figure
-  std::vector<FailureEntry> failures;   // every case of this model not ok
+  // Every case of this model not ok, but for those superseded: a failure
+  // older than its cell's newest ok run is not listed.
+  std::vector<FailureEntry> failures;
   std::vector<std::string> untabulated; // results that fit no table column, said so
   Chart chart;                          // generation time vs answer length; no series when no samples
-  std::vector<RequestRow> requests;
+  std::vector<RequestRow> requests;      // per series, each case's requests in request order (index)
   // Every figure of every value cell (training, inference, quality, metrics
   // tables), one entry per case behind it.
   std::vector<ProvenanceEntry> provenance;
@@ -197,7 +236,9 @@ struct ReportData {
   std::string title = "Efficiency report";
   std::string baseline_system;
   std::string candidate_system;
-  std::vector<ReportRunSummary> runs;  // the runs read, by id
+  // The runs read, by id: those a figure shown or a failure listed comes
+  // from (a selected run that gave neither is not named).
+  std::vector<ReportRunSummary> runs;
   std::vector<ModelReport> models;     // by model name
   // Non-empty when there is nothing to tabulate ("The store holds no runs.").
   std::string empty_message;
@@ -206,14 +247,10 @@ struct ReportData {
 // Builds the report from records. Pure and total: an empty input gives a
 // report whose empty_message says so. Filters by options.model and
 // options.run_ids (empty = all) itself, so callers may pass more: the tables
-// use the selected runs only, the history charts every run of the input with
-// id <= options.history_through (0: all).
+// use the selected runs only, the history charts (when options.history)
+// every run of the input and of input.history_only with id <=
+// options.history_through (0: all).
 ReportData ComputeReport(const ReportInput& input, const ReportOptions& options);
-
-// Number formats used in every output (docs/report.md, "Formats").
-std::string FormatMinutes(double minutes);       // "12.1"
-std::string FormatRatio(double ratio);           // "3.21"
-std::string FormatPercent(double ratio);         // "321" (ratio × 100, rounded)
 
 }  // namespace protocol
 

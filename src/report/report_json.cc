@@ -1,5 +1,7 @@
 #include "report/report_json.h"
 
+#include <algorithm>
+
 namespace protocol {
 
 namespace {
@@ -70,6 +72,12 @@ Json ChartJson(const Chart& c) {
 Json ModelJson(const ModelReport& m) {
   Json j;
   j["model"] = m.model;
+  j["verdict"] = Json::array();
+  for (const auto& v : m.verdict) {
+    j["verdict"].push_back({{"table", v.table}, {"row", v.row}, {"scope", v.scope}, {"claim", v.claim},
+                            {"quality", v.quality}, {"bytes", v.bytes}, {"qualifiers", v.qualifiers},
+                            {"notes", v.notes}, {"text", v.text}});
+  }
   j["tables"] = Json::array();
   for (const auto& t : m.tables) {
     Json jt;
@@ -153,6 +161,8 @@ Json ReportView(const ReportData& data) {
   Json j = ReportToJson(data);
   j["empty"] = !data.empty_message.empty();
   j["has_runs"] = !data.runs.empty();
+  j["has_verdict"] = std::any_of(data.models.begin(), data.models.end(),
+                                 [](const ModelReport& m) { return !m.verdict.empty(); });
   for (size_t i = 0; i < data.models.size(); ++i) {
     const ModelReport& m = data.models[i];
     Json& jm = j["models"][i];

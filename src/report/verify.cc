@@ -4,7 +4,9 @@
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 
+#include "report/report_data.h"
 #include "runner/base/text.h"
 
 namespace protocol {
@@ -145,27 +147,35 @@ Result<ReportInvocation> ParseReportComment(const std::string& text) {
 }
 
 Result<std::string> RenderReportFile(Store& store, ReportInvocation inv) {
-  if (inv.options.run_ids.empty()) {
-    auto runs = store.ListRuns();
+  ReportOptions options = inv.options;
+  options.history = FormatShowsHistory(inv.format, inv.template_path);
+  // The history charts cover every stored run up to the newest, unless the
+  // invocation (a report's comment) ends them earlier.
+  if (options.history && options.history_through == 0) {
+    auto runs = store.ListRunHeaders();
     if (!runs.ok()) return runs.status();
-    for (const RunRecord& r : *runs) inv.options.run_ids.push_back(r.id);
+    if (!runs->empty()) options.history_through = runs->back().id;
   }
-  // HTML history charts cover every stored run: name the newest in the
-  // comment when it is newer than the newest selected run.
-  if (inv.format == ReportFormat::kHtml && inv.options.history_through == 0 && !inv.options.run_ids.empty()) {
-    auto runs = store.ListRuns();
-    if (!runs.ok()) return runs.status();
-    int64_t newest_selected = *std::max_element(inv.options.run_ids.begin(), inv.options.run_ids.end());
-    int64_t newest = 0;
-    for (const RunRecord& r : *runs) newest = std::max(newest, r.id);
-    if (newest > newest_selected) inv.options.history_through = newest;
-  }
-  auto text = BuildReport(store, inv.options, inv.format, inv.template_path);
+  auto data = CollectReport(store, options);
+  if (!data.ok()) return data.status();
+  auto text = RenderReport(data.value(), inv.format, inv.template_path);
   if (!text.ok()) return text.status();
   if (inv.format != ReportFormat::kMarkdown && inv.format != ReportFormat::kHtml) return text;
-  // An empty store has no runs to name; the comment says so by naming none,
-  // and such a report cannot be verified (nothing to re-render from).
-  if (inv.options.run_ids.empty()) return text;
+  // The comment names the runs read (those a figure shown or a failure
+  // listed comes from): the same report again. A report with nothing shown
+  // names the selected runs; an empty store none, and such a report cannot be
+  // verified (nothing to re-render from).
+  std::vector<int64_t> named;
+  for (const ReportRunSummary& r : data->runs) named.push_back(r.id);
+  if (named.empty()) named = inv.options.run_ids;
+  if (named.empty()) {
+    auto runs = store.ListRunHeaders();
+    if (!runs.ok()) return runs.status();
+    for (const RunRecord& r : *runs) named.push_back(r.id);
+  }
+  if (named.empty()) return text;
+  inv.options.run_ids = named;
+  inv.options.history_through = options.history ? options.history_through : 0;
   std::string comment = kCommentOpen + InvocationText(inv) + kCommentClose + "\n";
   std::string out = std::move(text).value();
   if (inv.format == ReportFormat::kHtml && StartsWith(out, "<!DOCTYPE")) {
@@ -232,14 +242,16 @@ Result<VerifyOutcome> VerifyReport(Store& store, const std::string& report_text,
   } else {
     return parsed.status();
   }
-  if (outcome.invocation.options.run_ids.empty()) {
-    auto runs = store.ListRuns();
-    if (!runs.ok()) return runs.status();
-    for (const RunRecord& r : *runs) outcome.invocation.options.run_ids.push_back(r.id);
+  auto runs = store.ListRunHeaders();
+  if (!runs.ok()) return runs.status();
+  std::vector<int64_t>& ids = outcome.invocation.options.run_ids;
+  if (ids.empty()) {
+    for (const RunRecord& r : *runs) ids.push_back(r.id);
   }
-  for (int64_t id : outcome.invocation.options.run_ids) {
-    auto run = store.GetRun(id);
-    if (!run.ok()) return run.status();
+  std::set<int64_t> stored;
+  for (const RunRecord& r : *runs) stored.insert(r.id);
+  for (int64_t id : ids) {
+    if (!stored.count(id)) return Status::NotFound(fmt::format("run {} does not exist", id));
   }
   auto expected = RenderReportFile(store, outcome.invocation);
   if (!expected.ok()) return expected.status();

@@ -7,10 +7,11 @@
 //
 //   <!-- protocol report: --run 1 --run 3 --format md -->
 //
-// The runs are always listed explicitly (every stored run when none was
-// chosen), so later runs do not change what the report re-renders to. The
-// HTML history charts cover every stored run, not only the chosen ones: when
-// the store held a newer run than the newest chosen one, the comment names it
+// The runs are always listed explicitly: the runs read (those a figure shown
+// or a failure listed comes from, ReportData::runs), whether runs were chosen
+// or not, so later runs do not change what the report re-renders to. The
+// HTML history charts cover every stored run, not only those: when the store
+// held a newer run than the newest named one, the comment names it
 // (`--history-through 7`); without it the history ends at the newest --run.
 // `protocol report --verify FILE` reads that line back, renders again from the
 // database and compares byte for byte; on a mismatch it lists the lines (and,
@@ -43,8 +44,9 @@ std::string InvocationText(const ReportInvocation& invocation);
 // kInvalidArgument when it cannot be read back (naming the token).
 Result<ReportInvocation> ParseReportComment(const std::string& report_text);
 
-// What `protocol report` writes: BuildReport with the comment inserted (md,
-// html). Fills empty run_ids with every stored run first.
+// What `protocol report` writes: the report with the comment inserted (md,
+// html), naming the runs read (the selected runs when nothing is shown; none
+// for an empty store). Reads the history only for a format that shows it.
 Result<std::string> RenderReportFile(Store& store, ReportInvocation invocation);
 
 struct VerifyOutcome {

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 
+#include "report/stored_plan.h"
 #include "runner/base/text.h"
-#include "runner/plan/plan_parser.h"
 
 namespace protocol {
 
@@ -55,11 +55,7 @@ WorkSettings CaseWorkSettings(const Plan& plan, const CaseSpec& spec) {
 
 std::map<std::string, WorkSettings> PlanWorkSettings(const std::string& plan_text) {
   std::map<std::string, WorkSettings> out;
-  if (plan_text.empty()) return out;
-  PlanParseResult parsed = ParsePlanString(plan_text, "<stored plan>");
-  if (!parsed.ok()) return out;
-  for (const StageSpec& stage : parsed.plan->stages)
-    for (const CaseSpec& spec : stage.cases) out[spec.id] = CaseWorkSettings(*parsed.plan, spec);
+  for (auto& [id, stored] : ReadStoredPlan(plan_text)) out[id] = std::move(stored.work);
   return out;
 }
 

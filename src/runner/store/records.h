@@ -62,7 +62,9 @@ inline constexpr const char* kPeakHostRss = "peak_host_rss_bytes";
 inline constexpr const char* kPeakHostRssAboveBaseline = "peak_host_rss_above_baseline_bytes";
 inline constexpr const char* kFinalLoss = "final_loss";
 inline constexpr const char* kEvalLoss = "eval_loss";
-inline constexpr const char* kBytesCommunicated = "bytes_communicated";
+inline constexpr const char* kBytesCommunicated = "bytes_communicated";   // within + between groups
+inline constexpr const char* kBytesWithinGroups = "bytes_within_groups";   // collectives inside each group
+inline constexpr const char* kBytesBetweenGroups = "bytes_between_groups"; // merges across groups
 inline constexpr const char* kBestGroupEvalLoss = "best_group_eval_loss";  // share: best single group
 inline constexpr const char* kMergeSeconds = "merge_seconds";              // share: moving + merging results
 // Rank processes of a distributed case (dist_backend.cc), each name + "_rank<r>":

@@ -38,7 +38,7 @@ Result<int64_t> ResolveRunSpec(Store& store, const std::string& spec) {
           fmt::format("'{}' is not a run: write an id, 'latest' or 'latest:PLAN'", spec));
     id = static_cast<int64_t>(n);
   }
-  auto runs = store.ListRuns();
+  auto runs = store.ListRunHeaders();
   if (!runs.ok()) return runs.status();
   if (!latest) {
     for (const RunRecord& r : *runs)

@@ -405,6 +405,10 @@ class SqliteStore : public Store {
   Result<std::vector<std::pair<std::string, std::string>>> FactsOfCase(int64_t row_id) override;
   Result<std::vector<StepSample>> StepsOfCase(int64_t row_id) override;
   Result<std::vector<RequestSample>> RequestsOfCase(int64_t row_id) override;
+  Result<std::vector<RunRecord>> ListRunHeaders() override;
+  Result<std::vector<CaseRecord>> FindCases(const CaseQuery& query) override;
+  Result<std::vector<std::pair<int64_t, Measurement>>> FindMeasurements(
+      const CaseQuery& query, const std::vector<std::string>& names) override;
 
  private:
   Status Err(int rc, const std::string& doing) { return SqlError(db_, rc, doing); }
@@ -704,6 +708,20 @@ constexpr const char* kRunColumns =
     "SELECT id, kind, plan_name, plan_title, plan_file, plan_text, plan_sha256, source, "
     "started_at, finished_at, status, protocol_version, git_revision FROM runs ";
 
+// A stored status or provenance this build does not know is corruption.
+Result<CaseStatus> ParseStatusColumn(const std::string& status, int64_t row_id) {
+  auto parsed = ParseCaseStatus(status);
+  if (!parsed) return Status::Corruption(fmt::format("case row {} has unknown status '{}'", row_id, status));
+  return *parsed;
+}
+Result<Provenance> ParseHowColumn(const std::string& how, const std::string& name, int64_t row_id) {
+  auto parsed = ParseProvenance(how);
+  if (!parsed)
+    return Status::Corruption(
+        fmt::format("measurement '{}' of case row {} has unknown provenance '{}'", name, row_id, how));
+  return *parsed;
+}
+
 RunRecord ReadRun(const Stmt& q) {
   RunRecord r;
   int c = 0;
@@ -723,15 +741,126 @@ RunRecord ReadRun(const Stmt& q) {
   return r;
 }
 
-Result<std::vector<RunRecord>> SqliteStore::ListRuns() {
-  const std::string doing = "listing runs";
-  std::string sql = std::string(kRunColumns) + "ORDER BY id";
-  Stmt q(db_, sql.c_str());
+// A case's identity and outcome (FindCases), the first columns CasesOfRun reads.
+constexpr const char* kCaseKeyColumns =
+    "c.id, c.run_id, c.case_id, c.repeat, c.model, c.workload, c.system, c.nodes, c.network, c.variant, "
+    "c.length_unit, c.length_count, c.report_as_unit, c.report_as_count, c.status";
+constexpr int kCaseKeyColumnCount = 15;
+
+Status ReadCaseKey(const Stmt& q, CaseRecord* r) {
+  int c = 0;
+  r->row_id = q.Int(c++);
+  r->run_id = q.Int(c++);
+  r->case_id = q.Text(c++);
+  r->repeat = static_cast<int>(q.Int(c++));
+  r->model = q.Text(c++);
+  r->workload = q.Text(c++);
+  r->system = q.Text(c++);
+  r->nodes = static_cast<int>(q.Int(c++));
+  r->network = q.Text(c++);
+  r->variant = q.Text(c++);
+  r->length_unit = q.Text(c++);
+  r->length_count = q.Int(c++);
+  r->report_as_unit = q.Text(c++);
+  r->report_as_count = q.Int(c++);
+  auto status = ParseStatusColumn(q.Text(c++), r->row_id);
+  if (!status.ok()) return status.status();
+  r->status = *status;
+  return Status::Ok();
+}
+
+// The same columns, plan_text read as '' (ListRunHeaders).
+constexpr const char* kRunHeaderColumns =
+    "SELECT id, kind, plan_name, plan_title, plan_file, '', plan_sha256, source, "
+    "started_at, finished_at, status, protocol_version, git_revision FROM runs ";
+
+// Every run of `sql` (kRunColumns or kRunHeaderColumns and its order).
+Result<std::vector<RunRecord>> ReadRuns(sqlite3* db, const std::string& sql) {
+  Stmt q(db, sql.c_str());
   std::vector<RunRecord> runs;
   int rc;
   while ((rc = q.Step()) == SQLITE_ROW) runs.push_back(ReadRun(q));
-  if (rc != SQLITE_DONE) return Err(rc, doing);
+  if (rc != SQLITE_DONE) return SqlError(db, rc, "listing runs");
   return runs;
+}
+
+Result<std::vector<RunRecord>> SqliteStore::ListRuns() {
+  return ReadRuns(db_, std::string(kRunColumns) + "ORDER BY id");
+}
+
+Result<std::vector<RunRecord>> SqliteStore::ListRunHeaders() {
+  return ReadRuns(db_, std::string(kRunHeaderColumns) + "ORDER BY id");
+}
+
+// The WHERE conditions on table `cases` (alias c) of a CaseQuery; Bind()
+// binds their parameters in the same order.
+struct CaseFilter {
+  explicit CaseFilter(const CaseQuery& query) : q(query) {}
+  std::string Sql() const {
+    std::string sql = "1";
+    if (!q.run_ids.empty()) sql += " AND c.run_id IN (SELECT value FROM json_each(?))";
+    if (q.through_run > 0) sql += " AND c.run_id <= ?";
+    if (!q.model.empty()) sql += " AND c.model = ?";
+    if (q.ok_only) sql += " AND c.status = 'ok'";
+    return sql;
+  }
+  void Bind(Stmt& stmt) const {
+    if (!q.run_ids.empty()) {
+      std::vector<std::string> ids;
+      for (int64_t id : q.run_ids) ids.push_back(std::to_string(id));
+      stmt.Bind("[" + Join(ids, ",") + "]");
+    }
+    if (q.through_run > 0) stmt.Bind(q.through_run);
+    if (!q.model.empty()) stmt.Bind(q.model);
+  }
+  const CaseQuery& q;
+};
+
+Result<std::vector<CaseRecord>> SqliteStore::FindCases(const CaseQuery& query) {
+  CaseFilter filter(query);
+  std::string sql = std::string("SELECT ") + kCaseKeyColumns + " FROM cases c WHERE " + filter.Sql() +
+                    " ORDER BY c.run_id, c.id";
+  Stmt q(db_, sql.c_str());
+  filter.Bind(q);
+  std::vector<CaseRecord> cases;
+  int rc;
+  while ((rc = q.Step()) == SQLITE_ROW) {
+    CaseRecord r;
+    if (Status s = ReadCaseKey(q, &r); !s.ok()) return s;
+    cases.push_back(std::move(r));
+  }
+  if (rc != SQLITE_DONE) return Err(rc, "finding cases");
+  return cases;
+}
+
+Result<std::vector<std::pair<int64_t, Measurement>>> SqliteStore::FindMeasurements(
+    const CaseQuery& query, const std::vector<std::string>& names) {
+  const std::string doing = "finding measurements";
+  CaseFilter filter(query);
+  std::string sql =
+      "SELECT m.case_row, m.name, m.value, m.unit, m.how, m.marker, m.length_unit, m.length_count FROM cases c "
+      "JOIN measurements m ON m.case_row = c.id WHERE " +
+      filter.Sql() + " AND m.name IN (SELECT value FROM json_each(?)) ORDER BY m.case_row, m.id";
+  Stmt q(db_, sql.c_str());
+  filter.Bind(q);
+  q.Bind(Json(names).dump());
+  std::vector<std::pair<int64_t, Measurement>> out;
+  int rc;
+  while ((rc = q.Step()) == SQLITE_ROW) {
+    Measurement m;
+    m.name = q.Text(1);
+    if (!q.IsNull(2)) m.value = q.Double(2);
+    m.unit = q.Text(3);
+    auto how = ParseHowColumn(q.Text(4), m.name, q.Int(0));
+    if (!how.ok()) return how.status();
+    m.how = *how;
+    m.marker = q.Text(5);
+    m.length_unit = q.Text(6);
+    m.length_count = q.Int(7);
+    out.emplace_back(q.Int(0), std::move(m));
+  }
+  if (rc != SQLITE_DONE) return Err(rc, doing);
+  return out;
 }
 
 Result<RunRecord> SqliteStore::GetRun(int64_t run_id) {
@@ -759,40 +888,20 @@ Result<std::vector<std::pair<std::string, std::string>>> SqliteStore::GetContext
 
 Result<std::vector<CaseRecord>> SqliteStore::CasesOfRun(int64_t run_id) {
   const std::string doing = fmt::format("reading cases of run {}", run_id);
-  Stmt q(db_,
-         "SELECT id, run_id, case_id, repeat, stage, model, workload, backend, system, nodes, "
-         "topology, network, variant, length_unit, length_count, report_as_unit, "
-         "report_as_count, status, reason, exit_code, started_at, finished_at, log_path, "
-         "log_sha256 FROM cases WHERE run_id = ? ORDER BY id");
+  std::string sql = std::string("SELECT ") + kCaseKeyColumns +
+                    ", c.stage, c.backend, c.topology, c.reason, c.exit_code, c.started_at, c.finished_at, "
+                    "c.log_path, c.log_sha256 FROM cases c WHERE c.run_id = ? ORDER BY c.id";
+  Stmt q(db_, sql.c_str());
   q.Bind(run_id);
   std::vector<CaseRecord> cases;
   int rc;
   while ((rc = q.Step()) == SQLITE_ROW) {
     CaseRecord r;
-    int c = 0;
-    r.row_id = q.Int(c++);
-    r.run_id = q.Int(c++);
-    r.case_id = q.Text(c++);
-    r.repeat = static_cast<int>(q.Int(c++));
+    if (Status s = ReadCaseKey(q, &r); !s.ok()) return s;
+    int c = kCaseKeyColumnCount;
     r.stage = q.Text(c++);
-    r.model = q.Text(c++);
-    r.workload = q.Text(c++);
     r.backend = q.Text(c++);
-    r.system = q.Text(c++);
-    r.nodes = static_cast<int>(q.Int(c++));
     r.topology = q.Text(c++);
-    r.network = q.Text(c++);
-    r.variant = q.Text(c++);
-    r.length_unit = q.Text(c++);
-    r.length_count = q.Int(c++);
-    r.report_as_unit = q.Text(c++);
-    r.report_as_count = q.Int(c++);
-    std::string status = q.Text(c++);
-    auto parsed = ParseCaseStatus(status);
-    if (!parsed)
-      return Status::Corruption(
-          fmt::format("case row {} has unknown status '{}'", r.row_id, status));
-    r.status = *parsed;
     r.reason = q.Text(c++);
     if (!q.IsNull(c)) r.exit_code = static_cast<int>(q.Int(c));
     ++c;
@@ -819,12 +928,9 @@ Result<std::vector<Measurement>> SqliteStore::MeasurementsOfCase(int64_t row_id)
     m.name = q.Text(0);
     if (!q.IsNull(1)) m.value = q.Double(1);
     m.unit = q.Text(2);
-    std::string how = q.Text(3);
-    auto parsed = ParseProvenance(how);
-    if (!parsed)
-      return Status::Corruption(fmt::format(
-          "measurement '{}' of case row {} has unknown provenance '{}'", m.name, row_id, how));
-    m.how = *parsed;
+    auto how = ParseHowColumn(q.Text(3), m.name, row_id);
+    if (!how.ok()) return how.status();
+    m.how = *how;
     m.method = q.Text(4);
     m.source = q.Text(5);
     m.marker = q.Text(6);

@@ -21,6 +21,18 @@
 
 namespace protocol {
 
+// Which cases a FindCases / FindMeasurements call reads; every condition set
+// must hold.
+struct CaseQuery {
+  std::vector<int64_t> run_ids;  // these runs only; empty: every run
+  int64_t through_run = 0;       // > 0: runs with id <= through_run only
+  std::string model;             // "": every model
+  bool ok_only = false;          // true: cases with status ok only
+
+  bool SelectsRun(int64_t run_id) const;       // run_ids and through_run
+  bool Selects(const CaseRecord& c) const;     // every condition
+};
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -54,6 +66,23 @@ class Store {
   virtual Result<std::vector<StepSample>> StepsOfCase(int64_t row_id) = 0;
   virtual Result<std::vector<RequestSample>> RequestsOfCase(int64_t row_id) = 0;
   virtual Result<std::vector<std::pair<std::string, std::string>>> FactsOfCase(int64_t row_id) = 0;  // stored order
+
+  // ---- reading at scale (reports): one query each in the SQLite store; the
+  // defaults here answer from the calls above, so a fake need not override them.
+  // Every run by id ascending, without plan_text (the resolved plan, the
+  // largest column; GetRun has it).
+  virtual Result<std::vector<RunRecord>> ListRunHeaders();
+  // The cases `query` selects, ordered by run id then row, with their
+  // identity and outcome: row_id, run_id, case_id, repeat, model, workload,
+  // system, nodes, network, variant, length_unit, length_count,
+  // report_as_unit, report_as_count, status. Other fields may be left empty
+  // (the SQLite store does not read them; CasesOfRun has them).
+  virtual Result<std::vector<CaseRecord>> FindCases(const CaseQuery& query);
+  // The measurements called one of `names` of the cases `query` selects, as
+  // (case row id, measurement) by row then stored order; method and source are
+  // not read (left empty).
+  virtual Result<std::vector<std::pair<int64_t, Measurement>>> FindMeasurements(
+      const CaseQuery& query, const std::vector<std::string>& names);
 };
 
 // The SQLite store (store.cc, the only file that includes <sqlite3.h>).

@@ -1,0 +1,45 @@
+#ifndef PROTOCOL_REPORT_VERDICT_H_
+#define PROTOCOL_REPORT_VERDICT_H_
+
+// The verdict a report opens with (docs/report.md, "Verdict"): one
+// VerdictLine (report_data.h) per table row with a ratio, its parts made
+// here from the cells the tables already hold, then composed by VerdictText.
+// A figure not stored is said to be missing, never guessed. Internal to
+// src/report.
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "report/cells.h"
+#include "report/ratios.h"
+#include "report/report_data.h"
+
+namespace protocol {
+
+// The candidate's held-out loss (eval_loss) against the baseline's, each its
+// cell's median over the winning run: "held-out loss 3.1000 vs 2.9500 for
+// fsdp, +5.08 %" (the relative difference, candidate over baseline); "no
+// held-out loss stored", or "held-out loss of fsdp not stored".
+std::string HeldOutLossPhrase(const CellResults* baseline, const CellResults* candidate,
+                              const std::string& baseline_name, const std::string& candidate_name);
+
+// The bytes the candidate moved: "moving 0 B within groups and 15.01 MiB
+// between groups" (bytes_within_groups, bytes_between_groups), "moving 15.01
+// MiB, not split by group" (bytes_communicated only), or "bytes moved not
+// stored"; then the baseline's total when it stored one: " (fsdp 375.33 MiB)".
+std::string BytesMovedPhrase(const CellResults* baseline, const CellResults* candidate,
+                             const std::string& baseline_name);
+
+// The qualifier of a row whose sides ran their N nodes on one host:
+// "the 2 nodes of fsdp and share are one host (localhost)". `sides` are
+// (system, the cell shown); "" when no side's nodes are one host.
+std::string OneHostQualifier(const RunIndex& runs, int nodes,
+                             const std::vector<std::pair<std::string, const ReportCell*>>& sides);
+
+// "{model} {row}, {scope}: {claim} ({quality}), {bytes}; {qualifiers}; {notes}."
+std::string VerdictText(const std::string& model, const VerdictLine& line);
+
+}  // namespace protocol
+
+#endif  // PROTOCOL_REPORT_VERDICT_H_
