@@ -243,6 +243,9 @@ TEST_CASE("report scale: the store's report queries answer as the defaults built
     Result<std::vector<Measurement>> MeasurementsOfCase(int64_t row) override { return s_.MeasurementsOfCase(row); }
     Result<std::vector<StepSample>> StepsOfCase(int64_t row) override { return s_.StepsOfCase(row); }
     Result<std::vector<RequestSample>> RequestsOfCase(int64_t row) override { return s_.RequestsOfCase(row); }
+    Result<std::vector<std::pair<std::string, std::string>>> FactsOfCase(int64_t row) override {
+      return s_.FactsOfCase(row);
+    }
 
    private:
     Store& s_;

@@ -1,5 +1,6 @@
 #include "report/cell_key.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "runner/base/text.h"
@@ -9,18 +10,25 @@ namespace protocol {
 CellKey KeyOf(const CaseRecord& r) {
   CellKey k;
   k.workload = r.workload;
-  if (!r.report_as_unit.empty()) {
-    k.length_unit = r.report_as_unit;
-    k.length_count = r.report_as_count;
-  } else {
-    k.length_unit = r.length_unit;
-    k.length_count = r.length_count;
-  }
+  k.length_unit = r.length_unit;
+  k.length_count = r.length_count;
   k.system = r.system;
   k.nodes = r.nodes;
   k.network = r.network;
   k.variant = r.variant;
   return k;
+}
+
+std::vector<CellKey> KeysOf(const CaseRecord& r, const std::vector<Measurement>& measurements) {
+  std::vector<CellKey> keys = {KeyOf(r)};
+  for (const Measurement& m : measurements) {
+    if (m.name != metric::kWallSeconds || m.length_unit.empty()) continue;
+    CellKey k = keys.front();
+    k.length_unit = m.length_unit;
+    k.length_count = m.length_count;
+    if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
+  }
+  return keys;
 }
 
 std::string KeyText(const CellKey& k) {

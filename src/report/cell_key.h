@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "runner/store/records.h"
 
@@ -16,7 +17,7 @@ namespace protocol {
 
 struct CellKey {
   std::string workload;
-  std::string length_unit;  // row length: report_as when present, else length
+  std::string length_unit;  // row length: the case's own, or a length one of its figures is for
   int64_t length_count = 0;
   std::string system;
   int nodes = 1;
@@ -27,7 +28,12 @@ struct CellKey {
   bool operator==(const CellKey& o) const { return Tie() == o.Tie(); }
 };
 
+// The cell of the case's own length.
 CellKey KeyOf(const CaseRecord& r);
+// Every cell a case gives: its own length, then each further length its
+// wall_seconds figures are for (Measurement::length_unit/count: a report_as
+// or not_provided length), in stored order, each once.
+std::vector<CellKey> KeysOf(const CaseRecord& r, const std::vector<Measurement>& measurements);
 
 // "pretrain 1000 steps share 2 nodes (10G) [variant]".
 std::string KeyText(const CellKey& k);

@@ -22,30 +22,21 @@ CaseFigure FigureFromMeasurement(const Measurement& m, const RunRecord& run) {
     return f;  // no value, whatever was stored
   }
   f.value = m.value;
-  if (m.marker == "extrapolated" || m.how == Provenance::kExtrapolated) f.marker = "*";
+  if (m.marker == "extrapolated" || m.how == Provenance::kExtrapolated || m.how == Provenance::kPrefix) f.marker = "*";
   return f;
 }
 
 }  // namespace
 
 std::optional<CaseFigure> WallFigure(const CaseEntry& e) {
-  bool extrapolated_row = !e.c->record.report_as_unit.empty();
-  const Measurement* pick = nullptr;
-  for (const auto& m : e.c->measurements) {
-    if (m.name != metric::kWallSeconds) continue;
-    bool is_extrap = m.how == Provenance::kExtrapolated;
-    if (extrapolated_row) {
-      if (is_extrap) { pick = &m; break; }
-    } else if (!is_extrap) {
-      pick = &m;
-      break;
-    }
-  }
-  if (!pick) return std::nullopt;
-  return FigureFromMeasurement(*pick, *e.run);
+  for (const auto& m : e.c->measurements)
+    if (m.name == metric::kWallSeconds && m.length_unit == e.length_unit && m.length_count == e.length_count)
+      return FigureFromMeasurement(m, *e.run);
+  return std::nullopt;
 }
 
 std::optional<CaseFigure> NamedFigure(const CaseEntry& e, const std::string& name) {
+  if (!e.length_unit.empty()) return std::nullopt;
   for (const auto& m : e.c->measurements) {
     if (m.name == name) return FigureFromMeasurement(m, *e.run);
   }

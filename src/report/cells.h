@@ -25,6 +25,10 @@ inline constexpr const char* kNoSolution = "no solution";
 struct CaseEntry {
   const RunRecord* run;
   const ReportCaseInput* c;
+  // The length this entry stands for when it is not the case's own (a figure
+  // at a report_as / not_provided length): only its wall time is shown there.
+  std::string length_unit;
+  int64_t length_count = 0;
 };
 
 // All results of one cell: ok cases per run id, and the cases not ok (those
@@ -48,10 +52,11 @@ struct CaseFigure {
   int derived_from = 0;  // > 0: derived from this many request samples
 };
 
-// Training time: wall_seconds. A case with report_as takes only its
-// extrapolated figure; others prefer a measured or imported one.
+// Training time: the wall_seconds figure for the entry's length (the case's
+// own, or the one a report_as / not_provided figure carries).
 std::optional<CaseFigure> WallFigure(const CaseEntry& e);
-// The first measurement called `name`; nullopt when none.
+// The first measurement called `name`; nullopt when none, and at a length not
+// the case's own (its quality and metrics are the whole run's).
 std::optional<CaseFigure> NamedFigure(const CaseEntry& e, const std::string& name);
 // Inference figures, derived from request samples when not stored:
 // total = Σ seconds, s/token = Σ seconds / Σ generated, tokens/s = Σ generated / Σ seconds.

@@ -15,19 +15,31 @@ namespace {
 // The case rows a report shows (step 2 of collect.h), by run.
 using RowsByRun = std::map<int64_t, std::set<int64_t>>;
 
-RowsByRun ShownRows(const std::vector<CaseRecord>& cases) {
+// `lengths`: the wall_seconds figures of each case row, whose lengths give
+// the cells beyond the case's own (cell_key.h KeysOf).
+RowsByRun ShownRows(const std::vector<CaseRecord>& cases,
+                    const std::map<int64_t, std::vector<Measurement>>& lengths) {
+  auto keys = [&lengths](const CaseRecord& c) {
+    auto it = lengths.find(c.row_id);
+    return c.status == CaseStatus::kOk && it != lengths.end() ? KeysOf(c, it->second)
+                                                              : std::vector<CellKey>{KeyOf(c)};
+  };
   std::map<std::pair<std::string, CellKey>, int64_t> newest_ok;  // (model, cell) → run
   for (const CaseRecord& c : cases) {
     if (c.status != CaseStatus::kOk) continue;
-    int64_t& run = newest_ok[{c.model, KeyOf(c)}];
-    run = std::max(run, c.run_id);
+    for (const CellKey& k : keys(c)) {
+      int64_t& run = newest_ok[{c.model, k}];
+      run = std::max(run, c.run_id);
+    }
   }
   RowsByRun shown;
   for (const CaseRecord& c : cases) {
-    auto it = newest_ok.find({c.model, KeyOf(c)});
-    const int64_t newest = it == newest_ok.end() ? 0 : it->second;
-    const bool listed = c.status == CaseStatus::kOk ? c.run_id == newest : c.run_id >= newest;
-    if (listed) shown[c.run_id].insert(c.row_id);
+    for (const CellKey& k : keys(c)) {
+      auto it = newest_ok.find({c.model, k});
+      const int64_t newest = it == newest_ok.end() ? 0 : it->second;
+      const bool listed = c.status == CaseStatus::kOk ? c.run_id == newest : c.run_id >= newest;
+      if (listed) shown[c.run_id].insert(c.row_id);
+    }
   }
   return shown;
 }
@@ -121,7 +133,12 @@ Result<ReportInput> CollectReportInput(Store& store, const ReportOptions& option
   selected.model = options.model;
   auto cases = store.FindCases(selected);
   if (!cases.ok()) return cases.status();
-  const RowsByRun shown = ShownRows(cases.value());
+  auto walls = store.FindMeasurements(selected, {metric::kWallSeconds});
+  if (!walls.ok()) return walls.status();
+  std::map<int64_t, std::vector<Measurement>> lengths;
+  for (auto& [row, m] : walls.value())
+    if (!m.length_unit.empty()) lengths[row].push_back(std::move(m));
+  const RowsByRun shown = ShownRows(cases.value(), lengths);
 
   ReportInput input;
   for (const auto& [run_id, rows] : shown) {

@@ -827,6 +827,19 @@ class ModelBuilder {
 }  // namespace
 
 
+namespace {
+
+// `e` as the entry of cell `k`: at a length other than the case's own it stands for that length.
+CaseEntry EntryAt(const CellKey& k, const CaseRecord& rec, CaseEntry e) {
+  if (k.length_unit != rec.length_unit || k.length_count != rec.length_count) {
+    e.length_unit = k.length_unit;
+    e.length_count = k.length_count;
+  }
+  return e;
+}
+
+}  // namespace
+
 ReportData ComputeReport(const ReportInput& input, const ReportOptions& options) {
   ReportData data;
   data.baseline_system = options.baseline_system;
@@ -851,12 +864,12 @@ ReportData ComputeReport(const ReportInput& input, const ReportOptions& options)
       const auto& rec = c.record;
       if (!options.model.empty() && rec.model != options.model) continue;
       auto it = builders.try_emplace(rec.model, rec.model, options, index).first;
-      CaseEntry e{&r->run, &c};
-      if (rec.status == CaseStatus::kOk) {
-        it->second.AddOk(KeyOf(rec), e);
-      } else {
-        it->second.AddFailure(KeyOf(rec), e);
+      if (rec.status != CaseStatus::kOk) {
+        it->second.AddFailure(KeyOf(rec), CaseEntry{&r->run, &c});
+        continue;
       }
+      for (const CellKey& k : KeysOf(rec, c.measurements))
+        it->second.AddOk(k, EntryAt(k, rec, CaseEntry{&r->run, &c}));
     }
   }
   // History: every run of the input up to history_through, selected or not.
@@ -867,7 +880,8 @@ ReportData ComputeReport(const ReportInput& input, const ReportOptions& options)
         if (c.record.status != CaseStatus::kOk) continue;
         auto it = builders.find(c.record.model);
         if (it == builders.end()) continue;  // a model the selected runs do not report
-        it->second.AddHistory(KeyOf(c.record), CaseEntry{&r.run, &c});
+        for (const CellKey& k : KeysOf(c.record, c.measurements))
+          it->second.AddHistory(k, EntryAt(k, c.record, CaseEntry{&r.run, &c}));
       }
     }
   }
