@@ -7,11 +7,13 @@
 #include <stdlib.h>
 
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "backends/command_backend.h"
 #include "runner/base/text.h"
+#include "runner/plan/case_placeholders.h"
 
 using namespace protocol;
 
@@ -69,9 +71,11 @@ struct Fixture {
   Fixture() {
     dir = MakeTempDir();
     plan.file = dir + "/plans/smoke.yaml";
-    plan.models["llama2-7b"] = ModelSpec{"llama2-7b", "llama2-7b", "/models/Llama 2 7b", "", {}};
+    plan.name = "smoke";
+    plan.models["llama2-7b"] = ModelSpec{"llama2-7b", "llama2-7b", "/models/Llama 2 7b", Quantization::kNone, {}};
     plan.datasets["dolly"] = DatasetSpec{"dolly", "dolly", "/data/dolly 15k.jsonl", {}};
     spec.id = "2.1.2.1";
+    spec.stage = "stage2";
     spec.backend = "command";
     spec.system = "fsdp";
     spec.model = "llama2-7b";
@@ -87,7 +91,7 @@ struct Fixture {
 
   BackendOutcome Run(ProcessRunner& runner, Clock& clock) {
     BackendContext context{plan,   spec, 1,      dir + "/logs/case.log", dir + "/out/2.1.2.1",
-                           stop,   runner, clock, events};
+                           stop,   runner, clock, events, 7};
     return MakeCommandBackend()->Run(context);
   }
   BackendOutcome Run() {
@@ -199,35 +203,41 @@ TEST_CASE("Command: outcome mapping of every process ending (fake runner)") {
 
 TEST_CASE("Command: every placeholder expands inside its own argv element") {
   Fixture f;
+  const std::map<std::string, std::string> value = {
+      {"case_id", "2.1.2.1"},
+      {"repeat", "1"},
+      {"model", "llama2-7b"},
+      {"model_path", "/models/Llama 2 7b"},
+      {"dataset", "dolly"},
+      {"dataset_path", "/data/dolly 15k.jsonl"},
+      {"output_dir", f.dir + "/out/2.1.2.1"},
+      {"steps", "1000"},
+      {"epochs", ""},
+      {"nodes", "2"},
+      {"topology", "rig0:4x2 rig1:4x2"},
+      {"network", "10G"},
+      {"prompt", "Can there be life?"},
+      {"max_new_tokens", "100,110,120"},
+      {"plan_dir", f.dir + "/plans"},
+      {"plan", "smoke"},
+      {"stage", "stage2"},
+      {"run_id", "7"},
+  };
+  // Every row of the placeholder table (case_placeholders.h), each in its own element.
   f.spec.command.argv = PrintArgs();
-  for (const char* name : {"case_id", "repeat", "model", "model_path", "dataset", "dataset_path",
-                           "output_dir", "steps", "epochs", "nodes", "topology", "network",
-                           "prompt", "max_new_tokens", "plan_dir"})
-    f.spec.command.argv.push_back(std::string(name) + "={" + name + "}");
+  std::vector<std::string> expected = {fmt::format("argc={}", CasePlaceholders().size() + 1)};
+  for (const CasePlaceholder& p : CasePlaceholders()) {
+    f.spec.command.argv.push_back(std::string(p.name) + "={" + p.name + "}");
+    REQUIRE_MESSAGE(value.count(p.name) == 1, p.name);
+    expected.push_back(fmt::format("arg=[{}={}]", p.name, value.at(p.name)));
+  }
   f.spec.command.argv.push_back("{{literal}}");
+  expected.push_back("arg=[{literal}]");
   REQUIRE(f.Check().empty());
   CapturingRunner runner;
   BackendOutcome outcome = f.Run(runner, SystemClock());
   REQUIRE(outcome.status == CaseStatus::kOk);
-  CHECK(runner.lines == std::vector<std::string>{
-                           "argc=16",
-                           "arg=[case_id=2.1.2.1]",
-                           "arg=[repeat=1]",
-                           "arg=[model=llama2-7b]",
-                           "arg=[model_path=/models/Llama 2 7b]",
-                           "arg=[dataset=dolly]",
-                           "arg=[dataset_path=/data/dolly 15k.jsonl]",
-                           "arg=[output_dir=" + f.dir + "/out/2.1.2.1]",
-                           "arg=[steps=1000]",
-                           "arg=[epochs=]",
-                           "arg=[nodes=2]",
-                           "arg=[topology=rig0:4x2 rig1:4x2]",
-                           "arg=[network=10G]",
-                           "arg=[prompt=Can there be life?]",
-                           "arg=[max_new_tokens=100,110,120]",
-                           "arg=[plan_dir=" + f.dir + "/plans]",
-                           "arg=[{literal}]",
-                       });
+  CHECK(runner.lines == expected);
 
   f.spec.length = Length{Length::Unit::kEpochs, 1};
   f.spec.command.argv = {"/bin/sh", "-c", "echo \"[$1][$2]\"", "sh", "{steps}", "{epochs}"};
@@ -301,7 +311,7 @@ TEST_CASE("Command: Check names unknown placeholders with a suggestion") {
             "unknown placeholder '{stpes}' in command.argv[2] (did you mean '{steps}'?)",
             "unknown placeholder '{zzz}' in command.argv[3] (known: {case_id} {repeat} {model} "
             "{model_path} {dataset} {dataset_path} {output_dir} {steps} {epochs} {nodes} "
-            "{topology} {network} {prompt} {max_new_tokens} {plan_dir})",
+            "{topology} {network} {prompt} {max_new_tokens} {plan_dir} {plan} {stage} {run_id})",
             "unknown placeholder '{outptu_dir}' in command.env.OUT (did you mean '{output_dir}'?)",
             "unknown placeholder '{plandir}' in command.workdir (did you mean '{plan_dir}'?)",
         });

@@ -72,7 +72,7 @@ CaseSpec Training(const std::string& backend, int64_t steps) {
   spec.training.batch_size = 4;
   spec.training.seq_len = 16;
   spec.training.learning_rate = 1e-2;
-  spec.training.device = "cpu";
+  spec.training.device = DeviceChoice::kCpu;
   spec.training.collective_timeout = 60;
   spec.timeout_seconds = 120;
   return spec;
@@ -324,7 +324,7 @@ TEST_CASE("dist share: multi-inference serves the schedule round-robin over 2 re
   spec.topology.parts = {{"rig0", 2, 1}};
   spec.inference.prompt = "Can there be life";
   spec.inference.max_new_tokens = {3, 4, 5};
-  spec.training.device = "cpu";
+  spec.training.device = DeviceChoice::kCpu;
   spec.training.collective_timeout = 60;
   spec.timeout_seconds = 120;
   Harness h;

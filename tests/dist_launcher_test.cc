@@ -15,6 +15,7 @@
 #include "backends/native/launcher.h"
 #include "backends/native/supervisor.h"
 #include "backends/native/worker_case.h"
+#include "training_field_checks.h"
 
 namespace protocol {
 namespace native {
@@ -159,7 +160,7 @@ TEST_CASE("dist events: every kind survives encode and decode; plain text is not
 
 TEST_CASE("dist case file: round trip, and a layout that does not add up is refused") {
   WorkerCase c;
-  c.role = "share";
+  c.role = NativeRole::kShare;
   c.case_id = "2.2.1.1";
   c.workload = Workload::kFinetune;
   c.model_name = "tiny";
@@ -167,12 +168,8 @@ TEST_CASE("dist case file: round trip, and a layout that does not add up is refu
   c.model_path = "/m";
   c.dataset_format = "dolly";
   c.dataset_path = "/d.jsonl";
-  c.training.sync_every = 5;
-  c.training.outer_momentum = 0.9;
-  c.training.checkpoint_every = 3;
-  c.training.lora_rank = 4;
-  c.training.lora_alpha = 8.5;
-  c.training.lora_freeze_a = true;
+  c.training = protocol::testing::ChangedSettings();  // every row of training_fields.h off its default
+  c.quantization = Quantization::kNf4;
   c.steps = 12;
   c.inference.max_new_tokens = {1, 2};
   c.groups = 2;
@@ -180,14 +177,10 @@ TEST_CASE("dist case file: round trip, and a layout that does not add up is refu
   c.rank_nodes = {"rig0", "rig1"};
   auto back = DecodeWorkerCase(EncodeWorkerCase(c));
   REQUIRE(back.ok());
-  CHECK(back->role == "share");
+  CHECK(back->role == NativeRole::kShare);
   CHECK(back->workload == Workload::kFinetune);
-  CHECK(back->training.sync_every == 5);
-  CHECK(back->training.outer_momentum == 0.9);
-  CHECK(back->training.checkpoint_every == 3);
-  CHECK(back->training.lora_rank == 4);
-  CHECK(back->training.lora_alpha == 8.5);
-  CHECK(back->training.lora_freeze_a);
+  CHECK(back->quantization == Quantization::kNf4);
+  CHECK(protocol::testing::DifferentFields(c.training, back->training).empty());
   CHECK(back->steps == 12);
   CHECK(back->rank_nodes == std::vector<std::string>{"rig0", "rig1"});
   c.rank_nodes = {"rig0"};

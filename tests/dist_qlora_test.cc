@@ -73,7 +73,7 @@ struct Fixture {
     ModelSpec m;
     m.name = "mini";
     m.path = (root / "model").string();
-    m.quantization = "nf4";
+    m.quantization = Quantization::kNf4;
     m.double_quant = double_quant;
     plan.models["mini"] = m;
     plan.datasets["corpus"] = DatasetSpec{"corpus", "text", (root / "corpus.txt").string(), {}};
@@ -92,7 +92,7 @@ CaseSpec Training(const std::string& backend, int64_t steps) {
   spec.training.batch_size = 4;
   spec.training.seq_len = 16;
   spec.training.learning_rate = 1e-2;
-  spec.training.device = "cpu";
+  spec.training.device = DeviceChoice::kCpu;
   spec.training.collective_timeout = 60;
   spec.training.lora_rank = 4;
   spec.training.lora_alpha = 8;

@@ -147,7 +147,7 @@ TEST_CASE("gpu: a one-process fsdp case on CUDA stores its peak device memory") 
   spec.length = Length{Length::Unit::kSteps, 3};
   spec.training.batch_size = 4;
   spec.training.seq_len = 64;
-  spec.training.device = "cuda";
+  spec.training.device = DeviceChoice::kCuda;
   StopFlag stop;
   NoProcesses processes;
   Clock1 clock;

@@ -84,26 +84,6 @@ TEST_CASE("native check: a training topology needs a GPU per rank; inference rep
   CHECK(advice.warnings.empty());
 }
 
-TEST_CASE("native check: a quantization the backends cannot take is an error for both") {
-  // The parser knows the plan format's quantizations (none, nf4); a plan model built
-  // another way may still carry one the native backends do not build.
-  Plan plan = ParsePlan("{preset: tiny, path: /nowhere}",
-                        "      - {id: f, backend: fsdp, workload: inference, inference: {prompt: hi, max_new_tokens: [4]}}\n"
-                        "      - {id: s, backend: share, workload: inference, topology: 'rig0:1x1',\n"
-                        "         inference: {prompt: hi, max_new_tokens: [4]}}\n");
-  plan.models["m"].quantization = "gptq";
-  const std::string message = "model 'm' has quantization 'gptq', which the native backends do not build (known: nf4)";
-  std::vector<std::string> fsdp = MakeNativeFsdpBackend()->Check(plan, *plan.FindCase("f"));
-  CHECK(std::find(fsdp.begin(), fsdp.end(), message) != fsdp.end());
-  std::vector<std::string> share = MakeNativeShareBackend()->Check(plan, *plan.FindCase("s"));
-  CHECK(std::find(share.begin(), share.end(), message) != share.end());
-  // Run refuses with the same text (were it called without Check).
-  auto backend = MakeNativeShareBackend();
-  BackendOutcome out = RunCase(*backend, plan, *plan.FindCase("s"));
-  CHECK(out.status == CaseStatus::kFailed);
-  CHECK(out.reason == message + "; nothing was run");
-}
-
 TEST_CASE("native check: 4-bit pretrain weights: not on this machine, no weights, present") {
   const fs::path root = fs::temp_directory_path() / ("protocol_native_check_" + std::to_string(getpid()));
   fs::remove_all(root);

@@ -96,7 +96,7 @@ CaseSpec TrainingCase(Workload w, const std::string& dataset, int64_t steps) {
   spec.training.batch_size = 2;
   spec.training.seq_len = 16;
   spec.training.learning_rate = 1e-2;
-  spec.training.device = "cpu";
+  spec.training.device = DeviceChoice::kCpu;
   return spec;
 }
 
@@ -195,7 +195,7 @@ TEST_CASE("native fsdp: inference runs one request per max_new_tokens, exactly t
   spec.model = "mini";
   spec.inference.prompt = "Can there be life somewhere in the Solar System outside Earth?";
   spec.inference.max_new_tokens = {5, 7, 3};
-  spec.training.device = "cpu";
+  spec.training.device = DeviceChoice::kCpu;
   plan.models["mini"].init_random = true;
   Harness h;
   BackendOutcome out = h.Run(plan, spec);
@@ -277,7 +277,7 @@ TEST_CASE("native fsdp: multi-node, stop, timeout and a missing tokenizer end th
 
 TEST_CASE("native fsdp: Check names what a case lacks") {
   Plan plan;
-  plan.models["x"] = ModelSpec{"x", "llama2-8b", "", "", {}};
+  plan.models["x"] = ModelSpec{"x", "llama2-8b", "", Quantization::kNone, {}};
   CaseSpec spec;
   spec.id = "c.1";
   spec.model = "x";
@@ -292,7 +292,7 @@ TEST_CASE("native fsdp: Check names what a case lacks") {
 TEST_CASE("native fsdp: a 4-bit model: pretrain is QLoRA continued pretraining, finetune is QLoRA, inference from 4 bits") {
   Fixture fx;
   Plan plan = fx.MakePlan();
-  plan.models["mini"].quantization = "nf4";
+  plan.models["mini"].quantization = Quantization::kNf4;
   CaseSpec pretrain = TrainingCase(Workload::kPretrain, "corpus", 30);
   CHECK(MakeNativeFsdpBackend()->Check(plan, pretrain).empty());  // the plan is valid
   {  // The fixture's model directory has a config and a tokenizer but no weights: a stored failure.
@@ -308,11 +308,11 @@ TEST_CASE("native fsdp: a 4-bit model: pretrain is QLoRA continued pretraining, 
 
   // A base model with weights, saved by a full-precision pretrain (model_save into its output_dir).
   const std::string base_dir = (fx.root / "base").string();
-  plan.models["mini"].quantization = "";
+  plan.models["mini"].quantization = Quantization::kNone;
   Harness pre;
   REQUIRE(pre.Run(plan, TrainingCase(Workload::kPretrain, "corpus", 10), base_dir).status == CaseStatus::kOk);
   plan.models["mini"].path = base_dir;
-  plan.models["mini"].quantization = "nf4";
+  plan.models["mini"].quantization = Quantization::kNf4;
 
   {  // 4-bit pretrain = QLoRA continued pretraining of those weights, 30 steps.
     pretrain.training.batch_size = 8;  // a smoother loss curve than batches of 2
@@ -408,7 +408,7 @@ TEST_CASE("native fsdp: a 4-bit model: pretrain is QLoRA continued pretraining, 
   gen.model = "mini";
   gen.inference.prompt = "Where is there an ocean?";
   gen.inference.max_new_tokens = {4, 6};
-  gen.training.device = "cpu";
+  gen.training.device = DeviceChoice::kCpu;
   Harness inf;
   BackendOutcome answered = inf.Run(plan, gen);
   CHECK(answered.status == CaseStatus::kOk);

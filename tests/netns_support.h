@@ -33,15 +33,27 @@
 
 namespace protocol::testing {
 
+// A shape as a plan writes it ({"20mbit", "2ms"}; "" = none), read as the plan's parser reads it.
+struct ShapeText {
+  std::string bandwidth;
+  std::string delay;
+};
+inline NetworkEmulation Shape(const ShapeText& text) {
+  NetworkEmulation e{text.bandwidth, text.delay};
+  if (!text.bandwidth.empty()) e.bits_per_second = ParseTcRate(text.bandwidth).value();
+  if (!text.delay.empty()) e.delay_seconds = ParseTcTime(text.delay).value();
+  return e;
+}
+
 // Why namespaces shaped as `shape` cannot be made here, or "" when they can:
 // no privileges, no iproute2, no namespaces, or a kernel without the qdisc
 // the shape needs. Other failures return "" and are left for the cases to
 // fail on.
-inline std::string NamespacesUnavailable(const NetworkEmulation& shape) {
+inline std::string NamespacesUnavailable(const ShapeText& shape) {
   if (Status s = CheckNetworkEmulationPrivileges(); !s.ok()) return s.message();
   if (::access("/usr/sbin/ip", X_OK) != 0 && ::access("/sbin/ip", X_OK) != 0 && ::access("/usr/bin/ip", X_OK) != 0)
     return "no `ip` program (iproute2)";
-  auto probe = EmulatedNetwork::Create({"probe0", "probe1"}, shape);
+  auto probe = EmulatedNetwork::Create({"probe0", "probe1"}, Shape(shape));
   if (probe.ok()) return "";
   const std::string& m = probe.status().message();
   if (m.find("`ip netns add") != std::string::npos || m.find("no such program") != std::string::npos ||
@@ -51,8 +63,8 @@ inline std::string NamespacesUnavailable(const NetworkEmulation& shape) {
   return "";
 }
 
-inline std::unique_ptr<EmulatedNetwork> MustCreate(const std::vector<std::string>& nodes, const NetworkEmulation& shape) {
-  auto net = EmulatedNetwork::Create(nodes, shape);
+inline std::unique_ptr<EmulatedNetwork> MustCreate(const std::vector<std::string>& nodes, const ShapeText& shape) {
+  auto net = EmulatedNetwork::Create(nodes, Shape(shape));
   REQUIRE_MESSAGE(net.ok(), net.status().message());
   return std::move(net).value();
 }

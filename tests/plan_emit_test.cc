@@ -12,6 +12,7 @@
 
 #include "runner/base/text.h"
 #include "runner/plan/plan_parser.h"
+#include "training_field_checks.h"
 
 using namespace protocol;
 
@@ -42,21 +43,7 @@ class Diff {
   }
 
   void Training(const std::string& p, const TrainingSettings& a, const TrainingSettings& b) {
-    Same(p + ".batch_size", a.batch_size, b.batch_size);
-    Same(p + ".seq_len", a.seq_len, b.seq_len);
-    Same(p + ".grad_accum", a.grad_accum, b.grad_accum);
-    Same(p + ".learning_rate", a.learning_rate, b.learning_rate);
-    Same(p + ".seed", a.seed, b.seed);
-    Same(p + ".device", a.device, b.device);
-    Same(p + ".ranks_per_node", a.ranks_per_node, b.ranks_per_node);
-    Same(p + ".collective_timeout", a.collective_timeout, b.collective_timeout);
-    Same(p + ".sync_every", a.sync_every, b.sync_every);
-    Same(p + ".outer_lr", a.outer_lr, b.outer_lr);
-    Same(p + ".outer_momentum", a.outer_momentum, b.outer_momentum);
-    Same(p + ".lora_rank", a.lora_rank, b.lora_rank);
-    Same(p + ".lora_alpha", a.lora_alpha, b.lora_alpha);
-    Same(p + ".checkpoint_every", a.checkpoint_every, b.checkpoint_every);
-    Same(p + ".lora_freeze_a", a.lora_freeze_a, b.lora_freeze_a);
+    for (const std::string& field : protocol::testing::DifferentFields(a, b)) out.push_back(p + "." + field);
   }
 
   void Command(const std::string& p, const CommandSpec& a, const CommandSpec& b) {
@@ -153,6 +140,8 @@ class Diff {
     if (a.cluster.emulate && b.cluster.emulate) {
       Same("cluster.emulate.bandwidth", a.cluster.emulate->bandwidth, b.cluster.emulate->bandwidth);
       Same("cluster.emulate.delay", a.cluster.emulate->delay, b.cluster.emulate->delay);
+      Same("cluster.emulate.bits_per_second", a.cluster.emulate->bits_per_second, b.cluster.emulate->bits_per_second);
+      Same("cluster.emulate.delay_seconds", a.cluster.emulate->delay_seconds, b.cluster.emulate->delay_seconds);
     }
     Same("stages.size", a.stages.size(), b.stages.size());
     for (size_t s = 0; s < std::min(a.stages.size(), b.stages.size()); ++s) {
@@ -236,17 +225,18 @@ TEST_CASE("plan emit: the comparison sees a change in every field it compares") 
       "        command: {argv: [x], metrics: [{name: n, regex: '(\\d+)', unit: s}]}\n");
   INFO(ErrorsOf(base));
   REQUIRE(base.ok());
-  const Plan& plan = *base.plan;
+  Plan plan = *base.plan;
+  plan.cluster.emulate = NetworkEmulation{"1gbit", "2ms", 1e9, 0.002};
   CHECK(Differences(plan, plan).empty());
   using Edit = std::function<void(Plan&)>;
   auto c = [](Plan& p) -> CaseSpec& { return p.stages[0].cases[0]; };
-  const std::vector<std::pair<std::string, Edit>> edits = {
+  std::vector<std::pair<std::string, Edit>> edits = {
       {"format_version", [](Plan& p) { p.format_version = 2; }},
       {"name", [](Plan& p) { p.name = "u"; }},
       {"title", [](Plan& p) { p.title = "T"; }},
       {"models.m7.preset", [](Plan& p) { p.models["m7"].preset = "tiny"; }},
       {"models.m7.path", [](Plan& p) { p.models["m7"].path = "x"; }},
-      {"models.q.quantization", [](Plan& p) { p.models["q"].quantization = ""; }},
+      {"models.q.quantization", [](Plan& p) { p.models["q"].quantization = Quantization::kNone; }},
       {"models.q.double_quant", [](Plan& p) { p.models["q"].double_quant = false; }},
       {"datasets.web.format", [](Plan& p) { p.datasets["web"].format = "jsonl"; }},
       {"datasets.web.path", [](Plan& p) { p.datasets["web"].path = "d.txt"; }},
@@ -255,7 +245,11 @@ TEST_CASE("plan emit: the comparison sees a change in every field it compares") 
       {"cluster.nodes[0].host", [](Plan& p) { p.cluster.nodes[0].host = "h"; }},
       {"cluster.nodes[0].gpus", [](Plan& p) { p.cluster.nodes[0].gpus = 4; }},
       {"cluster.nodes[0].gpu_memory_gb", [](Plan& p) { p.cluster.nodes[0].gpu_memory_gb = 40; }},
-      {"cluster.emulate", [](Plan& p) { p.cluster.emulate = NetworkEmulation{"1gbit", ""}; }},
+      {"cluster.emulate", [](Plan& p) { p.cluster.emulate.reset(); }},
+      {"cluster.emulate.bandwidth", [](Plan& p) { p.cluster.emulate->bandwidth = "1Gbit"; }},
+      {"cluster.emulate.delay", [](Plan& p) { p.cluster.emulate->delay = "2MS"; }},
+      {"cluster.emulate.bits_per_second", [](Plan& p) { p.cluster.emulate->bits_per_second = 1e8; }},
+      {"cluster.emulate.delay_seconds", [](Plan& p) { p.cluster.emulate->delay_seconds = 0.001; }},
       {"stages[0].name", [](Plan& p) { p.stages[0].name = "t"; }},
       {"stages[0].title", [](Plan& p) { p.stages[0].title = "T"; }},
       {"interleave", [](Plan& p) { p.interleave = {{"a", "b"}}; }},
@@ -291,26 +285,14 @@ TEST_CASE("plan emit: the comparison sees a change in every field it compares") 
       {".command.metrics[0].unit", [&](Plan& p) { c(p).command.metrics[0].unit = "min"; }},
       {".command.step_regex", [&](Plan& p) { c(p).command.step_regex = "(x)"; }},
       {".command.request_regex", [&](Plan& p) { c(p).command.request_regex = "(x) (y)"; }},
-      {".training.batch_size", [&](Plan& p) { c(p).training.batch_size = 2; }},
-      {".training.seq_len", [&](Plan& p) { c(p).training.seq_len = 2; }},
-      {".training.grad_accum", [&](Plan& p) { c(p).training.grad_accum = 2; }},
-      {".training.learning_rate", [&](Plan& p) { c(p).training.learning_rate = 0.1; }},
-      {".training.seed", [&](Plan& p) { c(p).training.seed = 2; }},
-      {".training.device", [&](Plan& p) { c(p).training.device = "cpu"; }},
-      {".training.ranks_per_node", [&](Plan& p) { c(p).training.ranks_per_node = 2; }},
-      {".training.collective_timeout", [&](Plan& p) { c(p).training.collective_timeout = 2; }},
-      {".training.sync_every", [&](Plan& p) { c(p).training.sync_every = 2; }},
-      {".training.outer_lr", [&](Plan& p) { c(p).training.outer_lr = 0.5; }},
-      {".training.outer_momentum", [&](Plan& p) { c(p).training.outer_momentum = 0.5; }},
-      {".training.lora_rank", [&](Plan& p) { c(p).training.lora_rank = 2; }},
-      {".training.lora_alpha", [&](Plan& p) { c(p).training.lora_alpha = 2; }},
-      {".training.checkpoint_every", [&](Plan& p) { c(p).training.checkpoint_every = 2; }},
-      {".training.lora_freeze_a", [&](Plan& p) { c(p).training.lora_freeze_a = true; }},
       {".references[0].metric", [&](Plan& p) { c(p).references[0].metric = "wall_seconds"; }},
       {".references[0].value", [&](Plan& p) { c(p).references[0].value = 94; }},
       {".references[0].lower", [&](Plan& p) { c(p).references[0].lower = -0.06; }},
       {".references[0].upper", [&](Plan& p) { c(p).references[0].upper = 0.11; }},
   };
+  for (const TrainingField& f : TrainingFields())
+    edits.push_back({std::string(".training.") + f.name,
+                     [&c, &f](Plan& p) { protocol::testing::ChangeField(f, &c(p).training); }});
   for (const auto& [field, edit] : edits) {
     CAPTURE(field);
     Plan changed = plan;
@@ -334,7 +316,13 @@ TEST_CASE("plan emit: every training setting is written with its value, for ever
   INFO(ErrorsOf(r));
   REQUIRE(r.ok());
   const std::string& text = r.plan->resolved_text;
-  // The pretrain case: the defaults, every one of them.
+  // The pretrain case: the defaults, every row of training_fields.h, in its order.
+  std::string defaults = "        training:\n";
+  for (const TrainingField& f : TrainingFields())
+    defaults += fmt::format("          {}: {}\n", f.name, protocol::testing::FieldText(f, TrainingSettings()));
+  CHECK(text.find(defaults + "      - id: i\n") != std::string::npos);
+  // Byte for byte as resolved texts have been stored (their sha256 names the plan of a run); a
+  // setting added later is appended after these.
   CHECK(text.find("        training:\n"
                   "          batch_size: 8\n"
                   "          seq_len: 128\n"
@@ -350,8 +338,7 @@ TEST_CASE("plan emit: every training setting is written with its value, for ever
                   "          lora_rank: 8\n"
                   "          lora_alpha: 16\n"
                   "          checkpoint_every: 1\n"
-                  "          lora_freeze_a: false\n"
-                  "      - id: i\n") != std::string::npos);
+                  "          lora_freeze_a: false\n") != std::string::npos);
   // The inference case: what its backend reads (device, seed, ranks) is there.
   CHECK(text.substr(text.find("      - id: i\n")).find("        training:\n"
                                                         "          batch_size: 8\n"
@@ -368,7 +355,7 @@ TEST_CASE("plan emit: every training setting is written with its value, for ever
   CHECK(text.find("    - name: rig1\n      host: \"10.0.0.2\"\n      gpus: 8\n      gpu_memory_gb: 0\n") != std::string::npos);
   CheckRoundTrip(r, "training");
   const CaseSpec* inference = r.plan->FindCase("i");
-  CHECK(inference->training.device == "cpu");
+  CHECK(inference->training.device == DeviceChoice::kCpu);
   CHECK(inference->training.seed == 7);
   CHECK(inference->training.ranks_per_node == 2);
 }

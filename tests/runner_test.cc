@@ -13,7 +13,9 @@
 #include "fake_store.h"
 #include "runner/base/build_info.h"
 #include "runner/base/sha256.h"
+#include "runner/base/text.h"
 #include "runner/exec/runner.h"
+#include "runner/plan/case_placeholders.h"
 
 using namespace protocol;
 
@@ -311,6 +313,30 @@ TEST_CASE("Repeats produce one row each, with their own logs and output dirs") {
   CHECK(h.backend.calls[2].output_dir == "out/test/stage1/tiny/2.1.1.1/r2/run1");
   CHECK(h.progress.events[0] == "started 1/3 2.1.1.1 r0");
   CHECK(h.progress.events[4] == "started 3/3 2.1.1.1 r2");
+}
+
+TEST_CASE("output_dir expands every case placeholder the parser lets it use") {
+  // Regression: `output_dir: out/{steps}` passed validate and reached the backend literally.
+  Harness h("output_dir_placeholders");
+  CaseSpec c = MakeCase("2.1.1.1", 25);
+  c.nodes = 2;
+  c.network = "10G";
+  c.output_dir = "out/{steps}/{epochs}/{nodes}/{network}/{dataset}";
+  REQUIRE(h.Run(MakePlan({c})).ok());
+  REQUIRE(h.backend.calls.size() == 1);
+  CHECK(h.backend.calls[0].output_dir == "out/25//2/10G/text");
+}
+
+TEST_CASE("output_dir expands every name of the placeholder table that validate lets it use") {
+  Harness h("output_dir_table");
+  CaseSpec c = MakeCase("2.1.1.1");
+  std::vector<std::string> parts;
+  for (const std::string& name : PlaceholderNames(PlaceholderField::kOutputDir)) parts.push_back("{" + name + "}");
+  c.output_dir = Join(parts, "|");
+  REQUIRE(h.Run(MakePlan({c})).ok());
+  REQUIRE(h.backend.calls.size() == 1);
+  CHECK(h.backend.calls[0].output_dir.find('{') == std::string::npos);
+  CHECK(Split(h.backend.calls[0].output_dir, '|').size() == parts.size());
 }
 
 TEST_CASE("--only runs the named cases and stores nothing for the others") {

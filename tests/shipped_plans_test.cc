@@ -117,14 +117,14 @@ TEST_CASE("shipped plans: every plans/*.yaml validates and its resolved text par
 TEST_CASE("shipped plans: llama70b.yaml holds the methodology's 70B cases") {
   Plan plan = Load("llama70b.yaml");
   CheckRows(plan, k70b);
-  CHECK(plan.models.at("llama2-70b").quantization == "nf4");
+  CHECK(plan.models.at("llama2-70b").quantization == Quantization::kNf4);
   for (const auto* c : plan.Cases()) CHECK(c->backend == c->system);
 }
 
 TEST_CASE("shipped plans: llama7b.yaml holds the methodology's 7B cases") {
   Plan plan = Load("llama7b.yaml");
   CheckRows(plan, k7b);
-  CHECK(plan.models.at("llama2-7b").quantization == "");
+  CHECK(plan.models.at("llama2-7b").quantization == Quantization::kNone);
   for (const auto* c : plan.Cases()) CHECK(c->backend == c->system);
 }
 

@@ -20,18 +20,10 @@
 
 #include "runner/base/placeholders.h"
 #include "runner/base/text.h"
+#include "runner/plan/case_placeholders.h"
 
 namespace protocol {
 namespace {
-
-// The placeholders a command may use, in the order docs/backends.md lists them.
-const std::vector<std::string>& KnownPlaceholders() {
-  static const std::vector<std::string> names = {
-      "case_id",    "repeat", "model",  "model_path", "dataset",  "dataset_path",
-      "output_dir", "steps",  "epochs", "nodes",      "topology", "network",
-      "prompt",     "max_new_tokens",   "plan_dir"};
-  return names;
-}
 
 // Lines longer than this are not matched: libstdc++'s std::regex recurses per
 // character and a megabyte-long progress line could overflow the stack.
@@ -97,34 +89,8 @@ std::vector<std::pair<std::string, const std::string*>> TemplatedFields(const Co
 }
 
 PlaceholderValues Values(const BackendContext& context) {
-  const Plan& plan = context.plan;
-  const CaseSpec& spec = context.spec;
-  auto model = plan.models.find(spec.model);
-  auto dataset = plan.datasets.find(spec.dataset);
-  std::string steps, epochs;
-  if (spec.length) {
-    std::string count = std::to_string(spec.length->count);
-    (spec.length->unit == Length::Unit::kSteps ? steps : epochs) = count;
-  }
-  std::vector<std::string> tokens;
-  for (int n : spec.inference.max_new_tokens) tokens.push_back(std::to_string(n));
-  return {
-      {"case_id", spec.id},
-      {"repeat", std::to_string(context.repeat)},
-      {"model", spec.model},
-      {"model_path", model != plan.models.end() ? plan.ResolvePath(model->second.path) : ""},
-      {"dataset", spec.dataset},
-      {"dataset_path", dataset != plan.datasets.end() ? plan.ResolvePath(dataset->second.path) : ""},
-      {"output_dir", context.output_dir},
-      {"steps", steps},
-      {"epochs", epochs},
-      {"nodes", std::to_string(spec.nodes)},
-      {"topology", spec.topology.ToString()},
-      {"network", spec.network},
-      {"prompt", spec.inference.prompt},
-      {"max_new_tokens", Join(tokens, ",")},
-      {"plan_dir", plan.Directory()}  // absolute: survives a `workdir`,
-  };
+  return CasePlaceholderValues(PlaceholderField::kCommand,
+                               {context.plan, context.spec, context.repeat, context.run_id, context.output_dir});
 }
 
 // The ProcessResult, told as a case outcome.
@@ -177,11 +143,12 @@ class CommandBackend : public Backend {
           "command.shell is true, so command.argv must be one string for /bin/sh -c (it has {} "
           "elements)",
           c.argv.size()));
+    const std::vector<std::string> known = PlaceholderNames(PlaceholderField::kCommand);
     for (const auto& [field, text] : TemplatedFields(c)) {
-      for (const auto& name : UnknownPlaceholders(*text, KnownPlaceholders())) {
-        std::string guess = DidYouMean(name, KnownPlaceholders());
+      for (const auto& name : UnknownPlaceholders(*text, known)) {
+        std::string guess = DidYouMean(name, known);
         std::string hint = guess.empty()
-                               ? fmt::format("known: {{{}}}", Join(KnownPlaceholders(), "} {"))
+                               ? fmt::format("known: {{{}}}", Join(known, "} {"))
                                : fmt::format("did you mean '{{{}}}'?", guess);
         problems.push_back(
             fmt::format("unknown placeholder '{{{}}}' in {} ({})", name, field, hint));

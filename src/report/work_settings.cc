@@ -30,11 +30,11 @@ WorkSettings CaseWorkSettings(const Plan& plan, const CaseSpec& spec) {
   if (model != plan.models.end()) {
     const ModelSpec& m = model->second;
     out.emplace_back("model", m.path.empty() ? "preset " + m.preset : m.path);
-    out.emplace_back("quantization", m.quantization.empty() ? "none" : m.quantization);
-    if (!m.quantization.empty()) out.emplace_back("double_quant", Bool(m.double_quant));
+    out.emplace_back("quantization", NameOf(m.quantization));
+    if (m.quantization != Quantization::kNone) out.emplace_back("double_quant", Bool(m.double_quant));
   }
   const TrainingSettings& t = spec.training;
-  out.emplace_back("device", t.device);
+  out.emplace_back("device", NameOf(t.device));
   if (spec.workload == Workload::kInference) {
     out.emplace_back("prompt", spec.inference.prompt);
     out.emplace_back("request schedule", ScheduleText(spec.inference));
@@ -45,7 +45,7 @@ WorkSettings CaseWorkSettings(const Plan& plan, const CaseSpec& spec) {
   out.emplace_back("dataset", dataset == plan.datasets.end() ? spec.dataset : dataset->second.path);
   out.emplace_back("seq_len", std::to_string(t.seq_len));
   out.emplace_back("batch_size", std::to_string(t.batch_size));
-  if (model != plan.models.end() && !model->second.quantization.empty()) {
+  if (model != plan.models.end() && model->second.quantization != Quantization::kNone) {
     out.emplace_back("lora_rank", std::to_string(t.lora_rank));
     out.emplace_back("lora_alpha", fmt::format("{}", t.lora_alpha));
     out.emplace_back("lora_freeze_a", Bool(t.lora_freeze_a));

@@ -173,7 +173,7 @@ std::vector<std::string> CheckDistributed(const Plan& plan, const CaseSpec& spec
   return problems;
 }
 
-BackendOutcome RunDistributed(BackendContext& ctx, const std::string& role, const DistLayout& layout,
+BackendOutcome RunDistributed(BackendContext& ctx, NativeRole role, const DistLayout& layout,
                               const DistOptions& options) {
   const CaseSpec& spec = ctx.spec;
   const Plan& plan = ctx.plan;

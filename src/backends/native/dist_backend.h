@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "backends/native/launcher.h"
+#include "backends/native/native_check.h"
 #include "runner/exec/backend.h"
 
 namespace protocol {
@@ -48,7 +49,7 @@ Result<DistLayout> ShareLayout(const Plan& plan, const CaseSpec& spec);
 // Problems of running `spec` over `layout` (batch divisibility, launcher name, ...).
 std::vector<std::string> CheckDistributed(const Plan& plan, const CaseSpec& spec, const DistLayout& layout);
 
-BackendOutcome RunDistributed(BackendContext& ctx, const std::string& role, const DistLayout& layout,
+BackendOutcome RunDistributed(BackendContext& ctx, NativeRole role, const DistLayout& layout,
                               const DistOptions& options);
 
 // A TCP port that was free a moment ago (bind to 0, read it back, close): the

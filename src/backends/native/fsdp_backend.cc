@@ -71,10 +71,10 @@ Result<Setup> Resolve(const Plan& plan, const CaseSpec& spec) {
   s.config_source = model->config_source;
   s.tokenizer_path = model->tokenizer_path;
   s.tokenizer = std::move(model->tokenizer);
-  const std::string& device = spec.training.device;
-  if (device == "cuda" && !compat::CudaAvailable())
+  const DeviceChoice device = spec.training.device;
+  if (device == DeviceChoice::kCuda && !compat::CudaAvailable())
     return Status::InvalidArgument("device 'cuda' was asked for but this build/machine has no CUDA device");
-  if (device == "cuda" || (device == "auto" && compat::CudaAvailable())) {
+  if (device == DeviceChoice::kCuda || (device == DeviceChoice::kAuto && compat::CudaAvailable())) {
     s.device = at::Device(at::kCUDA, 0);
     s.dtype = at::kBFloat16;
   }
@@ -150,10 +150,10 @@ class NativeFsdpBackend : public Backend {
   BackendOutcome RunCase(BackendContext& ctx) {
     const CaseSpec& spec = ctx.spec;
     auto model_it = ctx.plan.models.find(spec.model);
-    const bool nf4 = model_it != ctx.plan.models.end() && model_it->second.quantization == "nf4";
+    const bool nf4 = model_it != ctx.plan.models.end() && model_it->second.quantization == Quantization::kNf4;
     // What validate reports as an error or a "a run fails" warning is refused here, from the same
-    // function (native_check.h): an unknown quantization, a 4-bit pretrain without weights, 4-bit
-    // training on more than one rank.
+    // function (native_check.h): a 4-bit pretrain without weights, 4-bit training on more than
+    // one rank.
     if (std::string refusal = native_run_refusal(ctx.plan, spec, NativeRole::kFsdp); !refusal.empty())
       return FailedOutcome(CaseStatus::kFailed, refusal + "; nothing was run");
     if (!spec.topology.empty()) return FailedOutcome(CaseStatus::kFailed, "the fsdp backend takes `nodes`, not a topology");
@@ -163,7 +163,8 @@ class NativeFsdpBackend : public Backend {
     // Inference on one node is one process: on CUDA the model is spread over the node's GPUs
     // (the baseline's "balanced" placement, placement.h).
     const bool one_process_inference = spec.workload == Workload::kInference && spec.nodes <= 1;
-    if (layout->world() > 1 && !one_process_inference) return native::RunDistributed(ctx, "fsdp", *layout, options_);
+    if (layout->world() > 1 && !one_process_inference)
+      return native::RunDistributed(ctx, NativeRole::kFsdp, *layout, options_);
     CaseLog log(ctx.log_path);
     auto setup = Resolve(ctx.plan, spec);
     if (!setup.ok()) {

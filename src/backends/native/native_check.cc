@@ -21,7 +21,7 @@ const NodeSpec* FindNode(const Plan& plan, const std::string& name) {
   return nullptr;
 }
 
-bool IsNf4(const ModelSpec& ms) { return ms.quantization == "nf4"; }
+bool IsNf4(const ModelSpec& ms) { return ms.quantization == Quantization::kNf4; }
 
 bool HasWeightsFiles(const std::string& path) {
   std::error_code ec;
@@ -76,8 +76,8 @@ std::vector<const NodeSpec*> CaseNodes(const Plan& plan, const CaseSpec& spec, c
 
 // Does the case compute on GPUs? training.device, or `auto` with a GPU on its nodes.
 bool OnGpu(const CaseSpec& spec, const std::vector<const NodeSpec*>& nodes) {
-  if (spec.training.device == "cuda") return true;
-  if (spec.training.device != "auto") return false;
+  if (spec.training.device == DeviceChoice::kCuda) return true;
+  if (spec.training.device != DeviceChoice::kAuto) return false;
   for (const NodeSpec* n : nodes)
     if (n && n->gpus > 0) return true;
   return false;
@@ -94,13 +94,6 @@ std::vector<CaseIssue> native_case_issues(const Plan& plan, const CaseSpec& spec
   auto model = plan.models.find(spec.model);
   if (model == plan.models.end()) return issues;  // Check reports the unknown model
   const ModelSpec& ms = model->second;
-  if (!ms.quantization.empty() && !IsNf4(ms)) {
-    issues.push_back({CaseIssueKind::kError,
-                      fmt::format("model '{}' has quantization '{}', which the native backends do not build "
-                                  "(known: nf4)",
-                                  ms.name, ms.quantization)});
-    return issues;
-  }
   const bool nf4 = IsNf4(ms);
   const bool training = spec.workload != Workload::kInference;
   // Share topologies: a training group runs one rank per GPU.
@@ -108,7 +101,8 @@ std::vector<CaseIssue> native_case_issues(const Plan& plan, const CaseSpec& spec
     for (const TopologyPart& p : spec.topology.parts) {
       const NodeSpec* node = FindNode(plan, p.node);
       const int ranks = p.groups * p.ranks_per_group;
-      if (!node || node->gpus <= 0 || ranks <= node->gpus || !training || spec.training.device == "cpu") continue;
+      if (!node || node->gpus <= 0 || ranks <= node->gpus || !training || spec.training.device == DeviceChoice::kCpu)
+        continue;
       issues.push_back({CaseIssueKind::kError,
                         fmt::format("topology part '{}:{}x{}' needs {} GPUs but node '{}' has {} (a training rank "
                                     "runs on one GPU of its own; inference may share them)",
@@ -313,4 +307,12 @@ std::optional<CaseResources> native_case_resources(const Plan& plan, const CaseS
 }
 
 }  // namespace native
+
+template <>
+const std::vector<VocabularyEntry<native::NativeRole>>& Vocabulary<native::NativeRole>() {
+  static const std::vector<VocabularyEntry<native::NativeRole>> names = {{native::NativeRole::kFsdp, "fsdp"},
+                                                                          {native::NativeRole::kShare, "share"}};
+  return names;
+}
+
 }  // namespace protocol

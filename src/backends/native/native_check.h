@@ -34,6 +34,8 @@
 namespace protocol {
 namespace native {
 
+// Which native backend a case runs on: the fsdp baseline or the share
+// protocol. Named as the backends are registered ("fsdp", "share").
 enum class NativeRole { kFsdp, kShare };
 
 enum class CaseIssueKind { kError, kRefusal, kUnchecked };
@@ -84,6 +86,10 @@ CaseAdvice native_advise(const Plan& plan, const CaseSpec& spec, NativeRole role
 int64_t prompt_token_bound(const std::string& prompt);
 
 }  // namespace native
+
+template <>
+const std::vector<VocabularyEntry<native::NativeRole>>& Vocabulary<native::NativeRole>();
+
 }  // namespace protocol
 
 #endif  // PROTOCOL_BACKENDS_NATIVE_NATIVE_CHECK_H_

@@ -117,42 +117,7 @@ bool ValidNodeName(const std::string& name) {
   });
 }
 
-// Splits "12.5mbit" into 12.5 and "mbit".
-bool SplitNumber(std::string_view text, double* number, std::string* unit) {
-  static const std::regex re(R"(^([0-9]+(\.[0-9]+)?)([A-Za-z]+)$)");
-  std::string s(text);
-  std::smatch m;
-  if (!std::regex_match(s, m, re)) return false;
-  *number = std::stod(m[1].str());
-  *unit = m[3].str();
-  std::transform(unit->begin(), unit->end(), unit->begin(), [](unsigned char c) { return std::tolower(c); });
-  return true;
-}
-
 }  // namespace
-
-Result<double> ParseTcRate(std::string_view text) {
-  static const std::map<std::string, double> kUnits = {
-      {"bit", 1},        {"kbit", 1e3},     {"mbit", 1e6},     {"gbit", 1e9},     {"tbit", 1e12},
-      {"bps", 8},        {"kbps", 8e3},     {"mbps", 8e6},     {"gbps", 8e9},     {"tbps", 8e12},
-  };
-  double number = 0;
-  std::string unit;
-  if (SplitNumber(text, &number, &unit)) {
-    if (auto it = kUnits.find(unit); it != kUnits.end() && number > 0) return number * it->second;
-  }
-  return Status::InvalidArgument(fmt::format("bad bandwidth '{}' (tc rate, e.g. 100mbit, 1gbit)", text));
-}
-
-Result<double> ParseTcTime(std::string_view text) {
-  static const std::map<std::string, double> kUnits = {{"us", 1e-6}, {"ms", 1e-3}, {"s", 1}};
-  double number = 0;
-  std::string unit;
-  if (SplitNumber(text, &number, &unit)) {
-    if (auto it = kUnits.find(unit); it != kUnits.end()) return number * it->second;
-  }
-  return Status::InvalidArgument(fmt::format("bad delay '{}' (tc time, e.g. 2ms, 500us)", text));
-}
 
 Status CheckNetworkEmulationPrivileges() {
   // CapEff in /proc/self/status: a hex mask; CAP_NET_ADMIN = 12, CAP_SYS_ADMIN = 21.
@@ -192,12 +157,6 @@ Result<std::unique_ptr<EmulatedNetwork>> EmulatedNetwork::Create(const std::vect
     if (std::find(nodes.begin(), nodes.begin() + i, nodes[i]) != nodes.begin() + i) {
       return Status::InvalidArgument(fmt::format("network emulation: duplicate node name '{}'", nodes[i]));
     }
-  }
-  if (!shape.bandwidth.empty()) {
-    if (auto r = ParseTcRate(shape.bandwidth); !r.ok()) return r.status();
-  }
-  if (!shape.delay.empty()) {
-    if (auto r = ParseTcTime(shape.delay); !r.ok()) return r.status();
   }
 
   std::unique_ptr<EmulatedNetwork> net(new EmulatedNetwork());
@@ -285,10 +244,10 @@ Status EmulatedNetwork::Build(const std::vector<std::string>& names, const Netwo
 
 Status EmulatedNetwork::Shape(const std::string& netns, const std::string& device, const NetworkEmulation& shape,
                               bool with_delay) {
-  // Rates and times go to tc in its base units (bit, us), already validated.
+  // Rates and times go to tc in its base units (bit, us), as the plan's parser read them.
   std::vector<std::string> tbf;
   if (!shape.bandwidth.empty()) {
-    double bits = ParseTcRate(shape.bandwidth).value();
+    const double bits = shape.bits_per_second;
     double burst = std::max(kMinBurstBytes, bits / 8 * kBurstSeconds);
     tbf = {"tbf",
            "rate",
@@ -305,8 +264,7 @@ Status EmulatedNetwork::Shape(const std::string& netns, const std::string& devic
     return argv;
   };
   if (with_delay && !shape.delay.empty()) {
-    double seconds = ParseTcTime(shape.delay).value();
-    std::string us = fmt::format("{}us", static_cast<uint64_t>(std::llround(seconds * 1e6)));
+    std::string us = fmt::format("{}us", static_cast<uint64_t>(std::llround(shape.delay_seconds * 1e6)));
     if (Status s = Run(with({"root", "handle", "1:", "netem", "delay", us, "limit",
                              std::to_string(kNetemLimitPackets)}));
         !s.ok()) {

@@ -75,11 +75,12 @@ inline constexpr std::string_view kNeedsRootMessage =
 class EmulatedNetwork {
  public:
   // Creates one namespace per entry of `nodes`, joined and shaped as
-  // described above. InvalidArgument, before anything is created, without the
-  // privileges (kNeedsRootMessage), for fewer than 2 or more than 253 nodes,
-  // names not unique or not [A-Za-z0-9._-]+ or "sw", and a bandwidth or delay
-  // tc cannot read. IoError naming the failing command and its output when an
-  // ip/tc command fails, after removing everything created so far.
+  // described above, at shape.bits_per_second and shape.delay_seconds (the
+  // plan's, read by ParseTcRate / ParseTcTime, plan.h). InvalidArgument,
+  // before anything is created, without the privileges (kNeedsRootMessage),
+  // for fewer than 2 or more than 253 nodes, names not unique or not
+  // [A-Za-z0-9._-]+ or "sw". IoError naming the failing command and its
+  // output when an ip/tc command fails, after removing everything created so far.
   static Result<std::unique_ptr<EmulatedNetwork>> Create(const std::vector<std::string>& nodes,
                                                          const NetworkEmulation& shape,
                                                          const NetworkEmulationOptions& options = {});
@@ -126,13 +127,6 @@ class EmulatedNetwork {
 // OK when this process may create namespaces and shape links (effective
 // CAP_NET_ADMIN and CAP_SYS_ADMIN); otherwise InvalidArgument(kNeedsRootMessage).
 Status CheckNetworkEmulationPrivileges();
-
-// tc's rate units as bits per second: "100mbit" -> 1e8, "1gbit" -> 1e9,
-// "10kbit" -> 1e4, "bit"; and tc's byte rates "bps" "kbps" "mbps" "gbps"
-// "tbps" (bytes per second, x8). SI prefixes (1000). InvalidArgument otherwise.
-Result<double> ParseTcRate(std::string_view text);
-// tc's times as seconds: "2ms" -> 0.002, "500us", "1s", "1.5ms".
-Result<double> ParseTcTime(std::string_view text);
 
 // Where `ip netns` keeps its named namespaces.
 inline constexpr const char* kNetnsRunDir = "/run/netns";

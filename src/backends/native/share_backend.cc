@@ -56,7 +56,7 @@ class NativeShareBackend : public Backend {
       out.reason = layout.status().message();
       return out;
     }
-    return native::RunDistributed(ctx, "share", *layout, options_);
+    return native::RunDistributed(ctx, native::NativeRole::kShare, *layout, options_);
   }
 
  private:

@@ -158,9 +158,10 @@ Setup Resolve(const WorkerCase& wc, const DistEnv& env) {
   s.config = model->config;
   s.tokenizer_path = model->tokenizer_path;
   s.tokenizer = std::move(model->tokenizer);
-  const std::string& device = wc.training.device;
-  if (device == "cuda" && !compat::CudaAvailable()) throw Failure("device 'cuda' was asked for but there is no CUDA device");
-  if (device == "cuda" || (device == "auto" && compat::CudaAvailable())) {
+  const DeviceChoice device = wc.training.device;
+  if (device == DeviceChoice::kCuda && !compat::CudaAvailable())
+    throw Failure("device 'cuda' was asked for but there is no CUDA device");
+  if (device == DeviceChoice::kCuda || (device == DeviceChoice::kAuto && compat::CudaAvailable())) {
     // More ranks than GPUs on a node (inference replicas may share them): local rank mod the GPUs.
     const int gpus = std::max(1, static_cast<int>(at::getNumGPUs()));
     s.device = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank % gpus));
@@ -185,7 +186,7 @@ Model LoadModel(const WorkerCase& wc, Setup& s, const std::vector<at::Device>& d
                 const LayerPlacement& placement = {}) {
   Model model = placement.devices > 1 ? model_create_placed(s.config, s.dtype, devices, placement)
                                       : model_create(s.config, at::TensorOptions().dtype(s.dtype).device(s.device));
-  if (ResolveWeights(wc, !wc.quantization.empty(), s) == WeightsSource::kPath) {
+  if (ResolveWeights(wc, wc.quantization != Quantization::kNone, s) == WeightsSource::kPath) {
     Status st = model_load_weights(model, wc.model_path);
     if (!st.ok()) throw Failure(st.message());
   } else {
@@ -318,7 +319,7 @@ int RunTraining(const WorkerCase& wc, Setup& s, ProcessGroups& g) {
   const TrainingSettings& ts = wc.training;
   const bool leader = g.group_rank == 0;
   // A 4-bit model trains LoRA adapters on its frozen NF4 base (FSDP-QLoRA, fsdp_qlora.h).
-  const bool qlora = wc.quantization == "nf4";
+  const bool qlora = wc.quantization == Quantization::kNf4;
   auto docs = data_load(wc.dataset_path, wc.dataset_format, *s.tokenizer);
   if (!docs.ok()) throw Failure(docs.status().message());
   // QLoRA continued pretraining: the causal-LM loss counts every token (as the one-process backend).
@@ -597,7 +598,7 @@ Model LoadReplica(const WorkerCase& wc, Setup& s, const ProcessGroups& g, const 
     for (int j = 1; j < on_node; ++j)
       devices.push_back(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>((env.local_rank + j) % gpus)));
   }
-  const bool nf4 = wc.quantization == "nf4";
+  const bool nf4 = wc.quantization == Quantization::kNf4;
   const LayerPlacement placement =
       inference_placement(s.config, c10::elementSize(s.dtype), nf4, wc.double_quant, static_cast<int>(devices.size()));
   Model model = LoadModel(wc, s, devices, placement);
@@ -690,7 +691,7 @@ int RunWorker(const std::string& case_path) {
     Setup s = Resolve(*wc, *env);
     if (s.device.is_cpu() && std::getenv("OMP_NUM_THREADS") == nullptr) at::set_num_threads(1);
     if (env->rank == 0) {
-      Log("worker: case {} ({} {}), {} rank(s) = {} group(s) x {}, device {}, libtorch {}", wc->case_id, wc->role,
+      Log("worker: case {} ({} {}), {} rank(s) = {} group(s) x {}, device {}, libtorch {}", wc->case_id, NameOf(wc->role),
           WorkloadName(wc->workload), wc->world(), wc->groups, wc->group_size, s.device.str(), compat::TorchVersion());
       std::vector<std::pair<std::string, std::string>> facts = {
           {fact::kThreadsPerRank, std::to_string(at::get_num_threads())},

@@ -1,36 +1,65 @@
 #include "backends/native/worker_case.h"
 
 #include <fstream>
+#include <stdexcept>
+#include <type_traits>
 
 #include "runner/base/json.h"
 #include "runner/base/text.h"
+#include "runner/plan/training_fields.h"
 
 namespace protocol {
 namespace native {
+namespace {
+
+// An enum as its name; read back by FromName (which throws on an unknown one,
+// as Json's own getters do on a wrong type).
+template <typename E>
+E FromName(const Json& j, const char* what) {
+  auto v = ParseName<E>(j.get<std::string>());
+  if (!v) throw std::invalid_argument(fmt::format("unknown {} '{}'", what, j.get<std::string>()));
+  return *v;
+}
+
+// The training settings, one key per row of training_fields.h.
+Json EncodeTraining(const TrainingSettings& t) {
+  Json j = Json::object();
+  for (const TrainingField& field : TrainingFields())
+    VisitField(field, t, [&](const auto& value) {
+      if constexpr (std::is_same_v<std::decay_t<decltype(value)>, DeviceChoice>) j[field.name] = NameOf(value);
+      else j[field.name] = value;
+    });
+  return j;
+}
+
+TrainingSettings DecodeTraining(const Json& j) {
+  TrainingSettings t;
+  for (const TrainingField& field : TrainingFields())
+    VisitField(field, t, [&](auto& value) {
+      using T = std::decay_t<decltype(value)>;
+      if constexpr (std::is_same_v<T, DeviceChoice>) value = FromName<DeviceChoice>(j.at(field.name), field.name);
+      else value = j.at(field.name).get<T>();
+    });
+  return t;
+}
+
+}  // namespace
 
 std::string EncodeWorkerCase(const WorkerCase& c) {
   Json j;
   j["version"] = 1;
-  j["role"] = c.role;
+  j["role"] = NameOf(c.role);
   j["case_id"] = c.case_id;
   j["plan_file"] = c.plan_file;
   j["workload"] = WorkloadName(c.workload);
   j["model"] = {{"name", c.model_name},
                 {"preset", c.model_preset},
                 {"path", c.model_path},
-                {"quantization", c.quantization},
+                {"quantization", NameOf(c.quantization)},
                 {"double_quant", c.double_quant},
                 {"init_random", c.init_random}};
   j["dataset"] = {{"format", c.dataset_format}, {"path", c.dataset_path}};
-  const TrainingSettings& t = c.training;
-  j["training"] = {{"batch_size", t.batch_size},       {"seq_len", t.seq_len},
-                   {"grad_accum", t.grad_accum},       {"learning_rate", t.learning_rate},
-                   {"seed", t.seed},                   {"device", t.device},
-                   {"ranks_per_node", t.ranks_per_node}, {"collective_timeout", t.collective_timeout},
-                   {"sync_every", t.sync_every},       {"outer_lr", t.outer_lr},
-                   {"outer_momentum", t.outer_momentum}, {"checkpoint_every", t.checkpoint_every},
-                   {"lora_rank", t.lora_rank},               {"lora_alpha", t.lora_alpha},
-                   {"lora_freeze_a", t.lora_freeze_a}};
+  j["training"] = EncodeTraining(c.training);
   j["steps"] = c.steps;
   j["epochs"] = c.epochs;
   j["warmup_steps"] = c.warmup_steps;
@@ -50,37 +79,20 @@ Result<WorkerCase> DecodeWorkerCase(const std::string& text) {
     Json j = Json::parse(text);
     if (j.value("version", 0) != 1) return Status::InvalidArgument("case file: unknown version (expected 1)");
     WorkerCase c;
-    c.role = j.at("role").get<std::string>();
+    c.role = FromName<NativeRole>(j.at("role"), "role");
     c.case_id = j.at("case_id").get<std::string>();
     c.plan_file = j.value("plan_file", "");
     c.plan_text = j.value("plan_text", "");
-    auto w = ParseWorkload(j.at("workload").get<std::string>());
-    if (!w) return Status::InvalidArgument("case file: unknown workload");
-    c.workload = *w;
+    c.workload = FromName<Workload>(j.at("workload"), "workload");
     c.model_name = j.at("model").at("name").get<std::string>();
     c.model_preset = j.at("model").at("preset").get<std::string>();
     c.model_path = j.at("model").at("path").get<std::string>();
-    c.quantization = j.at("model").value("quantization", "");
+    c.quantization = FromName<Quantization>(j.at("model").at("quantization"), "quantization");
     c.double_quant = j.at("model").value("double_quant", false);
     c.init_random = j.at("model").value("init_random", false);
     c.dataset_format = j.at("dataset").at("format").get<std::string>();
     c.dataset_path = j.at("dataset").at("path").get<std::string>();
-    const Json& t = j.at("training");
-    c.training.batch_size = t.at("batch_size").get<int64_t>();
-    c.training.seq_len = t.at("seq_len").get<int64_t>();
-    c.training.grad_accum = t.at("grad_accum").get<int64_t>();
-    c.training.learning_rate = t.at("learning_rate").get<double>();
-    c.training.seed = t.at("seed").get<int64_t>();
-    c.training.device = t.at("device").get<std::string>();
-    c.training.ranks_per_node = t.at("ranks_per_node").get<int>();
-    c.training.collective_timeout = t.at("collective_timeout").get<double>();
-    c.training.sync_every = t.at("sync_every").get<int64_t>();
-    c.training.outer_lr = t.at("outer_lr").get<double>();
-    c.training.outer_momentum = t.at("outer_momentum").get<double>();
-    c.training.checkpoint_every = t.at("checkpoint_every").get<int64_t>();
-    c.training.lora_rank = t.at("lora_rank").get<int64_t>();
-    c.training.lora_alpha = t.at("lora_alpha").get<double>();
-    c.training.lora_freeze_a = t.at("lora_freeze_a").get<bool>();
+    c.training = DecodeTraining(j.at("training"));
     c.steps = j.at("steps").get<int64_t>();
     c.epochs = j.at("epochs").get<int64_t>();
     c.warmup_steps = j.at("warmup_steps").get<int>();

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/native/native_check.h"
 #include "runner/base/status.h"
 #include "runner/plan/plan.h"
 
@@ -22,13 +23,13 @@ namespace protocol {
 namespace native {
 
 struct WorkerCase {
-  std::string role;  // "fsdp" | "share"
+  NativeRole role = NativeRole::kFsdp;
   std::string case_id;
   std::string plan_file;
   std::string plan_text;  // the resolved plan, for the record
   Workload workload = Workload::kPretrain;
   std::string model_name, model_preset, model_path;  // model_path absolute (or empty)
-  std::string quantization;                          // "" or "nf4" (models[].quantization)
+  Quantization quantization = Quantization::kNone;   // models[].quantization
   bool double_quant = false;                         // models[].double_quant
   bool init_random = false;                          // models[].init: random
   std::string dataset_format, dataset_path;          // training only

@@ -46,6 +46,7 @@ struct BackendContext {
   ProcessRunner& processes;
   Clock& clock;
   CaseEvents& events;
+  int64_t run_id = 0;           // the stored run ({run_id}); 0 outside a run
 };
 
 struct BackendOutcome {

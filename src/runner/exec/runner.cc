@@ -19,6 +19,7 @@
 #include "runner/base/sha256.h"
 #include "runner/base/text.h"
 #include "runner/exec/extrapolate.h"
+#include "runner/plan/case_placeholders.h"
 #include "runner/plan/schedule.h"
 
 namespace protocol {
@@ -321,12 +322,7 @@ Result<RunSummary> Runner::Run(const Plan& plan, const RunOptions& options) {
     if (!row.ok()) return row.status();
 
     const std::string output_dir = ExpandPlaceholders(
-        spec.output_dir, {{"plan", plan.name},
-                          {"case_id", spec.id},
-                          {"repeat", std::to_string(repeat)},
-                          {"stage", spec.stage},
-                          {"model", spec.model},
-                          {"run_id", std::to_string(run_id)}});
+        spec.output_dir, CasePlaceholderValues(PlaceholderField::kOutputDir, {plan, spec, repeat, run_id, ""}));
 
     // Set-up, timed run, outcome. wall_seconds covers everything the case cost.
     const bool in_steps = spec.length && spec.length->unit == Length::Unit::kSteps;
@@ -344,7 +340,7 @@ Result<RunSummary> Runner::Run(const Plan& plan, const RunOptions& options) {
       outcome.reason = lookup.failure;
     } else {
       BackendContext context{plan, spec, repeat, record.log_path, output_dir,
-                             stop_, processes_, clock_, events};
+                             stop_, processes_, clock_, events, run_id};
       try {
         outcome = lookup.backend->Run(context);
       } catch (const std::exception& e) {

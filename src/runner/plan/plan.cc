@@ -1,6 +1,9 @@
 #include "runner/plan/plan.h"
 
+#include <algorithm>
+#include <cctype>
 #include <filesystem>
+#include <regex>
 #include <set>
 
 #include "runner/base/text.h"
@@ -12,20 +15,58 @@ std::string SourceLocation::ToString() const {
   return fmt::format("{}:{}:{}", file, line, column);
 }
 
-const char* WorkloadName(Workload w) {
-  switch (w) {
-    case Workload::kPretrain: return "pretrain";
-    case Workload::kFinetune: return "finetune";
-    case Workload::kInference: return "inference";
-  }
-  return "?";
+template <>
+const std::vector<VocabularyEntry<Workload>>& Vocabulary<Workload>() {
+  static const std::vector<VocabularyEntry<Workload>> names = {
+      {Workload::kPretrain, "pretrain"}, {Workload::kFinetune, "finetune"}, {Workload::kInference, "inference"}};
+  return names;
 }
 
-std::optional<Workload> ParseWorkload(const std::string& s) {
-  if (s == "pretrain") return Workload::kPretrain;
-  if (s == "finetune") return Workload::kFinetune;
-  if (s == "inference") return Workload::kInference;
-  return std::nullopt;
+template <>
+const std::vector<VocabularyEntry<Quantization>>& Vocabulary<Quantization>() {
+  static const std::vector<VocabularyEntry<Quantization>> names = {{Quantization::kNone, "none"},
+                                                                    {Quantization::kNf4, "nf4"}};
+  return names;
+}
+
+template <>
+const std::vector<VocabularyEntry<DeviceChoice>>& Vocabulary<DeviceChoice>() {
+  static const std::vector<VocabularyEntry<DeviceChoice>> names = {
+      {DeviceChoice::kAuto, "auto"}, {DeviceChoice::kCpu, "cpu"}, {DeviceChoice::kCuda, "cuda"}};
+  return names;
+}
+
+namespace {
+
+// "12.5Mbit" -> 12.5 times the factor of its unit in `units` (lower case;
+// the text's unit is compared case-insensitively), or nullopt.
+std::optional<double> TcQuantity(std::string_view text, const std::map<std::string, double>& units) {
+  static const std::regex re(R"(^([0-9]+(\.[0-9]+)?)([A-Za-z]+)$)");
+  std::string s(text);
+  std::smatch m;
+  if (!std::regex_match(s, m, re)) return std::nullopt;
+  std::string name = m[3].str();
+  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+  auto unit = units.find(name);
+  if (unit == units.end()) return std::nullopt;
+  return std::stod(m[1].str()) * unit->second;
+}
+
+}  // namespace
+
+Result<double> ParseTcRate(std::string_view text) {
+  static const std::map<std::string, double> kUnits = {
+      {"bit", 1}, {"kbit", 1e3}, {"mbit", 1e6}, {"gbit", 1e9}, {"tbit", 1e12},
+      {"bps", 8}, {"kbps", 8e3}, {"mbps", 8e6}, {"gbps", 8e9}, {"tbps", 8e12},
+  };
+  if (auto bits = TcQuantity(text, kUnits); bits && *bits > 0) return *bits;
+  return Status::InvalidArgument(fmt::format("bad bandwidth '{}' (tc rate, e.g. 100mbit, 1gbit)", text));
+}
+
+Result<double> ParseTcTime(std::string_view text) {
+  static const std::map<std::string, double> kUnits = {{"us", 1e-6}, {"ms", 1e-3}, {"s", 1}};
+  if (auto seconds = TcQuantity(text, kUnits)) return *seconds;
+  return Status::InvalidArgument(fmt::format("bad delay '{}' (tc time, e.g. 2ms, 500us)", text));
 }
 
 const char* Length::UnitName() const { return unit == Unit::kSteps ? "steps" : "epochs"; }

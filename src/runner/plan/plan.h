@@ -10,7 +10,10 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "runner/base/status.h"
 
 namespace protocol {
 
@@ -23,9 +26,52 @@ struct SourceLocation {
   std::string ToString() const;  // "file:line:col" (or "file" when line is 0)
 };
 
-enum class Workload { kPretrain, kFinetune, kInference };
-const char* WorkloadName(Workload w);  // "pretrain" | "finetune" | "inference"
-std::optional<Workload> ParseWorkload(const std::string& s);
+// ---- closed vocabularies ------------------------------------------------------
+// Every word the plan format gives a fixed set of values is an enum, read once
+// by the parser; its spelling is one table, Vocabulary<E>() (plan.cc), which
+// NameOf, ParseName and NamesOf (the parser's choices) read.
+template <typename E>
+struct VocabularyEntry {
+  E value;
+  const char* name;
+};
+template <typename E>
+const std::vector<VocabularyEntry<E>>& Vocabulary();
+
+// The name of `value` ("?" for a value outside the table).
+template <typename E>
+const char* NameOf(E value) {
+  for (const auto& entry : Vocabulary<E>())
+    if (entry.value == value) return entry.name;
+  return "?";
+}
+// The value named `text` exactly; nullopt for any other text.
+template <typename E>
+std::optional<E> ParseName(std::string_view text) {
+  for (const auto& entry : Vocabulary<E>())
+    if (text == entry.name) return entry.value;
+  return std::nullopt;
+}
+// Every name, in table order.
+template <typename E>
+std::vector<std::string> NamesOf() {
+  std::vector<std::string> names;
+  for (const auto& entry : Vocabulary<E>()) names.push_back(entry.name);
+  return names;
+}
+
+enum class Workload { kPretrain, kFinetune, kInference };  // "pretrain" | "finetune" | "inference"
+enum class Quantization { kNone, kNf4 };                   // models[].quantization: "none" | "nf4"
+enum class DeviceChoice { kAuto, kCpu, kCuda };            // training.device: "auto" | "cpu" | "cuda"
+template <>
+const std::vector<VocabularyEntry<Workload>>& Vocabulary<Workload>();
+template <>
+const std::vector<VocabularyEntry<Quantization>>& Vocabulary<Quantization>();
+template <>
+const std::vector<VocabularyEntry<DeviceChoice>>& Vocabulary<DeviceChoice>();
+
+inline const char* WorkloadName(Workload w) { return NameOf(w); }
+inline std::optional<Workload> ParseWorkload(const std::string& s) { return ParseName<Workload>(s); }
 
 // A training length: N steps or N epochs.
 struct Length {
@@ -44,7 +90,7 @@ struct ModelSpec {
   std::string name;          // key in `models:`, e.g. "llama2-70b"; reports group by it
   std::string preset;        // built-in architecture preset, e.g. "llama2-70b", "tiny"
   std::string path;          // HF-style model directory (config.json, *.safetensors, tokenizer.model); may be empty
-  std::string quantization;  // "" (none) or "nf4"
+  Quantization quantization = Quantization::kNone;
   // nf4 only: QLoRA's double quantization — the float32 absmax of each block
   // of 64 weights is itself quantized to 8 bits in blocks of 256 (one float32
   // scale per 256 absmax values). Default false (bitsandbytes' default).
@@ -73,10 +119,24 @@ struct NodeSpec {
 };
 
 // Optional two-node rehearsal on one host (docs/rehearsal.md): a veth pair shaped with tc.
+// The texts are kept as written (the resolved plan writes them back); the
+// parser reads them with ParseTcRate / ParseTcTime, which the run uses as read.
 struct NetworkEmulation {
-  std::string bandwidth;  // e.g. "100mbit"
-  std::string delay;      // e.g. "5ms"
+  std::string bandwidth;       // as written, e.g. "100mbit"; "" = no rate limit
+  std::string delay;           // as written, e.g. "5ms"; "" = no delay
+  double bits_per_second = 0;  // bandwidth, read (> 0 when bandwidth is set)
+  double delay_seconds = 0;    // delay, read (>= 0)
 };
+
+// tc's rates in bits per second: a number > 0 and a unit, "100mbit" -> 1e8,
+// "1gbit", "10kbit", "bit", "tbit"; the byte rates "bps" "kbps" "mbps" "gbps"
+// "tbps" (x8). SI prefixes (1000). Units are case-insensitive, as tc reads
+// them ("100Mbit" = "100mbit"). InvalidArgument otherwise:
+// "bad bandwidth '0mbit' (tc rate, e.g. 100mbit, 1gbit)".
+Result<double> ParseTcRate(std::string_view text);
+// tc's times in seconds: a number >= 0 and us | ms | s, case-insensitive:
+// "2ms" -> 0.002, "500us", "1.5s". InvalidArgument otherwise.
+Result<double> ParseTcTime(std::string_view text);
 
 struct ClusterSpec {
   std::vector<NodeSpec> nodes;
@@ -135,35 +195,35 @@ struct CommandSpec {
 };
 
 // Settings the native backends read, for every workload (inference reads
-// device, seed and ranks_per_node). Defaults are documented in
-// docs/plan-format.md; resolved_text writes every field with its value.
+// device, seed and ranks_per_node). Each member's default, bounds and meaning
+// are its row in training_fields.h, which everything that lists the settings
+// iterates (parser, resolved text, the workers' case file, docs); the
+// constructor sets every member to its row's default.
 struct TrainingSettings {
-  int64_t batch_size = 8;      // sequences per optimizer step (global)
-  int64_t seq_len = 128;       // tokens per sequence
-  int64_t grad_accum = 1;      // micro-batches per optimizer step
-  double learning_rate = 3e-4;
-  int64_t seed = 1234;
-  std::string device = "auto";  // "auto" | "cpu" | "cuda"
+  TrainingSettings();
+  int64_t batch_size;
+  int64_t seq_len;
+  int64_t grad_accum;
+  double learning_rate;
+  int64_t seed;
+  DeviceChoice device;
   // Distributed native backends (docs/distributed.md):
-  int ranks_per_node = 0;           // fsdp: ranks on each node; 0 = max(1, the node's gpus)
-  double collective_timeout = 300;  // s: rendezvous and every c10d collective; a hung rank ends there
-  int64_t sync_every = 0;           // share: merge groups every N steps (DiLoCo); 0 = only at the end
-  double outer_lr = 1.0;            // share: outer learning rate of a merge (1 = plain averaging)
-  double outer_momentum = 0.0;      // share: outer Nesterov momentum (0 = none)
-  // LoRA adapters of a QLoRA finetune (a model with quantization: nf4): rank r
-  // >= 1 and alpha > 0 (update scale alpha/r).
-  int64_t lora_rank = 8;
-  double lora_alpha = 16.0;
-  // Activation checkpointing of decoder layers: every k-th layer's forward is
-  // recomputed in the backward pass instead of keeping its activations;
-  // 1 = every layer, 0 = none. The distributed FSDP re-gathers a unit's
-  // parameters in backward either way.
-  int64_t checkpoint_every = 1;
+  int ranks_per_node;
+  double collective_timeout;
+  int64_t sync_every;
+  double outer_lr;
+  double outer_momentum;
+  // LoRA adapters of a 4-bit model (QLoRA, docs/native.md):
+  int64_t lora_rank;
+  double lora_alpha;
+  // Activation checkpointing of decoder layers (the distributed FSDP
+  // re-gathers a unit's parameters in backward either way):
+  int64_t checkpoint_every;
   // share + 4-bit + sync_every: keep every group's LoRA A at its shared seeded
   // start and train only B, so that averaging B is the exact mean of the groups'
   // updates (mean_g B_g·A = (mean_g B_g)·A). false: A and B are both trained and
   // averaged, which is not exact (the method text says so).
-  bool lora_freeze_a = false;
+  bool lora_freeze_a;
   int64_t LoraRank() const { return lora_rank; }
   double LoraAlpha() const { return lora_alpha; }
 };

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "runner/base/text.h"
+#include "runner/plan/training_fields.h"
 #include "runner/plan/yaml_tree.h"
 
 namespace protocol {
@@ -29,6 +30,13 @@ YamlNode Str(const std::string& s) {
 YamlNode Int(int64_t v) { return Scalar(std::to_string(v)); }
 YamlNode Num(double v) { return Scalar(fmt::format("{}", v)); }
 YamlNode Bool(bool v) { return Scalar(v ? "true" : "false"); }
+
+// A training setting's value, as its kind is written.
+YamlNode Setting(int64_t v) { return Int(v); }
+YamlNode Setting(int v) { return Int(v); }
+YamlNode Setting(double v) { return Num(v); }
+YamlNode Setting(bool v) { return Bool(v); }
+YamlNode Setting(DeviceChoice v) { return Str(NameOf(v)); }
 
 struct MapBuilder {
   YamlNode node;
@@ -125,14 +133,9 @@ YamlNode ResolvedCase(const CaseSpec& c) {
   // Every training setting with its value, for every workload: the native
   // backends read device, seed and ranks_per_node for inference too, and a
   // value left out would mean whatever a later default is.
-  const TrainingSettings& t = c.training;
   MapBuilder tr;
-  tr.Add("batch_size", Int(t.batch_size)).Add("seq_len", Int(t.seq_len)).Add("grad_accum", Int(t.grad_accum));
-  tr.Add("learning_rate", Num(t.learning_rate)).Add("seed", Int(t.seed)).Add("device", Str(t.device));
-  tr.Add("ranks_per_node", Int(t.ranks_per_node)).Add("collective_timeout", Num(t.collective_timeout));
-  tr.Add("sync_every", Int(t.sync_every)).Add("outer_lr", Num(t.outer_lr)).Add("outer_momentum", Num(t.outer_momentum));
-  tr.Add("lora_rank", Int(t.lora_rank)).Add("lora_alpha", Num(t.lora_alpha));
-  tr.Add("checkpoint_every", Int(t.checkpoint_every)).Add("lora_freeze_a", Bool(t.lora_freeze_a));
+  for (const TrainingField& field : TrainingFields())
+    VisitField(field, c.training, [&](const auto& value) { tr.Add(field.name, Setting(value)); });
   b.Add("training", tr.node);
   if (!c.references.empty()) {
     MapBuilder ref;
@@ -154,7 +157,7 @@ std::string ResolvedText(const Plan& plan) {
   for (const auto& [name, m] : plan.models) {
     MapBuilder mb;
     mb.AddIf(!m.preset.empty(), "preset", Str(m.preset)).AddIf(!m.path.empty(), "path", Str(m.path));
-    mb.AddIf(!m.quantization.empty(), "quantization", Str(m.quantization));
+    mb.AddIf(m.quantization != Quantization::kNone, "quantization", Str(NameOf(m.quantization)));
     mb.Add("double_quant", Bool(m.double_quant));
     mb.AddIf(m.init_random, "init", Str("random"));
     models.Add(name, mb.node);

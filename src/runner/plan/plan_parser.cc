@@ -27,10 +27,12 @@
 
 #include "runner/base/placeholders.h"
 #include "runner/base/text.h"
+#include "runner/plan/case_placeholders.h"
 #include "runner/plan/inheritance.h"
 #include "runner/plan/overrides.h"
 #include "runner/plan/plan_emit.h"
 #include "runner/plan/plan_reader.h"
+#include "runner/plan/training_fields.h"
 #include "runner/plan/yaml_tree.h"
 
 namespace protocol {
@@ -59,23 +61,8 @@ const std::vector<std::string> kRangeKeys = {"from", "to", "step"};
 const std::vector<std::string> kCommandKeys = {"argv", "shell", "env", "workdir", "metrics",
                                                "step_regex", "request_regex"};
 const std::vector<std::string> kMetricKeys = {"name", "regex", "unit"};
-const std::vector<std::string> kTrainingKeys = {"batch_size", "seq_len", "grad_accum",
-                                                "learning_rate", "seed", "device",
-                                                "ranks_per_node", "collective_timeout", "sync_every",
-                                                "outer_lr", "outer_momentum",
-                                                "lora_rank", "lora_alpha", "checkpoint_every",
-                                                "lora_freeze_a"};
-const std::vector<std::string> kWorkloads = {"pretrain", "finetune", "inference"};
 const std::vector<std::string> kDatasetFormats = {"text", "jsonl", "dolly", "tokens", "parquet"};
 const std::vector<std::string> kLaunchers = {"local", "ssh", "slurm"};
-const std::vector<std::string> kQuantizations = {"none", "nf4"};
-const std::vector<std::string> kDevices = {"auto", "cpu", "cuda"};
-
-// "{name}" placeholders a case string may use (command_backend.h; {plan} is
-// the plan name, used by output_dir).
-const std::vector<std::string> kPlaceholders = {
-    "case_id", "repeat", "model",    "model_path", "dataset", "dataset_path", "output_dir", "steps",
-    "epochs",  "nodes",  "topology", "network",    "prompt",  "max_new_tokens", "plan_dir", "plan"};
 
 // Largest inference schedule accepted (a range typo must not exhaust memory).
 constexpr int64_t kMaxScheduleLength = 100000;
@@ -134,6 +121,12 @@ class PlanParser {
   void ReadPattern(const YamlNode& node, const char* key, unsigned min_groups,
                    const char* groups_meaning, std::string* out, bool* ok);
   void ParseTraining(const YamlNode& node, CaseSpec& c, bool* ok);
+  // One `training:` value into its member (training_fields.h): false after reporting a problem.
+  bool ReadSetting(const YamlNode& node, const TrainingField& field, int64_t* out);
+  bool ReadSetting(const YamlNode& node, const TrainingField& field, int* out);
+  bool ReadSetting(const YamlNode& node, const TrainingField& field, double* out);
+  bool ReadSetting(const YamlNode& node, const TrainingField& field, bool* out);
+  bool ReadSetting(const YamlNode& node, const TrainingField& field, DeviceChoice* out);
   void ParseReference(const YamlNode& node, CaseSpec& c, bool* ok);
   // `interleave:` — after the stages, so every case id is known.
   void ParseInterleave(const YamlNode& node);
@@ -267,11 +260,10 @@ void PlanParser::ParseModels(const YamlNode& node) {
     if (const YamlNode* n = value.Find("path"))
       if (auto v = r_.String(*n, "path")) m.path = *v;
     if (const YamlNode* n = value.Find("quantization"))
-      if (auto v = r_.OneOf(*n, "quantization", "quantization", kQuantizations))
-        m.quantization = *v == "none" ? "" : *v;
+      if (auto v = r_.OneOf<Quantization>(*n, "quantization", "quantization")) m.quantization = *v;
     if (const YamlNode* n = value.Find("double_quant")) {
       if (auto v = r_.Bool(*n, "double_quant")) m.double_quant = *v;
-      if (m.double_quant && m.quantization != "nf4")
+      if (m.double_quant && m.quantization != Quantization::kNf4)
         r_.Error(*n, fmt::format("model '{}': double_quant applies to quantization: nf4 only", m.name));
     }
     if (const YamlNode* n = value.Find("init"))
@@ -353,31 +345,33 @@ void PlanParser::ParseCluster(const YamlNode& node) {
   }
   if (const YamlNode* n = node.Find("emulate"); n && r_.ExpectMap(*n, "emulate")) {
     r_.CheckKeys(*n, kEmulateKeys);
+    // Read by the rules the run uses (ParseTcRate, ParseTcTime): what validate
+    // accepts, the run shapes.
     NetworkEmulation e;
-    static const std::regex kBandwidth(R"(^[0-9]+(\.[0-9]+)?(bit|kbit|mbit|gbit|tbit|bps|kbps|mbps|gbps|tbps)$)");
-    static const std::regex kDelay(R"(^[0-9]+(\.[0-9]+)?(us|ms|s)$)");
     bool ok = true;
-    if (const YamlNode* b = n->Find("bandwidth")) {
-      auto v = r_.String(*b, "bandwidth");
-      if (v && !std::regex_match(*v, kBandwidth)) {
-        r_.Error(*b, fmt::format("bad bandwidth '{}' (tc rate, e.g. 100mbit, 1gbit)", *v));
+    auto read = [&](const char* key, auto parse, std::string* text, double* value) {
+      const YamlNode* v = n->Find(key);
+      if (!v) return;
+      std::optional<std::string> written = r_.String(*v, key);
+      if (!written) {
         ok = false;
+        return;
       }
-      if (v) e.bandwidth = *v;
-      else ok = false;
-    } else {
+      Result<double> parsed = parse(*written);
+      if (!parsed.ok()) {
+        r_.Error(*v, parsed.status().message());
+        ok = false;
+        return;
+      }
+      *text = *written;
+      *value = *parsed;
+    };
+    if (!n->Find("bandwidth")) {
       r_.Error(*n, "emulate needs a bandwidth (e.g. bandwidth: 100mbit)");
       ok = false;
     }
-    if (const YamlNode* d = n->Find("delay")) {
-      auto v = r_.String(*d, "delay");
-      if (v && !std::regex_match(*v, kDelay)) {
-        r_.Error(*d, fmt::format("bad delay '{}' (tc time, e.g. 2ms, 500us)", *v));
-        ok = false;
-      }
-      if (v) e.delay = *v;
-      else ok = false;
-    }
+    read("bandwidth", ParseTcRate, &e.bandwidth, &e.bits_per_second);
+    read("delay", ParseTcTime, &e.delay, &e.delay_seconds);
     if (ok) c.emulate = e;
   }
 }
@@ -604,6 +598,7 @@ void PlanParser::ParseCommand(const YamlNode& node, CaseSpec& c, bool* ok) {
     return;
   }
   r_.CheckKeys(node, kCommandKeys);
+  const std::vector<std::string> names = PlaceholderNames(PlaceholderField::kCommand);
   CommandSpec cmd;
   if (const YamlNode* n = node.Find("shell")) {
     if (auto v = r_.Bool(*n, "shell")) cmd.shell = *v;
@@ -632,13 +627,13 @@ void PlanParser::ParseCommand(const YamlNode& node, CaseSpec& c, bool* ok) {
       *ok = false;
     }
     for (size_t i = 0; i < cmd.argv.size(); ++i)
-      CheckPlaceholders(n->kind == Kind::kSequence ? n->items[i] : *n, cmd.argv[i], "command.argv", kPlaceholders);
+      CheckPlaceholders(n->kind == Kind::kSequence ? n->items[i] : *n, cmd.argv[i], "command.argv", names);
   }
   if (const YamlNode* n = node.Find("env"); n && r_.ExpectMap(*n, "env")) {
     for (const auto& [key, value] : n->entries) {
       if (auto v = r_.String(value, key.scalar)) {
         cmd.env[key.scalar] = *v;
-        CheckPlaceholders(value, *v, "command.env", kPlaceholders);
+        CheckPlaceholders(value, *v, "command.env", names);
       } else {
         *ok = false;
       }
@@ -649,7 +644,7 @@ void PlanParser::ParseCommand(const YamlNode& node, CaseSpec& c, bool* ok) {
   if (const YamlNode* n = node.Find("workdir")) {
     if (auto v = r_.String(*n, "workdir")) {
       cmd.workdir = *v;
-      CheckPlaceholders(*n, *v, "command.workdir", kPlaceholders);
+      CheckPlaceholders(*n, *v, "command.workdir", names);
     } else {
       *ok = false;
     }
@@ -713,76 +708,59 @@ void PlanParser::ParseTraining(const YamlNode& node, CaseSpec& c, bool* ok) {
     *ok = false;
     return;
   }
-  r_.CheckKeys(node, kTrainingKeys);
-  TrainingSettings& t = c.training;
-  auto positive = [&](const char* key, int64_t* out, int64_t min) {
-    if (const YamlNode* n = node.Find(key)) {
-      if (auto v = r_.IntegerIn(*n, key, min, INT64_MAX)) *out = *v;
-      else *ok = false;
-    }
-  };
-  positive("batch_size", &t.batch_size, 1);
-  positive("seq_len", &t.seq_len, 1);
-  positive("grad_accum", &t.grad_accum, 1);
-  positive("seed", &t.seed, 0);
-  if (const YamlNode* n = node.Find("learning_rate")) {
-    if (auto v = r_.Number(*n, "learning_rate")) {
-      if (*v <= 0) {
-        r_.Error(*n, fmt::format("'learning_rate' must be > 0, got {}", n->scalar));
-        *ok = false;
-      } else {
-        t.learning_rate = *v;
-      }
-    } else {
+  r_.CheckKeys(node, TrainingFieldNames());
+  for (const TrainingField& field : TrainingFields()) {
+    const YamlNode* n = node.Find(field.name);
+    if (n && !VisitField(field, c.training, [&](auto& value) { return ReadSetting(*n, field, &value); }))
       *ok = false;
-    }
   }
-  if (const YamlNode* n = node.Find("device")) {
-    if (auto v = r_.OneOf(*n, "device", "device", kDevices)) t.device = *v;
-    else *ok = false;
+}
+
+bool PlanParser::ReadSetting(const YamlNode& node, const TrainingField& field, int64_t* out) {
+  const TrainingBounds& b = field.bounds;
+  auto v = r_.IntegerIn(node, field.name, std::isinf(b.min) ? INT64_MIN : static_cast<int64_t>(b.min),
+                        std::isinf(b.max) ? INT64_MAX : static_cast<int64_t>(b.max));
+  if (v) *out = *v;
+  return v.has_value();
+}
+
+bool PlanParser::ReadSetting(const YamlNode& node, const TrainingField& field, int* out) {
+  int64_t wide = 0;
+  TrainingField narrow = field;
+  narrow.bounds.min = std::max(field.bounds.min, static_cast<double>(INT_MIN));
+  narrow.bounds.max = std::min(field.bounds.max, static_cast<double>(INT_MAX));
+  if (!ReadSetting(node, narrow, &wide)) return false;
+  *out = static_cast<int>(wide);
+  return true;
+}
+
+// A number in [min, max], or (min, max] when open_min: "'outer_lr' must be > 0
+// and <= 10, got 11"; without a max: "'learning_rate' must be > 0, got 0".
+bool PlanParser::ReadSetting(const YamlNode& node, const TrainingField& field, double* out) {
+  const TrainingBounds& b = field.bounds;
+  auto v = r_.Number(node, field.name);
+  if (!v) return false;
+  if (*v < b.min || *v > b.max || (b.open_min && *v == b.min)) {
+    const std::string least = fmt::format("{} {}", b.open_min ? ">" : ">=", b.min);
+    r_.Error(node, std::isinf(b.max) ? fmt::format("'{}' must be {}, got {}", field.name, least, node.scalar)
+                                     : fmt::format("'{}' must be {} and <= {}, got {}", field.name, least, b.max,
+                                                   node.scalar));
+    return false;
   }
-  int64_t ranks = t.ranks_per_node;
-  positive("ranks_per_node", &ranks, 0);
-  t.ranks_per_node = static_cast<int>(std::min<int64_t>(ranks, 1 << 20));
-  positive("sync_every", &t.sync_every, 0);
-  positive("checkpoint_every", &t.checkpoint_every, 0);
-  if (const YamlNode* n = node.Find("lora_freeze_a")) {
-    if (auto v = r_.Bool(*n, "lora_freeze_a")) t.lora_freeze_a = *v;
-    else *ok = false;
-  }
-  // A number in [min, max] (inclusive unless open_min).
-  auto number = [&](const char* key, double* out, double min, double max, bool open_min) {
-    const YamlNode* n = node.Find(key);
-    if (!n) return;
-    auto v = r_.Number(*n, key);
-    if (!v) {
-      *ok = false;
-    } else if (*v < min || *v > max || (open_min && *v == min)) {
-      r_.Error(*n, fmt::format("'{}' must be {} {} and <= {}, got {}", key, open_min ? ">" : ">=", min, max, n->scalar));
-      *ok = false;
-    } else {
-      *out = *v;
-    }
-  };
-  number("collective_timeout", &t.collective_timeout, 0, 1e9, true);
-  number("outer_lr", &t.outer_lr, 0, 10, true);
-  number("outer_momentum", &t.outer_momentum, 0, 0.999, false);
-  if (const YamlNode* n = node.Find("lora_rank")) {
-    if (auto v = r_.IntegerIn(*n, "lora_rank", 1, INT64_MAX)) t.lora_rank = *v;
-    else *ok = false;
-  }
-  if (const YamlNode* n = node.Find("lora_alpha")) {
-    if (auto v = r_.Number(*n, "lora_alpha")) {
-      if (*v <= 0) {
-        r_.Error(*n, fmt::format("'lora_alpha' must be > 0, got {}", n->scalar));
-        *ok = false;
-      } else {
-        t.lora_alpha = *v;
-      }
-    } else {
-      *ok = false;
-    }
-  }
+  *out = *v;
+  return true;
+}
+
+bool PlanParser::ReadSetting(const YamlNode& node, const TrainingField& field, bool* out) {
+  auto v = r_.Bool(node, field.name);
+  if (v) *out = *v;
+  return v.has_value();
+}
+
+bool PlanParser::ReadSetting(const YamlNode& node, const TrainingField& field, DeviceChoice* out) {
+  auto v = r_.OneOf<DeviceChoice>(node, field.name, field.name);
+  if (v) *out = *v;
+  return v.has_value();
 }
 
 // `reference: {METRIC: [VALUE, -LOW%, +HIGH%], ...}`; METRIC is wall_minutes or
@@ -882,13 +860,11 @@ std::optional<CaseSpec> PlanParser::ParseCase(const YamlNode& m, const YamlNode&
 
   std::optional<Workload> workload;
   if (const YamlNode* n = m.Find("workload")) {
-    if (auto v = r_.OneOf(*n, "workload", "workload", kWorkloads)) workload = ParseWorkload(*v);
-    else ok = false;
+    if (!(workload = r_.OneOf<Workload>(*n, "workload", "workload"))) ok = false;
   } else {
     fail(case_node, fmt::format("{} needs a workload (pretrain | finetune | inference)", who));
   }
   if (workload) c.workload = *workload;
-  const bool training = workload && *workload != Workload::kInference;
   const bool inference = workload && *workload == Workload::kInference;
 
   const YamlNode* backend = m.Find("backend");
@@ -967,21 +943,11 @@ std::optional<CaseSpec> PlanParser::ParseCase(const YamlNode& m, const YamlNode&
   str("variant", &c.variant);
 
   // Length.
-  const YamlNode* steps = m.Find("steps");
-  const YamlNode* epochs = m.Find("epochs");
-  std::optional<int64_t> steps_v, epochs_v;
-  if (steps && !(steps_v = r_.IntegerIn(*steps, "steps", 1, INT64_MAX))) ok = false;
-  if (epochs && !(epochs_v = r_.IntegerIn(*epochs, "epochs", 1, INT64_MAX))) ok = false;
-  if (training) {
-    if (steps && epochs) fail(*epochs, fmt::format("{} gives both steps and epochs (give one)", who));
-    else if (!steps && !epochs)
-      fail(case_node, fmt::format("{} needs steps or epochs ({})", who, WorkloadName(*workload)));
-    else if (steps_v) c.length = Length{Length::Unit::kSteps, *steps_v};
-    else if (epochs_v) c.length = Length{Length::Unit::kEpochs, *epochs_v};
-  } else if (inference) {
-    for (const YamlNode* n : {steps, epochs})
-      if (n) fail(*n, "an inference case has no steps or epochs (its length is inference.max_new_tokens)");
-  }
+  c.length = ReadLength(r_, m, case_node, workload,
+                        {fmt::format("{} gives both steps and epochs (give one)", who),
+                         fmt::format("{} needs steps or epochs ({})", who, workload ? WorkloadName(*workload) : ""),
+                         "an inference case has no steps or epochs (its length is inference.max_new_tokens)"},
+                        &ok);
   // report_as / not_provided: one length or a list, in the case's unit.
   auto further_lengths = [&](const char* key, std::vector<Length>* out) {
     const YamlNode* n = m.Find(key);
@@ -1053,7 +1019,7 @@ std::optional<CaseSpec> PlanParser::ParseCase(const YamlNode& m, const YamlNode&
     }
   }
   if (const YamlNode* n = str("output_dir", &c.output_dir))
-    CheckPlaceholders(*n, c.output_dir, "output_dir", Without(kPlaceholders, "output_dir"));
+    CheckPlaceholders(*n, c.output_dir, "output_dir", PlaceholderNames(PlaceholderField::kOutputDir));
 
   if (!ok) return std::nullopt;
   return c;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <climits>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -200,6 +201,36 @@ std::optional<std::string> NodeReader::OneOf(const YamlNode& node, const std::st
   std::string close = DidYouMean(*s, choices);
   Error(node, fmt::format("unknown {} '{}'", what, *s),
         close.empty() ? "expected one of: " + Join(choices, ", ") : fmt::format("did you mean '{}'?", close));
+  return std::nullopt;
+}
+
+std::optional<Length> ReadLength(NodeReader& r, const YamlNode& map, const YamlNode& at,
+                                 std::optional<Workload> workload, const LengthWording& wording, bool* ok) {
+  const YamlNode* steps = map.Find("steps");
+  const YamlNode* epochs = map.Find("epochs");
+  std::optional<int64_t> steps_v, epochs_v;
+  if (steps && !(steps_v = r.IntegerIn(*steps, "steps", 1, INT64_MAX))) *ok = false;
+  if (epochs && !(epochs_v = r.IntegerIn(*epochs, "epochs", 1, INT64_MAX))) *ok = false;
+  if (!workload) return std::nullopt;
+  if (*workload == Workload::kInference) {
+    for (const YamlNode* n : {steps, epochs}) {
+      if (!n) continue;
+      r.Error(*n, wording.inference);
+      *ok = false;
+    }
+    return std::nullopt;
+  }
+  if (steps && epochs) {
+    r.Error(*epochs, wording.both);
+    *ok = false;
+  } else if (!steps && !epochs) {
+    r.Error(at, wording.missing);
+    *ok = false;
+  } else if (steps_v) {
+    return Length{Length::Unit::kSteps, *steps_v};
+  } else if (epochs_v) {
+    return Length{Length::Unit::kEpochs, *epochs_v};
+  }
   return std::nullopt;
 }
 

@@ -68,12 +68,34 @@ class NodeReader {
   // One of `choices`: "unknown <what> 'x'" with did-you-mean over choices.
   std::optional<std::string> OneOf(const YamlNode& node, const std::string& name,
                                    const std::string& what, const std::vector<std::string>& choices);
+  // One of the names of enum E (Vocabulary<E>, plan.h), read as OneOf reads.
+  template <typename E>
+  std::optional<E> OneOf(const YamlNode& node, const std::string& name, const std::string& what) {
+    std::optional<std::string> text = OneOf(node, name, what, NamesOf<E>());
+    return text ? ParseName<E>(*text) : std::nullopt;
+  }
 
  private:
   std::string file_;
   std::vector<Diagnostic>* errors_;
   std::vector<std::string> labels_;
 };
+
+// How a length's problems are told (plans and import files word them each
+// their own way): both steps and epochs given, a training workload without
+// either, an inference workload with one.
+struct LengthWording {
+  std::string both;       // "case 'a' gives both steps and epochs (give one)"
+  std::string missing;    // "case 'a' needs steps or epochs (pretrain)"
+  std::string inference;  // "an inference case has no steps or epochs (...)"
+};
+
+// The length of a case or an imported result: `steps` or `epochs` of `map`,
+// integers >= 1; exactly one for a training workload, none for inference
+// (workload unknown: only the integers are checked). Problems are reported to
+// `r` — a missing length at `at` — and clear *ok. Returns the length read, if any.
+std::optional<Length> ReadLength(NodeReader& r, const YamlNode& map, const YamlNode& at,
+                                 std::optional<Workload> workload, const LengthWording& wording, bool* ok);
 
 // Sorts diagnostics into file order (out-of-file ones, line 0, first) and drops
 // exact duplicates (an error in an inherited default is found once per case).

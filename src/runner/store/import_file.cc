@@ -17,7 +17,6 @@ namespace {
 const std::vector<std::string> kTopKeys = {"source", "results"};
 const std::vector<std::string> kFigureKeys = {"model",   "workload", "steps",  "epochs", "backend", "nodes",
                                               "network", "variant",  "metric", "value",  "marker"};
-const std::vector<std::string> kWorkloads = {"pretrain", "finetune", "inference"};
 const std::vector<std::string> kMarkers = {"extrapolated", "not-provided"};
 
 bool IsMetricName(const std::string& s) {
@@ -55,7 +54,7 @@ std::optional<ImportedFigure> ParseFigure(NodeReader& r, const YamlNode& node) {
 
   required_string("model", &f.model);
   if (const YamlNode* n = node.Find("workload")) {
-    if (auto v = r.OneOf(*n, "workload", "workload", kWorkloads)) f.workload = *v;
+    if (auto v = r.OneOf<Workload>(*n, "workload", "workload")) f.workload = WorkloadName(*v);
     else ok = false;
   } else {
     r.Error(node, "a result needs 'workload' (pretrain | finetune | inference)");
@@ -69,30 +68,11 @@ std::optional<ImportedFigure> ParseFigure(NodeReader& r, const YamlNode& node) {
   optional_string("network", &f.network);
   optional_string("variant", &f.variant);
 
-  const YamlNode* steps = node.Find("steps");
-  const YamlNode* epochs = node.Find("epochs");
-  std::optional<int64_t> steps_v, epochs_v;
-  if (steps && !(steps_v = r.IntegerIn(*steps, "steps", 1, INT64_MAX))) ok = false;
-  if (epochs && !(epochs_v = r.IntegerIn(*epochs, "epochs", 1, INT64_MAX))) ok = false;
-  if (f.workload == "inference") {
-    for (const YamlNode* n : {steps, epochs})
-      if (n) {
-        r.Error(*n, "an inference result has no steps or epochs");
-        ok = false;
-      }
-  } else if (!f.workload.empty()) {
-    if (steps && epochs) {
-      r.Error(*epochs, "a result gives both steps and epochs (give one)");
-      ok = false;
-    } else if (!steps && !epochs) {
-      r.Error(node, fmt::format("a {} result needs steps or epochs", f.workload));
-      ok = false;
-    } else if (steps_v) {
-      f.length = Length{Length::Unit::kSteps, *steps_v};
-    } else if (epochs_v) {
-      f.length = Length{Length::Unit::kEpochs, *epochs_v};
-    }
-  }
+  f.length = ReadLength(r, node, node, ParseWorkload(f.workload),
+                        {"a result gives both steps and epochs (give one)",
+                         fmt::format("a {} result needs steps or epochs", f.workload),
+                         "an inference result has no steps or epochs"},
+                        &ok);
 
   if (const YamlNode* n = node.Find("metric")) {
     if (auto v = r.String(*n, "metric")) {

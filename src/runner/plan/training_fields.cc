@@ -1,0 +1,70 @@
+#include "runner/plan/training_fields.h"
+
+#include <string>
+#include <type_traits>
+
+namespace protocol {
+namespace {
+
+template <typename T>
+struct NonDeduced {
+  using type = T;
+};
+
+// One row; the default has the member's type (a mismatch does not compile).
+template <typename T>
+TrainingField Row(const char* name, T TrainingSettings::*member, typename NonDeduced<T>::type default_value,
+                  const char* meaning, TrainingBounds bounds = {}) {
+  return TrainingField{name, member, TrainingValue(std::in_place_type<T>, default_value), meaning, bounds};
+}
+
+using S = TrainingSettings;
+
+}  // namespace
+
+TrainingBounds AtLeast(double min, double max) { return TrainingBounds{min, max, false}; }
+TrainingBounds Above(double min, double max) { return TrainingBounds{min, max, true}; }
+
+const std::vector<TrainingField>& TrainingFields() {
+  static const std::vector<TrainingField> rows = {
+      Row("batch_size", &S::batch_size, 8, "sequences per optimizer step (over all ranks)", AtLeast(1)),
+      Row("seq_len", &S::seq_len, 128, "tokens per sequence", AtLeast(1)),
+      Row("grad_accum", &S::grad_accum, 1, "micro-batches per optimizer step", AtLeast(1)),
+      Row("learning_rate", &S::learning_rate, 3e-4, "the optimizer's learning rate", Above(0)),
+      Row("seed", &S::seed, 1234, "seed of the data order, random weights and LoRA adapters", AtLeast(0)),
+      Row("device", &S::device, DeviceChoice::kAuto,
+          "where the model computes: `auto` (a GPU where the node has one), `cpu`, `cuda`"),
+      Row("ranks_per_node", &S::ranks_per_node, 0, "fsdp: ranks on each node; 0 = max(1, the node's gpus)",
+          AtLeast(0, 1 << 20)),
+      Row("collective_timeout", &S::collective_timeout, 300.0,
+          "seconds for the rendezvous and each collective; a hung rank ends there", Above(0, 1e9)),
+      Row("sync_every", &S::sync_every, 0, "share: merge the groups every N steps (DiLoCo); 0 = only at the end",
+          AtLeast(0)),
+      Row("outer_lr", &S::outer_lr, 1.0, "share: outer learning rate of a merge (1 = plain averaging)",
+          Above(0, 10)),
+      Row("outer_momentum", &S::outer_momentum, 0.0, "share: outer Nesterov momentum of a merge (0 = none)",
+          AtLeast(0, 0.999)),
+      Row("lora_rank", &S::lora_rank, 8, "rank r of the LoRA adapters (4-bit models)", AtLeast(1)),
+      Row("lora_alpha", &S::lora_alpha, 16.0, "LoRA scale: an adapter's update is scaled by alpha/r", Above(0)),
+      Row("checkpoint_every", &S::checkpoint_every, 1,
+          "activation checkpointing: decoder layer l is recomputed in backward when l is a multiple of k "
+          "(1 = every layer, 0 = none)",
+          AtLeast(0)),
+      Row("lora_freeze_a", &S::lora_freeze_a, false,
+          "train only the adapters' B; A stays at its seeded start (exact share merges)"),
+  };
+  return rows;
+}
+
+std::vector<std::string> TrainingFieldNames() {
+  std::vector<std::string> names;
+  for (const TrainingField& f : TrainingFields()) names.push_back(f.name);
+  return names;
+}
+
+TrainingSettings::TrainingSettings() {
+  for (const TrainingField& f : TrainingFields())
+    VisitField(f, *this, [&](auto& value) { value = std::get<std::decay_t<decltype(value)>>(f.default_value); });
+}
+
+}  // namespace protocol
