@@ -63,9 +63,9 @@ std::string CsvOfRun(const TempDir& dir, int run) {
                        c.row_id, run, c.case_id, system, c.started_at, c.finished_at);
   };
   return kCsvHeader + identity(cases[0], "fsdp") +
-         "wall_seconds,5400,s,imported,converted from 90 min,published table (test fixture),\r\n" +
+         "wall_seconds,5400,s,imported,converted from 90 min,published table (test fixture),,,\r\n" +
          identity(cases[1], "share") +
-         "wall_seconds,1800,s,imported,converted from 30 min,published table (test fixture),\r\n";
+         "wall_seconds,1800,s,imported,converted from 30 min,published table (test fixture),,,\r\n";
 }
 
 // The last line of `text`, without its newline.

@@ -93,23 +93,28 @@ TEST_CASE("report: a share cell not provided shows X and gives no ratio") {
   CHECK(data.models[0].appendix[1].text == "imported from paper (run 1, case f2: not provided)");
 }
 
-TEST_CASE("report: an extrapolated case sits on its report_as row, marked *, and the sentence says so") {
+TEST_CASE("report: an extrapolated case sits on its own row and its report_as row, marked *, and the sentence says so") {
   auto data = Compute(
       {RunWith(MakeRun(1), {TrainCase("a", "m", "pretrain", "fsdp", 1, "", "steps", 2000, 6000),
                             Extrapolated(TrainCase("b", "m", "pretrain", "share", 1, "", "steps", 100, 150), "steps",
                                          2000, 3000, "2000 × 1.5 s")})});
   const ReportTable* t = FindTable(data.models[0], "training");
   REQUIRE(t != nullptr);
-  REQUIRE(t->rows.size() == 1);
-  CHECK(t->rows[0].label == "pretrain 2000 steps");
-  CHECK(Texts(t->rows[0]) == std::vector<std::string>{"100.0", "50.0 *"});
-  CHECK(t->rows[0].cells[1].marker == "*");
-  CHECK(t->rows[0].cells[1].provenance == "extrapolated");
-  CHECK(Texts(t->efficiency[0]) == std::vector<std::string>{"2.00 *", "1"});
+  REQUIRE(t->rows.size() == 2);
+  CHECK(t->rows[0].label == "pretrain 100 steps");  // the measured length: share only, no ratio
+  CHECK(Texts(t->rows[0]) == std::vector<std::string>{"\u2013", "2.5"});
+  CHECK(t->rows[1].label == "pretrain 2000 steps");
+  CHECK(Texts(t->rows[1]) == std::vector<std::string>{"100.0", "50.0 *"});
+  CHECK(t->rows[1].cells[1].marker == "*");
+  CHECK(t->rows[1].cells[1].provenance == "extrapolated");
+  CHECK(Texts(t->efficiency[1]) == std::vector<std::string>{"2.00 *", "1"});
   CHECK(data.models[0].sentences ==
         std::vector<std::string>{"share is 2.00× faster than fsdp on 1 node (200 %) for pretrain 2000 steps; share "
                                  "figure extrapolated; no interval (fewer than 3 repeats)."});
-  CHECK(data.models[0].appendix[1].text == "run 1, case b (extrapolated: 50.0 min; method: 2000 × 1.5 s)");
+  bool listed = false;
+  for (const auto& a : data.models[0].appendix)
+    listed |= a.text == "run 1, case b (extrapolated: 50.0 min; method: 2000 × 1.5 s)";
+  CHECK(listed);
 }
 
 TEST_CASE("report: the newest run wins a cell") {
@@ -256,6 +261,61 @@ TEST_CASE("report: baseline and candidate system names come from the options") {
   REQUIRE(t != nullptr);
   CHECK(t->columns == std::vector<std::string>{"ddp 1 node", "fsdp 1 node"});
   CHECK(data.models[0].sentences[0] == "fsdp is 2.00× faster than ddp on 1 node (200 %) for pretrain 10 steps; no interval (fewer than 3 repeats).");
+}
+
+
+TEST_CASE("report: one case fills its own row, a shorter row from its first steps, a longer one extrapolated, and X") {
+  ReportCaseInput base = TrainCase("b1", "m", "pretrain", "fsdp", 1, "", "steps", 1000, 6000);
+  Measurement prefix = M(metric::kWallSeconds, 660, Provenance::kPrefix);
+  prefix.method = "computed from the first 100 of 1000 measured steps: overhead 60 s + steps 1..100 600 s";
+  prefix.length_unit = "steps";
+  prefix.length_count = 100;
+  base.measurements.push_back(prefix);
+  ReportCaseInput cand = TrainCase("c1", "m", "pretrain", "share", 1, "", "steps", 1000, 3000);
+  Measurement x;
+  x.name = metric::kWallSeconds;
+  x.unit = "s";
+  x.marker = "not-provided";
+  x.length_unit = "steps";
+  x.length_count = 100;
+  cand.measurements.push_back(x);
+  cand.measurements.push_back(M(metric::kEvalLoss, 3.5));
+  // The candidate ran beside other work.
+  cand.measurements.push_back(M(metric::kContention, 0.48));
+  auto data = Compute({RunWith(MakeRun(1), {base, cand})});
+  const ReportTable* t = FindTable(data.models[0], "training");
+  REQUIRE(t != nullptr);
+  REQUIRE(t->rows.size() == 2);
+  CHECK(t->rows[0].label == "pretrain 100 steps");
+  CHECK(Texts(t->rows[0]) == std::vector<std::string>{"11.0 *", "X"});
+  CHECK(t->rows[0].cells[0].provenance == "prefix");
+  CHECK(Texts(t->efficiency[0]) == std::vector<std::string>{"\u2013", "X"});
+  CHECK(t->rows[1].label == "pretrain 1000 steps");
+  CHECK(Texts(t->rows[1]) == std::vector<std::string>{"100.0", "50.0 (contended)"});
+  CHECK(*t->rows[1].cells[1].contended == doctest::Approx(0.48));
+  // The sentence of the ratio says the candidate side was contended.
+  REQUIRE(data.models[0].sentences.size() == 1);
+  CHECK(data.models[0].sentences[0].find("contended: other processes took 48 % of the CPU while share's figure was "
+                                         "measured (less reliable)") != std::string::npos);
+  REQUIRE(!data.models[0].verdict.empty());
+  CHECK(data.models[0].verdict[0].text.find("contended") != std::string::npos);
+  // Quality is the whole run's: shown at the case's own length only.
+  const ReportTable* q = FindTable(data.models[0], "quality");
+  REQUIRE(q != nullptr);
+  for (const ReportRow& row : q->rows) CHECK(row.label.find("100 steps") == std::string::npos);
+}
+
+TEST_CASE("report: an idle run never says contended") {
+  ReportCaseInput base = TrainCase("b1", "m", "pretrain", "fsdp", 1, "", "steps", 10, 60);
+  ReportCaseInput cand = TrainCase("c1", "m", "pretrain", "share", 1, "", "steps", 10, 30);
+  base.measurements.push_back(M(metric::kContention, 0.03));
+  cand.measurements.push_back(M(metric::kContention, 0.19));
+  auto data = Compute({RunWith(MakeRun(1), {base, cand})});
+  for (const std::string& s : data.models[0].sentences) CHECK(s.find("contended") == std::string::npos);
+  for (const VerdictLine& v : data.models[0].verdict) CHECK(v.text.find("contended") == std::string::npos);
+  const ReportTable* t = FindTable(data.models[0], "training");
+  REQUIRE(t != nullptr);
+  CHECK(Texts(t->rows[0]) == std::vector<std::string>{"1.0", "0.500"});
 }
 
 }  // namespace

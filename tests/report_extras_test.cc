@@ -152,8 +152,10 @@ TEST_CASE("report extras: no multi-node result, no scaling table; an extrapolate
                                          1000, 2000, "1000 × 2 s")})});
   const ReportTable* t = FindTable(data.models[0], "scaling");
   REQUIRE(t != nullptr);
-  CHECK(Texts(t->rows[0]) == std::vector<std::string>{"100.0", "33.3 *", "2", "1.50 *", "–", "–"});
-  CHECK(t->rows[0].cells[3].provenance == "extrapolated");
+  REQUIRE(t->rows.size() == 2);  // b's measured 100 steps (no 1-node side), then 1000 steps
+  CHECK(t->rows[1].label.find("pretrain 1000 steps") == 0);
+  CHECK(Texts(t->rows[1]) == std::vector<std::string>{"100.0", "33.3 *", "2", "1.50 *", "–", "–"});
+  CHECK(t->rows[1].cells[3].provenance == "extrapolated");
 }
 
 }  // namespace
@@ -245,30 +247,32 @@ TEST_CASE("report extras: every figure of every cell has its run, case, how, met
        RunWith(MakeRun(3, "import", "vendor <table>"),
                {Imported(TrainCase("f", "m", "finetune", "fsdp", 1, "", "steps", 50, 120), "vendor <table>")})});
   const auto& p = data.models[0].provenance;
-  REQUIRE(p.size() == 4);
-  CHECK(p[0].table == "Training (minutes)");
-  CHECK(p[0].row == "pretrain 100 steps");
-  CHECK(p[0].column == "fsdp 1 node");
-  CHECK(p[0].source.run_id == 2);
-  CHECK(p[0].source.case_id == "a");
-  CHECK(p[0].source.repeat == 0);
-  CHECK(p[0].source.value_text == "10.0 min");
-  CHECK(p[0].source.how == "measured");
-  CHECK(p[0].source.detail == "");
-  CHECK(p[0].source.log_sha256 == "log-a0");
-  CHECK(p[0].source.plan_sha256 == "p2");
-  CHECK(p[1].source.repeat == 1);
-  CHECK(p[1].source.value_text == "11.0 min");
-  CHECK(p[1].source.log_sha256 == "");
-  CHECK(p[2].column == "share 1 node");
-  CHECK(p[2].source.value_text == "5.0 min *");
-  CHECK(p[2].source.how == "extrapolated");
-  CHECK(p[2].source.detail == "100 × 3 s");
-  CHECK(p[2].source.log_sha256 == "log-b");
-  CHECK(p[3].row == "finetune 50 steps");
-  CHECK(p[3].source.how == "imported");
-  CHECK(p[3].source.detail == "vendor <table>");
-  CHECK(p[3].source.run_id == 3);
+  REQUIRE(p.size() == 5);
+  CHECK(p[0].row == "pretrain 10 steps");  // b's own, measured length
+  CHECK(p[0].source.case_id == "b");
+  CHECK(p[1].table == "Training (minutes)");
+  CHECK(p[1].row == "pretrain 100 steps");
+  CHECK(p[1].column == "fsdp 1 node");
+  CHECK(p[1].source.run_id == 2);
+  CHECK(p[1].source.case_id == "a");
+  CHECK(p[1].source.repeat == 0);
+  CHECK(p[1].source.value_text == "10.0 min");
+  CHECK(p[1].source.how == "measured");
+  CHECK(p[1].source.detail == "");
+  CHECK(p[1].source.log_sha256 == "log-a0");
+  CHECK(p[1].source.plan_sha256 == "p2");
+  CHECK(p[2].source.repeat == 1);
+  CHECK(p[2].source.value_text == "11.0 min");
+  CHECK(p[2].source.log_sha256 == "");
+  CHECK(p[3].column == "share 1 node");
+  CHECK(p[3].source.value_text == "5.0 min *");
+  CHECK(p[3].source.how == "extrapolated");
+  CHECK(p[3].source.detail == "100 × 3 s");
+  CHECK(p[3].source.log_sha256 == "log-b");
+  CHECK(p[4].row == "finetune 50 steps");
+  CHECK(p[4].source.how == "imported");
+  CHECK(p[4].source.detail == "vendor <table>");
+  CHECK(p[4].source.run_id == 3);
 }
 
 TEST_CASE("report extras: history charts cover every run of the input, selected or not, up to history_through") {

@@ -52,14 +52,14 @@ inline ReportCaseInput TrainCase(const std::string& case_id, const std::string& 
   return c;
 }
 
-// Measured `count` steps in wall_seconds (already stored), reported as
-// `as_count` steps through an extrapolated figure.
+// Measured `count` steps in wall_seconds (already stored), reported also as
+// `as_count` steps through an extrapolated figure carrying that length.
 inline ReportCaseInput Extrapolated(ReportCaseInput c, const std::string& as_unit, int64_t as_count,
                                     double extrapolated_seconds, const std::string& method) {
-  c.record.report_as_unit = as_unit;
-  c.record.report_as_count = as_count;
   Measurement m = M(metric::kWallSeconds, extrapolated_seconds, Provenance::kExtrapolated);
   m.method = method;
+  m.length_unit = as_unit;
+  m.length_count = as_count;
   c.measurements.push_back(m);
   return c;
 }

@@ -114,7 +114,9 @@ TEST_CASE("report ratio runs: sides from two runs on one machine are marked † 
                                 640 - 25 * i, "x10"));
   }
   ReportData marked = Compute({Run(1, Machine("16"), base), Run(2, Machine("16"), cand)});
-  const ReportCell& both = FindTable(marked.models[0], "training")->efficiency[0].cells[0];
+  const ReportTable* marked_training = FindTable(marked.models[0], "training");
+  REQUIRE(marked_training->rows.size() == 2);  // the share side's measured 100 steps, then 1000 steps
+  const ReportCell& both = marked_training->efficiency[1].cells[0];
   CHECK(both.marker == "* † ~");
   CHECK(both.text == FormatRatio(*both.value) + " * † ~");
 }

@@ -183,9 +183,9 @@ TEST_CASE("report render: csv has one row per cell with value, marker, provenanc
   CHECK(csv.find("\nllama2-70b,inference-multi,tokens per second,fsdp,,tokens/s,no solution,,no solution,,,,,\n") !=
         std::string::npos);
   CHECK(CsvField("a,\"b\"") == "\"a,\"\"b\"\"\"");
-  // 4 training rows x 5 columns, 5 x 6 scaling, 3 x 2 + 3 x 3 inference, 3 x 5 quality, 3 x 6 metrics,
-  // 2 x 2 (7B).
-  CHECK(Count(csv, "\n") == 1 + 20 + 30 + 6 + 9 + 15 + 18 + 4);
+  // 5 training rows x 5 columns (the share finetune's own 50 steps beside its 500), 5 x 6 scaling,
+  // 3 x 2 + 3 x 3 inference, 3 x 5 quality, 3 x 6 metrics, 2 x 2 (7B).
+  CHECK(Count(csv, "\n") == 1 + 25 + 30 + 6 + 9 + 15 + 18 + 4);
   CHECK(csv.find("\nllama2-70b,scaling,pretrain 1000 steps — share 2 nodes (10G),scaling efficiency,0.66666") !=
         std::string::npos);
 }

@@ -29,7 +29,7 @@ const std::vector<EnvironmentKey>& EnvironmentKeys() {
       {"os", "/etc/os-release PRETTY_NAME + uname (sysname release machine)"},
       {"cpu_model", "first \"model name\" of /proc/cpuinfo"},
       {"cpu_cores", "online logical CPUs, sysconf(_SC_NPROCESSORS_ONLN)"},
-      {"load_average_1m", "getloadavg() when the run starts: above cpu_cores, timings are contended"},
+      {"load_average_1m", "getloadavg() when the run starts (a hint only: each case's own `contention` measurement says whether it ran beside other work)"},
       {"memory_bytes", "physical memory, sysconf(_SC_PHYS_PAGES) × sysconf(_SC_PAGESIZE)"},
       {"protocol_version", "the version of the protocol binary"},
       {"git_revision", "the git revision it was built from (-dirty with local changes)"},

@@ -82,7 +82,7 @@ ResolvedCell Resolve(const CellResults* cell, const FigureFn& get, double scale,
   r.run_id = cell->WinningRun();
   std::vector<double> values;
   std::vector<std::string> case_ids;
-  bool star = false, not_provided = false, extrap = false, imported = false;
+  bool star = false, not_provided = false, extrap = false, prefix = false, imported = false;
   int derived_from = 0;
   std::string method, source;
   for (const auto& e : entries) {
@@ -101,7 +101,9 @@ ResolvedCell Resolve(const CellResults* cell, const FigureFn& get, double scale,
                               : "not provided";
     src.how = ProvenanceName(f->how);
     if (f->derived_from) src.how += fmt::format(", derived from {} requests", f->derived_from);
-    if (f->how == Provenance::kExtrapolated) src.detail = f->method;
+    if (f->how == Provenance::kExtrapolated || f->how == Provenance::kPrefix) src.detail = f->method;
+    if (std::optional<double> share = ContendedShare(e.c->measurements))
+      r.contended = std::max(r.contended.value_or(0), *share);
     if (f->how == Provenance::kImported) src.detail = f->source;
     src.log_sha256 = e.c->record.log_sha256;
     src.plan_sha256 = e.run->plan_sha256;
@@ -109,6 +111,7 @@ ResolvedCell Resolve(const CellResults* cell, const FigureFn& get, double scale,
     if (f->marker == "*") star = true;
     if (f->marker == "X") not_provided = true;
     if (f->how == Provenance::kExtrapolated) extrap = true;
+    if (f->how == Provenance::kPrefix) prefix = true;
     if (f->how == Provenance::kImported) imported = true;
     if (f->derived_from) derived_from = f->derived_from;
     if (method.empty()) method = f->method;
@@ -120,7 +123,7 @@ ResolvedCell Resolve(const CellResults* cell, const FigureFn& get, double scale,
     r.origin = where + " (ok, but no figure stored for this cell)";
     return r;
   }
-  r.provenance = extrap ? "extrapolated" : imported ? "imported" : "measured";
+  r.provenance = extrap ? "extrapolated" : prefix ? "prefix" : imported ? "imported" : "measured";
   if (values.empty()) {
     r.marker = not_provided ? "X" : kDash;
     r.origin = imported ? fmt::format("imported from {} ({}: not provided)", source, where)
@@ -146,7 +149,7 @@ ResolvedCell Resolve(const CellResults* cell, const FigureFn& get, double scale,
     what = r.provenance + ": " + v;
   }
   if (imported && star && !extrap) what += ", marked extrapolated";
-  if (extrap && !method.empty()) what += "; method: " + method;
+  if ((extrap || prefix) && !method.empty()) what += "; method: " + method;
   r.origin = imported ? fmt::format("imported from {} ({}: {})", source, where, what)
                       : fmt::format("{} ({})", where, what);
   // An older result shown while a newer run failed: say so.
@@ -181,8 +184,9 @@ ReportCell ValueCell(const std::string& column, const ResolvedCell& r,
   c.repeats = r.values;
   c.sources = r.sources;
   c.run_id = r.run_id;
+  c.contended = r.contended;
   if (r.value) {
-    c.text = format(*r.value) + (r.marker == "*" ? " *" : "");
+    c.text = format(*r.value) + (r.marker == "*" ? " *" : "") + (r.contended ? " (contended)" : "");
   } else {
     c.text = r.marker;
   }

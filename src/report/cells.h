@@ -74,6 +74,7 @@ struct ResolvedCell {
   std::string provenance;
   std::string origin;
   int64_t run_id = 0;
+  std::optional<double> contended;  // the largest contention of a contended case shown
 };
 
 using FigureFn = std::function<std::optional<CaseFigure>(const CaseEntry&)>;

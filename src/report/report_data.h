@@ -66,7 +66,10 @@ struct ReportCell {
   // "" | "*" | "X" | "–" | "no solution"; ratio cells also "~" (interval
   // crosses 1) or "* ~" (both).
   std::string marker;
-  std::string provenance;       // "measured" | "extrapolated" | "imported" | "" (no value)
+  std::string provenance;       // "measured" | "extrapolated" | "prefix" | "imported" | "" (no value)
+  // Value cells: the largest metric::kContention among the cases shown when
+  // one ran contended (records.h ContendedShare); the text says "(contended)".
+  std::optional<double> contended;
   std::string origin;           // where the number came from (appendix text, HTML title)
   // Value cells: the values combined into `value` (display unit), one per
   // repeat of the winning run, in stored order.

@@ -42,7 +42,9 @@ std::vector<std::string> RatioNotes(const ReportCell& ratio_cell,
   std::vector<std::string> notes;
   std::vector<std::string> provenance;
   for (const auto& [who, cell] : inputs) {
-    if (cell->provenance == "extrapolated" || (cell->marker == "*" && cell->provenance != "imported")) {
+    if (cell->provenance == "prefix") {
+      provenance.push_back(who + " figure computed from the first steps of a longer run");
+    } else if (cell->provenance == "extrapolated" || (cell->marker == "*" && cell->provenance != "imported")) {
       provenance.push_back(who + " figure extrapolated");
     } else if (cell->provenance == "imported") {
       provenance.push_back(who + (cell->marker == "*" ? " figure imported, marked extrapolated"
@@ -50,6 +52,12 @@ std::vector<std::string> RatioNotes(const ReportCell& ratio_cell,
     }
   }
   if (!provenance.empty()) notes.push_back(Join(provenance, ", "));
+  std::vector<std::string> contended;
+  for (const auto& [who, cell] : inputs)
+    if (cell->contended)
+      contended.push_back(fmt::format("other processes took {} % of the CPU while {}'s figure was measured",
+                                      FormatPercent(*cell->contended), who));
+  if (!contended.empty()) notes.push_back("contended: " + Join(contended, ", ") + " (less reliable)");
   if (ratio_cell.numerator_run_id != ratio_cell.denominator_run_id) {
     std::vector<std::string> sides;
     for (const auto& [who, cell] : inputs) sides.push_back(fmt::format("{} run {}", who, cell->run_id));

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <set>
+#include <cstdlib>
 #include <thread>
 
 #include "backends/native/events.h"
@@ -113,6 +114,15 @@ Result<int> FreeTcpPort() {
   ::close(fd);
   if (port <= 0) return Status::IoError("cannot find a free TCP port for the rendezvous");
   return port;
+}
+
+int ThreadsPerRank(const TrainingSettings& training, int ranks_on_host) {
+  int64_t total = training.threads;
+  if (total <= 0) {
+    const char* omp = std::getenv("OMP_NUM_THREADS");
+    total = omp && std::atoi(omp) > 0 ? std::atoi(omp) : static_cast<int64_t>(std::thread::hardware_concurrency());
+  }
+  return static_cast<int>(std::max<int64_t>(1, total / std::max(1, ranks_on_host)));
 }
 
 Result<DistLayout> FsdpLayout(const Plan& plan, const CaseSpec& spec) {
@@ -242,7 +252,6 @@ BackendOutcome RunDistributed(BackendContext& ctx, NativeRole role, const DistLa
   };
   std::map<std::string, int> per_host;
   for (const std::string& n : layout.rank_nodes) ++per_host[host_of(n)];
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   LaunchRequest request;
   request.node_hosts = layout.node_hosts;
   request.workdir = fs::current_path(ec).string();
@@ -264,9 +273,8 @@ BackendOutcome RunDistributed(BackendContext& ctx, NativeRole role, const DistLa
     // fixed threshold, the gathered units FSDP frees go back to the system and
     // a rank's RSS follows what it holds (unless the user set it).
     if (!std::getenv("MALLOC_MMAP_THRESHOLD_")) l.env["MALLOC_MMAP_THRESHOLD_"] = "65536";
-    // Ranks sharing a CPU host share its cores (unless the user said otherwise).
-    if (!std::getenv("OMP_NUM_THREADS"))
-      l.env["OMP_NUM_THREADS"] = std::to_string(std::max(1u, cores / static_cast<unsigned>(per_host[host_of(l.node)])));
+    // Ranks sharing a CPU host share its threads (training.threads, ThreadsPerRank).
+    l.env["OMP_NUM_THREADS"] = std::to_string(ThreadsPerRank(spec.training, per_host[host_of(l.node)]));
     request.ranks.push_back(std::move(l));
   }
   const LauncherEntry* entry = FindLauncher(plan.cluster.launcher);

@@ -41,6 +41,13 @@ struct DistLayout {
   int world() const { return groups * group_size; }
 };
 
+// CPU threads for each of `ranks_on_host` ranks of a case on one host
+// (training.threads, docs/plan-format.md): threads / ranks_on_host when the
+// plan sets threads; else OMP_NUM_THREADS / ranks_on_host when the environment
+// sets it; else hardware threads / ranks_on_host; at least 1. A one-process
+// case is ranks_on_host = 1.
+int ThreadsPerRank(const TrainingSettings& training, int ranks_on_host);
+
 // fsdp: `nodes` nodes (the cluster's first ones; "node0".. on "localhost" when
 // the plan lists none), ranks_per_node each (0: max(1, the node's gpus)).
 Result<DistLayout> FsdpLayout(const Plan& plan, const CaseSpec& spec);

@@ -171,9 +171,8 @@ class NativeFsdpBackend : public Backend {
       log.Line("fsdp: cannot start: {}", setup.status().message());
       return FailedOutcome(CaseStatus::kFailed, setup.status().message());
     }
-    // Threads: OMP_NUM_THREADS when set, else every hardware thread.
-    if (setup->device.is_cpu() && std::getenv("OMP_NUM_THREADS") == nullptr)
-      at::set_num_threads(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+    // Threads: the same rule as for ranks (training.threads; one rank on this host).
+    if (setup->device.is_cpu()) at::set_num_threads(native::ThreadsPerRank(spec.training, 1));
     log.Line("fsdp: case {} ({}), one process, device {}, dtype {}, {} threads, libtorch {}", spec.id,
              WorkloadName(spec.workload), setup->device.str(), std::string(c10::toString(setup->dtype)),
              at::get_num_threads(), compat::TorchVersion());

@@ -301,7 +301,8 @@ std::optional<CaseResources> native_case_resources(const Plan& plan, const CaseS
     }
     r.devices = Plural(gpus, "GPU");
   } else {
-    r.devices = "the nodes' CPU cores";
+    r.devices = spec.training.threads > 0 ? fmt::format("{} CPU threads per host", spec.training.threads)
+                                          : "every CPU thread of each host";
   }
   return r;
 }

@@ -72,8 +72,8 @@ std::string native_run_refusal(const Plan& plan, const CaseSpec& spec, NativeRol
 CaseAdvice native_case_memory(const Plan& plan, const CaseSpec& spec, NativeRole role);
 
 // What the case computes on (coverage.h): its rank processes, its nodes, and
-// its devices — "16 GPUs" on GPUs, else "the nodes' CPU cores" (each rank
-// gets cores / ranks on its node). nullopt when its layout is invalid.
+// its devices — "16 GPUs" on GPUs, else "2 CPU threads per host" or "every CPU
+// thread of each host" (training.threads, split over the ranks on a host). nullopt when its layout is invalid.
 std::optional<CaseResources> native_case_resources(const Plan& plan, const CaseSpec& spec, NativeRole role);
 
 // Check's errors and Advise's warnings + notes of a case, from the functions above.

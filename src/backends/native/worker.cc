@@ -689,7 +689,11 @@ int RunWorker(const std::string& case_path) {
   }
   try {
     Setup s = Resolve(*wc, *env);
-    if (s.device.is_cpu() && std::getenv("OMP_NUM_THREADS") == nullptr) at::set_num_threads(1);
+    // OMP_NUM_THREADS is set by the launch (ThreadsPerRank); without it, one thread.
+    if (s.device.is_cpu()) {
+      const char* omp = std::getenv("OMP_NUM_THREADS");
+      at::set_num_threads(omp && std::atoi(omp) > 0 ? std::atoi(omp) : 1);
+    }
     if (env->rank == 0) {
       Log("worker: case {} ({} {}), {} rank(s) = {} group(s) x {}, device {}, libtorch {}", wc->case_id, NameOf(wc->role),
           WorkloadName(wc->workload), wc->world(), wc->groups, wc->group_size, s.device.str(), compat::TorchVersion());

@@ -207,6 +207,7 @@ struct TrainingSettings {
   double learning_rate;
   int64_t seed;
   DeviceChoice device;
+  int64_t threads;  // CPU threads of the case per host (dist_backend.h ThreadsPerRank)
   // Distributed native backends (docs/distributed.md):
   int ranks_per_node;
   double collective_timeout;

@@ -34,6 +34,10 @@ const std::vector<TrainingField>& TrainingFields() {
       Row("seed", &S::seed, 1234, "seed of the data order, random weights and LoRA adapters", AtLeast(0)),
       Row("device", &S::device, DeviceChoice::kAuto,
           "where the model computes: `auto` (a GPU where the node has one), `cpu`, `cuda`"),
+      Row("threads", &S::threads, 0,
+          "CPU threads of the case on each host, split evenly over its ranks there (at least 1 each), for one "
+          "process and for ranks alike; 0 = every hardware thread of the host (or OMP_NUM_THREADS when set)",
+          AtLeast(0, 1 << 20)),
       Row("ranks_per_node", &S::ranks_per_node, 0, "fsdp: ranks on each node; 0 = max(1, the node's gpus)",
           AtLeast(0, 1 << 20)),
       Row("collective_timeout", &S::collective_timeout, 300.0,
