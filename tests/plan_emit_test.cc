@@ -330,6 +330,7 @@ TEST_CASE("plan emit: every training setting is written with its value, for ever
                   "          learning_rate: 0.0003\n"
                   "          seed: 1234\n"
                   "          device: auto\n"
+                  "          threads: 0\n"
                   "          ranks_per_node: 0\n"
                   "          collective_timeout: 300\n"
                   "          sync_every: 0\n"
@@ -347,6 +348,7 @@ TEST_CASE("plan emit: every training setting is written with its value, for ever
                                                         "          learning_rate: 0.0003\n"
                                                         "          seed: 7\n"
                                                         "          device: cpu\n"
+                                                        "          threads: 0\n"
                                                         "          ranks_per_node: 2\n") != std::string::npos);
   // Models and nodes: double_quant and gpu_memory_gb always (0 = not stated).
   CHECK(text.find("  m7:\n    preset: llama2-7b\n    double_quant: false\n") != std::string::npos);
