@@ -250,6 +250,38 @@ TEST_CASE("cli: kill -9 during a run loses no finished case and --resume finishe
   CHECK(interrupted == 1);  // the c2 attempt the kill cut short, kept as data
 }
 
+TEST_CASE("cli: kill -9 of the runner during a quiet command case leaves the command not running") {
+  TempDir dir;
+  // A quiet second case: `sleep` with a duration no other process here uses, found again by its command line.
+  const std::string marker = std::to_string(40 + getpid() % 1000) + ".125";
+  std::string plan = kSleepPlan;
+  const std::string quiet = "command: {argv: [sh, -c, \"sleep 4\"]}";
+  REQUIRE(plan.find(quiet) != std::string::npos);
+  plan.replace(plan.find(quiet), quiet.size(), "command: {argv: [sleep, \"" + marker + "\"]}");
+  WriteFile(dir.path / "quiet.yaml", plan);
+  fs::path db = dir.path / "q.db";
+  pid_t pid = StartRun(dir.path, "quiet.yaml", "q.db");
+  REQUIRE(pid > 0);
+  REQUIRE(WaitForSecondCaseRunning(db));
+  auto sleeping = [&marker] {
+    int found = 0;
+    for (const auto& entry : fs::directory_iterator("/proc")) {
+      std::ifstream in(entry.path() / "cmdline");
+      std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      if (cmdline == std::string("sleep") + '\0' + marker + '\0') ++found;
+    }
+    return found;
+  };
+  for (int i = 0; i < 100 && sleeping() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  REQUIRE(sleeping() == 1);  // the command runs
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  int left = 1;
+  for (int i = 0; i < 100 && (left = sleeping()) > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(left == 0);  // the parent-death signal ended it with the runner
+}
+
 TEST_CASE("cli: Ctrl-C stops the running case's process group, stores it interrupted, exits 1") {
   TempDir dir;
   WriteFile(dir.path / "sleepy.yaml", kSleepPlan);

@@ -5,7 +5,9 @@
 // Lifecycle of one Run:
 //   1. open the log (parent directories created), write the header line;
 //   2. fork; the child joins a new process group (setpgid(0,0), also done by
-//      the parent so neither order races), points stdin at /dev/null, stdout
+//      the parent so neither order races), asks for SIGKILL when the runner
+//      dies (PR_SET_PDEATHSIG: a kill -9 of the runner ends the command it
+//      runs; what the command itself forked is its own), points stdin at /dev/null, stdout
 //      and stderr at the pipe, chdirs to the workdir and execs (PATH search,
 //      no shell); a chdir or exec failure travels back through a CLOEXEC
 //      error pipe, so "it ran and failed" and "it never ran" stay distinct;
@@ -26,6 +28,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -242,10 +245,15 @@ class SystemProcessRunner : public ProcessRunner {
     Fd err_read(err_pipe[0]), err_write(err_pipe[1]);
     Fd dev_null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
 
+    const pid_t parent = ::getpid();
     pid_t pid = ::fork();
     if (pid < 0) return fail(fmt::format("cannot fork: {}", std::strerror(errno)));
     if (pid == 0) {
       ::setpgid(0, 0);
+      // The runner killed (kill -9) kills the command too: no launch left
+      // running beside a --resume. (The runner already gone: do not start.)
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(127);
       // Dispositions and the mask are inherited across exec; start the child clean.
       sigset_t none;
       sigemptyset(&none);
