@@ -250,6 +250,26 @@ TEST_CASE("cli: kill -9 during a run loses no finished case and --resume finishe
   CHECK(interrupted == 1);  // the c2 attempt the kill cut short, kept as data
 }
 
+TEST_CASE("cli: --resume refuses a run whose runner is still alive on this host") {
+  TempDir dir;
+  WriteFile(dir.path / "sleepy.yaml", kSleepPlan);
+  fs::path db = dir.path / "a.db";
+  pid_t pid = StartRun(dir.path, "sleepy.yaml", "a.db");
+  REQUIRE(pid > 0);
+  REQUIRE(WaitForSecondCaseRunning(db));
+  Output twice = Protocol({"run", "sleepy.yaml", "--db", "a.db", "--resume", "1"}, dir.path);
+  CHECK(twice.exit_code != 0);
+  CHECK(twice.err.find(fmt::format("run 1 is still running here: its runner, process {}, is alive", pid)) !=
+        std::string::npos);
+  CHECK(CasesOf(db, 1).size() == 2);  // nothing was started twice
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  Output resumed = Protocol({"run", "sleepy.yaml", "--db", "a.db", "--resume", "1"}, dir.path);
+  INFO(resumed.err);
+  CHECK(resumed.exit_code == 0);
+}
+
 TEST_CASE("cli: kill -9 of the runner during a quiet command case leaves the command not running") {
   TempDir dir;
   // A quiet second case: `sleep` with a duration no other process here uses, found again by its command line.

@@ -26,6 +26,7 @@ namespace protocol {
 const std::vector<EnvironmentKey>& EnvironmentKeys() {
   static const std::vector<EnvironmentKey> keys = {
       {"hostname", "gethostname()"},
+      {"runner_pid", "getpid() of the `protocol run` process (appended again by each --resume, which refuses a run whose runner still lives on this host)"},
       {"os", "/etc/os-release PRETTY_NAME + uname (sysname release machine)"},
       {"cpu_model", "first \"model name\" of /proc/cpuinfo"},
       {"cpu_cores", "online logical CPUs, sysconf(_SC_NPROCESSORS_ONLN)"},
@@ -111,6 +112,7 @@ std::vector<std::pair<std::string, std::string>> CollectEnvironment() {
 
   char host[256] = {};
   if (::gethostname(host, sizeof host - 1) == 0) add("hostname", host);
+  add("runner_pid", std::to_string(::getpid()));
   add("os", OsDescription());
   add("cpu_model", ReadKey("/proc/cpuinfo", "model name", ':'));
   long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);

@@ -8,6 +8,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -203,6 +205,27 @@ std::optional<Plan> LoadPlan(const std::string& path, const std::vector<std::str
   return std::move(parsed.plan);
 }
 
+// A --resume of a run whose runner still lives on this host would run its
+// cases twice, side by side: refused. (The runner's last recorded pid and host;
+// a runner on another host cannot be checked from here.)
+Status RunnerStillAlive(Store& store, int64_t run_id) {
+  auto facts = store.GetContext(run_id);
+  if (!facts.ok()) return facts.status();
+  std::string host, pid;
+  for (const auto& [key, value] : *facts) {
+    if (key == "hostname") host = value;
+    if (key == "runner_pid") pid = value;
+  }
+  char here[256] = {};
+  if (pid.empty() || ::gethostname(here, sizeof here - 1) != 0 || host != here) return Status::Ok();
+  const int64_t runner = std::atoll(pid.c_str());
+  if (runner == ::getpid() || !IsLiveProtocolRun(runner)) return Status::Ok();
+  return Status::InvalidArgument(fmt::format(
+      "run {} is still running here: its runner, process {}, is alive; stop it (Ctrl-C, or kill {}) or let it "
+      "finish, then --resume",
+      run_id, runner, runner));
+}
+
 // ---- subcommands ---------------------------------------------------------
 
 int CmdRun(Args& a) {
@@ -225,6 +248,8 @@ int CmdRun(Args& a) {
     auto id = ResolveRunSpec(*store, a.resume);
     if (!id.ok()) return Fail(id.status());
     options.resume_run_id = id.value();
+    if (!a.dry_run)
+      if (Status alive = RunnerStillAlive(*store, id.value()); !alive.ok()) return Fail(alive);
   }
   options.logs_dir = a.logs_dir;
   if (!a.dry_run) {

@@ -39,6 +39,8 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <fstream>
+#include <iterator>
 #include <vector>
 
 #include "runner/base/clock.h"
@@ -405,6 +407,21 @@ class SystemProcessRunner : public ProcessRunner {
 
 std::unique_ptr<ProcessRunner> MakeSystemProcessRunner() {
   return std::make_unique<SystemProcessRunner>();
+}
+
+bool IsLiveProtocolRun(int64_t pid) {
+  if (pid <= 0 || ::kill(static_cast<pid_t>(pid), 0) != 0) return false;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline");
+  std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::string> argv;
+  for (size_t start = 0, end; start < cmdline.size(); start = end + 1) {
+    end = cmdline.find('\0', start);
+    if (end == std::string::npos) end = cmdline.size();
+    argv.push_back(cmdline.substr(start, end - start));
+  }
+  if (argv.size() < 2 || argv[1] != "run") return false;
+  const std::string program = argv[0].substr(argv[0].rfind('/') == std::string::npos ? 0 : argv[0].rfind('/') + 1);
+  return program.rfind("protocol", 0) == 0;
 }
 
 }  // namespace protocol

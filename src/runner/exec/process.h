@@ -58,6 +58,11 @@ class ProcessRunner {
 // fork/exec with process groups, poll()-based output capture and timeouts.
 std::unique_ptr<ProcessRunner> MakeSystemProcessRunner();
 
+// Whether process `pid` on this host is alive and is a `protocol run`
+// (its /proc/<pid>/cmdline: a program named protocol…, first argument "run"),
+// so that a reused pid is not taken for a runner.
+bool IsLiveProtocolRun(int64_t pid);
+
 }  // namespace protocol
 
 #endif  // PROTOCOL_RUNNER_EXEC_PROCESS_H_

@@ -233,7 +233,10 @@ Result<RunSummary> Runner::Run(const Plan& plan, const RunOptions& options) {
       Result<int> changed = store_.InterruptRunningCases(
           id, "runner stopped before the case finished (found running on --resume)");
       if (!changed.ok()) return changed.status();
-      Status s = store_.PutContext(id, {{"resumed_at", clock_.NowIso8601()}});
+      // The resumed part may run elsewhere, by another process: its facts are appended (the last wins).
+      auto facts = options.context;
+      facts.emplace_back("resumed_at", clock_.NowIso8601());
+      Status s = store_.PutContext(id, facts);
       if (!s.ok()) return s;
     }
     Result<std::vector<CaseRecord>> rows = store_.CasesOfRun(id);
