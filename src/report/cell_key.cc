@@ -42,6 +42,4 @@ std::string KeyText(const CellKey& k) {
   return Join(parts, " ");
 }
 
-std::string NodesText(int nodes) { return fmt::format("{} {}", nodes, nodes == 1 ? "node" : "nodes"); }
-
 }  // namespace protocol

@@ -11,6 +11,7 @@
 #include <tuple>
 #include <vector>
 
+#include "runner/plan/coverage.h"  // NodesText
 #include "runner/store/records.h"
 
 namespace protocol {
@@ -37,9 +38,6 @@ std::vector<CellKey> KeysOf(const CaseRecord& r, const std::vector<Measurement>&
 
 // "pretrain 1000 steps share 2 nodes (10G) [variant]".
 std::string KeyText(const CellKey& k);
-
-// "1 node", "2 nodes".
-std::string NodesText(int nodes);
 
 }  // namespace protocol
 

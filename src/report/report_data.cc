@@ -19,6 +19,7 @@
 #include "report/sentences.h"
 #include "report/verdict.h"
 #include "runner/base/text.h"
+#include "runner/plan/coverage.h"
 
 namespace protocol {
 
@@ -26,39 +27,20 @@ namespace {
 
 // ---- columns -------------------------------------------------------------------
 
-struct Column {
-  std::string label;
-  std::string system;
-  int nodes = 1;
-  std::string network;
-  std::string variant;
+// A training column: the layout `protocol validate` predicts (coverage.h) is the one shown.
+struct Column : TableColumn {
   bool Matches(const CellKey& k) const {
     return k.system == system && k.nodes == nodes && k.network == network && k.variant == variant;
   }
 };
 
-// Columns for the given (system, nodes, network, variant) combinations:
-// by node count, baseline before candidate, then network and variant.
+// Columns for the given (system, nodes, network, variant) combinations, in
+// TrainingColumnsOf's order with its labels.
 std::vector<Column> TrainingColumns(const std::set<CellKey>& keys, const ReportOptions& o) {
-  std::map<std::tuple<int, int, std::string, std::string>, Column> ordered;
-  std::map<std::pair<std::string, int>, std::set<std::string>> networks;
-  for (const auto& k : keys) networks[{k.system, k.nodes}].insert(k.network);
-  for (const auto& k : keys) {
-    int sys_order = k.system == o.baseline_system ? 0 : 1;
-    bool show_network = !k.network.empty() &&
-                        ((k.system == o.baseline_system && k.nodes > 1) || networks[{k.system, k.nodes}].size() > 1);
-    Column c;
-    c.system = k.system;
-    c.nodes = k.nodes;
-    c.network = k.network;
-    c.variant = k.variant;
-    c.label = k.system + " " + NodesText(k.nodes);
-    if (show_network) c.label += " (" + k.network + ")";
-    if (!k.variant.empty()) c.label += " [" + k.variant + "]";
-    ordered[{k.nodes, sys_order, k.network, k.variant}] = c;
-  }
+  std::vector<TableColumn> combinations;
+  for (const CellKey& k : keys) combinations.push_back(TableColumn{k.system, k.nodes, k.network, k.variant, ""});
   std::vector<Column> out;
-  for (auto& [_, c] : ordered) out.push_back(c);
+  for (TableColumn& c : TrainingColumnsOf(std::move(combinations), o.baseline_system)) out.push_back(Column{std::move(c)});
   return out;
 }
 

@@ -16,8 +16,6 @@ std::string SystemOf(const CaseSpec& c) { return c.system.empty() ? c.backend : 
 
 TableColumn ColumnOf(const CaseSpec& c) { return TableColumn{SystemOf(c), c.nodes, c.network, c.variant, ""}; }
 
-std::string NodesText(int nodes) { return fmt::format("{} {}", nodes, nodes == 1 ? "node" : "nodes"); }
-
 const char* FillMark(CellFill fill) {
   switch (fill) {
     case CellFill::kMeasured: return "";
@@ -72,6 +70,8 @@ std::vector<TableColumn> TrainingColumnsOf(std::vector<TableColumn> combinations
   for (auto& [key, c] : ordered) out.push_back(c);
   return out;
 }
+
+std::string NodesText(int nodes) { return fmt::format("{} {}", nodes, nodes == 1 ? "node" : "nodes"); }
 
 std::string CoverageRow::Label() const { return workload + " " + length.ToString(); }
 

@@ -29,6 +29,9 @@ inline constexpr const char* kCandidateSystem = "share";
 
 enum class CellFill { kMeasured, kPrefix, kExtrapolated, kNotProvided };
 
+// "1 node", "2 nodes": how tables, sentences and validate name a node count.
+std::string NodesText(int nodes);
+
 // A column of a training table.
 struct TableColumn {
   std::string system;
