@@ -275,6 +275,7 @@ TEST_CASE("report: one case fills its own row, a shorter row from its first step
   Measurement x;
   x.name = metric::kWallSeconds;
   x.unit = "s";
+  x.how = Provenance::kDeclared;
   x.marker = "not-provided";
   x.length_unit = "steps";
   x.length_count = 100;
@@ -289,6 +290,7 @@ TEST_CASE("report: one case fills its own row, a shorter row from its first step
   CHECK(t->rows[0].label == "pretrain 100 steps");
   CHECK(Texts(t->rows[0]) == std::vector<std::string>{"11.0 *", "X"});
   CHECK(t->rows[0].cells[0].provenance == "prefix");
+  CHECK(t->rows[0].cells[1].provenance == "declared");
   CHECK(Texts(t->efficiency[0]) == std::vector<std::string>{"\u2013", "X"});
   CHECK(t->rows[1].label == "pretrain 1000 steps");
   CHECK(Texts(t->rows[1]) == std::vector<std::string>{"100.0", "50.0 (contended)"});

@@ -437,6 +437,7 @@ TEST_CASE("A case with report_as stores the measured and the extrapolated wall t
         "extrapolated from 10 measured steps to 1000: overhead 7.5 s + warm-up 2 steps 6 s + "
         "(M\u2212W)=998 \u00d7 mean step 1.375 s (steps 3..10)");
   CHECK(ms[4].marker == "not-provided");
+  CHECK(ms[4].how == Provenance::kDeclared);  // nothing was measured at that length
   CHECK_FALSE(ms[4].value.has_value());
   CHECK(ms[4].length_count == 2);
   CHECK(h.store.case_rows()[0].record.report_as_unit.empty());  // lengths live on the figures

@@ -82,7 +82,7 @@ ResolvedCell Resolve(const CellResults* cell, const FigureFn& get, double scale,
   r.run_id = cell->WinningRun();
   std::vector<double> values;
   std::vector<std::string> case_ids;
-  bool star = false, not_provided = false, extrap = false, prefix = false, imported = false;
+  bool star = false, not_provided = false, extrap = false, prefix = false, declared = false, imported = false;
   int derived_from = 0;
   std::string method, source;
   for (const auto& e : entries) {
@@ -112,6 +112,7 @@ ResolvedCell Resolve(const CellResults* cell, const FigureFn& get, double scale,
     if (f->marker == "X") not_provided = true;
     if (f->how == Provenance::kExtrapolated) extrap = true;
     if (f->how == Provenance::kPrefix) prefix = true;
+    if (f->how == Provenance::kDeclared) declared = true;
     if (f->how == Provenance::kImported) imported = true;
     if (f->derived_from) derived_from = f->derived_from;
     if (method.empty()) method = f->method;
@@ -123,7 +124,7 @@ ResolvedCell Resolve(const CellResults* cell, const FigureFn& get, double scale,
     r.origin = where + " (ok, but no figure stored for this cell)";
     return r;
   }
-  r.provenance = extrap ? "extrapolated" : prefix ? "prefix" : imported ? "imported" : "measured";
+  r.provenance = extrap ? "extrapolated" : prefix ? "prefix" : declared ? "declared" : imported ? "imported" : "measured";
   if (values.empty()) {
     r.marker = not_provided ? "X" : kDash;
     r.origin = imported ? fmt::format("imported from {} ({}: not provided)", source, where)

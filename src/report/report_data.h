@@ -66,7 +66,7 @@ struct ReportCell {
   // "" | "*" | "X" | "–" | "no solution"; ratio cells also "~" (interval
   // crosses 1) or "* ~" (both).
   std::string marker;
-  std::string provenance;       // "measured" | "extrapolated" | "prefix" | "imported" | "" (no value)
+  std::string provenance;       // "measured" | "extrapolated" | "prefix" | "declared" (X) | "imported" | "" (no value)
   // Value cells: the largest metric::kContention among the cases shown when
   // one ran contended (records.h ContendedShare); the text says "(contended)".
   std::optional<double> contended;

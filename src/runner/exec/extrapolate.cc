@@ -131,7 +131,7 @@ std::vector<Measurement> FiguresAtOtherLengths(const CaseSpec& spec, double wall
     Measurement m;
     m.name = metric::kWallSeconds;
     m.unit = "s";
-    m.how = Provenance::kMeasured;
+    m.how = Provenance::kDeclared;
     m.marker = "not-provided";
     m.method = fmt::format("not provided at {}: declared by the plan (not_provided), nothing was run at that length",
                            target.ToString());

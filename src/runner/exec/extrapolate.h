@@ -66,7 +66,7 @@ Result<Measurement> PrefixWallSeconds(const ExtrapolationInput& input);
 
 // The case's time at each of its report_as lengths (PrefixWallSeconds below
 // the measured length, ExtrapolateWallSeconds above it) and a not-provided
-// figure (marker "not-provided", no value) at each not_provided length, every
+// figure (kDeclared, marker "not-provided", no value) at each not_provided length, every
 // one carrying its length (Measurement::length_unit/count). A length whose
 // figure cannot be computed is left out and its reason appended to *problems.
 std::vector<Measurement> FiguresAtOtherLengths(const CaseSpec& spec, double wall_seconds,

@@ -24,6 +24,7 @@ constexpr ProvenanceRow kProvenances[] = {
     {Provenance::kMeasured, "measured"},
     {Provenance::kExtrapolated, "extrapolated"},
     {Provenance::kPrefix, "prefix"},
+    {Provenance::kDeclared, "declared"},
     {Provenance::kImported, "imported"},
 };
 

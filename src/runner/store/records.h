@@ -30,9 +30,10 @@ enum class Provenance {
   kMeasured,      // timed end to end by this program
   kExtrapolated,  // computed from a shorter measured run; `method` says how
   kPrefix,        // computed from the first steps of a longer measured run; `method` says how
+  kDeclared,      // not measured: the plan declared it (a not_provided length, no value)
   kImported,      // copied from a published source; `source` names it
 };
-const char* ProvenanceName(Provenance p);  // "measured" | "extrapolated" | "prefix" | "imported"
+const char* ProvenanceName(Provenance p);  // "measured" | "extrapolated" | "prefix" | "declared" | "imported"
 std::optional<Provenance> ParseProvenance(const std::string& s);
 
 // A stored length as people read it: "1000 steps", "1 step", "1 epoch",

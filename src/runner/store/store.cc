@@ -163,7 +163,8 @@ UPDATE measurements SET marker = protocol_valid_utf8(marker) WHERE marker <> pro
 )sql",
     // 4: a figure carries the length it is for when that is not its case's own
     // (a report_as or not_provided length), so one case gives several rows; the
-    // provenance 'prefix' (computed from the first steps of a longer run).
+    // provenances 'prefix' (computed from the first steps of a longer run) and
+    // 'declared' (a plan's not_provided length: nothing measured).
     // SQLite cannot change a CHECK in place: the table is copied. The runner's
     // extrapolated times stored before took their case's report_as length.
     R"sql(
@@ -173,7 +174,7 @@ CREATE TABLE measurements_v4 (
   name         TEXT NOT NULL,
   value        REAL,
   unit         TEXT NOT NULL,
-  how          TEXT NOT NULL CHECK (how IN ('measured','extrapolated','prefix','imported')),
+  how          TEXT NOT NULL CHECK (how IN ('measured','extrapolated','prefix','declared','imported')),
   method       TEXT NOT NULL,
   source       TEXT NOT NULL,
   marker       TEXT NOT NULL,
