@@ -39,14 +39,14 @@
 #include <vector>
 #include <c10/core/GradMode.h>
 
-#include "backends/native/data.h"
-#include "backends/native/device_peak.h"
-#include "backends/native/generate.h"
-#include "backends/native/model.h"
-#include "backends/native/model_config.h"
-#include "backends/native/quantized_model.h"
-#include "backends/native/torch_compat.h"
-#include "backends/native/train.h"
+#include "backends/native/training/data.h"
+#include "backends/native/platform/device_peak.h"
+#include "backends/native/model/generate.h"
+#include "backends/native/model/model.h"
+#include "backends/native/model/model_config.h"
+#include "backends/native/quant/quantized_model.h"
+#include "backends/native/platform/torch_compat.h"
+#include "backends/native/training/train.h"
 #include "runner/base/text.h"
 
 using namespace protocol;

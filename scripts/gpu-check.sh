@@ -4,7 +4,7 @@
 #
 #   1. configure with the wheel's libtorch (python3 -c 'import torch;
 #      print(torch.utils.cmake_prefix_path)') and build;
-#   2. run the whole test suite — the GPU-only tests (tests/gpu_test.cc) run
+#   2. run the whole test suite — the GPU-only tests (tests/backends/gpu_test.cc) run
 #      here instead of being reported as skipped;
 #   3. run the GPU benchmarks (build/protocol_bench): training MFU of a ~1B
 #      Llama shape in bf16, single-stream decode of the Llama-2-7B shape in

@@ -2,7 +2,7 @@
 """Writes tests/data/reference/: logits and gradients of a tiny Llama-2 model
 computed by an implementation that shares nothing with the native one.
 
-tests/native_reference_test.cc loads each case's weights through the native
+tests/native/model/native_reference_test.cc loads each case's weights through the native
 HF-directory loader and compares the native model's logits, loss and the
 gradient of every parameter with the numbers written here. The test needs no
 Python; this script is only run to regenerate the fixture:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Removes network namespaces left behind by protocol's network emulation
-# (src/backends/native/network_emulation.h) when their owner died without tearing down
+# (src/backends/native/launch/network_emulation.h) when their owner died without tearing down
 # (SIGKILL, crash, power cut of the runner but not of the host).
 #
 #   scripts/netns-cleanup.sh            # remove leftovers of dead owners

@@ -13,7 +13,7 @@ BUILD_PACKAGES=(
 
 # What the test suite uses besides the build.
 TEST_PACKAGES=(
-  python3                                   # the command-backend demo workload (tests/cli_demo_test.cc)
+  python3                                   # the command-backend demo workload (tests/cli/cli_demo_test.cc)
   iproute2                                  # ip/tc: network namespaces for the two-node rehearsal tests
 )
 
@@ -29,5 +29,5 @@ CUDA_TORCH_PACKAGES=(
   libtorch-cuda-dev libgloo-cuda-dev nvidia-cuda-toolkit libnccl-dev libopenblas0-openmp
 )
 
-# A one-node Slurm for tests/slurm_test.cc (scripts/slurm-local.sh).
+# A one-node Slurm for tests/native/launch/slurm_test.cc (scripts/slurm-local.sh).
 SLURM_PACKAGES=(munge slurmctld slurmd slurm-client)

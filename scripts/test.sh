@@ -3,7 +3,7 @@
 # tests need, then every test through ctest. This is what .ci/run calls.
 #
 # Started here, stopped at the end (only what this script started):
-#   a one-node Slurm on localhost (scripts/slurm-local.sh) for tests/slurm_test.cc.
+#   a one-node Slurm on localhost (scripts/slurm-local.sh) for tests/native/launch/slurm_test.cc.
 # A test whose machinery is missing (no Slurm, no network namespaces, no GPU,
 # no python3) is reported by ctest as skipped, never as passed; the reasons
 # are printed after the summary.

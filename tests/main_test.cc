@@ -1,5 +1,5 @@
 // The doctest main for protocol_tests, and the skip bookkeeping of
-// tests/skip.h: a listener follows which test case runs, DeclareSkip marks
+// tests/support/skip.h: a listener follows which test case runs, DeclareSkip marks
 // it, and main() turns "every case that ran was skipped" into kSkipExitCode.
 
 #define DOCTEST_CONFIG_IMPLEMENT

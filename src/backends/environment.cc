@@ -5,8 +5,6 @@
 
 #include <link.h>
 #include <sys/utsname.h>
-#include <torch/cuda.h>
-#include <torch/version.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -15,6 +13,7 @@
 #include <string>
 
 #include "backends/gpu_probe.h"
+#include "backends/native/platform/torch_compat.h"
 #include "runner/base/build_info.h"
 #include "runner/base/text.h"
 #include "runner/exec/process.h"
@@ -22,7 +21,7 @@
 namespace protocol {
 
 // Every key CollectEnvironment may store, with its source. docs/database.md
-// lists the same table (tests/environment_test.cc checks both ways).
+// lists the same table (tests/backends/environment_test.cc checks both ways).
 const std::vector<EnvironmentKey>& EnvironmentKeys() {
   static const std::vector<EnvironmentKey> keys = {
       {"hostname", "gethostname()"},
@@ -129,7 +128,7 @@ std::vector<std::pair<std::string, std::string>> CollectEnvironment() {
   add("git_revision", build.git_revision ? build.git_revision : "");
   add("build_type", build.build_type ? build.build_type : "");
   add("compiler", build.compiler ? build.compiler : "");
-  add("libtorch_version", TORCH_VERSION);
+  add("libtorch_version", native::compat::TorchVersion());
 
   std::string nvidia_smi = FindProgram("nvidia-smi");
   std::optional<GpuFacts> gpus;
@@ -138,7 +137,7 @@ std::vector<std::pair<std::string, std::string>> CollectEnvironment() {
     gpus = ProbeGpus(*processes, nvidia_smi);
   }
   if (gpus) {
-    add("cuda_available", torch::cuda::is_available() ? "true" : "false");
+    add("cuda_available", native::compat::CudaAvailable() ? "true" : "false");
     add("cuda_version", CudaDriverVersion());
     add("nccl_version", NcclVersion());
     add("gpu_count", std::to_string(gpus->names.size()));

@@ -17,7 +17,7 @@
 //      history chart plots (ReportInput::history_only).
 //
 // ComputeReport gives the same report from this input as from every stored
-// record (tests/report_scale_test.cc checks it).
+// record (tests/report/report_scale_test.cc checks it).
 
 #include "report/report.h"
 #include "report/report_data.h"

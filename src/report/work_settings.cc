@@ -1,7 +1,5 @@
 #include "report/work_settings.h"
 
-#include <fmt/format.h>
-
 #include <algorithm>
 
 #include "report/stored_plan.h"

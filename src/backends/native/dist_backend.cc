@@ -12,12 +12,12 @@
 #include <cstdlib>
 #include <thread>
 
-#include "backends/native/events.h"
+#include "backends/native/launch/events.h"
 #include "backends/native/memory_estimate.h"
-#include "backends/native/network_emulation.h"
-#include "backends/native/stragglers.h"
-#include "backends/native/supervisor.h"
-#include "backends/native/worker_case.h"
+#include "backends/native/launch/network_emulation.h"
+#include "backends/native/launch/stragglers.h"
+#include "backends/native/launch/supervisor.h"
+#include "backends/native/launch/worker_case.h"
 #include "runner/base/text.h"
 
 namespace protocol {

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/native/launcher.h"
+#include "backends/native/launch/launcher.h"
 #include "backends/native/native_check.h"
 #include "runner/exec/backend.h"
 

@@ -92,8 +92,8 @@
 #include <string>
 #include <vector>
 
-#include "backends/native/model_config.h"
-#include "backends/native/placement.h"
+#include "backends/native/model/model_config.h"
+#include "backends/native/model/placement.h"
 
 namespace protocol {
 namespace native {

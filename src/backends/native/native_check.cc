@@ -6,8 +6,8 @@
 
 #include "backends/native/dist_backend.h"
 #include "backends/native/memory_estimate.h"
-#include "backends/native/model_config.h"
-#include "backends/native/model_resolve.h"
+#include "backends/native/model/model_config.h"
+#include "backends/native/model/model_resolve.h"
 #include "runner/base/text.h"
 
 namespace protocol {
@@ -308,12 +308,4 @@ std::optional<CaseResources> native_case_resources(const Plan& plan, const CaseS
 }
 
 }  // namespace native
-
-template <>
-const std::vector<VocabularyEntry<native::NativeRole>>& Vocabulary<native::NativeRole>() {
-  static const std::vector<VocabularyEntry<native::NativeRole>> names = {{native::NativeRole::kFsdp, "fsdp"},
-                                                                          {native::NativeRole::kShare, "share"}};
-  return names;
-}
-
 }  // namespace protocol

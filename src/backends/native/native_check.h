@@ -27,16 +27,13 @@
 #include <string>
 #include <vector>
 
+#include "backends/native/launch/native_role.h"
 #include "runner/exec/backend.h"
 #include "runner/plan/coverage.h"
 #include "runner/plan/plan.h"
 
 namespace protocol {
 namespace native {
-
-// Which native backend a case runs on: the fsdp baseline or the share
-// protocol. Named as the backends are registered ("fsdp", "share").
-enum class NativeRole { kFsdp, kShare };
 
 enum class CaseIssueKind { kError, kRefusal, kUnchecked };
 struct CaseIssue {
@@ -86,9 +83,6 @@ CaseAdvice native_advise(const Plan& plan, const CaseSpec& spec, NativeRole role
 int64_t prompt_token_bound(const std::string& prompt);
 
 }  // namespace native
-
-template <>
-const std::vector<VocabularyEntry<native::NativeRole>>& Vocabulary<native::NativeRole>();
 
 }  // namespace protocol
 

@@ -13,26 +13,26 @@
 #include <thread>
 #include <c10/core/GradMode.h>
 
-#include "backends/native/data.h"
-#include "backends/native/device_peak.h"
-#include "backends/native/events.h"
-#include "backends/native/fsdp_qlora.h"
-#include "backends/native/fsdp_sharded.h"
-#include "backends/native/generate.h"
-#include "backends/native/host_memory.h"
+#include "backends/native/training/data.h"
+#include "backends/native/platform/device_peak.h"
+#include "backends/native/launch/events.h"
+#include "backends/native/distributed/fsdp_qlora.h"
+#include "backends/native/distributed/fsdp_sharded.h"
+#include "backends/native/model/generate.h"
+#include "backends/native/platform/host_memory.h"
 #include "backends/native/memory_estimate.h"
-#include "backends/native/model.h"
-#include "backends/native/model_config.h"
-#include "backends/native/model_resolve.h"
+#include "backends/native/model/model.h"
+#include "backends/native/model/model_config.h"
+#include "backends/native/model/model_resolve.h"
 #include "backends/native/native_check.h"
-#include "backends/native/process_group.h"
-#include "backends/native/quantized_model.h"
-#include "backends/native/safetensors.h"
-#include "backends/native/stragglers.h"
-#include "backends/native/tokenizer.h"
-#include "backends/native/torch_compat.h"
-#include "backends/native/train.h"
-#include "backends/native/worker_case.h"
+#include "backends/native/distributed/process_group.h"
+#include "backends/native/quant/quantized_model.h"
+#include "backends/native/model/safetensors.h"
+#include "backends/native/launch/stragglers.h"
+#include "backends/native/model/tokenizer.h"
+#include "backends/native/platform/torch_compat.h"
+#include "backends/native/training/train.h"
+#include "backends/native/launch/worker_case.h"
 #include "runner/base/text.h"
 
 namespace protocol {
@@ -128,7 +128,7 @@ void EmitRankStepTimes(const ProcessGroups& g, const std::vector<double>& step_s
 }
 
 // Test-only: PROTOCOL_TEST_STEP_DELAY="RANK:SECONDS" makes that rank sleep so
-// long in every training step, a straggler on purpose (tests/dist_fsdp_test.cc).
+// long in every training step, a straggler on purpose (tests/native/distributed/dist_fsdp_test.cc).
 double TestStepDelay(int rank) {
   const char* v = std::getenv("PROTOCOL_TEST_STEP_DELAY");
   if (!v) return 0;

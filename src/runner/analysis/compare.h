@@ -10,7 +10,7 @@
 //   CompareRuns:        two sides → CompareReport. Pure: no store, no clock.
 //   RenderCompareText / CompareToJson: the report as a table or JSON.
 //
-// Rules (each one tested in tests/compare_test.cc):
+// Rules (each one tested in tests/runner/analysis/compare_test.cc):
 //   - Cases match by case id, else by identity (model, workload, length,
 //     system, backend, nodes, topology, network, variant) when exactly one
 //     case on the other side has it. A case on one side only is incomparable

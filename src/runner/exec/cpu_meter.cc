@@ -12,8 +12,7 @@
 #include <sstream>
 #include <string>
 
-#include <fmt/format.h>
-
+#include "runner/base/text.h"
 #include "runner/exec/extrapolate.h"
 
 namespace protocol {

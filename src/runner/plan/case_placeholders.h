@@ -35,7 +35,7 @@ struct PlaceholderInputs {
 
 struct CasePlaceholder {
   const char* name;     // "case_id": written "{case_id}"
-  const char* meaning;  // docs/plan-format.md's row, word for word (tests/case_placeholders_test.cc)
+  const char* meaning;  // docs/plan-format.md's row, word for word (tests/runner/plan/case_placeholders_test.cc)
   bool in_output_dir;   // may output_dir use it? (every name may appear in a command)
   std::string (*value)(const PlaceholderInputs&);
 };

@@ -6,7 +6,7 @@
 // settings iterates these rows, in this order: the parser (reading and
 // checking), the resolved text (plan_emit), the worker's case file
 // (worker_case), the round-trip tests and the table in docs/plan-format.md
-// (tests/training_fields_test.cc compares it with the rows).
+// (tests/runner/plan/training_fields_test.cc compares it with the rows).
 //
 // Adding a setting, e.g. `threads`, an integer >= 1 with default 1:
 //   1. plan.h, TrainingSettings: `int64_t threads;` (no initializer: the

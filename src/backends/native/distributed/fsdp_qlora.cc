@@ -1,0 +1,268 @@
+#include "backends/native/distributed/fsdp_qlora.h"
+
+#include <algorithm>
+#include <array>
+#include <c10/core/GradMode.h>
+
+#include "backends/native/quant/quantized_model.h"
+#include "backends/native/training/unit_function.h"
+
+namespace protocol {
+namespace native {
+
+// A frozen unit of full-precision weights (the embedding; [norm, lm_head]):
+// this rank's slice of the unit's flat weights in the compute dtype, padded
+// to a multiple of W, gathered for use and freed after.
+class FrozenSlicedUnit : public UnitParameters {
+ public:
+  FlatUnit layout;   // entries, padded, shard (its `full` released once sliced)
+  at::Tensor slice;  // layout.shard elements of the compute dtype
+  compat::CommGroup* group = nullptr;
+  int64_t* bytes = nullptr;
+
+  std::vector<at::Tensor> Inputs() override { return {}; }
+
+  UnitTensors Gather() override {
+    c10::NoGradGuard no_grad;
+    UnitTensors t;
+    t.buffer = at::empty({layout.padded}, slice.options());
+    *bytes += compat::AllGatherFlat(*group, t.buffer, slice);
+    t.params = layout.Views(t.buffer);
+    return t;
+  }
+  void Free(UnitTensors& t) override { compat::StorageFree(t.buffer); }
+  void Refill(UnitTensors& t) override {
+    c10::NoGradGuard no_grad;
+    at::Tensor alias = compat::StorageRefill(t.buffer);
+    *bytes += compat::AllGatherFlat(*group, alias, slice);
+  }
+  std::vector<at::Tensor> ReduceGradients(UnitTensors& t) override {
+    t = UnitTensors{};
+    return {};
+  }
+};
+
+namespace {
+
+// The tensors of one NF4 projection, in a fixed order (what Gather lists).
+std::vector<at::Tensor> Nf4Parts(const Nf4Tensor& q) {
+  if (q.double_quant()) return {q.packed, q.absmax_codes, q.absmax_scales, q.absmax_mean};
+  return {q.packed, q.absmax};
+}
+
+size_t Nf4PartCount(bool double_quant) { return double_quant ? 4 : 2; }
+
+// The seven projections from Gather's list (after the two norms).
+std::array<Nf4Tensor, kProjectionCount> Nf4From(const std::vector<at::Tensor>& p, const Nf4UnitLayout& layout) {
+  std::array<Nf4Tensor, kProjectionCount> out;
+  const size_t n = Nf4PartCount(layout.double_quant);
+  for (size_t i = 0; i < kProjectionCount; ++i) {
+    Nf4Tensor& q = out[i];
+    const size_t at = 2 + i * n;
+    q.packed = p[at];
+    if (layout.double_quant) {
+      q.absmax_codes = p[at + 1];
+      q.absmax_scales = p[at + 2];
+      q.absmax_mean = p[at + 3];
+    } else {
+      q.absmax = p[at + 1];
+    }
+    q.shape = layout.shapes[i];
+    q.numel = 1;
+    for (int64_t d : q.shape) q.numel *= d;
+  }
+  return out;
+}
+
+}  // namespace
+
+// A frozen 4-bit decoder layer: this rank's shard of the layer's NF4 records
+// (uint8) and the two RMSNorm gains (replicated). Gather lists
+// [input_norm, post_norm, then each projection's Nf4Parts], every NF4 part a
+// tensor owning its storage, so that Free / Refill can release and refill it.
+class Nf4LayerUnit : public UnitParameters {
+ public:
+  Nf4UnitLayout layout;
+  at::Tensor shard;  // uint8, nf4_shard_bytes(layout, W)
+  at::Tensor input_norm, post_norm;
+  compat::CommGroup* group = nullptr;
+  int world = 1;
+  int64_t* bytes = nullptr;
+
+  std::vector<at::Tensor> Inputs() override { return {}; }
+
+  UnitTensors Gather() override {
+    UnitTensors t;
+    t.params = {input_norm, post_norm};
+    for (const Nf4Tensor& q : GatherNf4())
+      for (const at::Tensor& part : Nf4Parts(q)) t.params.push_back(part);
+    return t;
+  }
+  void Free(UnitTensors& t) override {
+    for (size_t i = 2; i < t.params.size(); ++i) compat::StorageFree(t.params[i]);
+  }
+  void Refill(UnitTensors& t) override {
+    c10::NoGradGuard no_grad;
+    std::vector<at::Tensor> fresh;
+    for (const Nf4Tensor& q : GatherNf4())
+      for (const at::Tensor& part : Nf4Parts(q)) fresh.push_back(part);
+    for (size_t i = 2; i < t.params.size(); ++i) compat::StorageRefill(t.params[i]).copy_(fresh[i - 2]);
+  }
+  std::vector<at::Tensor> ReduceGradients(UnitTensors& t) override {
+    t = UnitTensors{};
+    return {};
+  }
+
+  // The layer's seven projections, from the all-gathered shards (each part a
+  // copy owning its storage; the gathered bytes are dropped).
+  std::vector<Nf4Tensor> GatherNf4() {
+    c10::NoGradGuard no_grad;
+    at::Tensor gathered = at::empty({world * shard.numel()}, shard.options());
+    *bytes += compat::AllGatherFlat(*group, gathered, shard);
+    auto unit = nf4_unit_unflatten(gathered, layout);
+    if (!unit.ok()) throw std::runtime_error(unit.status().message());  // a layout bug, not input
+    return std::move(*unit);
+  }
+};
+
+Result<std::unique_ptr<ShardedQlora>> ShardedQlora::Create(const ModelConfig& config, at::ScalarType dtype,
+                                                           const at::Device& device, compat::CommGroup& group,
+                                                           int group_rank, const TrainOptions& options,
+                                                           bool double_quant, std::shared_ptr<const LoraAdapters> lora,
+                                                           int64_t* bytes, const Fill& fill) {
+  std::unique_ptr<ShardedQlora> sq(new ShardedQlora());
+  sq->model_ = model_create_unallocated(config, device);
+  sq->projections_ = std::make_shared<Nf4Projections>();
+  sq->projections_->layers.resize(static_cast<size_t>(config.n_layers));
+  sq->projections_->lora = std::move(lora);
+  sq->model_.projections = sq->projections_;
+  sq->dtype_ = dtype;
+  sq->group_ = &group;
+  sq->bytes_ = bytes;
+  sq->options_ = options;
+  sq->layout_ = nf4_layer_layout(config, double_quant);
+  const int W = compat::CommGroupSize(group);
+
+  std::vector<NamedParameter> all = model_parameters(sq->model_);
+  const size_t per_layer = layer_parameters(sq->model_.layers[0]).size();
+  c10::NoGradGuard no_grad;
+  // A frozen full-precision unit: filled in float32 on the CPU, converted to
+  // the compute dtype, this rank's slice kept on the device.
+  auto frozen = [&](const std::vector<NamedParameter>& params) -> Result<std::shared_ptr<FrozenSlicedUnit>> {
+    auto flat = unit_flatten_filled(params, W, fill);
+    if (!flat.ok()) return flat.status();
+    auto u = std::make_shared<FrozenSlicedUnit>();
+    u->group = &group;
+    u->bytes = bytes;
+    u->layout = std::move(*flat);
+    const int64_t S = u->layout.shard;
+    u->slice = u->layout.full.narrow(0, group_rank * S, S).to(device, dtype, /*non_blocking=*/false, /*copy=*/true);
+    u->layout.full = at::Tensor();
+    return u;
+  };
+
+  auto embed = frozen({all[0]});
+  if (!embed.ok()) return embed.status();
+  sq->embed_ = *embed;
+  for (size_t l = 0; l < sq->model_.layers.size(); ++l) {
+    std::vector<NamedParameter> params(all.begin() + static_cast<std::ptrdiff_t>(1 + l * per_layer),
+                                       all.begin() + static_cast<std::ptrdiff_t>(1 + (l + 1) * per_layer));
+    for (NamedParameter& p : params) *p.tensor = at::empty(p.shape, at::kFloat);
+    if (Status s = fill(params); !s.ok()) return s;
+    auto u = std::make_shared<Nf4LayerUnit>();
+    u->layout = sq->layout_;
+    u->group = &group;
+    u->world = W;
+    u->bytes = bytes;
+    LayerWeights& w = sq->model_.layers[l];
+    u->input_norm = w.input_norm.to(device, dtype, false, true);
+    u->post_norm = w.post_norm.to(device, dtype, false, true);
+    // Quantized from the compute dtype on the device, as model_quantize_nf4
+    // quantizes a model loaded in that dtype.
+    std::vector<Nf4Tensor> q;
+    for (int p = 0; p < kProjectionCount; ++p)
+      q.push_back(nf4_quantize(layer_projection(w, static_cast<Projection>(p)).to(device, dtype), double_quant));
+    for (NamedParameter& p : params) *p.tensor = at::Tensor();
+    auto flat = nf4_unit_flatten(q, u->layout);
+    if (!flat.ok()) return flat.status();
+    q.clear();
+    auto shard = nf4_unit_shard(*flat, u->layout, group_rank, W);
+    if (!shard.ok()) return shard.status();
+    u->shard = *shard;
+    sq->layers_.push_back(std::move(u));
+  }
+  auto head = frozen({all[all.size() - 2], all[all.size() - 1]});
+  if (!head.ok()) return head.status();
+  sq->head_ = *head;
+  return sq;
+}
+
+ShardedQlora::~ShardedQlora() = default;
+
+at::Tensor ShardedQlora::Forward(const at::Tensor& tokens) {
+  const Model& m = model_;
+  const RopeRows rope = rope_rows(m, 0, tokens.size(1), dtype_);
+  at::Tensor x;
+  {
+    c10::NoGradGuard no_grad;  // nothing before the first layer trains: no graph, no backward gather
+    UnitTensors t = embed_->Gather();
+    x = embed_forward(t.params[0], tokens);
+  }
+  for (size_t l = 0; l < m.layers.size(); ++l) {
+    Nf4Projections* projections = projections_.get();
+    const Nf4UnitLayout* layout = &layout_;
+    auto layer = [&m, l, rope, projections, layout](const at::Tensor& h, const std::vector<at::Tensor>& p) {
+      LayerWeights w;
+      w.input_norm = p[0];
+      w.post_norm = p[1];
+      // The override reads layer l's projections while the layer computes;
+      // nf4_linear keeps what its backward needs, so the slot is cleared after.
+      projections->layers[l] = Nf4From(p, *layout);
+      at::Tensor y = decoder_layer_forward(m, l, w, h, rope, nullptr, 0);
+      projections->layers[l] = {};
+      return y;
+    };
+    const UnitMode mode = layer_checkpointed(static_cast<int64_t>(l), options_.checkpoint_every) ? UnitMode::kRecompute
+                                                                                                  : UnitMode::kKeepGraph;
+    x = unit_apply(layer, x, layers_[l], mode);
+  }
+  auto head = [&m](const at::Tensor& h, const std::vector<at::Tensor>& p) { return head_forward(m, p[0], p[1], h); };
+  return unit_apply(head, x, head_, UnitMode::kKeepGraph);
+}
+
+void ShardedQlora::ReduceAdapterGradients(const std::vector<at::Tensor>& trainable) {
+  c10::NoGradGuard no_grad;
+  if (trainable.empty()) return;
+  std::vector<at::Tensor> parts;
+  for (const at::Tensor& t : trainable)
+    parts.push_back(t.grad().defined() ? t.grad().reshape({-1}).to(at::kFloat) : at::zeros({t.numel()}, t.options().dtype(at::kFloat)));
+  at::Tensor flat = at::cat(parts);
+  parts.clear();
+  *bytes_ += compat::AllReduceSum(*group_, flat);
+  int64_t offset = 0;
+  for (const at::Tensor& t : trainable) {
+    at::Tensor g = flat.narrow(0, offset, t.numel()).view(t.sizes()).to(t.scalar_type());
+    offset += t.numel();
+    if (t.grad().defined()) t.mutable_grad().copy_(g);
+    else const_cast<at::Tensor&>(t).mutable_grad() = g.clone();
+  }
+}
+
+void ShardedQlora::UseAdapters(std::shared_ptr<const LoraAdapters> lora) { projections_->lora = std::move(lora); }
+
+std::vector<std::vector<Nf4Tensor>> ShardedQlora::GatherLayers() {
+  std::vector<std::vector<Nf4Tensor>> out;
+  for (const auto& u : layers_) out.push_back(u->GatherNf4());
+  return out;
+}
+
+int64_t ShardedQlora::base_bytes() const {
+  int64_t n = embed_->slice.nbytes() + head_->slice.nbytes();
+  for (const auto& u : layers_) n += u->shard.nbytes() + u->input_norm.nbytes() + u->post_norm.nbytes();
+  return static_cast<int64_t>(n);
+}
+
+int64_t ShardedQlora::layer_shard_bytes() const { return layers_.empty() ? 0 : layers_[0]->shard.numel(); }
+
+}  // namespace native
+}  // namespace protocol

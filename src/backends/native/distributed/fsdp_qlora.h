@@ -1,0 +1,122 @@
+#ifndef PROTOCOL_BACKENDS_NATIVE_DISTRIBUTED_FSDP_QLORA_H_
+#define PROTOCOL_BACKENDS_NATIVE_DISTRIBUTED_FSDP_QLORA_H_
+
+// FSDP-QLoRA: a 4-bit model (quantized_model.h) whose LoRA adapters are
+// trained by the W ranks of one process group, the frozen base sharded at
+// rest by whole NF4 blocks (nf4_shard.h: the layout of Answer.AI's
+// fsdp_qlora and of torchao's NF4Tensor under FSDP2).
+//
+// At rest rank i of W keeps, with e the bytes of the compute dtype (float32
+// on CPU, bf16 on CUDA):
+//   embedding            its slice of the V·C weights      ceil(V·C/W)·e bytes
+//   each decoder layer   its shard of the layer's NF4 records
+//                        (nf4_shard_bytes: ceil(blocks/W)·36, double quant
+//                        ceil(groups/W)·8456) and the layer's two RMSNorm
+//                        gains, replicated (2·C·e bytes)
+//   final norm + lm_head its slice                         ceil((C+V·C)/W)·e
+//   LoRA adapters        replicated: all of them in float32 (lora.h), with
+//                        their gradients and the AdamW moments the caller keeps
+// The base is frozen: no gradient and no optimizer state for any of it.
+//
+// Forward, unit by unit (unit_function.h):
+//   embedding  all-gather, look up, free (no graph: nothing before it trains)
+//   layer l    all-gather the uint8 shards of its records, unflatten into the
+//              seven NF4 projections, compute through nf4_linear (which keeps
+//              the 4-bit storage, never a dequantized weight) plus the LoRA
+//              adapters, free. A checkpointed layer (TrainOptions::
+//              checkpoint_every) keeps its input only and is re-gathered and
+//              recomputed in backward; another keeps its graph, its gathered
+//              NF4 storage freed after the forward and re-gathered into the
+//              same storage before its backward.
+//   head       all-gather, compute, free; re-gathered in backward (∂L/∂x
+//              needs lm_head)
+// Backward leaves each rank's adapter gradients (from its own sequences) in
+// their .grad; ReduceAdapterGradients sums them over the group, so every rank
+// holds the gradient of the group's whole batch, takes the same AdamW step and
+// the replicas stay identical.
+//
+// Bytes one rank sends (torch_compat.h's ring volumes), S_e, S_h the slice
+// elements of the embedding and head units and B_l = nf4_shard_bytes:
+//   per micro-batch   (W−1)·S_e·e  +  L·2·(W−1)·B_l  +  2·(W−1)·S_h·e
+//   per step          2·(W−1)/W·4·P for the adapters' gradient all-reduce
+//                     (P trainable float32 elements, one flat buffer)
+//   a forward without grad mode (eval) gathers each unit once:
+//                     (W−1)·(S_e·e + L·B_l + S_h·e)
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "backends/native/distributed/fsdp_sharded.h"
+#include "backends/native/quant/lora.h"
+#include "backends/native/model/model.h"
+#include "backends/native/quant/nf4.h"
+#include "backends/native/distributed/nf4_shard.h"
+#include "backends/native/platform/torch_compat.h"
+#include "backends/native/training/train.h"
+#include "runner/base/status.h"
+
+namespace protocol {
+namespace native {
+
+class FrozenSlicedUnit;
+class Nf4LayerUnit;
+class Nf4Projections;
+
+class ShardedQlora {
+ public:
+  // As ShardedParams::Fill (fsdp_sharded.h): sets the full float32 CPU tensors
+  // of one unit (embedding; a decoder layer's nine tensors; [norm, lm_head]),
+  // called for each unit in model_parameters order.
+  using Fill = UnitFill;
+
+  // Builds this rank's shards unit by unit: a layer's seven projections are
+  // converted to `dtype` on `device` and quantized there exactly as
+  // model_quantize_nf4 quantizes a model of that dtype (so the gathered codes
+  // are bit-identical to one-process quantization), flattened into records
+  // and cut to this rank's shard; the rest of the unit is dropped. `lora`:
+  // the adapters the forward adds (every rank creates them from the same seed).
+  // Every rank of `group` calls it and every method below in the same order.
+  static Result<std::unique_ptr<ShardedQlora>> Create(const ModelConfig& config, at::ScalarType dtype,
+                                                      const at::Device& device, compat::CommGroup& group,
+                                                      int group_rank, const TrainOptions& options, bool double_quant,
+                                                      std::shared_ptr<const LoraAdapters> lora, int64_t* bytes,
+                                                      const Fill& fill);
+  ~ShardedQlora();
+
+  // Logits (B,T,V) in the compute dtype for tokens (B,T), as described above.
+  at::Tensor Forward(const at::Tensor& tokens);
+  // In place, for each tensor of `trainable` (the adapters the optimizer
+  // updates): .grad = SUM over the group's ranks (an undefined .grad counts
+  // as zero). One all-reduce of a flat float32 buffer.
+  void ReduceAdapterGradients(const std::vector<at::Tensor>& trainable);
+  // The adapters the forward adds from now on (e.g. the merged adapter for eval).
+  void UseAdapters(std::shared_ptr<const LoraAdapters> lora);
+  // Every layer's seven NF4 projections, gathered (every rank calls it).
+  std::vector<std::vector<Nf4Tensor>> GatherLayers();
+  // Bytes of the base this rank keeps: the embedding and head slices, its NF4
+  // shards and the replicated norms.
+  int64_t base_bytes() const;
+  // nf4_shard_bytes of one decoder layer for this group.
+  int64_t layer_shard_bytes() const;
+
+ private:
+  ShardedQlora() = default;
+  Model model_;  // config, rotary tables and the projection override; parameter tensors undefined
+  std::shared_ptr<Nf4Projections> projections_;
+  at::ScalarType dtype_ = at::kFloat;
+  compat::CommGroup* group_ = nullptr;
+  int64_t* bytes_ = nullptr;
+  TrainOptions options_;
+  Nf4UnitLayout layout_;
+  std::shared_ptr<FrozenSlicedUnit> embed_, head_;
+  std::vector<std::shared_ptr<Nf4LayerUnit>> layers_;
+};
+
+}  // namespace native
+}  // namespace protocol
+
+#endif  // PROTOCOL_BACKENDS_NATIVE_DISTRIBUTED_FSDP_QLORA_H_

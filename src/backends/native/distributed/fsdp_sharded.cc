@@ -1,0 +1,245 @@
+#include "backends/native/distributed/fsdp_sharded.h"
+
+#include <algorithm>
+#include <cmath>
+#include <c10/core/GradMode.h>
+
+#include "backends/native/model/safetensors.h"
+#include "backends/native/training/unit_function.h"
+
+namespace protocol {
+namespace native {
+
+// One FSDP unit: its parameters flattened and padded, this rank's float32
+// slice of them, and the collectives that turn the slice into full tensors
+// and full gradients back into a slice.
+class ShardedUnit : public UnitParameters {
+ public:
+  FlatUnit layout;  // entries, padded, shard (its `full` released once sliced)
+  at::Tensor master;  // float32 (shard): a leaf whose .grad is the gradient slice
+  std::vector<std::pair<int64_t, int64_t>> decay;  // [begin, end) of the slice holding matrix elements
+  compat::CommGroup* group = nullptr;
+  int64_t* bytes = nullptr;
+  at::ScalarType dtype = at::kFloat;  // the compute dtype the unit is gathered in
+
+  std::vector<at::Tensor> Inputs() override { return {master}; }
+
+  UnitTensors Gather() override {
+    const bool trainable = at::GradMode::is_enabled();
+    UnitTensors t;
+    {
+      c10::NoGradGuard no_grad;
+      t.buffer = at::empty({layout.padded}, master.options().dtype(dtype));
+      *bytes += compat::AllGatherFlat(*group, t.buffer, master.detach().to(dtype));
+    }
+    for (const at::Tensor& view : layout.Views(t.buffer)) {
+      at::Tensor p = view.detach();
+      if (trainable) p.requires_grad_(true);
+      t.params.push_back(p);
+    }
+    return t;
+  }
+
+  void Free(UnitTensors& t) override { compat::StorageFree(t.buffer); }
+
+  void Refill(UnitTensors& t) override {
+    c10::NoGradGuard no_grad;
+    at::Tensor alias = compat::StorageRefill(t.buffer);
+    *bytes += compat::AllGatherFlat(*group, alias, master.detach().to(dtype));
+  }
+
+  std::vector<at::Tensor> ReduceGradients(UnitTensors& t) override {
+    c10::NoGradGuard no_grad;
+    // The gathered parameters are no longer read: their memory goes before the
+    // flat gradient is allocated (the tensors, and their .grad, stay until copied).
+    compat::StorageFree(t.buffer);
+    // The unit's gradient, flattened like its parameters, in float32 (the
+    // reduction's dtype whatever the compute dtype); padding stays zero.
+    at::Tensor flat = at::zeros({layout.padded}, master.options());
+    for (size_t i = 0; i < layout.entries.size(); ++i) {
+      at::Tensor& g = t.params[i].mutable_grad();
+      if (g.defined()) flat.narrow(0, layout.entries[i].offset, layout.entries[i].numel).copy_(g.reshape({-1}));
+      g = at::Tensor();  // freed as soon as it is copied
+    }
+    t = UnitTensors{};  // the gathered parameters and their gradients go now
+    at::Tensor slice = at::empty({layout.shard}, master.options());
+    *bytes += compat::ReduceScatterSum(*group, slice, flat);
+    return {slice};
+  }
+};
+
+std::vector<at::Tensor> FlatUnit::Views(const at::Tensor& buffer) const {
+  std::vector<at::Tensor> out;
+  for (const Entry& e : entries) out.push_back(buffer.narrow(0, e.offset, e.numel).view(e.shape));
+  return out;
+}
+
+Result<FlatUnit> unit_flatten_filled(const std::vector<NamedParameter>& params, int world, const UnitFill& fill) {
+  c10::NoGradGuard no_grad;
+  for (const NamedParameter& p : params) *p.tensor = at::empty(p.shape, at::kFloat);
+  if (Status s = fill(params); !s.ok()) return s;
+  FlatUnit u;
+  std::vector<at::Tensor> flat;
+  for (const NamedParameter& p : params) {
+    u.entries.push_back({p.name, p.shape, u.numel, p.tensor->numel()});
+    u.numel += p.tensor->numel();
+    flat.push_back(p.tensor->reshape({-1}));
+  }
+  u.shard = (u.numel + world - 1) / world;
+  u.padded = u.shard * world;
+  if (u.padded > u.numel) flat.push_back(at::zeros({u.padded - u.numel}, at::kFloat));
+  u.full = at::cat(flat);
+  flat.clear();
+  for (const NamedParameter& p : params) *p.tensor = at::Tensor();
+  return u;
+}
+
+namespace {
+
+LayerWeights LayerFrom(const std::vector<at::Tensor>& p) {
+  LayerWeights w;
+  std::vector<at::Tensor*> fields = layer_parameters(w);
+  for (size_t i = 0; i < fields.size(); ++i) *fields[i] = p[i];
+  return w;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ShardedParams>> ShardedParams::Create(const ModelConfig& config, at::ScalarType dtype,
+                                                             const at::Device& device, compat::CommGroup& group,
+                                                             int group_rank, const TrainOptions& options,
+                                                             int64_t* bytes, const Fill& fill) {
+  std::unique_ptr<ShardedParams> sp(new ShardedParams());
+  sp->model_ = model_create_unallocated(config, device);
+  sp->dtype_ = dtype;
+  sp->group_ = &group;
+  sp->world_ = compat::CommGroupSize(group);
+  sp->options_ = options;
+  sp->bytes_ = bytes;
+  const int64_t W = sp->world_;
+
+  // Units in model_parameters order: [embed], [layer 0], ..., [norm, lm_head].
+  std::vector<NamedParameter> all = model_parameters(sp->model_);
+  const size_t per_layer = layer_parameters(sp->model_.layers[0]).size();
+  std::vector<std::vector<NamedParameter>> units = {{all[0]}};
+  for (size_t l = 0; l < sp->model_.layers.size(); ++l)
+    units.emplace_back(all.begin() + static_cast<std::ptrdiff_t>(1 + l * per_layer),
+                       all.begin() + static_cast<std::ptrdiff_t>(1 + (l + 1) * per_layer));
+  units.emplace_back(all.end() - 2, all.end());
+
+  c10::NoGradGuard no_grad;
+  for (std::vector<NamedParameter>& params : units) {
+    auto u = std::make_shared<ShardedUnit>();
+    u->group = &group;
+    u->bytes = bytes;
+    u->dtype = dtype;
+    // The unit in full, float32 on the CPU, only while it is filled and sliced.
+    auto flat = unit_flatten_filled(params, static_cast<int>(W), fill);
+    if (!flat.ok()) return flat.status();
+    u->layout = std::move(*flat);
+    const int64_t S = u->layout.shard, begin = group_rank * S, end = begin + S;
+    u->master = u->layout.full.narrow(0, begin, S).to(device, /*non_blocking=*/false, /*copy=*/true);
+    u->layout.full = at::Tensor();
+    u->master.requires_grad_(true);
+    for (const FlatUnit::Entry& e : u->layout.entries) {
+      if (e.shape.size() < 2) continue;  // RMSNorm gains are not decayed
+      const int64_t b = std::max(begin, e.offset), f = std::min(end, e.offset + e.numel);
+      if (f > b) u->decay.push_back({b - begin, f - begin});
+    }
+    sp->masters_.push_back(u->master);
+    sp->m_.push_back(at::zeros({S}, u->master.options()));
+    sp->v_.push_back(at::zeros({S}, u->master.options()));
+    sp->units_.push_back(std::move(u));
+  }
+  return sp;
+}
+
+ShardedParams::~ShardedParams() = default;
+
+int64_t ShardedParams::shard_elements() const {
+  int64_t n = 0;
+  for (const auto& u : units_) n += u->layout.shard;
+  return n;
+}
+
+at::Tensor ShardedParams::Forward(const at::Tensor& tokens) {
+  const Model& m = model_;
+  const RopeRows rope = rope_rows(m, 0, tokens.size(1), dtype_);
+  auto embed = [](const at::Tensor& t, const std::vector<at::Tensor>& p) { return embed_forward(p[0], t); };
+  at::Tensor x = unit_apply(embed, tokens, units_.front(), UnitMode::kKeepGraph);
+  for (size_t l = 0; l < m.layers.size(); ++l) {
+    auto layer = [&m, l, rope](const at::Tensor& h, const std::vector<at::Tensor>& p) {
+      return decoder_layer_forward(m, l, LayerFrom(p), h, rope, nullptr, 0);
+    };
+    const UnitMode mode = layer_checkpointed(static_cast<int64_t>(l), options_.checkpoint_every) ? UnitMode::kRecompute
+                                                                                                  : UnitMode::kKeepGraph;
+    x = unit_apply(layer, x, units_[1 + l], mode);
+  }
+  auto head = [&m](const at::Tensor& h, const std::vector<at::Tensor>& p) { return head_forward(m, p[0], p[1], h); };
+  return unit_apply(head, x, units_.back(), UnitMode::kKeepGraph);
+}
+
+double ShardedParams::Step(double lr) {
+  c10::NoGradGuard no_grad;
+  std::vector<at::Tensor> grads;
+  for (const auto& u : units_)
+    grads.push_back(u->master.grad().defined() ? u->master.grad() : at::zeros_like(u->master));
+  // Global norm: Σ over ranks of each slice's squared norm (padding is zero),
+  // each slice's sum in float32 as train.h's grad_clip_norm takes it (one
+  // slice-sized temporary at a time), the sum over slices and ranks in float64.
+  at::Tensor sum_sq = at::zeros({1}, grads[0].options().dtype(at::kDouble));
+  for (const at::Tensor& g : grads) sum_sq += g.pow(2).sum().to(at::kDouble);
+  *bytes_ += compat::AllReduceSum(*group_, sum_sq);
+  const double norm = std::sqrt(sum_sq.item<double>());
+  if (options_.grad_clip > 0 && norm > options_.grad_clip) {
+    const double scale = options_.grad_clip / (norm + 1e-6);
+    for (at::Tensor& g : grads) g.mul_(scale);
+  }
+  // AdamW, exactly as train.h's, on the slices.
+  ++t_;
+  const double b1 = options_.beta1, b2 = options_.beta2;
+  const double bias1 = 1.0 - std::pow(b1, static_cast<double>(t_));
+  const double bias2 = 1.0 - std::pow(b2, static_cast<double>(t_));
+  for (size_t i = 0; i < units_.size(); ++i) {
+    at::Tensor theta = units_[i]->master.detach();
+    const at::Tensor& g = grads[i];
+    m_[i].mul_(b1).add_(g, 1.0 - b1);
+    v_[i].mul_(b2).addcmul_(g, g, 1.0 - b2);
+    if (options_.weight_decay > 0)
+      for (const auto& [begin, end] : units_[i]->decay) theta.narrow(0, begin, end - begin).mul_(1.0 - lr * options_.weight_decay);
+    at::Tensor denom = (v_[i] / bias2).sqrt_().add_(options_.eps);
+    theta.addcdiv_(m_[i], denom, -lr / bias1);
+    units_[i]->master.mutable_grad() = at::Tensor();  // the gradient slice is freed until the next backward
+  }
+  return norm;
+}
+
+Status ShardedParams::Save(const std::string& dir, bool write) {
+  Status status = Status::Ok();
+  std::unique_ptr<SafetensorsWriter> writer;
+  if (write) {
+    std::vector<SafetensorsWriter::Entry> entries;
+    for (const auto& u : units_)
+      for (const FlatUnit::Entry& e : u->layout.entries) entries.push_back({e.name, dtype_, e.shape});
+    auto path = model_save_begin(model_.config, dir);
+    if (!path.ok()) status = path.status();
+    if (status.ok()) {
+      auto created = SafetensorsWriter::Create(*path, entries);
+      if (created.ok()) writer = std::move(*created);
+      else status = created.status();
+    }
+  }
+  // Every rank gathers every unit (collectives), also after a writer error.
+  c10::NoGradGuard no_grad;
+  for (const auto& u : units_) {
+    UnitTensors t = u->Gather();
+    if (writer && status.ok())
+      for (const at::Tensor& p : t.params)
+        if (status.ok()) status = writer->Write(p);
+  }
+  if (writer && status.ok()) status = writer->Close();
+  return status;
+}
+
+}  // namespace native
+}  // namespace protocol

@@ -1,0 +1,50 @@
+#ifndef PROTOCOL_BACKENDS_NATIVE_LAUNCH_EVENTS_H_
+#define PROTOCOL_BACKENDS_NATIVE_LAUNCH_EVENTS_H_
+
+// The worker protocol's events: each is one JSON object on one stdout line of a
+// rank, with an "event" field. Every other output line is plain log text.
+//
+//   {"event":"step","step":3,"seconds":0.12,"loss":4.1,"tokens":512}
+//   {"event":"request","index":0,"max_new_tokens":8,"prompt_tokens":5,"generated_tokens":8,"seconds":0.4,"answer":"...","token_ids":[...]}
+//   {"event":"measurement","name":"eval_loss","value":3.9,"unit":"","method":"..."}
+//   {"event":"status","text":"step 3/10 loss 4.10"}
+//   {"event":"bytes","within":1024,"between":0}      this rank's bytes sent (torch_compat.h)
+//   {"event":"error","text":"..."}                    why the rank is about to exit non-zero
+//   {"event":"heartbeat"}                             every kHeartbeatSeconds while the rank lives
+//   {"event":"fact","key":"device","value":"cpu"}     what the rank runs on (records.h, namespace fact)
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "runner/store/records.h"
+
+namespace protocol {
+namespace native {
+
+struct WorkerEvent {
+  enum class Kind { kStep, kRequest, kMeasurement, kStatus, kBytes, kError, kHeartbeat, kFact };
+  Kind kind = Kind::kStatus;
+  StepSample step;
+  RequestSample request;
+  Measurement measurement;
+  std::string text;            // kStatus, kError; kFact: the key
+  std::string value;           // kFact
+  int64_t bytes_within = 0;    // kBytes: within the rank's group (FSDP collectives)
+  int64_t bytes_between = 0;   // kBytes: between groups (merges)
+};
+
+// How often a rank sends a heartbeat; the supervisor calls a rank silent after
+// kSilentHeartbeats of them are missing.
+inline constexpr double kHeartbeatSeconds = 1.0;
+inline constexpr int kSilentHeartbeats = 3;
+
+std::string EncodeEvent(const WorkerEvent& event);  // one line, no newline
+// nullopt for a line that is not an event (plain log text, or malformed).
+std::optional<WorkerEvent> DecodeEvent(std::string_view line);
+
+}  // namespace native
+}  // namespace protocol
+
+#endif  // PROTOCOL_BACKENDS_NATIVE_LAUNCH_EVENTS_H_

@@ -1,0 +1,266 @@
+#include "backends/native/model/model.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <cmath>
+#include <string>
+#include <c10/core/GradMode.h>
+
+#include "backends/native/platform/torch_compat.h"
+
+namespace protocol {
+namespace native {
+namespace {
+
+// RMSNorm (Zhang & Sennrich 2019): y = x / sqrt(mean(x²) + eps) · weight.
+// The statistic is taken in float32 whatever the model dtype, as HF does.
+at::Tensor rmsnorm_forward(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  at::Tensor xf = x.to(at::kFloat);
+  at::Tensor inv_rms = at::rsqrt(xf.pow(2).mean({-1}, /*keepdim=*/true) + eps);
+  return weight * (xf * inv_rms).to(x.scalar_type());
+}
+
+// y = x·Wᵀ for projection p of layer `layer` (weights w), through the model's override when it has one.
+at::Tensor project(const Model& m, size_t layer, const LayerWeights& w, Projection p, const at::Tensor& x) {
+  if (m.projections) return m.projections->Forward(layer, p, x);
+  return at::linear(x, layer_projection(w, p));
+}
+
+// Rotary embeddings (Su et al. 2021, RoFormer), rotate-half form: the head dim
+// is split in halves (x1, x2) and each pair is rotated by the angle pos·θ_i:
+//   x' = x·cos + rotate_half(x)·sin,   rotate_half(x) = (−x2, x1).
+// x: (B,H,T,HD); cos, sin: (T,HD).
+at::Tensor rope_apply(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  const int64_t half = x.size(-1) / 2;
+  at::Tensor x1 = x.narrow(-1, 0, half);
+  at::Tensor x2 = x.narrow(-1, half, half);
+  at::Tensor rotated = at::cat({-x2, x1}, -1);
+  return x * cos + rotated * sin;
+}
+
+// Grouped-query attention (Ainslie et al. 2023): each of the NKV key/value
+// heads serves NH/NKV query heads. (B,NKV,S,HD) -> (B,NH,S,HD).
+at::Tensor kv_repeat(const at::Tensor& x, int64_t n_rep) {
+  if (n_rep == 1) return x;
+  return x.repeat_interleave(n_rep, /*dim=*/1);
+}
+
+// Causal self-attention with rotary positions and an optional KV cache.
+// h: (B,T,C) -> (B,T,C). pos0 is the absolute position of h's first token.
+at::Tensor attention_forward(const Model& model, size_t layer, const LayerWeights& w, const at::Tensor& h,
+                             const at::Tensor& cos, const at::Tensor& sin, KvCache* cache, int64_t pos0) {
+  const ModelConfig& c = model.config;
+  const int64_t B = h.size(0), T = h.size(1), HD = c.HeadDim();
+  // Projections, split into heads: q (B,NH,T,HD), k and v (B,NKV,T,HD).
+  at::Tensor q = project(model, layer, w, Projection::kQ, h).view({B, T, c.n_heads, HD}).transpose(1, 2);
+  at::Tensor k = project(model, layer, w, Projection::kK, h).view({B, T, c.n_kv_heads, HD}).transpose(1, 2);
+  at::Tensor v = project(model, layer, w, Projection::kV, h).view({B, T, c.n_kv_heads, HD}).transpose(1, 2);
+  q = rope_apply(q, cos, sin);
+  k = rope_apply(k, cos, sin);
+  // With a cache: append this chunk's keys/values, attend over all S = pos0+T.
+  if (cache != nullptr) {
+    cache->k[layer].narrow(2, pos0, T).copy_(k);
+    cache->v[layer].narrow(2, pos0, T).copy_(v);
+    k = cache->k[layer].narrow(2, 0, pos0 + T);
+    v = cache->v[layer].narrow(2, 0, pos0 + T);
+  }
+  const int64_t S = k.size(2);
+  k = kv_repeat(k, c.n_heads / c.n_kv_heads);
+  v = kv_repeat(v, c.n_heads / c.n_kv_heads);
+  // Query i (absolute position pos0+i) may see keys 0..pos0+i.
+  //   T == S: the usual causal triangle;  T == 1: every cached key;
+  //   otherwise (a chunk after a cached prefix): an explicit (T,S) mask.
+  bool is_causal = (T == S) && T > 1;
+  std::optional<at::Tensor> mask;
+  if (T != S && T > 1) {
+    at::Tensor qpos = at::arange(pos0, pos0 + T, at::TensorOptions().dtype(at::kLong)).unsqueeze(1);
+    at::Tensor kpos = at::arange(0, S, at::TensorOptions().dtype(at::kLong)).unsqueeze(0);
+    mask = kpos.le(qpos).to(h.device());
+  }
+  at::Tensor y = compat::ScaledDotProductAttention(q, k, v, is_causal, mask);  // (B,NH,T,HD)
+  y = y.transpose(1, 2).reshape({B, T, c.n_heads * HD});
+  return project(model, layer, w, Projection::kO, y);
+}
+
+// SwiGLU feed-forward (Shazeer 2020): down( silu(gate(h)) ⊙ up(h) ).
+at::Tensor mlp_forward(const Model& m, size_t layer, const LayerWeights& w, const at::Tensor& h) {
+  at::Tensor gate = project(m, layer, w, Projection::kGate, h), up = project(m, layer, w, Projection::kUp, h);
+  return project(m, layer, w, Projection::kDown, at::silu(gate) * up);
+}
+
+// Rotary angles θ_i = theta^(−2i/HD), i < HD/2; table[pos] = (pos·θ, pos·θ), on `device`.
+void rope_tables_set(Model& m, const at::Device& device) {
+  const ModelConfig& config = m.config;
+  const int64_t HD = config.HeadDim();
+  at::Tensor inv_freq =
+      at::pow(config.rope_theta, at::arange(0, HD, 2, at::kFloat) / static_cast<double>(HD)).reciprocal();
+  at::Tensor pos = at::arange(0, config.max_seq_len, at::kFloat);
+  at::Tensor freqs = at::outer(pos, inv_freq);  // (max_seq_len, HD/2)
+  at::Tensor angles = at::cat({freqs, freqs}, -1);
+  m.rope_cos = angles.cos().to(device);
+  m.rope_sin = angles.sin().to(device);
+}
+
+}  // namespace
+
+const char* projection_module(Projection p) {
+  static const char* const kNames[kProjectionCount] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
+                                                       "self_attn.o_proj", "mlp.gate_proj",    "mlp.up_proj",
+                                                       "mlp.down_proj"};
+  return kNames[static_cast<int>(p)];
+}
+
+at::Tensor& layer_projection(LayerWeights& w, Projection p) {
+  switch (p) {
+    case Projection::kQ: return w.wq;
+    case Projection::kK: return w.wk;
+    case Projection::kV: return w.wv;
+    case Projection::kO: return w.wo;
+    case Projection::kGate: return w.w_gate;
+    case Projection::kUp: return w.w_up;
+    case Projection::kDown: break;
+  }
+  return w.w_down;
+}
+
+const at::Tensor& layer_projection(const LayerWeights& w, Projection p) {
+  return layer_projection(const_cast<LayerWeights&>(w), p);
+}
+
+std::vector<at::Tensor*> layer_parameters(LayerWeights& w) {
+  return {&w.input_norm, &w.wq, &w.wk, &w.wv, &w.wo, &w.post_norm, &w.w_gate, &w.w_up, &w.w_down};
+}
+
+std::vector<NamedParameter> model_parameters(Model& m) {
+  const ModelConfig& c = m.config;
+  const int64_t C = c.dim, HD = c.HeadDim(), F = c.hidden_dim, V = c.vocab_size;
+  std::vector<NamedParameter> out;
+  out.push_back({"model.embed_tokens.weight", &m.embed, {V, C}});
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    LayerWeights& w = m.layers[i];
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    out.push_back({p + "input_layernorm.weight", &w.input_norm, {C}});
+    out.push_back({p + "self_attn.q_proj.weight", &w.wq, {c.n_heads * HD, C}});
+    out.push_back({p + "self_attn.k_proj.weight", &w.wk, {c.n_kv_heads * HD, C}});
+    out.push_back({p + "self_attn.v_proj.weight", &w.wv, {c.n_kv_heads * HD, C}});
+    out.push_back({p + "self_attn.o_proj.weight", &w.wo, {C, c.n_heads * HD}});
+    out.push_back({p + "post_attention_layernorm.weight", &w.post_norm, {C}});
+    out.push_back({p + "mlp.gate_proj.weight", &w.w_gate, {F, C}});
+    out.push_back({p + "mlp.up_proj.weight", &w.w_up, {F, C}});
+    out.push_back({p + "mlp.down_proj.weight", &w.w_down, {C, F}});
+  }
+  out.push_back({"model.norm.weight", &m.norm, {C}});
+  out.push_back({"lm_head.weight", &m.lm_head, {V, C}});
+  return out;
+}
+
+Model model_create(const ModelConfig& config, const at::TensorOptions& options) {
+  Model m = model_create_unallocated(config, options.device());
+  for (NamedParameter& p : model_parameters(m)) *p.tensor = at::empty(p.shape, options);
+  return m;
+}
+
+Model model_create_unallocated(const ModelConfig& config, const at::Device& device) {
+  Model m;
+  m.config = config;
+  m.layers.resize(static_cast<size_t>(config.n_layers));
+  rope_tables_set(m, device);
+  return m;
+}
+
+Model model_create_placed(const ModelConfig& config, at::ScalarType dtype, const std::vector<at::Device>& devices,
+                          const LayerPlacement& placement) {
+  Model m;
+  m.config = config;
+  m.layers.resize(static_cast<size_t>(config.n_layers));
+  const std::string layer_prefix = "model.layers.";
+  for (NamedParameter& p : model_parameters(m)) {
+    int d = placement.head_device;  // model.norm.weight, lm_head.weight
+    if (p.name == "model.embed_tokens.weight") d = placement.embed_device;
+    else if (p.name.compare(0, layer_prefix.size(), layer_prefix) == 0)
+      d = placement.layer_device[std::stoul(p.name.substr(layer_prefix.size()))];
+    *p.tensor = at::empty(p.shape, at::TensorOptions().dtype(dtype).device(devices[static_cast<size_t>(d)]));
+  }
+  rope_tables_set(m, devices[0]);
+  return m;
+}
+
+at::Generator init_generator(uint64_t seed) { return at::make_generator<at::CPUGeneratorImpl>(seed); }
+
+void model_init_random(Model& m, uint64_t seed) {
+  at::Generator gen = init_generator(seed);
+  parameters_init_random(model_parameters(m), gen);
+}
+
+void parameters_init_random(const std::vector<NamedParameter>& params, at::Generator& gen) {
+  c10::NoGradGuard no_grad;
+  for (const NamedParameter& p : params) {
+    at::Tensor cpu;
+    if (p.shape.size() == 1) {
+      cpu = at::ones(p.shape, at::kFloat);  // RMSNorm gains start at 1
+    } else {
+      cpu = at::empty(p.shape, at::kFloat);
+      cpu.normal_(0.0, 0.02, gen);  // HF initializer_range
+    }
+    p.tensor->copy_(cpu);
+  }
+}
+
+int64_t model_parameter_count(Model& m) {
+  int64_t n = 0;
+  for (const NamedParameter& p : model_parameters(m))
+    if (p.tensor->defined()) n += p.tensor->numel();
+  return n;
+}
+
+KvCache kv_cache_create(const Model& m, int64_t batch, int64_t capacity) {
+  const ModelConfig& c = m.config;
+  KvCache cache;
+  for (int64_t i = 0; i < c.n_layers; ++i) {
+    // Beside its layer (a placed model's layers are on several devices).
+    const at::TensorOptions o = m.embed.options().device(m.layers[static_cast<size_t>(i)].input_norm.device());
+    cache.k.push_back(at::zeros({batch, c.n_kv_heads, capacity, c.HeadDim()}, o));
+    cache.v.push_back(at::zeros({batch, c.n_kv_heads, capacity, c.HeadDim()}, o));
+  }
+  return cache;
+}
+
+RopeRows rope_rows(const Model& m, int64_t pos0, int64_t T, at::ScalarType dtype) {
+  return {m.rope_cos.narrow(0, pos0, T).to(dtype), m.rope_sin.narrow(0, pos0, T).to(dtype)};
+}
+
+at::Tensor embed_forward(const at::Tensor& embed, const at::Tensor& tokens) {
+  return at::embedding(embed, tokens);  // (B,T,C)
+}
+
+at::Tensor decoder_layer_forward(const Model& m, size_t layer, const LayerWeights& w, const at::Tensor& x,
+                                 const RopeRows& rope, KvCache* cache, int64_t pos0) {
+  const double eps = m.config.norm_eps;
+  at::Tensor h = x + attention_forward(m, layer, w, rmsnorm_forward(x, w.input_norm, eps), rope.cos, rope.sin, cache, pos0);
+  return h + mlp_forward(m, layer, w, rmsnorm_forward(h, w.post_norm, eps));
+}
+
+at::Tensor head_forward(const Model& m, const at::Tensor& norm, const at::Tensor& lm_head, const at::Tensor& x) {
+  return at::linear(rmsnorm_forward(x, norm, m.config.norm_eps), lm_head);  // (B,T,V)
+}
+
+at::Tensor model_forward(const Model& m, const at::Tensor& tokens, KvCache* cache) {
+  const int64_t T = tokens.size(1);
+  const int64_t pos0 = cache ? cache->length : 0;
+  at::Tensor x = embed_forward(m.embed, tokens);
+  RopeRows rope = rope_rows(m, pos0, T, x.scalar_type());
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    const LayerWeights& w = m.layers[i];
+    if (x.device() != w.input_norm.device()) {  // a placed model: to the layer's device
+      x = x.to(w.input_norm.device());
+      rope = {rope.cos.to(x.device()), rope.sin.to(x.device())};
+    }
+    x = decoder_layer_forward(m, i, w, x, rope, cache, pos0);
+  }
+  if (cache) cache->length += T;
+  if (x.device() != m.norm.device()) x = x.to(m.norm.device());
+  return head_forward(m, m.norm, m.lm_head, x);
+}
+
+}  // namespace native
+}  // namespace protocol

@@ -1,0 +1,332 @@
+#include "backends/native/platform/torch_compat.h"
+
+#include <torch/csrc/api/include/torch/version.h>
+
+// The c10d headers hide Gloo (and NCCL) behind the build's feature macros.
+#ifndef USE_C10D_GLOO
+#define USE_C10D_GLOO 1
+#endif
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+// CUDA facilities exist only where the CUDA runtime headers do (the CUDA wheel);
+// Debian's CPU libtorch ships ATen/cuda headers but not cuda_runtime_api.h.
+#if __has_include(<cuda_runtime_api.h>) && __has_include(<c10/cuda/CUDACachingAllocator.h>)
+#define PROTOCOL_WITH_CUDA 1
+#include <cuda_runtime_api.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#else
+#define PROTOCOL_WITH_CUDA 0
+#endif
+
+#define PROTOCOL_TORCH_2 (TORCH_VERSION_MAJOR >= 2)
+#define PROTOCOL_TORCH_AT_LEAST(major, minor) \
+  (TORCH_VERSION_MAJOR > (major) || (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
+// Gloo's _allgather_base and _reduce_scatter_base: checked in 2.6's headers and run there.
+#define PROTOCOL_GLOO_FLAT PROTOCOL_TORCH_AT_LEAST(2, 6)
+// TCPStoreOptions::useLibUV defaults to true from 2.4 on; builds without libuv refuse it.
+#define PROTOCOL_TCPSTORE_LIBUV PROTOCOL_TORCH_AT_LEAST(2, 4)
+
+#if PROTOCOL_WITH_CUDA && __has_include(<torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>) && __has_include(<nccl.h>)
+#define PROTOCOL_WITH_NCCL 1
+#ifndef USE_C10D_NCCL
+#define USE_C10D_NCCL 1
+#endif
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#else
+#define PROTOCOL_WITH_NCCL 0
+#endif
+
+namespace protocol {
+namespace native {
+namespace compat {
+
+at::Tensor ScaledDotProductAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                     bool is_causal, const std::optional<at::Tensor>& mask) {
+#if PROTOCOL_TORCH_2
+  c10::optional<at::Tensor> attn_mask;
+  if (!is_causal && mask) attn_mask = *mask;
+  return at::scaled_dot_product_attention(q, k, v, attn_mask, 0.0, is_causal);
+#else
+  // scores (B,NH,T,S) = q·kᵀ / √HD, accumulated in float32 for a stable softmax.
+  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+  at::Tensor scores = at::matmul(q, k.transpose(-2, -1)).to(at::kFloat) * scale;
+  if (is_causal) {
+    const int64_t t = q.size(-2), s = k.size(-2);
+    at::Tensor future = at::ones({t, s}, q.options().dtype(at::kBool)).triu(1);
+    scores = scores.masked_fill(future, -std::numeric_limits<float>::infinity());
+  } else if (mask) {
+    scores = scores.masked_fill(mask->logical_not(), -std::numeric_limits<float>::infinity());
+  }
+  at::Tensor probs = at::softmax(scores, -1).to(v.scalar_type());
+  return at::matmul(probs, v);  // (B,NH,T,HD)
+#endif
+}
+
+std::string TorchVersion() { return TORCH_VERSION; }
+
+std::string DtypeName(at::ScalarType dtype) {
+  switch (dtype) {
+    case at::kFloat: return "float32";
+    case at::kBFloat16: return "bfloat16";
+    case at::kHalf: return "float16";
+    case at::kDouble: return "float64";
+    default: return c10::toString(dtype);
+  }
+}
+
+std::string BuildFeatures() {
+  std::string out = std::string("libtorch ") + TORCH_VERSION;
+#if PROTOCOL_WITH_CUDA
+  out += ", CUDA " + std::to_string(CUDART_VERSION / 1000) + "." + std::to_string(CUDART_VERSION % 1000 / 10);
+#if PROTOCOL_WITH_NCCL
+  out += ", NCCL";
+#endif
+#else
+  out += ", CPU only";
+#endif
+  return out;
+}
+
+bool GlooHasFlatCollectives() { return PROTOCOL_GLOO_FLAT; }
+
+bool CudaAvailable() { return at::hasCUDA(); }
+
+std::string CudaDeviceName() {
+#if PROTOCOL_WITH_CUDA
+  if (!at::hasCUDA()) return "";
+  return at::cuda::getCurrentDeviceProperties()->name;
+#else
+  return "";
+#endif
+}
+
+void CudaSetDevice(int index) {
+#if PROTOCOL_WITH_CUDA
+  c10::cuda::set_device(static_cast<c10::DeviceIndex>(index));
+#else
+  (void)index;
+#endif
+}
+
+std::optional<int64_t> CudaPeakMemoryBytes() {
+#if PROTOCOL_WITH_CUDA
+  if (!at::hasCUDA()) return std::nullopt;
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device());
+  return stats.allocated_bytes[0].peak;  // StatType::AGGREGATE
+#else
+  return std::nullopt;
+#endif
+}
+
+void CudaResetPeakMemory() {
+#if PROTOCOL_WITH_CUDA
+  if (at::hasCUDA()) c10::cuda::CUDACachingAllocator::resetPeakStats(c10::cuda::current_device());
+#endif
+}
+
+void DeviceSynchronize(const at::Device& device) {
+#if PROTOCOL_WITH_CUDA
+  if (device.is_cuda()) c10::cuda::device_synchronize();
+#else
+  (void)device;
+#endif
+}
+
+// ---- storage ------------------------------------------------------------------
+// StorageImpl::set_data_ptr_noswap and set_nbytes(size_t) exist in 1.13 and 2.x.
+
+void StorageFree(const at::Tensor& t) {
+  c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
+  s->set_data_ptr_noswap(at::DataPtr(nullptr, t.device()));
+  s->set_nbytes(0);
+}
+
+at::Tensor StorageRefill(const at::Tensor& t) {
+  c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
+  const size_t bytes = static_cast<size_t>(t.numel()) * t.element_size();
+  s->set_data_ptr_noswap(s->allocator()->allocate(bytes));
+  s->set_nbytes(bytes);
+  return at::empty({0}, t.options()).set_(t.storage(), 0, t.sizes(), t.strides());
+}
+
+int64_t StorageBytes(const at::Tensor& t) { return static_cast<int64_t>(t.storage().nbytes()); }
+
+// ---- c10d -------------------------------------------------------------------
+
+// 1.13: the concrete groups derive from c10d::ProcessGroup; 2.x: from c10d::Backend.
+#if PROTOCOL_TORCH_2
+using GroupBase = c10d::Backend;
+#else
+using GroupBase = c10d::ProcessGroup;
+#endif
+
+struct CommStore {
+  c10::intrusive_ptr<c10d::Store> store;
+};
+
+struct CommGroup {
+  c10::intrusive_ptr<GroupBase> group;
+  int size = 1;
+  std::string backend;
+  double wait_seconds = 0;  // in Wait, summed
+};
+
+namespace {
+
+// Waits for a collective and counts the wall time spent in it.
+void Wait(CommGroup& g, const c10::intrusive_ptr<c10d::Work>& work) {
+  const auto start = std::chrono::steady_clock::now();
+  work->wait();
+  g.wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+int64_t Bytes(const at::Tensor& t) { return t.numel() * static_cast<int64_t>(t.element_size()); }
+
+}  // namespace
+
+std::shared_ptr<CommStore> CommStoreConnect(const std::string& host, int port, bool is_server, int world,
+                                            int64_t timeout_ms) {
+  c10d::TCPStoreOptions o;
+  o.port = static_cast<std::uint16_t>(port);
+  o.isServer = is_server;
+  o.numWorkers = static_cast<std::size_t>(world);
+  o.waitWorkers = true;
+  o.timeout = std::chrono::milliseconds(timeout_ms);
+  auto out = std::make_shared<CommStore>();
+#if PROTOCOL_TCPSTORE_LIBUV
+  // The libuv store (the default) where the build has it; Debian's libtorch
+  // is built without libuv and refuses it: the classic store then.
+  try {
+    out->store = c10::make_intrusive<c10d::TCPStore>(host, o);
+  } catch (const c10::Error& e) {
+    if (std::string(e.what()).find("libuv") == std::string::npos) throw;
+    o.useLibUV = false;
+    out->store = c10::make_intrusive<c10d::TCPStore>(host, o);
+  }
+#else
+  out->store = c10::make_intrusive<c10d::TCPStore>(host, o);
+#endif
+  return out;
+}
+
+std::shared_ptr<CommStore> CommStorePrefix(const std::shared_ptr<CommStore>& base, const std::string& prefix) {
+  auto out = std::make_shared<CommStore>();
+  out->store = c10::make_intrusive<c10d::PrefixStore>(prefix, base->store);
+  return out;
+}
+
+std::shared_ptr<CommGroup> CommGroupCreate(const std::shared_ptr<CommStore>& store, int rank, int size, bool cuda,
+                                           int64_t timeout_ms) {
+  auto out = std::make_shared<CommGroup>();
+  out->size = size;
+  const auto timeout = std::chrono::milliseconds(timeout_ms);
+#if PROTOCOL_WITH_NCCL
+  if (cuda) {
+    auto o = c10d::ProcessGroupNCCL::Options::create();
+    o->timeout = timeout;
+    out->group = c10::make_intrusive<c10d::ProcessGroupNCCL>(store->store, rank, size, o);
+    out->backend = "nccl";
+    return out;
+  }
+#else
+  TORCH_CHECK(!cuda, "this build has no NCCL: CUDA tensors cannot be communicated");
+#endif
+  auto o = c10d::ProcessGroupGloo::Options::create(timeout);
+  const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
+  o->devices.push_back(ifname && *ifname ? c10d::ProcessGroupGloo::createDeviceForInterface(ifname)
+                                         : c10d::ProcessGroupGloo::createDefaultDevice());
+  o->threads = 2;
+  out->group = c10::make_intrusive<c10d::ProcessGroupGloo>(store->store, rank, size, o);
+  out->backend = "gloo";
+  return out;
+}
+
+int CommGroupSize(const CommGroup& group) { return group.size; }
+double CommWaitSeconds(const CommGroup& group) { return group.wait_seconds; }
+std::string CommBackendName(const CommGroup& group) { return group.backend; }
+
+int64_t AllGatherFlat(CommGroup& g, at::Tensor& out, const at::Tensor& shard) {
+  const int64_t sent = (g.size - 1) * Bytes(shard);
+  if (g.size == 1) {
+    out.copy_(shard.reshape({-1}));
+    return 0;
+  }
+  at::Tensor input = shard.contiguous();
+#if PROTOCOL_TORCH_2
+  if (g.backend == "nccl" || PROTOCOL_GLOO_FLAT) {
+    at::Tensor flat_out = out.view({-1});
+    at::Tensor flat_in = input.view({-1});
+    Wait(g, g.group->_allgather_base(flat_out, flat_in));
+    return sent;
+  }
+#endif
+  // Gloo gathers into its own flat buffer and copies each rank's part into
+  // the outputs: give it `out`'s slices, so no further copy is held.
+  std::vector<at::Tensor> inputs{input};
+  std::vector<std::vector<at::Tensor>> outputs(1);
+  const int64_t n = input.numel();
+  at::Tensor flat = out.view({-1});
+  for (int r = 0; r < g.size; ++r) outputs[0].push_back(flat.narrow(0, r * n, n).view(input.sizes()));
+  Wait(g, g.group->allgather(outputs, inputs));
+  return sent;
+}
+
+int64_t ReduceScatterSum(CommGroup& g, at::Tensor& shard_out, at::Tensor& full) {
+  if (g.size == 1) {
+    shard_out.copy_(full.reshape({-1}));
+    return 0;
+  }
+#if PROTOCOL_TORCH_2
+  if (g.backend == "nccl" || PROTOCOL_GLOO_FLAT) {
+    c10d::ReduceScatterOptions o;
+    o.reduceOp = c10d::ReduceOp::SUM;
+    at::Tensor flat_out = shard_out.view({-1});
+    at::Tensor flat_in = full.view({-1});
+    Wait(g, g.group->_reduce_scatter_base(flat_out, flat_in, o));
+    return (g.size - 1) * Bytes(full) / g.size;
+  }
+#endif
+  // Gloo: all-reduce the whole buffer, keep this rank's slice.
+  const int64_t sent = AllReduceSum(g, full);
+  const int64_t n = shard_out.numel();
+  const int rank = g.group->getRank();
+  shard_out.copy_(full.reshape({-1}).narrow(0, rank * n, n));
+  return sent;
+}
+
+int64_t AllReduceSum(CommGroup& g, at::Tensor& tensor) {
+  if (g.size == 1) return 0;
+  std::vector<at::Tensor> tensors{tensor};
+  c10d::AllreduceOptions o;
+  o.reduceOp = c10d::ReduceOp::SUM;
+  Wait(g, g.group->allreduce(tensors, o));
+  return 2 * (g.size - 1) * Bytes(tensor) / g.size;
+}
+
+int64_t Broadcast(CommGroup& g, at::Tensor& tensor, int root) {
+  if (g.size == 1) return 0;
+  std::vector<at::Tensor> tensors{tensor};
+  c10d::BroadcastOptions o;
+  o.rootRank = root;
+  Wait(g, g.group->broadcast(tensors, o));
+  // A ring broadcast: every rank but the last forwards the tensor once.
+  return g.group->getRank() == (root + g.size - 1) % g.size ? 0 : Bytes(tensor);
+}
+
+void Barrier(CommGroup& g) {
+  if (g.size == 1) return;
+  Wait(g, g.group->barrier());
+}
+
+}  // namespace compat
+}  // namespace native
+}  // namespace protocol

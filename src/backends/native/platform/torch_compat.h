@@ -1,0 +1,123 @@
+#ifndef PROTOCOL_BACKENDS_NATIVE_PLATFORM_TORCH_COMPAT_H_
+#define PROTOCOL_BACKENDS_NATIVE_PLATFORM_TORCH_COMPAT_H_
+
+// Every difference between libtorch 1.13 (Debian, CPU) and libtorch 2.x (the
+// CUDA wheel) lives behind these functions; no other file tests a version.
+// The native code uses ATen (<ATen/ATen.h>) rather than <torch/torch.h>: it
+// needs tensors and autograd, not torch::nn, and compiles in a quarter of the time.
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace protocol {
+namespace native {
+namespace compat {
+
+// softmax(q·kᵀ/√HD + mask)·v.  q: (B,NH,T,HD); k, v: (B,NH,S,HD) (key/value
+// heads already repeated to NH).  is_causal: query i sees keys 0..i (REQUIRES
+// T == S).  mask: optional bool (T,S), true = may attend; used when not causal.
+// libtorch 2.x: at::scaled_dot_product_attention (flash / memory-efficient
+// kernels on CUDA); 1.13: the same math written out, softmax in float32.
+at::Tensor ScaledDotProductAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                     bool is_causal, const std::optional<at::Tensor>& mask);
+
+std::string TorchVersion();  // "1.13.0"
+// A dtype as PyTorch users write it: "float32", "bfloat16", "float16", "float64"
+// (c10::toString says "Float", "BFloat16", ...); other types as c10 names them.
+std::string DtypeName(at::ScalarType dtype);
+// What this binary was compiled with: "libtorch 2.6.0, CUDA 12.4, NCCL" or
+// "libtorch 1.13.0, CPU only" (compile-time facts, not the machine's devices).
+std::string BuildFeatures();
+bool CudaAvailable();
+// The current CUDA device's name, e.g. "NVIDIA H100 80GB HBM3"; empty without CUDA.
+std::string CudaDeviceName();
+// Makes CUDA device `index` this thread's current device (the one NCCL and the
+// peak-memory counters below use). No-op without CUDA.
+void CudaSetDevice(int index);
+// Peak bytes allocated by the caching allocator since the last reset; nullopt without CUDA.
+std::optional<int64_t> CudaPeakMemoryBytes();
+void CudaResetPeakMemory();
+// Waits for queued device work, so that a clock read after it is meaningful. No-op on CPU.
+void DeviceSynchronize(const at::Device& device);
+
+// ---- storage of a gathered buffer -----------------------------------------
+// FSDP frees a unit's gathered parameters after forward while the autograd
+// graph still holds views of them, and fills the same storage again before
+// backward (PyTorch FSDP's _free_storage / _alloc_storage).
+// REQUIRES for both: t is contiguous with storage offset 0 and owns its storage
+// (made by at::empty, not from external memory).
+//
+// Releases t's memory; t and every view of it keep their sizes and must not be
+// read until StorageRefill.
+void StorageFree(const at::Tensor& t);
+// Allocates t's storage again (t.numel() elements, contents undefined) and
+// returns a new tensor over it with t's sizes and its OWN version counter:
+// writing through it does not bump the version of the views autograd saved.
+at::Tensor StorageRefill(const at::Tensor& t);
+// Bytes t's storage currently holds (0 after StorageFree).
+int64_t StorageBytes(const at::Tensor& t);
+
+// ---- c10d collectives ------------------------------------------------------
+// Opaque handles over torch's c10d: a key-value store for rendezvous (TCPStore,
+// or a PrefixStore over one) and a process group (Gloo for CPU tensors, NCCL
+// for CUDA tensors where the build has it). Creating them throws c10::Error
+// (the caller catches it where it wraps the whole worker).
+//
+// libtorch 1.13 Gloo has no flat all-gather, no reduce-scatter and no AVG:
+// AllGatherFlat is a list all-gather into `out`'s slices there, ReduceScatterSum
+// an all-reduce + slice, and callers average by SUM then divide. With NCCL, and
+// with Gloo from libtorch 2.6 on (GlooHasFlatCollectives), the flat collectives
+// (_allgather_base, _reduce_scatter_base) are used.
+//
+// Each collective returns the bytes THIS rank sends for the operation it
+// actually issued, counted as the ring algorithm's volume (a model of the
+// traffic, not a NIC counter):
+//   all-gather of a shard of s bytes over W ranks   (W−1)·s
+//   reduce-scatter of n bytes                       (W−1)/W·n
+//   all-reduce of n bytes                           2·(W−1)/W·n
+// so an all-reduce standing in for a reduce-scatter counts twice the bytes.
+struct CommStore;
+struct CommGroup;
+
+// True where Gloo has the flat collectives (_allgather_base, _reduce_scatter_base):
+// libtorch 2.6 and later. Then ReduceScatterSum is a real reduce-scatter.
+bool GlooHasFlatCollectives();
+
+// The rendezvous store on host:port; the server (rank 0) opens the port and
+// waits up to `timeout_ms` for `world` clients.
+std::shared_ptr<CommStore> CommStoreConnect(const std::string& host, int port, bool is_server, int world,
+                                            int64_t timeout_ms);
+// Keys of the result live under `prefix` in `base` (subgroups of one store).
+std::shared_ptr<CommStore> CommStorePrefix(const std::shared_ptr<CommStore>& base, const std::string& prefix);
+// A process group of `size` ranks; `cuda`: NCCL (only where built), else Gloo.
+// Gloo binds to the interface named by GLOO_SOCKET_IFNAME when set, else to
+// this host's name (loopback when the name does not resolve).
+std::shared_ptr<CommGroup> CommGroupCreate(const std::shared_ptr<CommStore>& store, int rank, int size, bool cuda,
+                                           int64_t timeout_ms);
+int CommGroupSize(const CommGroup& group);
+// Wall seconds this rank has spent in the group's collectives, from issuing one
+// to its end (waiting for slower peers included). What a rank did between
+// collectives is its own work: a straggler's is longest.
+double CommWaitSeconds(const CommGroup& group);
+std::string CommBackendName(const CommGroup& group);  // "gloo" | "nccl"
+
+// out (size·shard.numel(), contiguous) = concatenation of every rank's shard.
+int64_t AllGatherFlat(CommGroup& group, at::Tensor& out, const at::Tensor& shard);
+// shard_out = this rank's 1/size slice of the element-wise SUM of every rank's
+// `full` (full.numel() == size·shard_out.numel()). `full` may be overwritten.
+int64_t ReduceScatterSum(CommGroup& group, at::Tensor& shard_out, at::Tensor& full);
+// In place: tensor = SUM over ranks.
+int64_t AllReduceSum(CommGroup& group, at::Tensor& tensor);
+// In place: tensor = rank `root`'s tensor.
+int64_t Broadcast(CommGroup& group, at::Tensor& tensor, int root);
+void Barrier(CommGroup& group);
+
+}  // namespace compat
+}  // namespace native
+}  // namespace protocol
+
+#endif  // PROTOCOL_BACKENDS_NATIVE_PLATFORM_TORCH_COMPAT_H_

@@ -1,0 +1,122 @@
+#ifndef PROTOCOL_BACKENDS_NATIVE_TRAINING_TRAIN_H_
+#define PROTOCOL_BACKENDS_NATIVE_TRAINING_TRAIN_H_
+
+// Training pieces, each a function the backend calls in a straight line:
+// the learning-rate schedule, the masked cross-entropy loss, gradient clipping,
+// AdamW, and one optimizer step over a global batch (with accumulation).
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "backends/native/training/data.h"
+#include "backends/native/model/model.h"
+#include "runner/plan/plan.h"
+
+namespace protocol {
+namespace native {
+
+struct TrainOptions {
+  int64_t batch_size = 8;     // sequences per optimizer step (global)
+  int64_t grad_accum = 1;     // micro-batches per step; batch_size % grad_accum == 0
+  double learning_rate = 3e-4;  // peak
+  double min_lr_ratio = 0.1;  // cosine decays to learning_rate · min_lr_ratio
+  int64_t warmup_steps = 0;   // linear warm-up length
+  double weight_decay = 0.1;  // decoupled, matrices only (not the RMSNorm gains)
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double grad_clip = 1.0;     // max global L2 norm; <= 0 disables
+  // Activation checkpointing (plan key training.checkpoint_every): decoder
+  // layer l is recomputed in the backward pass instead of keeping its
+  // activations when checkpoint_every > 0 and l % checkpoint_every == 0
+  // (1 = every layer, 0 = none). Only the layer's input is kept for it.
+  int64_t checkpoint_every = 1;
+};
+
+// The options of a training case of `steps` optimizer steps from its plan
+// settings: batch, accumulation, learning rate, checkpointing; warm-up
+// min(100, steps/10) steps; the rest TrainOptions' defaults.
+TrainOptions train_options(const TrainingSettings& settings, int64_t steps);
+
+// True when decoder layer `layer` is recomputed in backward (see TrainOptions).
+bool layer_checkpointed(int64_t layer, int64_t checkpoint_every);
+
+// Learning rate at 0-based `step` of `total`: linear warm-up from lr/warmup to
+// lr over `warmup` steps, then cosine decay to lr·min_ratio at the last step:
+//   lr_t = lr_min + ½(lr − lr_min)(1 + cos(π · (t − warmup) / (total − warmup − 1)))
+double lr_at_step(int64_t step, int64_t total, const TrainOptions& options);
+
+// A batch of sequences as tensors on `device`: inputs and targets (B,T)
+// int64 (targets = inputs shifted by one), mask (B,T) float32 (1 = counted).
+// An empty batch gives (0,T) tensors; T = seq_len.
+struct BatchTensors {
+  at::Tensor inputs, targets, mask;
+};
+BatchTensors batch_tensors(const std::vector<const Sequence*>& batch, int64_t seq_len, const at::Device& device);
+
+// Σ over counted targets of −log softmax(logits)[target], divided by
+// `denominator`; logits (B,T,V) in any dtype, the loss in float32.
+at::Tensor masked_loss(const at::Tensor& logits, const BatchTensors& batch, double denominator);
+
+// Logits for training: model_forward's straight line (no KV cache), with the
+// decoder layers that layer_checkpointed() names run through unit_apply
+// (unit_function.h) so that their activations are recomputed in backward.
+at::Tensor train_forward(const Model& model, const at::Tensor& tokens, int64_t checkpoint_every);
+
+// Mean cross-entropy over the counted targets of a batch of sequences.
+// Returns the sum of per-token losses divided by `denominator` (the number of
+// counted targets of the whole global batch, so micro-batch losses add up).
+at::Tensor loss_forward(const Model& model, const std::vector<const Sequence*>& batch, double denominator,
+                        int64_t checkpoint_every = 0);
+
+// Scales the gradients so that their global L2 norm is at most max_norm.
+// Returns the norm before clipping.
+double grad_clip_norm(const std::vector<at::Tensor>& params, double max_norm);
+
+// AdamW (Loshchilov & Hutter 2019). For each parameter θ with gradient g:
+//   m = β1·m + (1−β1)·g          first moment
+//   v = β2·v + (1−β2)·g²         second moment
+//   m̂ = m/(1−β1ᵗ), v̂ = v/(1−β2ᵗ)  bias correction
+//   θ = θ − lr·(m̂/(√v̂ + ε) + λ·θ)   decoupled weight decay (λ only on matrices)
+// Moments, and a master copy of any non-float32 parameter (bf16 on CUDA), are
+// kept in float32; the parameter is refreshed from its master after each step.
+class AdamW {
+ public:
+  AdamW(std::vector<at::Tensor> params, const TrainOptions& options);
+  void step(double lr);
+  void zero_grad();
+  int64_t steps_taken() const { return t_; }
+  // The tensors it updates (all of a model's, or only LoRA adapters).
+  const std::vector<at::Tensor>& params() const { return params_; }
+
+ private:
+  std::vector<at::Tensor> params_, master_, m_, v_;
+  TrainOptions options_;
+  int64_t t_ = 0;
+};
+
+// The trainable tensors of a model (all of them), with requires_grad set.
+std::vector<at::Tensor> model_trainable(Model& model);
+
+struct StepStats {
+  double loss = 0;        // mean loss over the counted targets of the batch
+  double grad_norm = 0;   // before clipping
+  double lr = 0;
+  int64_t tokens = 0;     // input tokens processed (batch · seq_len)
+};
+
+// One optimizer step over `batch` (batch_size sequences, split into grad_accum
+// micro-batches): forward, backward, clip (over the optimizer's tensors), AdamW.
+StepStats train_step(Model& model, AdamW& optimizer, const std::vector<const Sequence*>& batch,
+                     const TrainOptions& options, double lr);
+
+// Mean loss over sequences, no gradients; nullopt when `seqs` has no counted target.
+std::optional<double> eval_loss(const Model& model, const std::vector<Sequence>& seqs, int64_t batch_size);
+
+}  // namespace native
+}  // namespace protocol
+
+#endif  // PROTOCOL_BACKENDS_NATIVE_TRAINING_TRAIN_H_

@@ -1,0 +1,506 @@
+// Distributed native backends end to end with real `protocol worker` ranks over
+// Gloo on CPU: the FSDP baseline on 2 and 4 ranks against the one-process
+// backend (weights, losses, bytes by formula, per-rank memory figures), the
+// share protocol (merge, group eval, bytes), multi-replica inference, and a
+// rank killed with signal 9.
+#include "dist_test_support.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "backends/native/dist_backend.h"
+#include "backends/native/fsdp_backend.h"
+#include "backends/native/model/model.h"
+#include "backends/native/model/model_config.h"
+#include "backends/native/model/safetensors.h"
+#include "backends/native/share_backend.h"
+#include "backends/native/platform/torch_compat.h"
+#include "runner/base/text.h"
+
+namespace protocol {
+namespace {
+namespace fs = std::filesystem;
+using namespace dist_test;
+
+struct Fixture {
+  fs::path root;
+  native::ModelConfig config;
+  Fixture() {
+    root = fs::temp_directory_path() / ("protocol_dist_" + std::to_string(getpid()));
+    fs::remove_all(root);
+    WriteCorpusAndTokenizer(root);
+    config.dim = 32;
+    config.n_layers = 2;
+    config.n_heads = 4;
+    config.n_kv_heads = 2;
+    config.hidden_dim = 64;
+    config.vocab_size = 64;
+    config.max_seq_len = 128;
+    std::ofstream(root / "model/config.json") << config.ToHfJson();
+  }
+  ~Fixture() { fs::remove_all(root); }
+
+  Plan MakePlan() const {
+    Plan plan;
+    plan.name = "dist";
+    plan.file = (root / "plan.yaml").string();
+    ModelSpec m;
+    m.name = "mini";
+    m.path = (root / "model").string();
+    plan.models["mini"] = m;
+    plan.datasets["corpus"] = DatasetSpec{"corpus", "text", (root / "corpus.txt").string(), {}};
+    return plan;
+  }
+};
+
+CaseSpec Training(const std::string& backend, int64_t steps) {
+  CaseSpec spec;
+  spec.id = "d.1";
+  spec.workload = Workload::kPretrain;
+  spec.backend = backend;
+  spec.model = "mini";
+  spec.dataset = "corpus";
+  spec.length = Length{Length::Unit::kSteps, steps};
+  spec.training.batch_size = 4;
+  spec.training.seq_len = 16;
+  spec.training.learning_rate = 1e-2;
+  spec.training.device = DeviceChoice::kCpu;
+  spec.training.collective_timeout = 60;
+  spec.timeout_seconds = 120;
+  return spec;
+}
+
+native::Model Load(const native::ModelConfig& c, const fs::path& dir) {
+  native::Model m = native::model_create(c, at::TensorOptions().dtype(at::kFloat));
+  Status s = native::model_load_weights(m, dir.string());
+  INFO(s.message());
+  REQUIRE(s.ok());
+  return m;
+}
+
+// Σ over the FSDP units ([embed], each layer, [norm, lm_head]) of the unit's
+// elements padded to a multiple of W, divided by W: the float32 elements a rank keeps.
+int64_t ShardElements(native::Model& m, int world) {
+  std::vector<int64_t> units(2 + m.layers.size(), 0);
+  for (native::NamedParameter& p : native::model_parameters(m)) {
+    size_t unit = units.size() - 1;  // model.norm, lm_head
+    if (p.name == "model.embed_tokens.weight") unit = 0;
+    if (StartsWith(p.name, "model.layers.")) unit = 1 + std::stoul(p.name.substr(13));
+    units[unit] += p.tensor->numel();
+  }
+  int64_t s = 0;
+  for (int64_t n : units) s += (n + world - 1) / world;
+  return s;
+}
+
+struct Variant {
+  int world;
+  int64_t checkpoint_every;
+  int64_t grad_accum;
+  int64_t batch_size;
+};
+
+}  // namespace
+
+// W ranks against the one-process backend, same global batch and seed, 3 steps:
+// the 2-layer model's layers recomputed in backward (checkpoint_every 1), kept
+// (0), or alternately (2: layer 0 recomputed, layer 1 kept); with gradient
+// accumulation over micro-batches (grad_accum a per rank). The one-process run
+// takes the same global batch in W·a micro-batches, the same partition into
+// sequences the ranks' micro-batches make, so that both sum the same float32
+// partial gradients: merely splitting a batch of 8 differently in one process
+// moves the weights by up to ~1e-4 after 3 AdamW steps at lr 1e-2 (AdamW's
+// normalised step turns the rounding of near-zero gradient elements into
+// differences of that size), which would hide what this test checks.
+TEST_CASE("dist fsdp: 2 and 4 ranks on CPU train to the one-process weights (max abs diff < 1e-5 after 3 steps); bytes by formula; per-rank memory") {
+  const Variant variants[] = {
+      {2, 1, 1, 4},
+      {2, 0, 2, 8},
+      {2, 2, 1, 4},
+      {4, 1, 2, 8},
+      {4, 0, 1, 4},
+      {4, 1, 1, 8},
+  };
+  Fixture fx;
+  Plan plan = fx.MakePlan();
+  for (const Variant& v : variants) {
+    CAPTURE(v.world);
+    CAPTURE(v.checkpoint_every);
+    CAPTURE(v.grad_accum);
+    const std::string tag = fmt::format("w{}_c{}_a{}", v.world, v.checkpoint_every, v.grad_accum);
+    // One process: the in-process backend (train.cc's train_step and AdamW).
+    CaseSpec one = Training("fsdp", 3);
+    one.training.batch_size = v.batch_size;
+    one.training.grad_accum = v.world * v.grad_accum;
+    Harness h1;
+    auto backend1 = MakeNativeFsdpBackend(Options());
+    BackendOutcome o1 = h1.Run(*backend1, plan, one, (fx.root / ("one_" + tag)).string(), "");
+    REQUIRE(o1.status == CaseStatus::kOk);
+    // W ranks: worker processes over Gloo.
+    CaseSpec many = one;
+    many.training.grad_accum = v.grad_accum;
+    many.training.ranks_per_node = v.world;
+    many.training.checkpoint_every = v.checkpoint_every;
+    Harness h2;
+    auto backend2 = MakeNativeFsdpBackend(Options());
+    const fs::path log = fx.root / (tag + ".log");
+    BackendOutcome o2 = h2.Run(*backend2, plan, many, (fx.root / tag).string(), log.string());
+    INFO(o2.reason);
+    INFO(ReadAll(log));
+    REQUIRE(o2.status == CaseStatus::kOk);
+    // Every rank exited 0: the case's code and each rank's.
+    CHECK(o2.exit_code == 0);
+    for (int r = 0; r < v.world; ++r) {
+      REQUIRE(Find(o2, fmt::format("exit_code_rank{}", r)));
+      CHECK(*Find(o2, fmt::format("exit_code_rank{}", r))->value == 0);
+    }
+    // The ranks ran with this variant's settings (they come through the case file).
+    CHECK(ReadAll(log).find(fmt::format("grad_accum {}; checkpoint_every {}", v.grad_accum, v.checkpoint_every)) !=
+          std::string::npos);
+
+    native::Model a = Load(fx.config, fx.root / ("one_" + tag)), b = Load(fx.config, fx.root / tag);
+    auto pa = native::model_parameters(a), pb = native::model_parameters(b);
+    double max_diff = 0;
+    for (size_t i = 0; i < pa.size(); ++i)
+      max_diff = std::max(max_diff, (*pa[i].tensor - *pb[i].tensor).abs().max().item<double>());
+    MESSAGE(tag << ": max abs weight difference after 3 steps, 1 process vs " << v.world << " ranks: " << max_diff);
+    CHECK(max_diff < 1e-5);
+    // And they did move: not a trivial equality.
+    native::Model init = native::model_create(fx.config, at::TensorOptions().dtype(at::kFloat));
+    native::model_init_random(init, 1234);
+    CHECK((*native::model_parameters(init)[1].tensor - *pa[1].tensor).abs().max().item<double>() > 1e-3);
+
+    // The same step losses, reported from rank 0, and the same held-out loss.
+    REQUIRE(h2.events.steps.size() == 3);
+    for (size_t i = 0; i < 3; ++i) CHECK(*h2.events.steps[i].loss == doctest::Approx(*h1.events.steps[i].loss).epsilon(1e-5));
+    CHECK(*h2.events.steps[2].tokens == v.batch_size * 16);
+    REQUIRE(Find(o2, metric::kEvalLoss));
+    CHECK(*Find(o2, metric::kEvalLoss)->value == doctest::Approx(*Find(o1, metric::kEvalLoss)->value).epsilon(1e-5));
+
+    // Bytes, exactly (torch_compat.h's ring volumes), per rank, for S = the
+    // float32 elements a rank keeps (Σ over units) and W ranks:
+    //   each micro-batch   forward all-gather (W−1)·S·4, backward re-gather
+    //                      (W−1)·S·4, reduce-scatter of the float32 gradient
+    //                      (padded W·S elements): (W−1)/W·W·S·4 = 4(W−1)·S where
+    //                      Gloo has it (libtorch 2.6+); before, torch_compat
+    //                      issues an all-reduce: 2(W−1)/W·W·S·4 = 8(W−1)·S
+    //   each step          two 8-byte all-reduces (squared norm, loss): 2·2(W−1)/W·8
+    //   eval               one all-gather per held-out batch, one 8-byte all-reduce
+    //   save               one all-gather
+    const int64_t W = v.world, S = ShardElements(a, v.world);
+    const int64_t gather = (W - 1) * S * 4, reduce_scatter = (native::compat::GlooHasFlatCollectives() ? 4 : 8) * (W - 1) * S, small = 2 * (W - 1) * 8 / W;
+    const int64_t eval_batches = (HeldOut(Find(o2, metric::kEvalLoss)->method) + v.batch_size - 1) / v.batch_size;
+    const int64_t per_rank = 3 * v.grad_accum * (2 * gather + reduce_scatter) + 3 * 2 * small +
+                             eval_batches * gather + small + gather;
+    REQUIRE(Find(o2, metric::kBytesCommunicated));
+    CHECK(*Find(o2, metric::kBytesCommunicated)->value == static_cast<double>(W * per_rank));
+    CHECK(*Find(o2, "bytes_between_groups")->value == 0);
+
+    // Every rank reports its own memory: the peak RSS of its process, and that
+    // peak above its RSS before the model was built; the case keeps the largest.
+    double largest = 0;
+    for (int r = 0; r < v.world; ++r) {
+      const Measurement* peak = Find(o2, fmt::format("{}_rank{}", metric::kPeakHostRss, r));
+      const Measurement* above = Find(o2, fmt::format("{}_rank{}", metric::kPeakHostRssAboveBaseline, r));
+      REQUIRE(peak);
+      REQUIRE(above);
+      CHECK(*peak->value > 0);
+      CHECK(*above->value > 0);
+      CHECK(*above->value < *peak->value);
+      CHECK(peak->unit == "bytes");
+      CHECK(above->method.find(fmt::format("rank {} of {}", r, v.world)) != std::string::npos);
+      CHECK(above->method.find("just before the model was built") != std::string::npos);
+      largest = std::max(largest, *peak->value);
+    }
+    REQUIRE(Find(o2, metric::kPeakHostRss));
+    CHECK(*Find(o2, metric::kPeakHostRss)->value == largest);
+    REQUIRE(Find(o2, metric::kPeakHostRssAboveBaseline));
+  }
+  // Every rank's output is in the case log, prefixed.
+  const std::string text = ReadAll(fx.root / "w2_c1_a1.log");
+  CHECK(text.find("[rank 0] ") != std::string::npos);
+  CHECK(text.find("[rank 1] ") != std::string::npos);
+}
+
+TEST_CASE("dist share: 2 groups of 1 rank train on their own data, merge, and store merged and best-group losses") {
+  Fixture fx;
+  Plan plan = fx.MakePlan();
+  CaseSpec spec = Training("share", 4);
+  spec.topology.parts = {{"rig0", 2, 1}};
+  spec.training.sync_every = 2;
+  Harness h;
+  auto backend = MakeNativeShareBackend(Options());
+  const fs::path log = fx.root / "share.log";
+  BackendOutcome out = h.Run(*backend, plan, spec, (fx.root / "merged").string(), log.string());
+  INFO(out.reason);
+  INFO(ReadAll(log));
+  REQUIRE(out.status == CaseStatus::kOk);
+  CHECK(h.events.steps.size() == 4);
+  REQUIRE(Find(out, metric::kEvalLoss));
+  CHECK(Find(out, metric::kEvalLoss)->method.rfind("merged model (2 merge(s))", 0) == 0);
+  REQUIRE(Find(out, "best_group_eval_loss"));
+  CHECK(Find(out, "best_group_eval_loss")->method.find("group 1: ") != std::string::npos);
+  REQUIRE(Find(out, "merge_seconds"));
+  // Between groups: 2 merges, each an all-reduce of every parameter (S = all
+  // elements with W = 1) over 2 groups: 2·(1/2)·4·S bytes per rank per merge.
+  native::Model merged = Load(fx.config, fx.root / "merged");
+  const int64_t S = ShardElements(merged, 1);
+  CHECK(*Find(out, "bytes_between_groups")->value == static_cast<double>(2 /*ranks*/ * 2 /*merges*/ * 4 * S));
+  CHECK(*Find(out, "bytes_within_groups")->value == 0);  // groups of one rank talk to nobody
+}
+
+TEST_CASE("dist share: 2 groups of 2 ranks shard within each group, merge their shards, and evaluate together") {
+  Fixture fx;
+  Plan plan = fx.MakePlan();
+  CaseSpec spec = Training("share", 4);
+  spec.topology.parts = {{"rig0", 2, 2}};
+  spec.training.sync_every = 2;
+  spec.training.batch_size = 8;
+  Harness h;
+  auto backend = MakeNativeShareBackend(Options());
+  const fs::path log = fx.root / "share22.log";
+  BackendOutcome out = h.Run(*backend, plan, spec, (fx.root / "merged22").string(), log.string());
+  INFO(out.reason);
+  INFO(ReadAll(log));
+  REQUIRE(out.status == CaseStatus::kOk);
+  CHECK(h.events.steps.size() == 4);
+  REQUIRE(Find(out, metric::kEvalLoss));
+  CHECK(Find(out, metric::kEvalLoss)->method.rfind("merged model (2 merge(s))", 0) == 0);
+  REQUIRE(Find(out, "best_group_eval_loss"));
+  // Between groups: 2 merges, each an all-reduce over 2 groups of every rank's
+  // shards (S elements with K = 2): 2·(1/2)·4·S bytes per rank per merge.
+  native::Model merged = Load(fx.config, fx.root / "merged22");
+  const int64_t S = ShardElements(merged, 2);
+  CHECK(*Find(out, "bytes_between_groups")->value == static_cast<double>(4 /*ranks*/ * 2 /*merges*/ * 4 * S));
+  CHECK(*Find(out, "bytes_within_groups")->value > 0);
+  for (int r = 0; r < 4; ++r) CHECK(Find(out, fmt::format("{}_rank{}", metric::kPeakHostRssAboveBaseline, r)));
+}
+
+TEST_CASE("dist fsdp: a 2-rank finetune reads the path's safetensors unit by unit into its shards and saves them back") {
+  Fixture fx;
+  Plan plan = fx.MakePlan();
+  // Weights to start from: a seeded model other than the case's seed, saved beside the tokenizer.
+  native::Model start = native::model_create(fx.config, at::TensorOptions().dtype(at::kFloat));
+  native::model_init_random(start, 99);
+  REQUIRE(native::model_save(start, (fx.root / "model").string()).ok());
+  CaseSpec spec = Training("fsdp", 1);
+  spec.workload = Workload::kFinetune;
+  spec.training.ranks_per_node = 2;
+  spec.training.learning_rate = 1e-9;  // one AdamW step moves each weight by about 1e-9
+  Harness h;
+  auto backend = MakeNativeFsdpBackend(Options());
+  const fs::path log = fx.root / "finetune.log";
+  BackendOutcome out = h.Run(*backend, plan, spec, (fx.root / "tuned").string(), log.string());
+  INFO(out.reason);
+  INFO(ReadAll(log));
+  REQUIRE(out.status == CaseStatus::kOk);
+  REQUIRE(Find(out, metric::kFinalLoss));
+  CHECK(Find(out, metric::kFinalLoss)->method.find("seeded random") == std::string::npos);  // not a random start
+  native::Model tuned = Load(fx.config, fx.root / "tuned");
+  auto a = native::model_parameters(start), b = native::model_parameters(tuned);
+  double max_diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) max_diff = std::max(max_diff, (*a[i].tensor - *b[i].tensor).abs().max().item<double>());
+  MESSAGE("max abs weight difference, start vs after one step at lr 1e-9: " << max_diff);
+  CHECK(max_diff < 1e-7);
+}
+
+TEST_CASE("dist share: multi-inference serves the schedule round-robin over 2 replicas") {
+  Fixture fx;
+  Plan plan = fx.MakePlan();
+  plan.models["mini"].init_random = true;  // the fixture's model has no weights
+  CaseSpec spec;
+  spec.id = "d.inf";
+  spec.workload = Workload::kInference;
+  spec.backend = "share";
+  spec.model = "mini";
+  spec.topology.parts = {{"rig0", 2, 1}};
+  spec.inference.prompt = "Can there be life";
+  spec.inference.max_new_tokens = {3, 4, 5};
+  spec.training.device = DeviceChoice::kCpu;
+  spec.training.collective_timeout = 60;
+  spec.timeout_seconds = 120;
+  Harness h;
+  auto backend = MakeNativeShareBackend(Options());
+  BackendOutcome out = h.Run(*backend, plan, spec, "", (fx.root / "inf.log").string());
+  INFO(out.reason);
+  REQUIRE(out.status == CaseStatus::kOk);
+  REQUIRE(h.events.requests.size() == 3);
+  int total = 0;
+  for (const RequestSample& r : h.events.requests) {
+    CHECK(r.generated_tokens == r.max_new_tokens);
+    REQUIRE(r.token_ids.has_value());  // sent by the worker with the answer
+    CHECK(static_cast<int>(r.token_ids->size()) == r.generated_tokens);
+    total += r.generated_tokens;
+  }
+  CHECK(total == 12);
+  REQUIRE(Find(out, metric::kGeneratedTokens));
+  CHECK(*Find(out, metric::kGeneratedTokens)->value == 12);
+  REQUIRE(Find(out, metric::kTokensPerSecond));
+  CHECK(Find(out, metric::kTokensPerSecond)->method.find("2 replica(s) of 1 rank(s)") != std::string::npos);
+  // The ranks measured declared random weights, and every measurement says so.
+  for (const Measurement& m : out.measurements) {
+    CAPTURE(m.name);
+    CHECK(m.method.find("weights: random weights (init: random, seed 1234)") != std::string::npos);
+  }
+  CHECK_FALSE(Find(out, metric::kBytesCommunicated));  // replicas issue no counted collectives
+}
+
+TEST_CASE("dist fsdp: a rank killed with signal 9 fails the case within the timeout; no worker survives") {
+  Fixture fx;
+  Plan plan = fx.MakePlan();
+  CaseSpec spec = Training("fsdp", 100000);  // would run for hours
+  spec.training.ranks_per_node = 2;
+  spec.timeout_seconds = 60;
+  const fs::path pids = fx.root / "pids";
+  fs::create_directories(pids);
+  native::DistOptions o = Options();
+  // The wrap seam: record each rank's pid, and have rank 1 kill itself (exec keeps the pid).
+  o.wrap = [&](std::vector<native::RankLaunch>& launches) {
+    for (native::RankLaunch& l : launches) {
+      std::vector<std::string> argv = {
+          "/bin/sh", "-c",
+          "echo $$ > " + (pids / std::to_string(l.rank)).string() +
+              (l.rank == 1 ? "; (sleep 4; kill -9 $$) & exec \"$@\"" : "; exec \"$@\""),
+          "sh"};
+      argv.insert(argv.end(), l.argv.begin(), l.argv.end());
+      l.argv = argv;
+    }
+    return Status::Ok();
+  };
+  Harness h;
+  auto backend = MakeNativeFsdpBackend(o);
+  BackendOutcome out = h.Run(*backend, plan, spec, "", (fx.root / "kill.log").string());
+  CHECK(out.status == CaseStatus::kFailed);
+  CHECK(out.reason == "rank 1 (node node0) was killed by signal 9");
+  for (int rank : {0, 1}) {
+    const int pid = std::stoi(ReadAll(pids / std::to_string(rank)));
+    CHECK(pid > 0);
+    CHECK((::kill(pid, 0) != 0 && errno == ESRCH));
+  }
+  // The case's exit code is the killed rank's, as a shell reports a signal; each rank's is stored.
+  CHECK(out.exit_code == 128 + 9);
+  REQUIRE(Find(out, "exit_code_rank1"));
+  CHECK(*Find(out, "exit_code_rank1")->value == 137);
+  CHECK(Find(out, "exit_code_rank1")->method == "rank 1 (node node0) was ended by signal 9 (stored as 128+9)");
+  REQUIRE(Find(out, "exit_code_rank0"));  // stopped by the supervisor after rank 1 died
+  CHECK(*Find(out, "exit_code_rank0")->value > 0);
+}
+
+TEST_CASE("dist fsdp: a stopped rank (SIGSTOP) is named by its silent heartbeat when its peer times out") {
+  Fixture fx;
+  Plan plan = fx.MakePlan();
+  CaseSpec spec = Training("fsdp", 100000);  // would run for hours
+  spec.training.ranks_per_node = 2;
+  spec.training.collective_timeout = 8;
+  spec.timeout_seconds = 90;
+  native::DistOptions o = Options();
+  // Rank 1 stops itself (SIGSTOP) after 4 s: it neither exits nor answers.
+  o.wrap = [&](std::vector<native::RankLaunch>& launches) {
+    for (native::RankLaunch& l : launches) {
+      if (l.rank != 1) continue;
+      std::vector<std::string> argv = {"/bin/sh", "-c", "(sleep 4; kill -STOP $$) & exec \"$@\"", "sh"};
+      argv.insert(argv.end(), l.argv.begin(), l.argv.end());
+      l.argv = argv;
+    }
+    return Status::Ok();
+  };
+  Harness h;
+  auto backend = MakeNativeFsdpBackend(o);
+  BackendOutcome out = h.Run(*backend, plan, spec, "", (fx.root / "stop.log").string());
+  INFO(out.reason);
+  CHECK(out.status == CaseStatus::kFailed);
+  // The healthy rank 0 fails first (its collective timed out waiting for rank 1);
+  // the reason leads with the rank that went silent.
+  CHECK(StartsWith(out.reason, "rank 1 (node node0) sent no heartbeat for the last "));
+  CHECK(out.reason.find("; then rank 0 (node node0) exited with code 1: ") != std::string::npos);
+  CHECK(out.exit_code == 1);  // rank 0's, whose exit failed the case
+  // The heartbeats are not written to the case log.
+  CHECK(ReadAll(fx.root / "stop.log").find("heartbeat") == std::string::npos);
+}
+
+TEST_CASE("dist fsdp: each rank's step times are stored; a rank slowed on purpose is flagged as a straggler") {
+  Fixture fx;
+  Plan plan = fx.MakePlan();
+  CaseSpec spec = Training("fsdp", 5);
+  spec.training.ranks_per_node = 2;
+  // Test-only (worker.cc): rank 1 sleeps 0.4 s in every step.
+  setenv("PROTOCOL_TEST_STEP_DELAY", "1:0.4", 1);
+  Harness h;
+  auto backend = MakeNativeFsdpBackend(Options());
+  BackendOutcome out = h.Run(*backend, plan, spec, "", (fx.root / "slow.log").string());
+  unsetenv("PROTOCOL_TEST_STEP_DELAY");
+  INFO(out.reason);
+  REQUIRE(out.status == CaseStatus::kOk);
+  CHECK(out.exit_code == 0);
+  for (int r : {0, 1}) {
+    CAPTURE(r);
+    for (const char* base : {"step_seconds_mean", "step_seconds_spread", "step_work_seconds_mean", "exit_code"})
+      REQUIRE(Find(out, fmt::format("{}_rank{}", base, r)));
+    CHECK(*Find(out, fmt::format("exit_code_rank{}", r))->value == 0);
+    // Synchronous training: both ranks' steps take the slow rank's time.
+    CHECK(*Find(out, fmt::format("step_seconds_mean_rank{}", r))->value >= 0.4);
+  }
+  // Its own work (outside collectives) tells them apart: rank 1 slept in it, rank 0 waited.
+  CHECK(*Find(out, "step_work_seconds_mean_rank1")->value >= 0.4);
+  CHECK(*Find(out, "step_work_seconds_mean_rank0")->value < 0.2);
+  REQUIRE(Find(out, "stragglers"));
+  CHECK(*Find(out, "stragglers")->value == 1);
+  const std::string& how = Find(out, "stragglers")->method;
+  CHECK(how.find("by more than 25%, of 2 ranks: rank 1 (node node0): ") != std::string::npos);
+  CHECK(how.find("rank 0 (node") == std::string::npos);
+}
+
+}  // namespace protocol
+
+namespace protocol {
+
+TEST_CASE("dist fsdp: each rank's environment; two plan nodes on one host share its cores") {
+  Fixture fx;
+  Plan plan = fx.MakePlan();
+  plan.cluster.nodes = {NodeSpec{"n0", "localhost", 0}, NodeSpec{"n1", "localhost", 0}};
+  CaseSpec spec = Training("fsdp", 3);
+  spec.nodes = 2;
+  spec.training.ranks_per_node = 1;
+  native::DistOptions o = Options();
+  std::vector<native::RankLaunch> seen;
+  // The wrap seam sees the launches; its error fails the case before anything starts.
+  o.wrap = [&](std::vector<native::RankLaunch>& launches) {
+    seen = launches;
+    return Status::InvalidArgument("stopped at the wrap seam");
+  };
+  Harness h;
+  auto backend = MakeNativeFsdpBackend(o);
+  BackendOutcome out = h.Run(*backend, plan, spec, "", "");
+  CHECK(out.status == CaseStatus::kFailed);
+  CHECK(out.reason == "stopped at the wrap seam");
+  REQUIRE(seen.size() == 2);
+  for (int r = 0; r < 2; ++r) {
+    const native::RankLaunch& l = seen[static_cast<size_t>(r)];
+    CHECK(l.rank == r);
+    CHECK(l.node == (r == 0 ? "n0" : "n1"));
+    CHECK(l.argv.size() == 4);
+    CHECK(l.argv[0] == PROTOCOL_BINARY);
+    CHECK(l.argv[1] == "worker");
+    CHECK(l.env.at("RANK") == std::to_string(r));
+    CHECK(l.env.at("WORLD_SIZE") == "2");
+    CHECK(l.env.at("LOCAL_RANK") == "0");  // the first rank of its node
+    CHECK(l.env.at("MASTER_ADDR") == "127.0.0.1");
+    CHECK(l.env.at("MASTER_PORT") == seen[0].env.at("MASTER_PORT"));
+    CHECK(l.env.at("PROTOCOL_NODE") == l.node);
+    CHECK(l.env.at("PROTOCOL_IN_WORKER") == "1");
+    if (!std::getenv("OMP_NUM_THREADS")) {
+      const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+      CHECK(l.env.at("OMP_NUM_THREADS") == std::to_string(std::max(1u, cores / 2)));
+    }
+  }
+}
+
+}  // namespace protocol

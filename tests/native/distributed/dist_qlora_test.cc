@@ -1,0 +1,383 @@
+// Distributed 4-bit training (fsdp_qlora.h): the frozen NF4 base sharded by
+// whole blocks across the ranks of a group, LoRA adapters replicated with
+// their gradients summed over the group; the share protocol's groups each
+// training their own adapters and merged exactly.
+//   - in one process, W ranks on threads over Gloo: per-rank shard bytes by
+//     formula, gathered codes bit-identical to one-process quantization, the
+//     same logits;
+//   - through `protocol worker` ranks: QLoRA on 2 and 4 ranks equals one
+//     process (adapters within 1e-5), bytes by formula;
+//   - share with 4-bit groups: the merged adapter is the stack of the groups'
+//     adapters (ΔW = the mean of the groups' ΔW within 1e-6), or with A frozen
+//     the average of B; bytes between groups by formula.
+#include "dist_test_support.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <c10/core/GradMode.h>
+
+#include "backends/native/fsdp_backend.h"
+#include "backends/native/distributed/fsdp_qlora.h"
+#include "backends/native/quant/lora.h"
+#include "backends/native/model/model.h"
+#include "backends/native/model/model_config.h"
+#include "backends/native/distributed/nf4_shard.h"
+#include "backends/native/quant/quantized_model.h"
+#include "backends/native/model/safetensors.h"
+#include "backends/native/share_backend.h"
+#include "backends/native/platform/torch_compat.h"
+#include "runner/base/text.h"
+
+namespace protocol {
+namespace {
+namespace fs = std::filesystem;
+using namespace dist_test;
+using namespace native;
+
+// A tiny Llama with real (seeded, then saved) weights and a SentencePiece tokenizer.
+struct Fixture {
+  fs::path root;
+  ModelConfig config;
+  Fixture() {
+    root = fs::temp_directory_path() / ("protocol_dist_qlora_" + std::to_string(getpid()));
+    fs::remove_all(root);
+    WriteCorpusAndTokenizer(root);
+    config.dim = 64;
+    config.n_layers = 2;
+    config.n_heads = 4;
+    config.n_kv_heads = 2;
+    config.hidden_dim = 128;
+    config.vocab_size = 64;
+    config.max_seq_len = 128;
+    Model m = model_create(config, at::TensorOptions().dtype(at::kFloat));
+    model_init_random(m, 7);
+    REQUIRE(model_save(m, (root / "model").string()).ok());
+  }
+  ~Fixture() { fs::remove_all(root); }
+
+  Model LoadBase() const {
+    auto m = model_load_dir((root / "model").string(), at::TensorOptions().dtype(at::kFloat));
+    REQUIRE(m.ok());
+    return std::move(*m);
+  }
+
+  Plan MakePlan(bool double_quant) const {
+    Plan plan;
+    plan.name = "dist-qlora";
+    plan.file = (root / "plan.yaml").string();
+    ModelSpec m;
+    m.name = "mini";
+    m.path = (root / "model").string();
+    m.quantization = Quantization::kNf4;
+    m.double_quant = double_quant;
+    plan.models["mini"] = m;
+    plan.datasets["corpus"] = DatasetSpec{"corpus", "text", (root / "corpus.txt").string(), {}};
+    return plan;
+  }
+};
+
+CaseSpec Training(const std::string& backend, int64_t steps) {
+  CaseSpec spec;
+  spec.id = "q.1";
+  spec.workload = Workload::kPretrain;  // QLoRA continued pretraining of the saved weights
+  spec.backend = backend;
+  spec.model = "mini";
+  spec.dataset = "corpus";
+  spec.length = Length{Length::Unit::kSteps, steps};
+  spec.training.batch_size = 4;
+  spec.training.seq_len = 16;
+  spec.training.learning_rate = 1e-2;
+  spec.training.device = DeviceChoice::kCpu;
+  spec.training.collective_timeout = 60;
+  spec.training.lora_rank = 4;
+  spec.training.lora_alpha = 8;
+  spec.timeout_seconds = 120;
+  return spec;
+}
+
+LoraAdapters LoadAdapters(const ModelConfig& c, const fs::path& dir) {
+  auto a = lora_load(dir.string(), c);
+  INFO(a.status().message());
+  REQUIRE(a.ok());
+  return std::move(*a);
+}
+
+double MaxAdapterDiff(LoraAdapters& a, LoraAdapters& b) {
+  auto pa = lora_parameters(a), pb = lora_parameters(b);
+  REQUIRE(pa.size() == pb.size());
+  double d = 0;
+  for (size_t i = 0; i < pa.size(); ++i) d = std::max(d, (*pa[i].tensor - *pb[i].tensor).abs().max().item<double>());
+  return d;
+}
+
+// What one in-process rank saw.
+struct RankResult {
+  std::string error;
+  int64_t layer_shard_bytes = 0, base_bytes = 0, bytes = 0;
+  std::vector<std::vector<Nf4Tensor>> layers;
+  at::Tensor logits;
+};
+
+}  // namespace
+
+TEST_CASE("fsdp qlora: per-rank NF4 bytes by formula; gathered codes bit-identical to one-process quantization; same logits") {
+  Fixture fx;
+  const at::Tensor tokens = at::randint(0, fx.config.vocab_size, {2, 12}, at::TensorOptions().dtype(at::kLong));
+  for (bool dq : {false, true}) {
+    for (int W : {2, 3}) {
+      CAPTURE(dq);
+      CAPTURE(W);
+      // One process: the saved weights quantized as the one-process backend does, LoRA B = 0.
+      Model one = fx.LoadBase();
+      model_quantize_nf4(one, dq);
+      auto lora = std::make_shared<LoraAdapters>(lora_create(fx.config, 4, 8, 3));
+      REQUIRE(model_attach_lora(one, lora).ok());
+      at::Tensor want;
+      {
+        c10::NoGradGuard no_grad;
+        want = model_forward(one, tokens, nullptr);
+      }
+      // W ranks on threads, each with its own Gloo group.
+      auto free_port = FreeTcpPort();
+      REQUIRE(free_port.ok());
+      const int port = *free_port;
+      std::vector<RankResult> results(static_cast<size_t>(W));
+      std::vector<std::thread> threads;
+      for (int r = 0; r < W; ++r) {
+        threads.emplace_back([&, r] {
+          RankResult& out = results[static_cast<size_t>(r)];
+          try {
+            auto store = compat::CommStoreConnect("127.0.0.1", port, r == 0, W, 30000);
+            auto group = compat::CommGroupCreate(store, r, W, false, 30000);
+            auto reader = WeightsReader::Open((fx.root / "model").string());
+            if (!reader.ok()) throw std::runtime_error(reader.status().message());
+            auto fill = [&](const std::vector<NamedParameter>& unit) -> Status {
+              for (const NamedParameter& p : unit)
+                if (Status s = reader->Read(p); !s.ok()) return s;
+              return Status::Ok();
+            };
+            auto sq = ShardedQlora::Create(fx.config, at::kFloat, at::kCPU, *group, r, TrainOptions{}, dq, lora,
+                                           &out.bytes, fill);
+            if (!sq.ok()) throw std::runtime_error(sq.status().message());
+            out.layer_shard_bytes = (*sq)->layer_shard_bytes();
+            out.base_bytes = (*sq)->base_bytes();
+            out.layers = (*sq)->GatherLayers();
+            c10::NoGradGuard no_grad;
+            out.logits = (*sq)->Forward(tokens);
+          } catch (const std::exception& e) {
+            out.error = e.what();
+          }
+        });
+      }
+      for (std::thread& t : threads) t.join();
+
+      // Per-rank bytes of a layer, from the layout formula computed here:
+      // blocks = Σ ceil(numel/64) over the seven projections.
+      const int64_t C = fx.config.dim, F = fx.config.hidden_dim, KV = fx.config.n_kv_heads * fx.config.HeadDim();
+      const int64_t numels[] = {C * C, KV * C, KV * C, C * C, F * C, F * C, C * F};
+      int64_t blocks = 0, groups = 0;
+      for (int64_t n : numels) {
+        blocks += (n + 63) / 64;
+        groups += ((n + 63) / 64 + 255) / 256;
+      }
+      const int64_t layer_bytes = dq ? (groups + W - 1) / W * 8456 : (blocks + W - 1) / W * 36;
+      const int64_t V = fx.config.vocab_size;
+      const int64_t base = ((V * C + W - 1) / W + (C + V * C + W - 1) / W) * 4 +
+                           fx.config.n_layers * (layer_bytes + 2 * C * 4);
+      const Nf4Projections* ref = model_nf4(one);
+      REQUIRE(ref);
+      for (const RankResult& r : results) {
+        INFO(r.error);
+        REQUIRE(r.error.empty());
+        CHECK(r.layer_shard_bytes == layer_bytes);
+        CHECK(r.base_bytes == base);
+        REQUIRE(r.layers.size() == static_cast<size_t>(fx.config.n_layers));
+        for (size_t l = 0; l < r.layers.size(); ++l) {
+          for (size_t p = 0; p < kProjectionCount; ++p) {
+            const Nf4Tensor& got = r.layers[l][p];
+            const Nf4Tensor& exp = ref->layers[l][p];
+            CHECK(at::equal(got.packed, exp.packed));
+            if (dq) {
+              CHECK(at::equal(got.absmax_codes, exp.absmax_codes));
+              CHECK(at::equal(got.absmax_scales, exp.absmax_scales));
+              CHECK(at::equal(got.absmax_mean, exp.absmax_mean));
+            } else {
+              CHECK(at::equal(got.absmax, exp.absmax));
+            }
+          }
+        }
+        CHECK((r.logits - want).abs().max().item<double>() < 1e-5);
+      }
+    }
+  }
+}
+
+namespace {
+
+struct Variant {
+  int world;
+  int64_t checkpoint_every;
+  int64_t grad_accum;
+  int64_t batch_size;
+  bool double_quant;
+};
+
+}  // namespace
+
+// As tests/native/distributed/dist_fsdp_test.cc: the one-process run takes the global batch in
+// W·a micro-batches, the partition the ranks' micro-batches make, so that
+// both sum the same float32 partial gradients.
+TEST_CASE("dist qlora: 2 and 4 ranks train a 4-bit model's adapters to the one-process adapters (< 1e-5); bytes by formula") {
+  const Variant variants[] = {
+      {2, 1, 1, 4, false},
+      {2, 0, 2, 8, true},
+      {4, 1, 1, 4, false},
+  };
+  Fixture fx;
+  for (const Variant& v : variants) {
+    Plan plan = fx.MakePlan(v.double_quant);
+    const std::string tag = fmt::format("w{}_c{}_a{}_dq{}", v.world, v.checkpoint_every, v.grad_accum, v.double_quant);
+    CAPTURE(tag);
+    CaseSpec one = Training("fsdp", 3);
+    one.training.batch_size = v.batch_size;
+    one.training.grad_accum = v.world * v.grad_accum;
+    Harness h1;
+    auto backend1 = MakeNativeFsdpBackend(Options());
+    BackendOutcome o1 = h1.Run(*backend1, plan, one, (fx.root / ("one_" + tag)).string(), "");
+    INFO(o1.reason);
+    REQUIRE(o1.status == CaseStatus::kOk);
+    CaseSpec many = one;
+    many.training.grad_accum = v.grad_accum;
+    many.training.ranks_per_node = v.world;
+    many.training.checkpoint_every = v.checkpoint_every;
+    Harness h2;
+    auto backend2 = MakeNativeFsdpBackend(Options());
+    const fs::path log = fx.root / (tag + ".log");
+    BackendOutcome o2 = h2.Run(*backend2, plan, many, (fx.root / tag).string(), log.string());
+    INFO(o2.reason);
+    INFO(ReadAll(log));
+    REQUIRE(o2.status == CaseStatus::kOk);
+
+    LoraAdapters a = LoadAdapters(fx.config, fx.root / ("one_" + tag)), b = LoadAdapters(fx.config, fx.root / tag);
+    const double diff = MaxAdapterDiff(a, b);
+    MESSAGE(tag << ": max abs adapter difference after 3 steps, 1 process vs " << v.world << " ranks: " << diff);
+    CHECK(diff < 1e-5);
+    // They moved: B started at zero.
+    CHECK(a.layers[0][0].b.abs().max().item<double>() > 1e-3);
+    REQUIRE(h2.events.steps.size() == 3);
+    for (size_t i = 0; i < 3; ++i) CHECK(*h2.events.steps[i].loss == doctest::Approx(*h1.events.steps[i].loss).epsilon(1e-5));
+    REQUIRE(Find(o2, metric::kEvalLoss));
+    CHECK(*Find(o2, metric::kEvalLoss)->value == doctest::Approx(*Find(o1, metric::kEvalLoss)->value).epsilon(1e-5));
+    // Every measurement says what ran.
+    CHECK(Find(o2, metric::kEvalLoss)->method.find("QLoRA continued pretraining") != std::string::npos);
+    CHECK(Find(o2, metric::kEvalLoss)->method.find(fmt::format("base sharded over the group's {} rank(s)", v.world)) !=
+          std::string::npos);
+
+    // Bytes per rank (fsdp_qlora.h), e = 4 (float32 on CPU):
+    //   micro-batch  (W−1)·S_e·4 + L·2·(W−1)·B_l + 2·(W−1)·S_h·4
+    //   step         adapters' gradient all-reduce 2(W−1)/W·4P, loss all-reduce 2(W−1)/W·8
+    //   eval batch   (W−1)·(S_e·4 + L·B_l + S_h·4); then one 8-byte all-reduce
+    const int64_t W = v.world, L = fx.config.n_layers, C = fx.config.dim, V = fx.config.vocab_size;
+    const int64_t S_e = (V * C + W - 1) / W, S_h = (C + V * C + W - 1) / W;
+    const int64_t B_l = nf4_shard_bytes(nf4_layer_layout(fx.config, v.double_quant), static_cast<int>(W));
+    const int64_t P = lora_parameter_count(fx.config, 4);
+    const int64_t micro = (W - 1) * S_e * 4 + L * 2 * (W - 1) * B_l + 2 * (W - 1) * S_h * 4;
+    const int64_t small = 2 * (W - 1) * 8 / W;
+    const int64_t step = 2 * (W - 1) * (4 * P) / W + small;
+    const int64_t eval_batches = (HeldOut(Find(o2, metric::kEvalLoss)->method) + v.batch_size - 1) / v.batch_size;
+    const int64_t eval = eval_batches * (W - 1) * (S_e * 4 + L * B_l + S_h * 4) + small;
+    const int64_t per_rank = 3 * v.grad_accum * micro + 3 * step + eval;
+    REQUIRE(Find(o2, metric::kBytesCommunicated));
+    CHECK(*Find(o2, metric::kBytesCommunicated)->value == static_cast<double>(W * per_rank));
+    for (int r = 0; r < v.world; ++r) {
+      const Measurement* above = Find(o2, fmt::format("{}_rank{}", metric::kPeakHostRssAboveBaseline, r));
+      REQUIRE(above);
+      CHECK(above->method.find("bytes of the 4-bit base") != std::string::npos);
+    }
+  }
+}
+
+// ΔW of every projection of every layer: (alpha/r)·B·A.
+static std::vector<at::Tensor> Deltas(const LoraAdapters& a) {
+  std::vector<at::Tensor> out;
+  for (size_t l = 0; l < a.layers.size(); ++l)
+    for (int p = 0; p < kProjectionCount; ++p) out.push_back(lora_delta(a, l, static_cast<Projection>(p)));
+  return out;
+}
+
+// max over every projection of |ΔW_merged − (ΔW_g0 + ΔW_g1)/2|.
+static double MaxMergeError(const LoraAdapters& merged, const LoraAdapters& g0, const LoraAdapters& g1) {
+  const std::vector<at::Tensor> dm = Deltas(merged), d0 = Deltas(g0), d1 = Deltas(g1);
+  double worst = 0;
+  for (size_t i = 0; i < dm.size(); ++i) worst = std::max(worst, (dm[i] - (d0[i] + d1[i]) / 2).abs().max().item<double>());
+  return worst;
+}
+
+TEST_CASE("dist share qlora: 2 groups of 1 rank, each its own adapters; the merged adapter stacks them: ΔW = mean of the groups' ΔW") {
+  Fixture fx;
+  Plan plan = fx.MakePlan(false);
+  CaseSpec spec = Training("share", 4);
+  spec.topology.parts = {{"rig0", 2, 1}};
+  Harness h;
+  auto backend = MakeNativeShareBackend(Options());
+  const fs::path log = fx.root / "share.log";
+  BackendOutcome out = h.Run(*backend, plan, spec, (fx.root / "merged").string(), log.string());
+  INFO(out.reason);
+  INFO(ReadAll(log));
+  REQUIRE(out.status == CaseStatus::kOk);
+  LoraAdapters merged = LoadAdapters(fx.config, fx.root / "merged");
+  LoraAdapters g0 = LoadAdapters(fx.config, fx.root / "merged/group_adapters/group0");
+  LoraAdapters g1 = LoadAdapters(fx.config, fx.root / "merged/group_adapters/group1");
+  CHECK(merged.rank == 8);  // G·r
+  CHECK(merged.alpha == 8);
+  CHECK(MaxAdapterDiff(g0, g1) > 1e-3);  // the groups trained on different sequences
+  const double worst = MaxMergeError(merged, g0, g1);
+  MESSAGE("max |ΔW_merged − mean_g ΔW_g| = " << worst);
+  CHECK(worst < 1e-6);
+  REQUIRE(Find(out, metric::kEvalLoss));
+  CHECK(Find(out, metric::kEvalLoss)->method.find("the exact stack of the 2 groups' adapters (rank 8)") != std::string::npos);
+  // Between groups: one all-gather of each group's adapters (P float32), per rank (G−1)·4P.
+  const int64_t P = lora_parameter_count(fx.config, 4);
+  CHECK(*Find(out, "bytes_between_groups")->value == static_cast<double>(2 /*ranks*/ * 1 * 4 * P));
+  CHECK(*Find(out, "bytes_within_groups")->value == 0);
+}
+
+TEST_CASE("dist share qlora: 2 groups of 2 ranks with A frozen and sync_every: B averaged, exact; bytes between groups by formula") {
+  Fixture fx;
+  Plan plan = fx.MakePlan(true);
+  CaseSpec spec = Training("share", 4);
+  spec.topology.parts = {{"rig0", 2, 2}};
+  spec.training.batch_size = 8;
+  spec.training.sync_every = 2;
+  spec.training.lora_freeze_a = true;
+  Harness h;
+  auto backend = MakeNativeShareBackend(Options());
+  const fs::path log = fx.root / "share22.log";
+  BackendOutcome out = h.Run(*backend, plan, spec, (fx.root / "merged22").string(), log.string());
+  INFO(out.reason);
+  INFO(ReadAll(log));
+  REQUIRE(out.status == CaseStatus::kOk);
+  LoraAdapters merged = LoadAdapters(fx.config, fx.root / "merged22");
+  LoraAdapters g0 = LoadAdapters(fx.config, fx.root / "merged22/group_adapters/group0");
+  LoraAdapters g1 = LoadAdapters(fx.config, fx.root / "merged22/group_adapters/group1");
+  CHECK(merged.rank == 4);
+  const double worst = MaxMergeError(merged, g0, g1);
+  CHECK(worst < 1e-6);
+  for (size_t l = 0; l < merged.layers.size(); ++l) {
+    CHECK(at::equal(merged.layers[l][0].a, g0.layers[l][0].a));  // A never moved
+    CHECK(at::equal(g0.layers[l][0].a, g1.layers[l][0].a));
+  }
+  REQUIRE(Find(out, metric::kEvalLoss));
+  CHECK(Find(out, metric::kEvalLoss)->method.find("averaging B with A frozen") != std::string::npos);
+  // Two merges (after step 2, and the final one), each an all-reduce of every
+  // B over 2 groups: 2·(1/2)·lora_b_bytes per rank, 4 ranks.
+  CHECK(*Find(out, "bytes_between_groups")->value == static_cast<double>(4 * 2 * lora_b_bytes(fx.config, 4)));
+  CHECK(*Find(out, "bytes_within_groups")->value > 0);
+}
+
+}  // namespace protocol

@@ -1,0 +1,181 @@
+// The native Llama-2 model: presets, config.json, forward pass, KV-cache generation.
+#include "native_test_support.h"
+
+#include <c10/core/GradMode.h>
+
+#include "backends/native/model/generate.h"
+#include "backends/native/model/model.h"
+#include "backends/native/model/model_config.h"
+#include "backends/native/training/train.h"
+
+namespace protocol {
+namespace native {
+namespace {
+
+// A model small enough for a test: 2 layers, 4 query heads sharing 2 kv heads.
+ModelConfig TestConfig() {
+  ModelConfig c;
+  c.name = "test";
+  c.dim = 32;
+  c.n_layers = 2;
+  c.n_heads = 4;
+  c.n_kv_heads = 2;
+  c.hidden_dim = 64;
+  c.vocab_size = 50;
+  c.max_seq_len = 64;
+  return c;
+}
+
+Model TestModel(uint64_t seed = 7) {
+  Model m = model_create(TestConfig(), at::TensorOptions().dtype(at::kFloat));
+  model_init_random(m, seed);
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("native model presets have the published Llama-2 parameter counts") {
+  // Counts of the HF checkpoints meta-llama/Llama-2-{7,13,70}b-hf.
+  CHECK(PresetConfig("llama2-7b")->ParameterCount() == 6738415616LL);
+  CHECK(PresetConfig("llama2-13b")->ParameterCount() == 13015864320LL);
+  CHECK(PresetConfig("llama2-70b")->ParameterCount() == 68976648192LL);
+  CHECK(PresetConfig("llama2-70b")->n_kv_heads == 8);
+  const int64_t tiny = PresetConfig("tiny")->ParameterCount();
+  CHECK(tiny > 1000000);
+  CHECK(tiny < 5000000);
+  const int64_t small = PresetConfig("small-100m")->ParameterCount();
+  CHECK(small > 90000000);
+  CHECK(small < 110000000);
+  // TinyLlama-1.1B's published count.
+  CHECK(PresetConfig("llama-1b")->ParameterCount() == 1100048384LL);
+  // 14 layers of 4·768² + 3·768·2048 + 2·768, and 2 × 1024 × 768 + 768 outside them.
+  CHECK(PresetConfig("layers-100m")->ParameterCount() == 14 * (4 * 768 * 768 + 3 * 768 * 2048 + 2 * 768) + 2 * 1024 * 768 + 768);
+  for (const std::string& name : PresetNames()) CHECK(PresetConfig(name)->Validate().empty());
+  auto unknown = PresetConfig("llama2-8b");
+  REQUIRE_FALSE(unknown.ok());
+  CHECK(unknown.status().message() ==
+        "unknown model preset 'llama2-8b' (known: llama2-7b, llama2-13b, llama2-70b, tiny, small-100m, llama-1b, layers-100m)");
+}
+
+TEST_CASE("native model FLOPs per token follow 6(N - N_emb) + 12 L H Q T") {
+  ModelConfig c = TestConfig();
+  // N = 2·50·32 (embed + lm_head) + 2·(attention 32·32+2·32·16+32·32 + mlp 3·32·64 + norms 64) + 32
+  const int64_t attention = 32 * 32 + 2 * 32 * 16 + 32 * 32;
+  const int64_t per_layer = attention + 3 * 32 * 64 + 2 * 32;
+  const int64_t n = 2 * 50 * 32 + 2 * per_layer + 32;
+  CHECK(c.ParameterCount() == n);
+  CHECK(c.TrainingFlopsPerToken(16) == doctest::Approx(6.0 * (n - 50 * 32) + 12.0 * 2 * 4 * 8 * 16));
+  Model m = TestModel();
+  CHECK(model_parameter_count(m) == n);
+}
+
+TEST_CASE("native model config.json round-trips and names what is wrong") {
+  ModelConfig c = TestConfig();
+  c.norm_eps = 1e-6;
+  c.rope_theta = 500000;
+  auto back = ParseHfConfig(c.ToHfJson(), "/m/config.json");
+  REQUIRE(back.ok());
+  CHECK(back->name == "m");
+  CHECK(back->dim == 32);
+  CHECK(back->n_kv_heads == 2);
+  CHECK(back->hidden_dim == 64);
+  CHECK(back->norm_eps == 1e-6);
+  CHECK(back->rope_theta == 500000);
+
+  auto missing = ParseHfConfig(R"({"hidden_size": 8, "vocab_size": 10})", "x/config.json");
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.status().message() ==
+        "x/config.json: missing or non-integer key(s): num_hidden_layers, num_attention_heads, intermediate_size");
+  auto tied = ParseHfConfig(R"({"tie_word_embeddings": true})", "x/config.json");
+  CHECK(tied.status().message() ==
+        "x/config.json: tie_word_embeddings=true is not supported (Llama-2 has an untied lm_head)");
+  auto bad = ParseHfConfig(R"({"hidden_size": 30, "num_hidden_layers": 1, "num_attention_heads": 4,
+                               "intermediate_size": 8, "vocab_size": 10})", "x/config.json");
+  CHECK(bad.status().message() ==
+        "x/config.json: model 'x': hidden_size 30 is not a multiple of num_attention_heads 4");
+  CHECK(ReadHfConfig("/nonexistent-dir").status().message() == "/nonexistent-dir/config.json: no such file");
+}
+
+TEST_CASE("native model forward is causal and deterministic per seed") {
+  Model a = TestModel(7), b = TestModel(7), other = TestModel(8);
+  CHECK(at::equal(a.layers[1].wq, b.layers[1].wq));
+  CHECK_FALSE(at::equal(a.layers[1].wq, other.layers[1].wq));
+  c10::NoGradGuard no_grad;
+  at::Tensor t1 = at::tensor(std::vector<int64_t>{3, 14, 15, 9, 2, 6}).view({1, 6});
+  at::Tensor t2 = t1.clone();
+  t2[0][5] = 40;  // change only the last token
+  at::Tensor l1 = model_forward(a, t1), l2 = model_forward(a, t2);
+  CHECK(l1.sizes() == at::IntArrayRef({1, 6, 50}));
+  // Earlier positions cannot see the last token.
+  CHECK(at::allclose(l1.narrow(1, 0, 5), l2.narrow(1, 0, 5)));
+  CHECK_FALSE(at::allclose(l1.narrow(1, 5, 1), l2.narrow(1, 5, 1)));
+}
+
+TEST_CASE("native model forward of an empty batch gives (0,T,V) logits and a zero loss (an FSDP rank with no eval sequences)") {
+  Model m = TestModel();
+  BatchTensors b = batch_tensors({}, 8, at::kCPU);
+  CHECK(b.inputs.sizes().vec() == std::vector<int64_t>{0, 8});
+  at::Tensor logits = model_forward(m, b.inputs);
+  CHECK(logits.sizes().vec() == std::vector<int64_t>{0, 8, m.config.vocab_size});
+  CHECK(masked_loss(logits, b, 10.0).item<double>() == 0.0);
+}
+
+TEST_CASE("native model KV cache: chunked forward matches full forward") {
+  Model m = TestModel();
+  c10::NoGradGuard no_grad;
+  at::Tensor tokens = at::tensor(std::vector<int64_t>{1, 5, 9, 13, 17, 21, 25, 29}).view({1, 8});
+  at::Tensor full = model_forward(m, tokens);
+  KvCache cache = kv_cache_create(m, 1, 8);
+  at::Tensor a = model_forward(m, tokens.narrow(1, 0, 3), &cache);  // prefill
+  at::Tensor b = model_forward(m, tokens.narrow(1, 3, 4), &cache);  // a chunk after a prefix
+  at::Tensor c = model_forward(m, tokens.narrow(1, 7, 1), &cache);  // one token
+  CHECK(cache.length == 8);
+  at::Tensor chunked = at::cat({a, b, c}, 1);
+  CHECK((chunked - full).abs().max().item<double>() < 1e-5);
+}
+
+TEST_CASE("native model KV-cache generation equals no-cache generation token for token") {
+  Model m = TestModel();
+  GenerateOptions with_cache;
+  with_cache.max_new_tokens = 20;
+  GenerateOptions without = with_cache;
+  without.use_kv_cache = false;
+  auto g1 = generate_greedy(m, {1, 7, 3}, with_cache);
+  auto g2 = generate_greedy(m, {1, 7, 3}, without);
+  REQUIRE(g1.ok());
+  REQUIRE(g2.ok());
+  CHECK(g1->tokens.size() == 20);
+  CHECK(g1->tokens == g2->tokens);
+
+  // ignore_eos=false stops right after the end token: make the first greedy token "eos".
+  Model stop_model = TestModel();
+  stop_model.config.eos_id = g1->tokens[0];
+  GenerateOptions until_eos = with_cache;
+  until_eos.ignore_eos = false;
+  auto g3 = generate_greedy(stop_model, {1, 7, 3}, until_eos);
+  REQUIRE(g3.ok());
+  CHECK(g3->tokens == std::vector<int>{g1->tokens[0]});
+  CHECK(g3->ended_at_eos);
+
+  StopFlag stop;
+  stop.Request();
+  auto g4 = generate_greedy(m, {1, 7, 3}, with_cache, &stop);
+  REQUIRE(g4.ok());
+  CHECK(g4->interrupted);
+  CHECK(g4->tokens.empty());
+}
+
+TEST_CASE("native model generation rejects impossible requests with a reason") {
+  Model m = TestModel();
+  GenerateOptions o;
+  o.max_new_tokens = 62;
+  CHECK(generate_greedy(m, {1, 2, 3}, o).status().message() ==
+        "generate: prompt (3 tokens) + max_new_tokens (62) = 65 exceeds the model's max_position_embeddings 64");
+  CHECK(generate_greedy(m, {}, o).status().message() == "generate: the prompt has no tokens");
+  o.max_new_tokens = 1;
+  CHECK(generate_greedy(m, {1, 50}, o).status().message() ==
+        "generate: prompt token 50 is outside the model's vocabulary [0, 50)");
+}
+
+}  // namespace native
+}  // namespace protocol

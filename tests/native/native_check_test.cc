@@ -1,0 +1,316 @@
+// The native backends' plan rules that Check, Advise and Run share
+// (native_check.h): errors fail validate, refusals are validate warnings and
+// the very text Run stores, the memory note and its warning come from the
+// plan's cluster.
+#include "native_test_support.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "backends/native/fsdp_backend.h"
+#include "backends/native/model/model_resolve.h"
+#include "backends/native/native_check.h"
+#include "backends/native/share_backend.h"
+#include "runner/base/text.h"
+#include "runner/plan/plan_parser.h"
+
+namespace protocol {
+namespace {
+namespace fs = std::filesystem;
+
+struct NoProcesses : ProcessRunner {
+  ProcessResult Run(const ProcessSpec&, const StopFlag&, const LineCallback&) override { return {}; }
+};
+struct NullEvents : CaseEvents {
+  void OnStep(const StepSample&) override {}
+  void OnRequest(const RequestSample&) override {}
+  void OnStatusLine(const std::string&) override {}
+};
+struct StillClock : Clock {
+  double NowSeconds() override { return 0; }
+  std::string NowIso8601() override { return "2026-01-01T00:00:00Z"; }
+};
+
+// A plan on two 8-GPU nodes of `memory_gb` (0: not stated) with `model` and `cases`.
+Plan ParsePlan(const std::string& model, const std::string& cases, const std::string& memory_gb = "80") {
+  const std::string mem = memory_gb == "0" ? "" : ", gpu_memory_gb: " + memory_gb;
+  const std::string text =
+      "protocol: 1\nname: t\n"
+      "models:\n  m: " + model + "\n"
+      "datasets:\n  web: {format: text, path: /nowhere/web.txt}\n"
+      "cluster:\n  nodes:\n"
+      "    - {name: rig0, host: rig0, gpus: 8" + mem + "}\n"
+      "    - {name: rig1, host: rig1, gpus: 8" + mem + "}\n"
+      "defaults: {model: m, dataset: web, training: {batch_size: 16, seq_len: 128}}\n"
+      "stages:\n  - name: s\n    cases:\n" + cases;
+  PlanParseResult r = ParsePlanString(text, "<string>");
+  INFO(text);
+  std::string errors;
+  for (const auto& e : r.errors) errors += e.ToString() + "\n";
+  INFO(errors);
+  REQUIRE(r.ok());
+  return *r.plan;
+}
+
+BackendOutcome RunCase(Backend& backend, const Plan& plan, const CaseSpec& spec) {
+  StopFlag stop;
+  NoProcesses processes;
+  StillClock clock;
+  NullEvents events;
+  BackendContext ctx{plan, spec, 0, "", "", stop, processes, clock, events};
+  return backend.Run(ctx);
+}
+
+}  // namespace
+
+TEST_CASE("native check: a training topology needs a GPU per rank; inference replicas may share them") {
+  Plan plan = ParsePlan("{preset: tiny, init: random}",
+                        "      - {id: t, backend: share, workload: pretrain, steps: 5, topology: 'rig0:2x8'}\n"
+                        "      - {id: c, backend: share, workload: pretrain, steps: 5, topology: 'rig0:2x8',\n"
+                        "         training: {device: cpu}}\n"
+                        "      - {id: i, backend: share, workload: inference, topology: 'rig0:5x2',\n"
+                        "         inference: {prompt: hi, max_new_tokens: [4]}}\n");
+  auto share = MakeNativeShareBackend();
+  CHECK(share->Check(plan, *plan.FindCase("t")) ==
+        std::vector<std::string>{"topology part 'rig0:2x8' needs 16 GPUs but node 'rig0' has 8 (a training rank runs "
+                                 "on one GPU of its own; inference may share them)"});
+  CHECK(share->Check(plan, *plan.FindCase("c")).empty());  // CPU ranks use no GPU
+  CHECK(share->Check(plan, *plan.FindCase("i")).empty());
+  CaseAdvice advice = share->Advise(plan, *plan.FindCase("i"));
+  REQUIRE(advice.notes.size() == 1);
+  CHECK(advice.notes[0].find("up to 2 replicas share a GPU") != std::string::npos);
+  CHECK(advice.warnings.empty());
+}
+
+TEST_CASE("native check: 4-bit pretrain weights: not on this machine, no weights, present") {
+  const fs::path root = fs::temp_directory_path() / ("protocol_native_check_" + std::to_string(getpid()));
+  fs::remove_all(root);
+  fs::create_directories(root / "empty");
+  fs::create_directories(root / "full");
+  std::ofstream(root / "full" / "model.safetensors") << "x";  // presence is what is checked here
+  const std::string cases =
+      "      - {id: p, backend: fsdp, workload: pretrain, steps: 5, nodes: 1, training: {ranks_per_node: 1}}\n";
+  {
+    Plan plan = ParsePlan("{preset: tiny, quantization: nf4, path: " + (root / "absent").string() + "}", cases);
+    auto fsdp = MakeNativeFsdpBackend();
+    const CaseSpec& spec = *plan.FindCase("p");
+    CHECK(fsdp->Check(plan, spec).empty());
+    CaseAdvice advice = fsdp->Advise(plan, spec);
+    const std::string message = "cannot check the weights of model 'm' here: its path '" + (root / "absent").string() +
+                                "' is not on this machine; a 4-bit pretrain (QLoRA continued pretraining of the "
+                                "model's own weights) needs model.safetensors or model.safetensors.index.json there";
+    CHECK(advice.warnings == std::vector<std::string>{message});
+    BackendOutcome out = RunCase(*fsdp, plan, spec);
+    CHECK(out.status == CaseStatus::kFailed);
+    CHECK(out.reason == message + "; nothing was run");
+  }
+  {
+    Plan plan = ParsePlan("{preset: tiny, quantization: nf4, path: " + (root / "empty").string() + "}", cases);
+    auto fsdp = MakeNativeFsdpBackend();
+    const CaseSpec& spec = *plan.FindCase("p");
+    const std::string message =
+        "a 4-bit pretrain is QLoRA continued pretraining of the model's own weights, but model 'm' has no "
+        "model.safetensors or model.safetensors.index.json in its path '" + (root / "empty").string() +
+        "' (or say `init: random` on the model to measure on seeded random weights)";
+    CHECK(fsdp->Advise(plan, spec).warnings == std::vector<std::string>{"a run fails: " + message});
+    CHECK(RunCase(*fsdp, plan, spec).reason == message + "; nothing was run");
+  }
+  {
+    Plan plan = ParsePlan("{preset: tiny, quantization: nf4, path: " + (root / "full").string() + "}", cases);
+    CHECK(native::native_run_refusal(plan, *plan.FindCase("p"), native::NativeRole::kFsdp).empty());
+    CHECK(MakeNativeFsdpBackend()->Advise(plan, *plan.FindCase("p")).warnings.empty());
+  }
+  fs::remove_all(root);
+}
+
+TEST_CASE("native check: weights are explicit: a finetune or inference without them is an error unless init: random") {
+  const fs::path root = fs::temp_directory_path() / ("protocol_native_weights_" + std::to_string(getpid()));
+  fs::remove_all(root);
+  fs::create_directories(root / "empty");
+  fs::create_directories(root / "full");
+  std::ofstream(root / "full" / "model.safetensors") << "x";
+  const std::string cases =
+      "      - {id: p, backend: fsdp, workload: pretrain, steps: 5, nodes: 1, training: {ranks_per_node: 1}}\n"
+      "      - {id: f, backend: fsdp, workload: finetune, steps: 5, nodes: 1, training: {ranks_per_node: 1}}\n"
+      "      - {id: i, backend: share, workload: inference, topology: 'rig0:1x1',\n"
+      "         inference: {prompt: hi, max_new_tokens: [4]}}\n";
+  const std::string hint = " (or say `init: random` on the model to measure on seeded random weights)";
+  auto errors = [](const Plan& plan, const char* id) {
+    const CaseSpec& spec = *plan.FindCase(id);
+    return (spec.backend == "fsdp" ? MakeNativeFsdpBackend() : MakeNativeShareBackend())->Check(plan, spec);
+  };
+  {  // A preset without a path: a full-precision pretrain trains from scratch; the others have nothing to measure.
+    Plan plan = ParsePlan("{preset: tiny}", cases);
+    CHECK(errors(plan, "p").empty());
+    CHECK(errors(plan, "f") ==
+          std::vector<std::string>{"a finetune measures the model's own weights, but model 'm' has no path" + hint});
+    CHECK(errors(plan, "i") ==
+          std::vector<std::string>{"inference measures the model's own weights, but model 'm' has no path" + hint});
+    CHECK(native::native_weights_source(Workload::kPretrain, false, false, "") ==
+          native::WeightsSource::kRandomFromScratch);
+  }
+  {  // A path without weights: an error naming the files; a path not on this machine: a warning.
+    Plan plan = ParsePlan("{preset: tiny, path: " + (root / "empty").string() + "}", cases);
+    CHECK(errors(plan, "f") ==
+          std::vector<std::string>{"a finetune measures the model's own weights, but model 'm' has no model.safetensors "
+                                   "or model.safetensors.index.json in its path '" + (root / "empty").string() + "'" + hint});
+    Plan away = ParsePlan("{preset: tiny, path: " + (root / "absent").string() + "}", cases);
+    CHECK(errors(away, "i").empty());
+    CHECK(MakeNativeShareBackend()->Advise(away, *away.FindCase("i")).warnings ==
+          std::vector<std::string>{"cannot check the weights of model 'm' here: its path '" + (root / "absent").string() +
+                                   "' is not on this machine; inference (of the model's own weights) needs "
+                                   "model.safetensors or model.safetensors.index.json there"});
+  }
+  {  // init: random asks for seeded random weights, even where the path has weights.
+    Plan plan = ParsePlan("{preset: tiny, path: " + (root / "full").string() + ", init: random}", cases);
+    for (const char* id : {"p", "f", "i"}) CHECK(errors(plan, id).empty());
+    CHECK(native::native_weights_source(Workload::kFinetune, false, true, (root / "full").string()) ==
+          native::WeightsSource::kRandomDeclared);
+    // A full-precision pretrain trains its random start either way: not "measured on random weights".
+    CHECK(native::native_weights_source(Workload::kPretrain, false, true, "") ==
+          native::WeightsSource::kRandomFromScratch);
+    CHECK(native::native_weights_note(native::WeightsSource::kRandomDeclared, 7) ==
+          "random weights (init: random, seed 7)");
+    Plan weights = ParsePlan("{preset: tiny, path: " + (root / "full").string() + "}", cases);
+    CHECK(native::native_weights_source(Workload::kFinetune, false, false, (root / "full").string()) ==
+          native::WeightsSource::kPath);
+    for (const char* id : {"p", "f", "i"}) CHECK(errors(weights, id).empty());
+  }
+  fs::remove_all(root);
+}
+
+TEST_CASE("native check: what a run would refuse is a validate warning with Run's text") {
+  // A 4-bit pretrain is QLoRA continued pretraining of the path's weights: a path without them is refused.
+  const fs::path root = fs::temp_directory_path() / ("protocol_native_refuse_" + std::to_string(getpid()));
+  fs::create_directories(root);
+  Plan plan = ParsePlan("{preset: tiny, quantization: nf4, path: " + root.string() + "}",
+                        "      - {id: f, backend: fsdp, workload: pretrain, steps: 5, nodes: 2}\n"
+                        "      - {id: s, backend: share, workload: pretrain, steps: 5, topology: 'rig0:2x4'}\n"
+                        "      - {id: i, backend: share, workload: inference, topology: 'rig0:4x2',\n"
+                        "         inference: {prompt: hi, max_new_tokens: [4]}}\n");
+  for (const char* id : {"f", "s"}) {
+    CAPTURE(id);
+    const CaseSpec& spec = *plan.FindCase(id);
+    std::unique_ptr<Backend> backend = spec.backend == "fsdp" ? MakeNativeFsdpBackend() : MakeNativeShareBackend();
+    const native::NativeRole role = spec.backend == "fsdp" ? native::NativeRole::kFsdp : native::NativeRole::kShare;
+    CHECK(backend->Check(plan, spec).empty());  // the plan is valid
+    const std::string refusal = native::native_run_refusal(plan, spec, role);
+    CHECK(refusal == "a 4-bit pretrain is QLoRA continued pretraining of the model's own weights, but model 'm' has "
+                     "no model.safetensors or model.safetensors.index.json in its path '" + root.string() +
+                     "' (or say `init: random` on the model to measure on seeded random weights)");
+    CHECK(backend->Advise(plan, spec).warnings.front() == "a run fails: " + refusal);
+    BackendOutcome out = RunCase(*backend, plan, spec);
+    CHECK(out.status == CaseStatus::kFailed);
+    CHECK(out.reason == refusal + "; nothing was run");
+  }
+  // With weights there, 4-bit training on several ranks and share groups runs (FSDP-QLoRA), and
+  // 4-bit inference on share replicas too.
+  std::ofstream(root / "model.safetensors") << "x";
+  CHECK(native::native_run_refusal(plan, *plan.FindCase("f"), native::NativeRole::kFsdp).empty());
+  CHECK(native::native_run_refusal(plan, *plan.FindCase("s"), native::NativeRole::kShare).empty());
+  CHECK(native::native_run_refusal(plan, *plan.FindCase("i"), native::NativeRole::kShare).empty());
+  fs::remove_all(root);
+}
+
+TEST_CASE("native check: periodic merges of 4-bit share groups warn unless A is frozen (the exact variant)") {
+  const fs::path root = fs::temp_directory_path() / ("protocol_native_sync_" + std::to_string(getpid()));
+  fs::create_directories(root);
+  std::ofstream(root / "model.safetensors") << "x";
+  Plan plan = ParsePlan("{preset: tiny, quantization: nf4, path: " + root.string() + "}",
+                        "      - {id: a, backend: share, workload: finetune, steps: 5, topology: 'rig0:2x1',\n"
+                        "         training: {sync_every: 2}}\n"
+                        "      - {id: b, backend: share, workload: finetune, steps: 5, topology: 'rig0:2x1',\n"
+                        "         training: {sync_every: 2, lora_freeze_a: true}}\n"
+                        "      - {id: c, backend: share, workload: finetune, steps: 5, topology: 'rig0:2x1'}\n");
+  auto share = MakeNativeShareBackend();
+  auto has_sync_warning = [&](const char* id) {
+    for (const std::string& w : share->Advise(plan, *plan.FindCase(id)).warnings)
+      if (StartsWith(w, "periodic merges (training.sync_every) of 4-bit groups average each LoRA A and B separately"))
+        return true;
+    return false;
+  };
+  CHECK(has_sync_warning("a"));
+  CHECK_FALSE(has_sync_warning("b"));
+  CHECK_FALSE(has_sync_warning("c"));
+  fs::remove_all(root);
+}
+
+TEST_CASE("native check: the memory note compares with the stated GPU memory") {
+  const std::string cases =
+      "      - {id: big, backend: share, workload: pretrain, steps: 5, topology: 'rig0:4x2 rig1:4x2'}\n"
+      "      - {id: cpu, backend: share, workload: pretrain, steps: 5, topology: 'rig0:4x2',\n"
+      "         training: {device: cpu}}\n";
+  {
+    // Llama-2-7B on groups of 2 GPUs: about 55 GB a GPU, more than 40.
+    Plan plan = ParsePlan("{preset: llama2-7b}", cases, "40");
+    CaseAdvice a = MakeNativeShareBackend()->Advise(plan, *plan.FindCase("big"));
+    REQUIRE(a.warnings.size() == 1);
+    CHECK(StartsWith(a.warnings[0], "expected peak memory per GPU 54.72 GB exceeds the 40 GB of node 'rig0'"));
+    REQUIRE(a.notes.size() == 1);
+    CHECK(StartsWith(a.notes[0], "expected peak memory per GPU: 54.72 GB of 40 GB; FSDP FULL_SHARD over W = 2 (each "
+                                 "of 8 groups), bf16; micro-batch 1 x 128 tokens, checkpoint_every 1\n54.72 GB = "));
+    // On CPU: per rank process, float32, compared with nothing.
+    CaseAdvice c = MakeNativeShareBackend()->Advise(plan, *plan.FindCase("cpu"));
+    CHECK(c.warnings.empty());
+    REQUIRE(c.notes.size() == 1);
+    CHECK(StartsWith(c.notes[0], "expected peak memory per rank process (host memory, float32): "));
+    CHECK(c.notes[0].find("(not compared: the plan states no host memory)") != std::string::npos);
+  }
+  {
+    Plan plan = ParsePlan("{preset: llama2-7b}", cases, "80");
+    CHECK(MakeNativeShareBackend()->Advise(plan, *plan.FindCase("big")).warnings.empty());
+  }
+  {
+    Plan plan = ParsePlan("{preset: llama2-7b}", cases, "0");
+    CaseAdvice a = MakeNativeShareBackend()->Advise(plan, *plan.FindCase("big"));
+    CHECK(a.warnings.empty());
+    REQUIRE(a.notes.size() == 1);
+    CHECK(a.notes[0].find("(GPU memory not stated in cluster.nodes[].gpu_memory_gb: not compared)") != std::string::npos);
+  }
+}
+
+
+TEST_CASE("native check: a preset takes the tokenizer's vocabulary; a tokenizer larger than config.json's is refused") {
+  const fs::path root = fs::temp_directory_path() / ("protocol_native_vocab_" + std::to_string(getpid()));
+  fs::remove_all(root);
+  fs::create_directories(root / "preset");
+  fs::create_directories(root / "small");
+  const fs::path tokenizer = fs::path(PROTOCOL_SOURCE_DIR) / "data" / "quickstart" / "tokenizer.model";  // 512 pieces
+  fs::copy_file(tokenizer, root / "preset" / "tokenizer.model");
+  fs::copy_file(tokenizer, root / "small" / "tokenizer.model");
+  native::ModelConfig small = *native::PresetConfig("tiny");
+  small.vocab_size = 256;
+  std::ofstream(root / "small" / "config.json") << small.ToHfJson();
+
+  {  // The tiny preset has 1024 ids of its own; with this tokenizer it has 512, every one decodable.
+    REQUIRE(native::PresetConfig("tiny")->vocab_size == 1024);
+    Result<native::ResolvedModel> m = native::ResolveModel("m", "tiny", (root / "preset").string());
+    REQUIRE(m.ok());
+    CHECK(m->config.vocab_size == 512);
+    CHECK(m->tokenizer->vocab_size() == 512);
+    CHECK(m->config_source ==
+          "preset tiny, vocabulary 512 from " + (root / "preset" / "tokenizer.model").string());
+    CHECK(native::ModelDimensions("m", "tiny", (root / "preset").string())->vocab_size == 512);
+    // Without the tokenizer here, the estimate keeps the preset's own.
+    CHECK(native::ModelDimensions("m", "tiny", (root / "absent").string())->vocab_size == 1024);
+  }
+  {  // config.json says 256: 512 pieces would index past the embedding.
+    Result<native::ResolvedModel> m = native::ResolveModel("m", "", (root / "small").string());
+    REQUIRE_FALSE(m.ok());
+    const std::string refusal = "model 'm': " + (root / "small" / "tokenizer.model").string() +
+                                " has 512 pieces, more than the model's vocab_size 256 (config.json in " +
+                                (root / "small").string() +
+                                "): its ids would index past the embedding; use the tokenizer the model was "
+                                "trained with";
+    CHECK(m.status().message() == refusal);
+    Plan plan = ParsePlan("{path: " + (root / "small").string() + ", init: random}",
+                          "      - {id: i, backend: share, workload: inference, topology: 'rig0:1x1',\n"
+                          "         inference: {prompt: hi, max_new_tokens: [4]}}\n");
+    CHECK(MakeNativeShareBackend()->Check(plan, *plan.FindCase("i")) == std::vector<std::string>{refusal});
+  }
+  fs::remove_all(root);
+}
+
+}  // namespace protocol

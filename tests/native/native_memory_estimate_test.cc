@@ -1,0 +1,250 @@
+// The memory estimator (memory_estimate.h): each term's exact value for small
+// configurations, written out from the formulas in the header, and the pieces
+// checked against the code they model (parameter counts, NF4 bytes, NF4 shard
+// bytes, LoRA parameter counts, the bytes a real 4-bit model holds).
+#include "native_test_support.h"
+
+#include "backends/native/quant/lora.h"
+#include "backends/native/memory_estimate.h"
+#include "backends/native/model/model.h"
+#include "backends/native/distributed/nf4_shard.h"
+#include "backends/native/quant/quantized_model.h"
+
+namespace protocol {
+namespace native {
+namespace {
+
+int64_t Term(const std::vector<MemoryTerm>& terms, const std::string& name) {
+  for (const MemoryTerm& t : terms)
+    if (t.name == name) return t.bytes;
+  FAIL("no term '" << name << "'");
+  return -1;
+}
+
+ModelConfig Tiny() { return *PresetConfig("tiny"); }  // C 192, L 4, NH 6, NKV 2, F 512, V 1024, HD 32
+
+}  // namespace
+
+TEST_CASE("memory estimate: parameter counts per unit match the model") {
+  for (const std::string& name : PresetNames()) {
+    CAPTURE(name);
+    const ModelConfig c = *PresetConfig(name);
+    const std::vector<int64_t> units = unit_parameter_counts(c);
+    REQUIRE(units.size() == static_cast<size_t>(c.n_layers + 2));
+    int64_t total = 0;
+    for (int64_t n : units) total += n;
+    CHECK(total == c.ParameterCount());
+    CHECK(adapter_parameter_count(c, 8) == lora_parameter_count(c, 8));
+    int64_t projections = 0;
+    for (int64_t n : projection_numels(c)) projections += n;
+    CHECK(projections + 2 * c.dim == layer_parameter_count(c));
+  }
+  const ModelConfig t = Tiny();
+  CHECK(layer_parameter_count(t) == 393600);  // 192·192·2 + 2·192·64 + 3·192·512 + 384
+  CHECK(unit_parameter_counts(t).front() == 196608);
+  CHECK(unit_parameter_counts(t).back() == 196800);
+  // The model as allocated holds exactly these parameters.
+  Model m = model_create(t, at::TensorOptions().dtype(at::kFloat));
+  CHECK(model_parameter_count(m) == t.ParameterCount());
+  // A's half: L · r · Σ in (q, k, v, o, gate, up, down) = 4 · 8 · (192·6 + 512).
+  CHECK(adapter_a_parameter_count(t, 8) == 4 * 8 * (192 * 6 + 512));
+  LoraAdapters lora = lora_create(t, 8, 16, 1);
+  int64_t a_params = 0;
+  for (auto& layer : lora.layers)
+    for (LoraAdapter& ad : layer) a_params += ad.a.numel();
+  CHECK(a_params == adapter_a_parameter_count(t, 8));
+}
+
+TEST_CASE("memory estimate: NF4 bytes and shard bytes are those of nf4.h / nf4_shard.h") {
+  for (const char* name : {"tiny", "llama2-7b", "llama2-70b"}) {
+    const ModelConfig c = *PresetConfig(name);
+    for (bool dq : {false, true}) {
+      CAPTURE(name);
+      CAPTURE(dq);
+      for (int64_t n : projection_numels(c)) CHECK(nf4_bytes(n, dq) == nf4_storage_bytes(n, dq));
+      const Nf4UnitLayout layout = nf4_layer_layout(c, dq);
+      CHECK(nf4_layer_records(c, dq) == layout.total_records);
+      for (int64_t w : {1, 2, 3, 4, 8, 16}) CHECK(nf4_layer_shard_bytes(c, dq, w) == nf4_shard_bytes(layout, static_cast<int>(w)));
+    }
+  }
+  // Llama-2-70B, one decoder layer at W = 8 (nf4_shard.h's figures).
+  const ModelConfig big = *PresetConfig("llama2-70b");
+  CHECK(nf4_layer_shard_bytes(big, false, 8) == 60162048);
+  CHECK(nf4_layer_shard_bytes(big, true, 8) == 55200768);
+  // The bytes a real 4-bit model holds.
+  const ModelConfig t = Tiny();
+  Model m = model_create(t, at::TensorOptions().dtype(at::kFloat));
+  model_init_random(m, 3);
+  model_quantize_nf4(m, false);
+  int64_t per_layer = 0;
+  for (int64_t n : projection_numels(t)) per_layer += nf4_bytes(n, false);
+  CHECK(nf4_weight_bytes(m) == t.n_layers * per_layer);
+}
+
+TEST_CASE("memory estimate: activation, loss and workspace terms") {
+  const ModelConfig t = Tiny();
+  // e = 4 (CPU), T = 16, probabilities kept:
+  //   norms 2·(4·192 + 2·4·192) = 4608, q k v 3·4·192 = 2304, attention output 768,
+  //   probabilities 4·6·16 = 384, MLP 4·4·512 = 8192.
+  CHECK(layer_activation_bytes_per_token(t, 4, 16, true) == 4608 + 2304 + 768 + 384 + 8192);
+  // e = 2 (CUDA, fused attention): norms 2·(768 + 768) = 3072, q k v 1152, output 384,
+  //   kernel e·NH·HD + 4·NH = 384 + 24, MLP 4096.
+  CHECK(layer_activation_bytes_per_token(t, 2, 16, false) == 3072 + 1152 + 384 + 408 + 4096);
+  // e = 2 on the math path: probabilities in float32 and their bf16 copy, 4·6·16 + 2·6·16.
+  CHECK(layer_activation_bytes_per_token(t, 2, 16, true) == 3072 + 1152 + 384 + 384 + 192 + 4096);
+  CHECK(loss_bytes(t, 2, 16, 4) == 2 * 16 * 1024 * 12);
+  CHECK(loss_bytes(t, 2, 16, 2) == 2 * 16 * 1024 * 14);
+  CHECK(dequantize_workspace_bytes(1000) == 8000);
+  CHECK(quantize_workspace_bytes(1000) == 17000);
+  CHECK(checkpointed_layers(80, 1) == 80);
+  CHECK(checkpointed_layers(80, 3) == 27);  // layers 0, 3, ..., 78
+  CHECK(checkpointed_layers(80, 0) == 0);
+  CHECK(shard_elements(10, 3) == 4);
+}
+
+TEST_CASE("memory estimate: FSDP FULL_SHARD training of the tiny preset, W = 2, every term") {
+  TrainingMemoryShape s;
+  s.config = Tiny();
+  s.world = 2;
+  s.sharded = true;
+  s.micro_batch = 2;
+  s.seq_len = 16;
+  s.checkpoint_every = 1;
+  s.dtype_bytes = 4;
+  s.attention_probs_kept = true;
+  MemoryEstimate m = estimate_training_memory(s);
+  // Slices: embedding 98304, layers 196800 each, head 98400: Σ S = 983904.
+  CHECK(Term(m.resident, "float32 master slice") == 4 * 983904);
+  CHECK(Term(m.resident, "AdamW m, v") == 8 * 983904);
+  // The peak is the backward of layer 0: every other unit's gradient slice is formed
+  // (head 4·98400 + 3 layers 4·196800), layer 0's checkpointed input is kept
+  // (4·192·32), the gathered layer and its gradients (4·393600 + 4·393600), and the
+  // layer's activations recomputed (16256 · 32).
+  CHECK(m.peak_phase == "backward of decoder layer 0");
+  CHECK(Term(m.at_peak, "gradients") == 4 * 98400 + 3 * 4 * 196800);
+  CHECK(Term(m.at_peak, "activations") == 4 * 192 * 32);
+  CHECK(Term(m.at_peak, "gathered layer + its gradients") == 8 * 393600);
+  CHECK(Term(m.at_peak, "one layer's activations") == 16256 * 32);
+  CHECK(m.peak_bytes == 12 * 983904 + 2755200 + 24576 + 3148800 + 520192);
+
+  // No checkpointing: every layer's graph is kept (16256 bytes a token). The head's
+  // backward holds all four graphs, the gathered head (8·196800) and the loss:
+  // 2080768 + 1574400 + 393216 = 4048384; layer 0's backward holds the formed gradients
+  // (2755200), its own graph and its gradients' workspace (2 · 520192) and the gathered
+  // layer (3148800) = 6944384: the peak.
+  s.checkpoint_every = 0;
+  MemoryEstimate kept = estimate_training_memory(s);
+  CHECK(kept.peak_phase == "backward of decoder layer 0");
+  CHECK(Term(kept.at_peak, "activations") == 16256 * 32);
+  CHECK(Term(kept.at_peak, "one layer's activations") == 16256 * 32);
+  CHECK(kept.peak_bytes == 12 * 983904 + 2755200 + 2 * 520192 + 3148800);
+  // With a vocabulary of 8192 the embedding and the head are 1572864 and 1573056
+  // elements: the embedding's backward (every other gradient slice, 3146112 + 4·787200
+  // bytes, and the gathered embedding with its gradients, 8·1572864) is the peak ...
+  TrainingMemoryShape wide_vocab = s;
+  wide_vocab.config.vocab_size = 8192;
+  MemoryEstimate embed = estimate_training_memory(wide_vocab);
+  CHECK(embed.peak_phase == "backward of the embedding");
+  CHECK(Term(embed.at_peak, "gradients") == 4 * 786528 + 4 * 4 * 196800);
+  CHECK(Term(embed.at_peak, "gathered embedding + its gradients") == 8 * 1572864);
+  // ... and with 4 times the tokens, the head's: its loss, four graphs, the gathered head.
+  wide_vocab.micro_batch = 8;
+  MemoryEstimate wide = estimate_training_memory(wide_vocab);
+  CHECK(wide.peak_phase == "backward of the head (logits, loss)");
+  CHECK(Term(wide.at_peak, "activations") == 4 * 16256 * 128);
+  CHECK(Term(wide.at_peak, "gathered head + its gradients") == 8 * 1573056);
+  CHECK(Term(wide.at_peak, "logits and cross-entropy") == 8 * 16 * 8192 * 12);
+
+  // W = 1, the one-process path on CUDA (bf16 weights, float32 master, bf16 gradients).
+  TrainingMemoryShape one = s;
+  one.sharded = false;
+  one.world = 1;
+  one.dtype_bytes = 2;
+  one.attention_probs_kept = false;
+  one.checkpoint_every = 1;
+  MemoryEstimate o = estimate_training_memory(one);
+  const int64_t N = Tiny().ParameterCount();
+  CHECK(Term(o.resident, "weights (2 B/param)") == 2 * N);
+  CHECK(Term(o.resident, "float32 master copy") == 4 * N);
+  CHECK(Term(o.resident, "AdamW m, v") == 8 * N);
+  // Peak: the optimizer step with every bf16 gradient and AdamW's float32 temporaries of
+  // the largest tensor (V·C), against layer 0's backward (most gradients, small activations).
+  CHECK(o.peak_phase == "optimizer step");
+  CHECK(Term(o.at_peak, "gradients") == 2 * N);
+  CHECK(Term(o.at_peak, "AdamW temporaries") == 8 * 1024 * 192);
+}
+
+TEST_CASE("memory estimate: 4-bit QLoRA training, sharded and in one process") {
+  TrainingMemoryShape s;
+  s.config = Tiny();
+  s.world = 2;
+  s.sharded = true;
+  s.micro_batch = 1;
+  s.seq_len = 16;
+  s.dtype_bytes = 4;
+  s.nf4 = true;
+  s.lora_rank = 8;
+  MemoryEstimate m = estimate_training_memory(s);
+  const ModelConfig t = Tiny();
+  CHECK(Term(m.resident, "NF4 projections (1/2 of the records)") == 4 * nf4_layer_shard_bytes(t, false, 2));
+  // Frozen in float32: ⌈196608/2⌉ + 4·⌈384/2⌉ + ⌈196800/2⌉ elements.
+  CHECK(Term(m.resident, "frozen embedding, norms, lm_head (slice)") == 4 * (98304 + 4 * 192 + 98400));
+  const int64_t adapters = lora_parameter_count(t, 8);
+  CHECK(Term(m.resident, "LoRA adapters, their gradients, AdamW m, v") == 16 * adapters);
+  s.lora_freeze_a = true;
+  const int64_t a_part = adapter_a_parameter_count(t, 8);
+  CHECK(Term(estimate_training_memory(s).resident, "LoRA adapters, their gradients, AdamW m, v") ==
+        4 * adapters + 12 * (adapters - a_part));
+  // The peak is the last layer's backward: every activation kept (16 checkpointed inputs
+  // of 4·192 bytes a layer), the gathered NF4 layer (all 6144 records of 36 bytes), the
+  // largest projection (gate/up/down, 512·192) dequantized, one layer's activations.
+  s.lora_freeze_a = false;
+  MemoryEstimate peak = estimate_training_memory(s);
+  CHECK(peak.peak_phase == "backward of decoder layer 3");
+  CHECK(Term(peak.at_peak, "activations") == 4 * 4 * 192 * 16);
+  CHECK(nf4_layer_records(t, false) == 6144);
+  CHECK(Term(peak.at_peak, "gathered NF4 layer") == 6144 * 36);
+  CHECK(Term(peak.at_peak, "one projection dequantized") == 8 * 512 * 192);
+  CHECK(Term(peak.at_peak, "one layer's activations") == 16256 * 16);
+  // One process: the NF4 storage of every projection; its load phase holds the
+  // projections in float32 before they are quantized.
+  s.sharded = false;
+  s.world = 1;
+  s.seq_len = 16;
+  MemoryEstimate one = estimate_training_memory(s);
+  CHECK(Term(one.resident, "NF4 projections") == nf4_expected_weight_bytes(t, false));
+  CHECK(Term(one.resident, "frozen embedding, norms, lm_head") == 4 * (2 * 1024 * 192 + 192 + 2 * 4 * 192));
+}
+
+TEST_CASE("memory estimate: inference places the weights and the KV cache per device") {
+  InferenceMemoryShape s;
+  s.config = Tiny();
+  s.devices = 2;
+  s.dtype_bytes = 4;
+  s.prompt_tokens = 10;
+  s.max_new_tokens = 30;
+  InferenceMemoryEstimate est = estimate_inference_memory(s);
+  REQUIRE(est.devices.size() == 2);
+  CHECK(est.placement.device_layers == std::vector<int>{2, 2});
+  const int64_t layer = 4 * 393600;
+  CHECK(inference_layer_bytes(Tiny(), 4, false, false) == layer);
+  CHECK(Term(est.devices[0].resident, "weights") == 2 * layer);
+  CHECK(Term(est.devices[0].resident, "embedding") == 4 * 1024 * 192);
+  CHECK(Term(est.devices[1].resident, "final norm + lm_head") == 4 * (192 + 1024 * 192));
+  // KV cache: 2 · NKV · HD · (prompt + max_new) · e per layer = 2·2·32·40·4.
+  CHECK(Term(est.devices[0].resident, "KV cache") == 2 * 2 * 2 * 32 * 40 * 4);
+  // The prefill through one layer: 10·(4·(2·192 + (6 + 4)·32) + 4·192 + 4·4·512)
+  // + 2·4·6·32·40 (k, v repeated over 40 positions) + 4·6·10·40 (probabilities).
+  CHECK(Term(est.devices[0].at_peak, "one layer's activations") ==
+        10 * (4 * (2 * 192 + 10 * 32) + 4 * 192 + 16 * 512) + 2 * 4 * 6 * 32 * 40 + 4 * 6 * 10 * 40);
+  CHECK(Term(est.devices[1].at_peak, "prompt logits") == 10 * 1024 * 4);
+  CHECK(est.peak_bytes == std::max(est.devices[0].peak_bytes, est.devices[1].peak_bytes));
+  // 4-bit: NF4 projections + the two norms per layer; the load phase holds the float32 layers.
+  s.nf4 = true;
+  InferenceMemoryEstimate q = estimate_inference_memory(s);
+  CHECK(inference_layer_bytes(Tiny(), 4, true, false) == nf4_expected_weight_bytes(Tiny(), false) / 4 + 4 * 2 * 192);
+  CHECK(q.devices[0].peak_phase == "load (full precision before quantization)");
+}
+
+}  // namespace native
+}  // namespace protocol
