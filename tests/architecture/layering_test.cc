@@ -41,7 +41,7 @@ const std::map<std::string, std::set<std::string>> kMayInclude = {
     {"runner/plan", {"runner/base"}},
     {"runner/store", {"runner/base", "runner/plan"}},
     {"runner/exec", {"runner/base", "runner/plan", "runner/store"}},
-    {"runner/analysis", {"runner/base", "runner/plan", "runner/store", "runner/exec"}},
+    {"runner/analysis", {"runner/base", "runner/plan", "runner/store"}},
     {"report", {"runner/base", "runner/plan", "runner/store", "runner/analysis"}},
     // The native rooms, bottom up: the libtorch adapter and machine facts; the
     // model; quantization; training; distributed training. Launching ranks

@@ -8,7 +8,6 @@
 
 #include "runner/analysis/compare_stats.h"
 #include "runner/base/text.h"
-#include "runner/exec/extrapolate.h"
 
 namespace protocol {
 

@@ -5,7 +5,6 @@
 #include <map>
 
 #include "runner/base/text.h"
-#include "runner/exec/extrapolate.h"
 
 namespace protocol {
 

@@ -3,7 +3,7 @@
 
 // Logging: the one place that includes spdlog. Use spdlog::info/warn/error
 // through this header. Messages go to stderr; the terminal progress line is
-// separate (runner/progress.h).
+// separate (runner/exec/progress.h).
 
 #include <spdlog/spdlog.h>
 

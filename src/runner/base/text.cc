@@ -210,4 +210,12 @@ std::string AlignColumns(const std::vector<std::vector<std::string>>& rows, std:
   return out;
 }
 
+std::string FormatFigure(double value) {
+  std::string s = fmt::format("{:.3f}", value);
+  while (!s.empty() && s.back() == '0') s.pop_back();
+  if (!s.empty() && s.back() == '.') s.pop_back();
+  if (s == "-0") s = "0";
+  return s;
+}
+
 }  // namespace protocol

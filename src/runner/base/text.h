@@ -60,6 +60,10 @@ int EditDistance(std::string_view a, std::string_view b);
 // typo (distance <= max(1, len/3)); empty otherwise.
 std::string DidYouMean(std::string_view word, const std::vector<std::string>& candidates);
 
+// A number for method texts: at most 3 decimals, trailing zeros dropped
+// ("12.3", "4", "1.234", "-0.5").
+std::string FormatFigure(double value);
+
 }  // namespace protocol
 
 #endif  // PROTOCOL_RUNNER_BASE_TEXT_H_

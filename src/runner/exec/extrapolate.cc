@@ -6,14 +6,6 @@
 
 namespace protocol {
 
-std::string FormatFigure(double value) {
-  std::string s = fmt::format("{:.3f}", value);
-  while (!s.empty() && s.back() == '0') s.pop_back();
-  if (!s.empty() && s.back() == '.') s.pop_back();
-  if (s == "-0") s = "0";
-  return s;
-}
-
 std::optional<Measurement> StepSecondsMean(const std::vector<double>& step_seconds,
                                            int warmup_steps) {
   size_t w = warmup_steps > 0 ? static_cast<size_t>(warmup_steps) : 0;

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "runner/base/status.h"
+#include "runner/base/text.h"  // FormatFigure
 #include "runner/plan/plan.h"
 #include "runner/store/records.h"
 
@@ -77,10 +78,6 @@ std::vector<Measurement> FiguresAtOtherLengths(const CaseSpec& spec, double wall
 // 3..100"}; nullopt when there is no step after the warm-up.
 std::optional<Measurement> StepSecondsMean(const std::vector<double>& step_seconds,
                                            int warmup_steps);
-
-// A number for method texts: at most 3 decimals, trailing zeros dropped
-// ("12.3", "4", "1.234", "-0.5").
-std::string FormatFigure(double value);
 
 }  // namespace protocol
 
