@@ -203,5 +203,5 @@ stages:
   std::string binary;
   for (const auto& [k, v] : *context)
     if (k == "protocol_binary_sha256") binary = v;
-  CHECK(binary == Sha256File(PROTOCOL_BINARY).value());
+  CHECK(binary == Sha256File(PROTOCOL_NATIVE_BINARY).value());  // the program that ran the cases
 }

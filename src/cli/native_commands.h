@@ -1,0 +1,36 @@
+#ifndef PROTOCOL_CLI_NATIVE_COMMANDS_H_
+#define PROTOCOL_CLI_NATIVE_COMMANDS_H_
+
+// The subcommands that need the backends, and with them libtorch: run,
+// validate, backends, worker, and --version (which names the libtorch build).
+//
+// Two programs share the command table of cli.cc and differ only here:
+//   protocol-native  links native_commands.cc: it runs these itself.
+//   protocol         links native_dispatch.cc: each of these replaces the
+//                    process with `protocol-native` from the same directory,
+//                    same arguments (execv: same pid, terminal and signals),
+//                    so list, show, report, import, export and compare never
+//                    load libtorch (its start-up alone is ~0.45 s and
+//                    ~160 MiB: docs/performance.md).
+// Either way the user sees one program: `protocol run ...` is
+// `protocol-native run ...`.
+
+#include <string>
+
+#include "cli/subcommand.h"
+
+namespace protocol {
+
+// Called first by RunCli: the command line a dispatch passes on unchanged.
+void RememberCommandLine(int argc, char** argv);
+
+int CmdRun(Args& a);
+int CmdValidate(Args& a);
+int CmdBackends(Args& a);
+int CmdWorker(Args& a);
+// libtorch's version and devices, for --version ("libtorch 1.13.0, CPU").
+std::string NativeBuildFeatures();
+
+}  // namespace protocol
+
+#endif  // PROTOCOL_CLI_NATIVE_COMMANDS_H_
