@@ -202,6 +202,28 @@ TEST_CASE("layering: every folder of the graph has its rule, and the graph has n
   CHECK(depth["backends/native"] > depth["backends/native/distributed"]);
 }
 
+// A folder a newcomer can take in at a glance: at most this many .cc files
+// directly in any folder of src/ or tests/ (a larger one is split into rooms).
+constexpr int kMostSourcesPerFolder = 15;
+
+std::vector<std::string> CrowdedFolders(const fs::path& root) {
+  std::vector<std::string> crowded;
+  for (const auto& entry : fs::recursive_directory_iterator(root)) {
+    if (!entry.is_directory()) continue;
+    int sources = 0;
+    for (const auto& file : fs::directory_iterator(entry.path())) sources += file.path().extension() == ".cc";
+    if (sources > kMostSourcesPerFolder)
+      crowded.push_back(fs::relative(entry.path(), root).generic_string() + ": " + std::to_string(sources));
+  }
+  return crowded;
+}
+
+TEST_CASE("layering: no folder of src/ or tests/ holds more than 15 .cc files directly") {
+  const fs::path root(PROTOCOL_SOURCE_DIR);
+  CHECK(CrowdedFolders(root / "src") == std::vector<std::string>{});
+  CHECK(CrowdedFolders(root / "tests") == std::vector<std::string>{});
+}
+
 // A scratch src/ with one violation of each rule beside files that are fine.
 struct PlantedTree {
   PlantedTree() {
@@ -229,8 +251,10 @@ TEST_CASE("layering: the checks fail on a planted violation of each rule") {
   t.Write("report/bad.cc", "#include <fmt/format.h>\n#include <yaml-cpp/yaml.h>\n");
   t.Write("backends/native/platform/torch_compat.cc", "#include <c10/cuda/CUDAFunctions.h>\n");  // its home
   t.Write("elsewhere/orphan.cc", "int x;\n");
+  for (int i = 0; i <= kMostSourcesPerFolder; ++i) t.Write("report/many/f" + std::to_string(i) + ".cc", "");
 
   CHECK(Orphans(t.src) == std::vector<std::string>{"elsewhere/orphan.cc"});
+  CHECK(CrowdedFolders(t.src) == std::vector<std::string>{"report/many: 16"});
   std::vector<std::string> upward = UpwardIncludes(t.src);
   std::sort(upward.begin(), upward.end());
   CHECK(upward == std::vector<std::string>{
