@@ -11,6 +11,7 @@
 #include "cli/cli.h"
 #include "report/report.h"
 #include "runner/base/status.h"
+#include "runner/plan/coverage.h"  // kBaselineSystem, kCandidateSystem
 #include "runner/store/store.h"
 
 namespace protocol {
