@@ -27,6 +27,7 @@
 #include "runner/exec/signals.h"
 #include "runner/plan/coverage.h"
 #include "runner/plan/plan_parser.h"
+#include "runner/store/run_spec.h"
 
 namespace protocol {
 namespace {
