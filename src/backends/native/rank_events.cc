@@ -141,9 +141,9 @@ void RankEventCollector::AddTrainingFigures(const DistLayout& layout, BackendOut
       world, FormatBytes(within_), FormatBytes(within_ / steps), FormatBytes(between_));
   out.measurements.push_back(
       MeasuredFigure(metric::kBytesCommunicated, static_cast<double>(within_ + between_), "bytes", how));
-  out.measurements.push_back(MeasuredFigure("bytes_within_groups", static_cast<double>(within_), "bytes",
+  out.measurements.push_back(MeasuredFigure(metric::kBytesWithinGroups, static_cast<double>(within_), "bytes",
                                             "FSDP collectives inside each group; see bytes_communicated"));
-  out.measurements.push_back(MeasuredFigure("bytes_between_groups", static_cast<double>(between_), "bytes",
+  out.measurements.push_back(MeasuredFigure(metric::kBytesBetweenGroups, static_cast<double>(between_), "bytes",
                                             "merges across groups; see bytes_communicated"));
 }
 
