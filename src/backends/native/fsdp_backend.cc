@@ -8,6 +8,8 @@
 #include <fstream>
 #include <thread>
 
+#include "backends/native/case_device.h"
+#include "backends/native/case_weights.h"
 #include "backends/native/training/data.h"
 #include "backends/native/platform/device_peak.h"
 #include "backends/native/model/generate.h"
@@ -22,15 +24,15 @@
 #include "backends/native/model/safetensors.h"
 #include "backends/native/model/tokenizer.h"
 #include "backends/native/platform/torch_compat.h"
+#include "backends/native/throughput.h"
 #include "backends/native/training/train.h"
+#include "backends/native/training/training_data.h"
 #include "runner/base/text.h"
 
 namespace protocol {
 namespace {
 namespace fs = std::filesystem;
 using namespace native;  // NOLINT: this file is the native backend
-
-constexpr double kEvalFraction = 0.05;  // share of packed sequences held out for eval_loss
 
 // Appends lines to the case log.
 class CaseLog {
@@ -71,13 +73,10 @@ Result<Setup> Resolve(const Plan& plan, const CaseSpec& spec) {
   s.config_source = model->config_source;
   s.tokenizer_path = model->tokenizer_path;
   s.tokenizer = std::move(model->tokenizer);
-  const DeviceChoice device = spec.training.device;
-  if (device == DeviceChoice::kCuda && !compat::CudaAvailable())
-    return Status::InvalidArgument("device 'cuda' was asked for but this build/machine has no CUDA device");
-  if (device == DeviceChoice::kCuda || (device == DeviceChoice::kAuto && compat::CudaAvailable())) {
-    s.device = at::Device(at::kCUDA, 0);
-    s.dtype = at::kBFloat16;
-  }
+  auto device = ResolveCaseDevice(spec.training.device, /*local_rank=*/0);  // one process: cuda:0
+  if (!device.ok()) return device.status();
+  s.device = device->device;
+  s.dtype = device->dtype;
   return s;
 }
 
@@ -149,8 +148,6 @@ class NativeFsdpBackend : public Backend {
  private:
   BackendOutcome RunCase(BackendContext& ctx) {
     const CaseSpec& spec = ctx.spec;
-    auto model_it = ctx.plan.models.find(spec.model);
-    const bool nf4 = model_it != ctx.plan.models.end() && model_it->second.quantization == Quantization::kNf4;
     // What validate reports as an error or a "a run fails" warning is refused here, from the same
     // function (native_check.h): a 4-bit pretrain without weights, 4-bit training on more than
     // one rank.
@@ -182,67 +179,13 @@ class NativeFsdpBackend : public Backend {
              setup->config.ParameterCount());
     if (setup->device.is_cuda()) compat::CudaResetPeakMemory();
 
-    // Weights: pretraining starts blank, except a 4-bit pretrain (QLoRA continued pretraining of the
-    // path's weights, checked above); the others load the path's weights when present.
-    ModelSpec ms = model_it->second;
-    ms.path = ctx.plan.ResolvePath(ms.path);
-    // Inference on one node of several GPUs: the model spread over them (placement.h).
-    std::vector<at::Device> devices = {setup->device};
-    if (one_process_inference && setup->device.is_cuda()) {
-      const auto on_node = std::count(layout->rank_nodes.begin(), layout->rank_nodes.end(), layout->rank_nodes.front());
-      const int gpus = std::min(static_cast<int>(on_node), static_cast<int>(at::getNumGPUs()));
-      for (int d = 1; d < gpus; ++d) devices.push_back(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(d)));
-    }
-    const LayerPlacement placement = inference_placement(setup->config, c10::elementSize(setup->dtype), nf4,
-                                                         ms.double_quant, static_cast<int>(devices.size()));
-    Model model = placement.devices > 1
-                      ? model_create_placed(setup->config, setup->dtype, devices, placement)
-                      : model_create(setup->config, at::TensorOptions().dtype(setup->dtype).device(setup->device));
-    setup->devices_text = setup->device.str();
-    if (placement.devices > 1) {
-      setup->devices_text = fmt::format("{} GPUs (model placed balanced, whole layers)", placement.devices);
-      std::vector<std::string> counts;
-      for (int n : placement.device_layers) counts.push_back(std::to_string(n));
-      log.Line("fsdp: model placed over {} devices (balanced: decoder layers {} per device)", placement.devices,
-               Join(counts, "/"));
-    }
-    std::string weights_note;
-    const WeightsSource source = native_weights_source(spec.workload, nf4, ms.init_random, ms.path);
-    if (source == WeightsSource::kPath) {
-      Status s = model_load_weights(model, ms.path);
-      if (!s.ok()) return FailedOutcome(CaseStatus::kFailed, s.message());
-      log.Line("fsdp: weights loaded from {}", ms.path);
-    } else if (source == WeightsSource::kMissing) {  // Check refuses it first; never run on weights nobody asked for
-      return FailedOutcome(CaseStatus::kFailed, native_run_refusal(ctx.plan, spec, NativeRole::kFsdp));
-    } else {
-      model_init_random(model, static_cast<uint64_t>(spec.training.seed));
-      if (std::string note = native_weights_note(source, spec.training.seed); !note.empty()) weights_note = "weights: " + note;
-      log.Line("fsdp: weights: seeded random initialisation (seed {})", spec.training.seed);
-    }
+    std::vector<at::Device> devices;
+    std::string quant_note, weights_note;
+    auto model = PrepareModel(ctx, *layout, one_process_inference, *setup, log, devices, quant_note, weights_note);
+    if (!model.ok()) return FailedOutcome(CaseStatus::kFailed, model.status().message());
 
-    // 4-bit: the decoder projections become NF4 (quantized_model.h); finetune (QLoRA) and pretrain
-    // (QLoRA continued pretraining) train LoRA adapters on them.
-    std::string quant_note;
-    if (nf4) {
-      model_quantize_nf4(model, ms.double_quant);
-      if (spec.workload == Workload::kInference)
-        quant_note = nf4_prepare_inference(model, setup->device, setup->dtype, ms.double_quant);
-      if (spec.workload != Workload::kInference) {
-        setup->lora = std::make_shared<LoraAdapters>(lora_create(setup->config, spec.training.LoraRank(),
-                                                                 spec.training.LoraAlpha(),
-                                                                 static_cast<uint64_t>(spec.training.seed), setup->device));
-        Status s = model_attach_lora(model, setup->lora);
-        if (!s.ok()) return FailedOutcome(CaseStatus::kFailed, s.message());
-        quant_note = qlora_method(*setup->lora,
-                                  spec.workload == Workload::kPretrain ? QloraKind::kContinuedPretraining
-                                                                       : QloraKind::kFinetune,
-                                  ms.double_quant, spec.training.lora_freeze_a);
-      }
-      log.Line("fsdp: {} ({} bytes of 4-bit projection weights)", quant_note, nf4_weight_bytes(model));
-    }
-
-    BackendOutcome out = spec.workload == Workload::kInference ? RunInference(ctx, *setup, model, log)
-                                                               : RunTraining(ctx, *setup, model, log);
+    BackendOutcome out = spec.workload == Workload::kInference ? RunInference(ctx, *setup, *model, log)
+                                                               : RunTraining(ctx, *setup, *model, log);
     if (out.status == CaseStatus::kOk || !out.measurements.empty()) {
       out.measurements.push_back(MeasuredFigure(metric::kPeakHostRss, static_cast<double>(PeakRssBytes()), "bytes",
                                          "getrusage ru_maxrss of the runner process (peak since it started)"));
@@ -255,14 +198,73 @@ class NativeFsdpBackend : public Backend {
       for (Measurement& m : out.measurements) m.method = m.method.empty() ? quant_note : m.method + "; " + quant_note;
     if (!weights_note.empty())
       for (Measurement& m : out.measurements) m.method = m.method.empty() ? weights_note : m.method + "; " + weights_note;
-    out.facts = {{fact::kRanks, "1"},
-                 {fact::kThreadsPerRank, std::to_string(at::get_num_threads())},
-                 {fact::kDevice, devices.size() > 1 ? fmt::format("{} GPUs (layers placed)", devices.size())
-                                                    : setup->device.str()},
-                 {fact::kDtype, compat::DtypeName(setup->dtype)}};
-    if (spec.workload == Workload::kInference) out.facts.push_back({fact::kDecoding, native::kDecodingText});
+    out.facts = {{fact::kRanks, "1"}};
+    for (auto& f : CaseFacts(at::get_num_threads(),
+                             devices.size() > 1 ? fmt::format("{} GPUs (layers placed)", devices.size())
+                                                : setup->device.str(),
+                             setup->dtype, spec.workload))
+      out.facts.push_back(std::move(f));
     log.Line("fsdp: {}{}", out.status == CaseStatus::kOk ? "done" : "ended", out.reason.empty() ? "" : ": " + out.reason);
     return out;
+  }
+
+  // The model on its device(s) with its weights: pretraining starts blank,
+  // except a 4-bit pretrain (QLoRA continued pretraining of the path's weights,
+  // checked before); the others load the path's weights when present (case_weights.h).
+  // Inference on one node of several GPUs spreads the model over them
+  // (placement.h). 4-bit: the decoder projections become NF4
+  // (quantized_model.h); finetune (QLoRA) and pretrain (QLoRA continued
+  // pretraining) train LoRA adapters on them. Sets `devices`, the note of
+  // the quantization and that of the weights.
+  static Result<Model> PrepareModel(BackendContext& ctx, const DistLayout& layout, bool one_process_inference,
+                                    Setup& setup, CaseLog& log, std::vector<at::Device>& devices,
+                                    std::string& quant_note, std::string& weights_note) {
+    const CaseSpec& spec = ctx.spec;
+    ModelSpec ms = ctx.plan.models.at(spec.model);
+    ms.path = ctx.plan.ResolvePath(ms.path);
+    const bool nf4 = ms.quantization == Quantization::kNf4;
+    devices = {setup.device};
+    if (one_process_inference && setup.device.is_cuda()) {
+      const auto on_node = std::count(layout.rank_nodes.begin(), layout.rank_nodes.end(), layout.rank_nodes.front());
+      const int gpus = std::min(static_cast<int>(on_node), static_cast<int>(at::getNumGPUs()));
+      for (int d = 1; d < gpus; ++d) devices.push_back(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(d)));
+    }
+    const LayerPlacement placement = inference_placement(setup.config, c10::elementSize(setup.dtype), nf4,
+                                                         ms.double_quant, static_cast<int>(devices.size()));
+    Model model = placement.devices > 1
+                      ? model_create_placed(setup.config, setup.dtype, devices, placement)
+                      : model_create(setup.config, at::TensorOptions().dtype(setup.dtype).device(setup.device));
+    setup.devices_text = setup.device.str();
+    if (placement.devices > 1) {
+      setup.devices_text = fmt::format("{} GPUs (model placed balanced, whole layers)", placement.devices);
+      std::vector<std::string> counts;
+      for (int n : placement.device_layers) counts.push_back(std::to_string(n));
+      log.Line("fsdp: model placed over {} devices (balanced: decoder layers {} per device)", placement.devices,
+               Join(counts, "/"));
+    }
+    auto weights = DecideWeights(spec.workload, nf4, ms.init_random, ms.path, spec.training.seed, ms.name);
+    // Check refuses a case without weights first; never run on weights nobody asked for.
+    if (!weights.ok()) return Status::InvalidArgument(native_run_refusal(ctx.plan, spec, NativeRole::kFsdp));
+    if (Status s = LoadOrInitWeights(model, *weights, ms.path, spec.training.seed); !s.ok()) return s;
+    weights_note = weights->note;
+    if (weights->source == WeightsSource::kPath) log.Line("fsdp: weights loaded from {}", ms.path);
+    else log.Line("fsdp: weights: seeded random initialisation (seed {})", spec.training.seed);
+    if (!nf4) return model;
+    model_quantize_nf4(model, ms.double_quant);
+    if (spec.workload == Workload::kInference) {
+      quant_note = nf4_prepare_inference(model, setup.device, setup.dtype, ms.double_quant);
+    } else {
+      setup.lora = std::make_shared<LoraAdapters>(lora_create(setup.config, spec.training.LoraRank(),
+                                                              spec.training.LoraAlpha(),
+                                                              static_cast<uint64_t>(spec.training.seed), setup.device));
+      if (Status s = model_attach_lora(model, setup.lora); !s.ok()) return s;
+      quant_note = qlora_method(*setup.lora,
+                                spec.workload == Workload::kPretrain ? QloraKind::kContinuedPretraining
+                                                                     : QloraKind::kFinetune,
+                                ms.double_quant, spec.training.lora_freeze_a);
+    }
+    log.Line("fsdp: {} ({} bytes of 4-bit projection weights)", quant_note, nf4_weight_bytes(model));
+    return model;
   }
 
   // Returns the reason to stop between steps, if any.
@@ -280,42 +282,33 @@ class NativeFsdpBackend : public Backend {
     const TrainingSettings& ts = spec.training;
     // ---- data -------------------------------------------------------------
     DatasetSpec ds = ctx.plan.datasets.at(spec.dataset);
-    ds.path = ctx.plan.ResolvePath(ds.path);
-    auto docs = data_load(ds.path, ds.format, *setup.tokenizer);
-    if (!docs.ok()) return FailedOutcome(CaseStatus::kFailed, docs.status().message());
-    // QLoRA continued pretraining: the causal-LM loss counts every token (an instruction
-    // dataset's prompt tokens too; text and jsonl datasets count every token already).
-    if (setup.lora && spec.workload == Workload::kPretrain)
-      for (Document& d : *docs) std::fill(d.loss_mask.begin(), d.loss_mask.end(), 1);
-    const int pad = setup.tokenizer->eos_id() >= 0 ? setup.tokenizer->eos_id() : 0;
-    DataSplit split = data_split(data_pack(*docs, ts.seq_len, pad), kEvalFraction, static_cast<uint64_t>(ts.seed));
-    if (split.train.empty()) return FailedOutcome(CaseStatus::kFailed, fmt::format("{}: the dataset has no tokens", ds.path));
-    const int64_t steps_per_epoch = (static_cast<int64_t>(split.train.size()) + ts.batch_size - 1) / ts.batch_size;
-    const int64_t steps = spec.length->unit == Length::Unit::kSteps ? spec.length->count
-                                                                    : spec.length->count * steps_per_epoch;
+    TrainingDataRequest request;
+    request.path = ctx.plan.ResolvePath(ds.path);
+    request.format = ds.format;
+    request.count_every_token = setup.lora && spec.workload == Workload::kPretrain;  // QLoRA continued pretraining
+    request.seq_len = ts.seq_len;
+    request.batch_size = ts.batch_size;
+    request.seed = ts.seed;
+    if (spec.length->unit == Length::Unit::kSteps) request.steps = spec.length->count;
+    else request.epochs = spec.length->count;
+    auto data = LoadTrainingData(request, *setup.tokenizer);
+    if (!data.ok()) return FailedOutcome(CaseStatus::kFailed, data.status().message());
+    const DataSplit& split = data->split;
+    const int64_t steps = data->steps;
     log.Line("fsdp: dataset {} ({}): {} train / {} eval sequences of {} tokens; {} steps of {} sequences",
-             ds.path, ds.format, split.train.size(), split.eval.size(), ts.seq_len, steps, ts.batch_size);
+             request.path, ds.format, split.train.size(), split.eval.size(), ts.seq_len, steps, ts.batch_size);
 
     // ---- optimizer --------------------------------------------------------
     const TrainOptions o = train_options(ts, steps);
     AdamW optimizer(setup.lora ? lora_trainable(*setup.lora, ts.lora_freeze_a) : model_trainable(model), o);
 
     // ---- timed loop ---------------------------------------------------------
-    uint64_t epoch = 0;
-    size_t cursor = 0;
-    std::vector<Sequence> order = split.train;
-    double last_loss = 0, timed_seconds = 0;
-    int64_t timed_tokens = 0, timed_steps = 0;
+    EpochStream stream(split.train, /*groups=*/1, /*group=*/0, static_cast<uint64_t>(ts.seed));
+    TimedSteps timed(spec.warmup_steps, steps);
+    double last_loss = 0;
     for (int64_t step = 0; step < steps; ++step) {
       if (auto stop = ShouldStop(ctx, start, fmt::format("at step {} of {}", step, steps))) return *stop;
-      std::vector<const Sequence*> batch;
-      for (int64_t i = 0; i < ts.batch_size; ++i) {
-        if (cursor == order.size()) {  // next epoch: a new seeded order
-          cursor = 0;
-          data_shuffle(order, static_cast<uint64_t>(ts.seed) + ++epoch);
-        }
-        batch.push_back(&order[cursor++]);
-      }
+      std::vector<const Sequence*> batch = stream.Next(ts.batch_size);
       const double t0 = ctx.clock.NowSeconds();
       StepStats st = train_step(model, optimizer, batch, o, lr_at_step(step, steps, o));
       compat::DeviceSynchronize(setup.device);
@@ -323,11 +316,7 @@ class NativeFsdpBackend : public Backend {
       if (!std::isfinite(st.loss))
         return FailedOutcome(CaseStatus::kFailed, fmt::format("loss became {} at step {}", st.loss, step + 1));
       last_loss = st.loss;
-      if (step >= spec.warmup_steps || steps <= spec.warmup_steps) {
-        timed_seconds += seconds;
-        timed_tokens += st.tokens;
-        ++timed_steps;
-      }
+      timed.Add(step, seconds, st.tokens);
       StepSample sample;
       sample.step = step + 1;
       sample.seconds = seconds;
@@ -344,37 +333,23 @@ class NativeFsdpBackend : public Backend {
     out.measurements.push_back(MeasuredFigure(metric::kFinalLoss, last_loss, "", "training loss of the last step"));
     if (auto ev = eval_loss(model, split.eval, ts.batch_size))
       out.measurements.push_back(MeasuredFigure(metric::kEvalLoss, *ev, "",
-                                         fmt::format("mean loss on {} held-out sequences", split.eval.size())));
-    if (timed_seconds > 0) {
-      const double tps = static_cast<double>(timed_tokens) / timed_seconds;
-      const std::string how = fmt::format("{} tokens over {} steps after {} warm-up step(s), one process on {}",
-                                          timed_tokens, timed_steps, spec.warmup_steps, setup.device.str());
-      out.measurements.push_back(MeasuredFigure(metric::kTrainTokensPerSecond, tps, "tokens/s", how));
-      out.measurements.push_back(MeasuredFigure(metric::kTgs, tps, "tokens/s",
-                                         setup.device.is_cuda() ? how + " (one device)" : how + " (per process: CPU)"));
-      if (setup.device.is_cuda()) {
-        // A frozen 4-bit base has no weight gradients: 4(N−N_emb) instead of 6(N−N_emb).
-        const double flops = setup.lora ? setup.config.FrozenBaseTrainingFlopsPerToken(ts.seq_len)
-                                        : setup.config.TrainingFlopsPerToken(ts.seq_len);
-        const double tflops = AchievedTflops(flops, tps);
-        out.measurements.push_back(MeasuredFigure(metric::kTflops, tflops, "TFLOP/s",
-                                                  setup.lora ? "4(N-N_emb)+12·L·H·Q·T FLOPs/token (PaLM, frozen base: no "
-                                                               "weight gradients; LoRA FLOPs not counted) × tokens/s"
-                                                             : "6(N-N_emb)+12·L·H·Q·T FLOPs/token (PaLM) × tokens/s"));
-        const std::string name = compat::CudaDeviceName();
-        if (auto peak = PeakBf16Tflops(name))
-          out.measurements.push_back(MeasuredFigure(metric::kMfu, tflops / *peak, "",
-                                             fmt::format("tflops / {} TFLOP/s dense bf16 peak of '{}'", *peak, name)));
-      }
-    }
+                                                fmt::format("mean loss on {} held-out sequences", split.eval.size())));
+    ThroughputScope scope;
+    scope.device_text = setup.device.str();
+    scope.cuda = setup.device.is_cuda();
+    scope.config = setup.config;
+    scope.seq_len = ts.seq_len;
+    scope.frozen_base = setup.lora != nullptr;
+    if (scope.cuda) scope.device_name = compat::CudaDeviceName();
+    for (Measurement& m : ThroughputFigures(timed, scope)) out.measurements.push_back(std::move(m));
     // ---- save -------------------------------------------------------------------
     if (!ctx.output_dir.empty()) {
-      Status s = setup.lora ? lora_save(*setup.lora, ctx.output_dir, ctx.plan.ResolvePath(ctx.plan.models.at(spec.model).path))
-                            : model_save(model, ctx.output_dir);
+      TrainedWeights trained;
+      trained.adapters = setup.lora.get();
+      trained.base_path = ctx.plan.ResolvePath(ctx.plan.models.at(spec.model).path);
+      trained.save_model = [&](const std::string& dir) { return model_save(model, dir); };
+      Status s = SaveTrainedWeights(ctx.output_dir, trained, setup.tokenizer_path, /*writer=*/true);
       if (!s.ok()) return FailedOutcome(CaseStatus::kFailed, s.message());
-      std::error_code ec;
-      fs::copy_file(setup.tokenizer_path, fs::path(ctx.output_dir) / "tokenizer.model",
-                    fs::copy_options::overwrite_existing, ec);
       log.Line("fsdp: {} saved to {}", setup.lora ? "LoRA adapters" : "model", ctx.output_dir);
     }
     return out;

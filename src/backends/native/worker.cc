@@ -13,6 +13,8 @@
 #include <thread>
 #include <c10/core/GradMode.h>
 
+#include "backends/native/case_device.h"
+#include "backends/native/case_weights.h"
 #include "backends/native/training/data.h"
 #include "backends/native/platform/device_peak.h"
 #include "backends/native/launch/events.h"
@@ -25,13 +27,16 @@
 #include "backends/native/model/model_config.h"
 #include "backends/native/model/model_resolve.h"
 #include "backends/native/native_check.h"
+#include "backends/native/distributed/outer_step.h"
 #include "backends/native/distributed/process_group.h"
 #include "backends/native/quant/quantized_model.h"
 #include "backends/native/model/safetensors.h"
 #include "backends/native/launch/stragglers.h"
 #include "backends/native/model/tokenizer.h"
 #include "backends/native/platform/torch_compat.h"
+#include "backends/native/throughput.h"
 #include "backends/native/training/train.h"
+#include "backends/native/training/training_data.h"
 #include "backends/native/launch/worker_case.h"
 #include "runner/base/text.h"
 
@@ -39,8 +44,6 @@ namespace protocol {
 namespace native {
 namespace {
 namespace fs = std::filesystem;
-
-constexpr double kEvalFraction = 0.05;  // as the one-process fsdp backend
 
 double Now() {
   using namespace std::chrono;
@@ -66,13 +69,23 @@ void Log(fmt::format_string<Args...> f, Args&&... args) {
   std::cout << line << std::endl;
 }
 
-void EmitMeasurement(const std::string& name, double value, const char* unit, std::string method) {
+// `rank`: set for a figure of this rank itself (the runner names it <name>_rank<r>).
+void EmitMeasurement(const std::string& name, double value, const char* unit, std::string method,
+                     std::optional<int> rank = std::nullopt) {
   WorkerEvent e;
   e.kind = WorkerEvent::Kind::kMeasurement;
+  e.rank = rank;
   e.measurement.name = name;
   e.measurement.value = value;
   e.measurement.unit = unit;
   e.measurement.method = std::move(method);
+  Emit(e);
+}
+
+void EmitFigure(const Measurement& m) {
+  WorkerEvent e;
+  e.kind = WorkerEvent::Kind::kMeasurement;
+  e.measurement = m;
   Emit(e);
 }
 
@@ -108,7 +121,7 @@ class Heartbeat {
 };
 
 // This rank's step times (its own clock, timed steps only): mean, spread and
-// mean work outside collectives, each as name_rank<r> (stragglers.h).
+// mean work outside collectives, each a figure of the rank (stragglers.h).
 void EmitRankStepTimes(const ProcessGroups& g, const std::vector<double>& step_seconds,
                        const std::vector<double>& work_seconds, int64_t warmup_steps) {
   if (step_seconds.empty()) return;
@@ -118,13 +131,12 @@ void EmitRankStepTimes(const ProcessGroups& g, const std::vector<double>& step_s
   for (double x : work_seconds) work += x;
   const double mean = sum / n;
   for (double x : step_seconds) squares += (x - mean) * (x - mean);
-  const std::string suffix = fmt::format("_rank{}", g.rank);
   const std::string how = fmt::format("rank {} of {} (group {}): its own clock over {} step(s) after {} warm-up step(s)",
                                       g.rank, g.world, g.group, step_seconds.size(), warmup_steps);
-  EmitMeasurement(metric::kStepSecondsMean + suffix, mean, "s", how + ", mean");
-  EmitMeasurement(metric::kRankStepSecondsSpread + suffix, std::sqrt(squares / n), "s", how + ", standard deviation");
-  EmitMeasurement(metric::kRankWorkSecondsMean + suffix, work / n, "s",
-                  how + ", mean of step time minus time in collectives (waiting for peers included there)");
+  EmitMeasurement(metric::kStepSecondsMean, mean, "s", how + ", mean", g.rank);
+  EmitMeasurement(metric::kRankStepSecondsSpread, std::sqrt(squares / n), "s", how + ", standard deviation", g.rank);
+  EmitMeasurement(metric::kRankWorkSecondsMean, work / n, "s",
+                  how + ", mean of step time minus time in collectives (waiting for peers included there)", g.rank);
 }
 
 // Test-only: PROTOCOL_TEST_STEP_DELAY="RANK:SECONDS" makes that rank sleep so
@@ -148,7 +160,10 @@ struct Setup {
   std::string tokenizer_path;
   at::Device device = at::kCPU;
   at::ScalarType dtype = at::kFloat;
-  std::string weights_note;  // set when a finetune/inference model got random weights
+  // What every figure of the case says about what ran (random weights, 4-bit,
+  // QLoRA): rank 0 sends it as a note event.
+  std::string method_note;
+  void AddNote(const std::string& text) { method_note = method_note.empty() ? "weights: " + text : method_note + "; " + text; }
 };
 
 Setup Resolve(const WorkerCase& wc, const DistEnv& env) {
@@ -158,113 +173,33 @@ Setup Resolve(const WorkerCase& wc, const DistEnv& env) {
   s.config = model->config;
   s.tokenizer_path = model->tokenizer_path;
   s.tokenizer = std::move(model->tokenizer);
-  const DeviceChoice device = wc.training.device;
-  if (device == DeviceChoice::kCuda && !compat::CudaAvailable())
-    throw Failure("device 'cuda' was asked for but there is no CUDA device");
-  if (device == DeviceChoice::kCuda || (device == DeviceChoice::kAuto && compat::CudaAvailable())) {
-    // More ranks than GPUs on a node (inference replicas may share them): local rank mod the GPUs.
-    const int gpus = std::max(1, static_cast<int>(at::getNumGPUs()));
-    s.device = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank % gpus));
-    compat::CudaSetDevice(s.device.index());
-    s.dtype = at::kBFloat16;
-  }
+  // More ranks than GPUs on a node (inference replicas may share them): local rank mod the GPUs.
+  auto device = ResolveCaseDevice(wc.training.device, env.local_rank);
+  if (!device.ok()) throw Failure(device.status().message());
+  s.device = device->device;
+  s.dtype = device->dtype;
   return s;
 }
 
-// Where this rank's weights come from (native_weights_source, the rule Check
-// applied before the launch); sets the "weights: " note for declared random
-// weights; throws where there are none to load.
-WeightsSource ResolveWeights(const WorkerCase& wc, bool nf4, Setup& s) {
-  const WeightsSource source = native_weights_source(wc.workload, nf4, wc.init_random, wc.model_path);
-  if (source == WeightsSource::kMissing)
-    throw Failure(fmt::format("model '{}' has no weights in its path and does not say `init: random`", wc.model_name));
-  if (std::string note = native_weights_note(source, wc.training.seed); !note.empty()) s.weights_note = "weights: " + note;
-  return source;
+// Where this rank's weights come from (case_weights.h, the rule Check applied
+// before the launch); notes declared random weights; throws where there are none.
+CaseWeights DecideRankWeights(const WorkerCase& wc, bool nf4, Setup& s) {
+  auto weights = DecideWeights(wc.workload, nf4, wc.init_random, wc.model_path, wc.training.seed, wc.model_name);
+  if (!weights.ok()) throw Failure(weights.status().message());
+  if (!weights->note.empty()) s.method_note = weights->note;
+  return *weights;
 }
 
 Model LoadModel(const WorkerCase& wc, Setup& s, const std::vector<at::Device>& devices = {},
                 const LayerPlacement& placement = {}) {
   Model model = placement.devices > 1 ? model_create_placed(s.config, s.dtype, devices, placement)
                                       : model_create(s.config, at::TensorOptions().dtype(s.dtype).device(s.device));
-  if (ResolveWeights(wc, wc.quantization != Quantization::kNone, s) == WeightsSource::kPath) {
-    Status st = model_load_weights(model, wc.model_path);
-    if (!st.ok()) throw Failure(st.message());
-  } else {
-    model_init_random(model, static_cast<uint64_t>(wc.training.seed));
-  }
+  const CaseWeights weights = DecideRankWeights(wc, wc.quantization != Quantization::kNone, s);
+  if (Status st = LoadOrInitWeights(model, weights, wc.model_path, wc.training.seed); !st.ok()) throw Failure(st.message());
   return model;
 }
 
 // ---- training ------------------------------------------------------------------
-
-// A group's own stream of sequences: its shard of the training split (every
-// groups-th sequence), reshuffled with seed + epoch at each epoch's end.
-class Stream {
- public:
-  Stream(const std::vector<Sequence>& train, int groups, int group, uint64_t seed) : seed_(seed) {
-    for (size_t i = static_cast<size_t>(group); i < train.size(); i += static_cast<size_t>(groups)) order_.push_back(train[i]);
-  }
-  bool empty() const { return order_.empty(); }
-  std::vector<const Sequence*> Next(int64_t n) {
-    std::vector<const Sequence*> out;
-    for (int64_t i = 0; i < n; ++i) {
-      if (cursor_ == order_.size()) {
-        cursor_ = 0;
-        data_shuffle(order_, seed_ + ++epoch_);
-      }
-      out.push_back(&order_[cursor_++]);
-    }
-    return out;
-  }
-
- private:
-  std::vector<Sequence> order_;
-  size_t cursor_ = 0;
-  uint64_t epoch_ = 0;
-  uint64_t seed_;
-};
-
-// Outer step of a merge (DiLoCo): Δ = θ_global − mean over groups of θ_group;
-// with momentum μ: v = μ·v + Δ, θ_global −= η·(Δ + μ·v) (Nesterov), else
-// θ_global −= η·Δ. η = 1, μ = 0 is plain averaging: θ_global = the mean, and
-// no state is kept. Every group continues from θ_global. Memory per rank: a
-// copy of its shards (θ_global) unless plain averaging, and the velocity when μ > 0.
-class Merger {
- public:
-  Merger(const std::vector<at::Tensor>& shards, const TrainingSettings& t) : lr_(t.outer_lr), momentum_(t.outer_momentum) {
-    c10::NoGradGuard no_grad;
-    if (plain()) return;
-    for (const at::Tensor& s : shards) {
-      global_.push_back(s.detach().clone());
-      if (momentum_ > 0) velocity_.push_back(at::zeros_like(global_.back()));
-    }
-  }
-  void Merge(std::vector<at::Tensor>& shards, ProcessGroups& g) {
-    c10::NoGradGuard no_grad;
-    for (size_t i = 0; i < shards.size(); ++i) {
-      at::Tensor avg = shards[i].detach().clone();
-      g.bytes_between += compat::AllReduceSum(*g.cross_pg, avg);
-      avg.div_(static_cast<double>(g.groups));  // SUM then divide: 1.13 Gloo has no AVG
-      if (plain()) {
-        shards[i].detach().copy_(avg);
-        continue;
-      }
-      at::Tensor delta = global_[i] - avg;
-      if (momentum_ > 0) {
-        velocity_[i].mul_(momentum_).add_(delta);
-        global_[i].sub_(delta + velocity_[i] * momentum_, lr_);
-      } else {
-        global_[i].sub_(delta, lr_);
-      }
-      shards[i].detach().copy_(global_[i]);
-    }
-  }
-
- private:
-  bool plain() const { return lr_ == 1.0 && momentum_ == 0.0; }
-  double lr_, momentum_;
-  std::vector<at::Tensor> global_, velocity_;
-};
 
 // Mean loss on `seqs` computed by the ranks of one group together: each batch
 // of batch_size sequences is split into contiguous parts, one per rank, as in
@@ -293,64 +228,117 @@ std::optional<double> ShardedEvalLoss(const ShardedForward& forward, const std::
     }
   }
   at::Tensor sum = at::full({1}, local, at::TensorOptions().dtype(at::kDouble).device(device));  // NCCL: on the device
-  g.bytes_within += compat::AllReduceSum(*g.group_pg, sum);
+  g.group_comm->AllReduceSum(sum);
   return sum.item<double>();
 }
 
-// The late merge of the share protocol's 4-bit groups: every rank gathers the
-// adapters of every group over its cross-group communicator (an all-gather of
-// one flat float32 vector: (G−1)·4·P bytes sent per rank) and stacks them
-// (lora_merge_stack: rank G·r, ΔW = mean over groups of each group's ΔW).
-LoraAdapters StackGroupAdapters(LoraAdapters& mine, ProcessGroups& g) {
-  c10::NoGradGuard no_grad;
-  at::Tensor flat = lora_flatten(mine);
-  at::Tensor all = at::empty({g.groups * flat.numel()}, flat.options());
-  g.bytes_between += compat::AllGatherFlat(*g.cross_pg, all, flat);
-  std::vector<LoraAdapters> groups;
-  for (int i = 0; i < g.groups; ++i) groups.push_back(lora_unflatten(mine, all.narrow(0, i * flat.numel(), flat.numel())));
-  std::vector<const LoraAdapters*> views;
-  for (const LoraAdapters& a : groups) views.push_back(&a);
-  auto merged = lora_merge_stack(views);
-  if (!merged.ok()) throw Failure(merged.status().message());
-  return std::move(*merged);
-}
+// One rank's training, in the order every rank runs it: the data (its group's
+// stream), the model (sharded over the group: full-precision FSDP, or a 4-bit
+// base under LoRA adapters), the loop (with the share protocol's periodic
+// merges), the final merge and evaluation, the save, and the figures.
+class RankTraining {
+ public:
+  RankTraining(const WorkerCase& wc, Setup& s, ProcessGroups& g)
+      : wc_(wc),
+        ts_(wc.training),
+        s_(s),
+        g_(g),
+        qlora_(wc.quantization == Quantization::kNf4),
+        step_delay_(TestStepDelay(g.rank)) {}
 
-int RunTraining(const WorkerCase& wc, Setup& s, ProcessGroups& g) {
-  const TrainingSettings& ts = wc.training;
-  const bool leader = g.group_rank == 0;
-  // A 4-bit model trains LoRA adapters on its frozen NF4 base (FSDP-QLoRA, fsdp_qlora.h).
-  const bool qlora = wc.quantization == Quantization::kNf4;
-  auto docs = data_load(wc.dataset_path, wc.dataset_format, *s.tokenizer);
-  if (!docs.ok()) throw Failure(docs.status().message());
-  // QLoRA continued pretraining: the causal-LM loss counts every token (as the one-process backend).
-  if (qlora && wc.workload == Workload::kPretrain)
-    for (Document& d : *docs) std::fill(d.loss_mask.begin(), d.loss_mask.end(), 1);
-  const int pad = s.tokenizer->eos_id() >= 0 ? s.tokenizer->eos_id() : 0;
-  DataSplit split = data_split(data_pack(*docs, ts.seq_len, pad), kEvalFraction, static_cast<uint64_t>(ts.seed));
-  if (split.train.empty()) throw Failure(fmt::format("{}: the dataset has no tokens", wc.dataset_path));
-  const int64_t steps_per_epoch = (static_cast<int64_t>(split.train.size()) + ts.batch_size - 1) / ts.batch_size;
-  const int64_t steps = wc.steps > 0 ? wc.steps : wc.epochs * steps_per_epoch;
-  const int64_t group_batch = ts.batch_size / g.groups;  // sequences per group per step
-  const int64_t local_batch = group_batch / g.group_size;
-  Stream stream(split.train, g.groups, g.group, static_cast<uint64_t>(ts.seed));
-  if (stream.empty()) throw Failure(fmt::format("group {} has no training sequences ({} for {} groups)", g.group,
-                                                split.train.size(), g.groups));
-  if (g.rank == 0)
+  void Run() {
+    BuildData();
+    BuildModel();
+    Loop();
+    const std::optional<double> eval = MergeAndEvaluate();
+    Save();
+    if (g_.rank == 0) ReportCaseFigures(eval);
+    ReportRankFigures();
+  }
+
+ private:
+  void BuildData();
+  void BuildModel();
+  void BuildQlora(const ShardedParams::Fill& fill);
+  void Loop();
+  double TrainStep(int64_t step);
+  double Update(double lr);
+  void TimedMerge(const std::function<void()>& combine);
+  void Merge();
+  void LateMerge();
+  std::optional<double> MergeAndEvaluate();
+  void Save();
+  void ReportCaseFigures(const std::optional<double>& eval);
+  void ReportRankFigures();
+  at::Tensor Forward(const at::Tensor& tokens) { return quantized_ ? quantized_->Forward(tokens) : full_->Forward(tokens); }
+  bool leader() const { return g_.group_rank == 0; }
+
+  const WorkerCase& wc_;
+  const TrainingSettings& ts_;
+  Setup& s_;
+  ProcessGroups& g_;
+  const bool qlora_;  // a 4-bit model trains LoRA adapters on its frozen NF4 base (FSDP-QLoRA, fsdp_qlora.h)
+  const double step_delay_;  // PROTOCOL_TEST_STEP_DELAY for this rank (0: none)
+
+  // data
+  DataSplit split_;
+  int64_t steps_ = 0, group_batch_ = 0, local_batch_ = 0;
+  std::optional<EpochStream> stream_;
+  // model
+  TrainOptions options_;
+  int64_t baseline_rss_ = 0;  // the baseline of this rank's memory figures: RSS just before the model is built
+  std::unique_ptr<ShardedParams> full_;     // full-precision FSDP
+  std::unique_ptr<ShardedQlora> quantized_;  // 4-bit base + LoRA
+  std::shared_ptr<LoraAdapters> lora_, saved_adapters_;
+  std::optional<AdamW> adapter_optimizer_;
+  std::vector<at::Tensor> merged_tensors_;  // what a periodic merge averages over the groups
+  std::optional<OuterStep> outer_step_;
+  std::string memory_text_;
+  // loop
+  std::optional<TimedSteps> timed_;
+  double last_loss_ = 0, merge_seconds_ = 0;
+  int merges_ = 0;
+  std::string merge_kind_;  // how the merges combined the groups (4-bit), for the eval method
+  std::vector<double> my_step_seconds_, my_work_seconds_;  // this rank's timed steps (stragglers.h)
+};
+
+void RankTraining::BuildData() {
+  TrainingDataRequest request;
+  request.path = wc_.dataset_path;
+  request.format = wc_.dataset_format;
+  request.count_every_token = qlora_ && wc_.workload == Workload::kPretrain;  // QLoRA continued pretraining
+  request.seq_len = ts_.seq_len;
+  request.batch_size = ts_.batch_size;
+  request.seed = ts_.seed;
+  request.steps = wc_.steps;
+  request.epochs = wc_.epochs;
+  auto data = LoadTrainingData(request, *s_.tokenizer);
+  if (!data.ok()) throw Failure(data.status().message());
+  split_ = std::move(data->split);
+  steps_ = data->steps;
+  group_batch_ = ts_.batch_size / g_.groups;  // sequences per group per step
+  local_batch_ = group_batch_ / g_.group_size;
+  stream_.emplace(split_.train, g_.groups, g_.group, static_cast<uint64_t>(ts_.seed));
+  if (stream_->empty())
+    throw Failure(fmt::format("group {} has no training sequences ({} for {} groups)", g_.group, split_.train.size(),
+                              g_.groups));
+  if (g_.rank == 0)
     Log("worker: {} train / {} eval sequences of {} tokens; {} steps; global batch {} = {} group(s) x {} rank(s) x {}; "
         "grad_accum {}; checkpoint_every {}",
-        split.train.size(), split.eval.size(), ts.seq_len, steps, ts.batch_size, g.groups, g.group_size, local_batch,
-        ts.grad_accum, ts.checkpoint_every);
+        split_.train.size(), split_.eval.size(), ts_.seq_len, steps_, ts_.batch_size, g_.groups, g_.group_size,
+        local_batch_, ts_.grad_accum, ts_.checkpoint_every);
+}
 
-  const TrainOptions o = train_options(ts, steps);
-  // The baseline of this rank's memory figures: RSS just before the model is built.
-  const int64_t baseline_rss = CurrentRssBytes().value_or(0);
-  if (s.device.is_cuda()) compat::CudaResetPeakMemory();
-  // The model is built sharded, unit by unit: no rank ever holds it whole. A 4-bit
-  // pretrain continues from the path's weights (checked before the launch).
-  at::Generator gen = init_generator(static_cast<uint64_t>(ts.seed));
+// The model is built sharded, unit by unit: no rank ever holds it whole. A 4-bit
+// pretrain continues from the path's weights (checked before the launch).
+void RankTraining::BuildModel() {
+  options_ = train_options(ts_, steps_);
+  baseline_rss_ = CurrentRssBytes().value_or(0);
+  if (s_.device.is_cuda()) compat::CudaResetPeakMemory();
+  at::Generator gen = init_generator(static_cast<uint64_t>(ts_.seed));
   std::optional<WeightsReader> reader;
-  if (ResolveWeights(wc, qlora, s) == WeightsSource::kPath) {
-    auto opened = WeightsReader::Open(wc.model_path);
+  if (DecideRankWeights(wc_, qlora_, s_).source == WeightsSource::kPath) {
+    auto opened = WeightsReader::Open(wc_.model_path);
     if (!opened.ok()) throw Failure(opened.status().message());
     reader = std::move(*opened);
   }
@@ -363,223 +351,234 @@ int RunTraining(const WorkerCase& wc, Setup& s, ProcessGroups& g) {
       if (Status st = reader->Read(p); !st.ok()) return st;
     return Status::Ok();
   };
-  std::unique_ptr<ShardedParams> full;     // full-precision FSDP
-  std::unique_ptr<ShardedQlora> quantized;  // 4-bit base + LoRA
-  std::shared_ptr<LoraAdapters> lora;
-  std::optional<AdamW> adapter_optimizer;
-  std::vector<at::Tensor> merged_tensors;  // what a periodic merge averages over the groups
-  std::string memory_text;
-  if (qlora) {
-    lora = std::make_shared<LoraAdapters>(
-        lora_create(s.config, ts.LoraRank(), ts.LoraAlpha(), static_cast<uint64_t>(ts.seed), s.device));
-    auto created = ShardedQlora::Create(s.config, s.dtype, s.device, *g.group_pg, g.group_rank, o, wc.double_quant,
-                                        lora, &g.bytes_within, fill);
-    if (!created.ok()) throw Failure(created.status().message());
-    quantized = std::move(*created);
-    adapter_optimizer.emplace(lora_trainable(*lora, ts.lora_freeze_a), o);
-    // freeze A: only B is trained and averaged (exact); otherwise A and B are
-    // averaged separately at a periodic merge (not exact: mean(B)·mean(A) ≠ mean(B·A)).
-    merged_tensors = adapter_optimizer->params();
-    const std::string method = qlora_method(*lora,
-                                            wc.workload == Workload::kPretrain ? QloraKind::kContinuedPretraining
-                                                                               : QloraKind::kFinetune,
-                                            wc.double_quant, ts.lora_freeze_a) +
-                               fmt::format("; base sharded over the group's {} rank(s) by whole NF4 blocks", g.group_size);
-    s.weights_note = s.weights_note.empty() ? "weights: " + method : s.weights_note + "; " + method;
-    memory_text = fmt::format("the rank holds {} bytes of the 4-bit base (its NF4 shards, embedding and head slices, "
-                              "norms) and {} float32 adapter parameters",
-                              quantized->base_bytes(), lora_parameter_count(s.config, ts.LoraRank()));
-    if (g.rank == 0) Log("worker: {}", method);
+  if (qlora_) {
+    BuildQlora(fill);
   } else {
-    auto created = ShardedParams::Create(s.config, s.dtype, s.device, *g.group_pg, g.group_rank, o, &g.bytes_within, fill);
+    auto created = ShardedParams::Create(s_.config, s_.dtype, s_.device, *g_.group_comm, g_.group_rank, options_, fill);
     if (!created.ok()) throw Failure(created.status().message());
-    full = std::move(*created);
-    merged_tensors = full->shards();
-    memory_text = fmt::format("the rank holds {} float32 shard elements", full->shard_elements());
+    full_ = std::move(*created);
+    merged_tensors_ = full_->shards();
+    memory_text_ = fmt::format("the rank holds {} float32 shard elements", full_->shard_elements());
   }
-  reader.reset();
-  const ShardedForward forward = [&](const at::Tensor& tokens) {
-    return quantized ? quantized->Forward(tokens) : full->Forward(tokens);
-  };
-  // After the step's backward passes: clip and update (AdamW on this rank's
-  // slices, or on the adapters once their gradients are summed over the group).
-  auto step_update = [&](double lr) -> double {
-    if (full) return full->Step(lr);
-    quantized->ReduceAdapterGradients(adapter_optimizer->params());
-    const double norm = grad_clip_norm(adapter_optimizer->params(), o.grad_clip);
-    adapter_optimizer->step(lr);
-    adapter_optimizer->zero_grad();
-    return norm;
-  };
-  std::optional<Merger> merger;
-  if (g.groups > 1) merger.emplace(merged_tensors, ts);
-  double merge_seconds = 0;
-  int merges = 0;
-  // One merge, timed from a common barrier to the end of its device work.
-  auto timed_merge = [&](const std::function<void()>& combine) {
-    compat::Barrier(*g.world_pg);
-    const double t0 = Now();
-    combine();
-    compat::DeviceSynchronize(s.device);
-    merge_seconds += Now() - t0;
-    ++merges;
-  };
-  auto merge = [&]() { timed_merge([&] { merger->Merge(merged_tensors, g); }); };
+  if (g_.groups > 1) outer_step_.emplace(merged_tensors_, ts_.outer_lr, ts_.outer_momentum);
+}
 
-  double last_loss = 0, timed_seconds = 0;
-  int64_t timed_tokens = 0, timed_steps = 0;
-  std::vector<double> my_step_seconds, my_work_seconds;  // this rank's timed steps (stragglers.h)
-  const double step_delay = TestStepDelay(g.rank);
-  for (int64_t step = 0; step < steps; ++step) {
-    std::vector<const Sequence*> group_seqs = stream.Next(group_batch);
-    std::vector<const Sequence*> mine(group_seqs.begin() + g.group_rank * local_batch,
-                                      group_seqs.begin() + (g.group_rank + 1) * local_batch);
-    double counted = 0;  // targets of the group's whole batch: the loss denominator
-    for (const Sequence* q : group_seqs)
-      for (uint8_t m : q->mask) counted += m;
-    const double t0 = Now(), waited0 = g.WaitSeconds();
-    if (step_delay > 0) std::this_thread::sleep_for(std::chrono::duration<double>(step_delay));
-    at::Tensor loss_sum = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(s.device));
-    const int64_t micro = std::max<int64_t>(1, local_batch / std::max<int64_t>(1, ts.grad_accum));
-    for (int64_t start = 0; start < local_batch; start += micro) {
-      std::vector<const Sequence*> part(mine.begin() + start, mine.begin() + std::min(local_batch, start + micro));
-      BatchTensors b = batch_tensors(part, ts.seq_len, s.device);
-      at::Tensor loss = masked_loss(forward(b.inputs), b, std::max(counted, 1.0));
-      loss.backward();  // full FSDP: each unit's gradient is reduce-scattered into this rank's slice as it is reached
-      loss_sum += loss.item<double>();
-    }
-    const double lr = lr_at_step(step, steps, o);
-    const double grad_norm = step_update(lr);
-    g.bytes_within += compat::AllReduceSum(*g.group_pg, loss_sum);
-    if (ts.sync_every > 0 && (step + 1) % ts.sync_every == 0 && step + 1 < steps && g.groups > 1) merge();
-    compat::DeviceSynchronize(s.device);
-    const double seconds = Now() - t0;
-    const double loss = loss_sum.item<double>();
-    if (!std::isfinite(loss)) throw Failure(fmt::format("loss became {} at step {} (group {})", loss, step + 1, g.group));
-    last_loss = loss;
-    const int64_t tokens = ts.batch_size * ts.seq_len;  // every group's sequences
-    if (step >= wc.warmup_steps || steps <= wc.warmup_steps) {
-      timed_seconds += seconds;
-      timed_tokens += tokens;
-      ++timed_steps;
-      my_step_seconds.push_back(seconds);
-      my_work_seconds.push_back(seconds - (g.WaitSeconds() - waited0));
-    }
-    if (g.rank == 0) {
-      WorkerEvent e;
-      e.kind = WorkerEvent::Kind::kStep;
-      e.step.step = step + 1;
-      e.step.seconds = seconds;
-      e.step.loss = loss;
-      e.step.tokens = tokens;
-      Emit(e);
-    }
-    if (leader)
-      Log("step {}/{} group {} loss {:.4f} lr {:.3g} grad_norm {:.3f} {:.3f} s", step + 1, steps, g.group, loss, lr,
-          grad_norm, seconds);
-  }
+void RankTraining::BuildQlora(const ShardedParams::Fill& fill) {
+  lora_ = std::make_shared<LoraAdapters>(
+      lora_create(s_.config, ts_.LoraRank(), ts_.LoraAlpha(), static_cast<uint64_t>(ts_.seed), s_.device));
+  auto created = ShardedQlora::Create(s_.config, s_.dtype, s_.device, *g_.group_comm, g_.group_rank, options_,
+                                      wc_.double_quant, lora_, fill);
+  if (!created.ok()) throw Failure(created.status().message());
+  quantized_ = std::move(*created);
+  adapter_optimizer_.emplace(lora_trainable(*lora_, ts_.lora_freeze_a), options_);
+  // freeze A: only B is trained and averaged (exact); otherwise A and B are
+  // averaged separately at a periodic merge (not exact: mean(B)·mean(A) ≠ mean(B·A)).
+  merged_tensors_ = adapter_optimizer_->params();
+  const std::string method =
+      qlora_method(*lora_, wc_.workload == Workload::kPretrain ? QloraKind::kContinuedPretraining : QloraKind::kFinetune,
+                   wc_.double_quant, ts_.lora_freeze_a) +
+      fmt::format("; base sharded over the group's {} rank(s) by whole NF4 blocks", g_.group_size);
+  s_.AddNote(method);
+  memory_text_ = fmt::format("the rank holds {} bytes of the 4-bit base (its NF4 shards, embedding and head slices, "
+                             "norms) and {} float32 adapter parameters",
+                             quantized_->base_bytes(), lora_parameter_count(s_.config, ts_.LoraRank()));
+  if (g_.rank == 0) Log("worker: {}", method);
+}
 
-  // Each group's own model on the held-out split, before the final merge
-  // (every rank of a group takes part: the parameters are sharded).
-  const std::string eval_how = fmt::format("mean loss on {} held-out sequences", split.eval.size());
-  std::string merge_kind;  // how the merges combined the groups (4-bit), for the eval method
-  std::shared_ptr<LoraAdapters> saved_adapters = lora;
-  if (g.groups > 1) {
-    auto ev = ShardedEvalLoss(forward, split.eval, ts.batch_size, ts.seq_len, s.device, g);
-    if (leader && ev) EmitMeasurement("group_eval_loss", *ev, "", fmt::format("group {}: {}", g.group, eval_how));
-    // Each group's own adapters, kept beside the merged one (what the merge combined).
-    if (qlora && leader && !wc.output_dir.empty()) {
-      const std::string dir = (fs::path(wc.output_dir) / "group_adapters" / fmt::format("group{}", g.group)).string();
-      if (Status st = lora_save(*lora, dir, wc.model_path); !st.ok()) throw Failure(st.message());
-    }
-    if (qlora && !ts.lora_freeze_a) {
-      // The exact late merge: the groups' adapters stacked (rank G·r).
-      timed_merge([&] {
-        saved_adapters = std::make_shared<LoraAdapters>(StackGroupAdapters(*lora, g));
-        quantized->UseAdapters(saved_adapters);
-      });
-      merge_kind = fmt::format("{}, the last one the exact stack of the {} groups' adapters (rank {})",
-                               merges > 1 ? " (periodic ones averaged A and B separately: not exact)" : "", g.groups,
-                               saved_adapters->rank);
-    } else {
-      merge();
-      if (qlora) merge_kind = " averaging B with A frozen at its shared seeded start (exact)";
-    }
-  }
-  // After the merge every group holds the same model: group 0 evaluates and saves it.
-  std::optional<double> eval;
-  if (g.group == 0) eval = ShardedEvalLoss(forward, split.eval, ts.batch_size, ts.seq_len, s.device, g);
-  if (g.group == 0 && !wc.output_dir.empty()) {
-    Status st = Status::Ok();
-    if (qlora) {
-      if (g.rank == 0) st = lora_save(*saved_adapters, wc.output_dir, wc.model_path);
-    } else {
-      st = full->Save(wc.output_dir, g.rank == 0);
-    }
+// After the step's backward passes: clip and update (AdamW on this rank's
+// slices, or on the adapters once their gradients are summed over the group).
+double RankTraining::Update(double lr) {
+  if (full_) return full_->Step(lr);
+  quantized_->ReduceAdapterGradients(adapter_optimizer_->params());
+  const double norm = grad_clip_norm(adapter_optimizer_->params(), options_.grad_clip);
+  adapter_optimizer_->step(lr);
+  adapter_optimizer_->zero_grad();
+  return norm;
+}
+
+// One merge, timed from a common barrier to the end of its device work.
+void RankTraining::TimedMerge(const std::function<void()>& combine) {
+  g_.world_comm->Barrier();
+  const double t0 = Now();
+  combine();
+  compat::DeviceSynchronize(s_.device);
+  merge_seconds_ += Now() - t0;
+  ++merges_;
+}
+
+// The outer step (outer_step.h) over the merged tensors: one all-reduce across
+// groups per tensor, SUM then divide (1.13 Gloo has no AVG).
+void RankTraining::Merge() {
+  TimedMerge([&] {
+    Status st = outer_step_->Merge(merged_tensors_, [&](at::Tensor& t) {
+      g_.cross_comm->AllReduceSum(t);
+      t.div_(static_cast<double>(g_.groups));
+    });
     if (!st.ok()) throw Failure(st.message());
-    if (g.rank == 0) {
-      std::error_code ec;
-      fs::copy_file(s.tokenizer_path, fs::path(wc.output_dir) / "tokenizer.model", fs::copy_options::overwrite_existing, ec);
-      Log("worker: {} saved to {}", qlora ? "LoRA adapters" : "model", wc.output_dir);
-    }
+  });
+}
+
+// One training step of this rank; returns its seconds (device synchronised).
+double RankTraining::TrainStep(int64_t step) {
+  std::vector<const Sequence*> group_seqs = stream_->Next(group_batch_);
+  std::vector<const Sequence*> mine(group_seqs.begin() + g_.group_rank * local_batch_,
+                                    group_seqs.begin() + (g_.group_rank + 1) * local_batch_);
+  double counted = 0;  // targets of the group's whole batch: the loss denominator
+  for (const Sequence* q : group_seqs)
+    for (uint8_t m : q->mask) counted += m;
+  const double t0 = Now(), waited0 = g_.WaitSeconds();
+  if (step_delay_ > 0) std::this_thread::sleep_for(std::chrono::duration<double>(step_delay_));
+  at::Tensor loss_sum = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(s_.device));
+  const int64_t micro = std::max<int64_t>(1, local_batch_ / std::max<int64_t>(1, ts_.grad_accum));
+  for (int64_t start = 0; start < local_batch_; start += micro) {
+    std::vector<const Sequence*> part(mine.begin() + start, mine.begin() + std::min(local_batch_, start + micro));
+    BatchTensors b = batch_tensors(part, ts_.seq_len, s_.device);
+    at::Tensor loss = masked_loss(Forward(b.inputs), b, std::max(counted, 1.0));
+    loss.backward();  // full FSDP: each unit's gradient is reduce-scattered into this rank's slice as it is reached
+    loss_sum += loss.item<double>();
   }
-  if (g.rank == 0) {
-    EmitMeasurement(metric::kFinalLoss, last_loss, "",
-                    g.groups > 1 ? "training loss of group 0 at the last step (before the merge)"
-                                 : "training loss of the last step");
-    if (eval)
-      EmitMeasurement(metric::kEvalLoss, *eval, "",
-                      g.groups > 1 ? fmt::format("merged model ({} merge(s){}): {}", merges, merge_kind, eval_how) : eval_how);
-    if (timed_seconds > 0) {
-      const double tps = static_cast<double>(timed_tokens) / timed_seconds;
-      const std::string how = fmt::format("{} tokens over {} steps after {} warm-up step(s), rank 0's step times, {} ranks on {}",
-                                          timed_tokens, timed_steps, wc.warmup_steps, g.world, s.device.is_cuda() ? "cuda" : "cpu");
-      EmitMeasurement(metric::kTrainTokensPerSecond, tps, "tokens/s", how);
-      EmitMeasurement(metric::kTgs, tps / g.world, "tokens/s",
-                      how + (s.device.is_cuda() ? " / ranks (one device each)" : " / ranks (per process: CPU)"));
-      if (s.device.is_cuda()) {  // per device: the tokens of one rank's share
-        const double flops = qlora ? s.config.FrozenBaseTrainingFlopsPerToken(ts.seq_len)
-                                   : s.config.TrainingFlopsPerToken(ts.seq_len);
-        const double tflops = AchievedTflops(flops, tps / g.world);
-        const std::string formula = qlora ? "4(N-N_emb)+12·L·H·Q·T FLOPs/token (PaLM, frozen base: no weight "
-                                            "gradients; LoRA FLOPs not counted)"
-                                          : "6(N-N_emb)+12·L·H·Q·T FLOPs/token (PaLM)";
-        EmitMeasurement(metric::kTflops, tflops, "TFLOP/s", formula + " × tokens/s per device (" + how + " / ranks)");
-        const std::string name = compat::CudaDeviceName();
-        if (auto peak = PeakBf16Tflops(name))
-          EmitMeasurement(metric::kMfu, tflops / *peak, "",
-                          fmt::format("tflops per device / {} TFLOP/s dense bf16 peak of '{}'", *peak, name));
-      }
-    }
-    if (g.groups > 1)
-      EmitMeasurement(metric::kMergeSeconds, merge_seconds, "s",
-                      qlora ? fmt::format("rank 0's time in {} merge(s) of the LoRA adapters across groups, after a barrier",
-                                          merges)
-                            : fmt::format("rank 0's time in {} merge(s) (cross-group all-reduce of the parameter shards "
-                                          "+ outer step), after a barrier",
-                                          merges));
+  const double lr = lr_at_step(step, steps_, options_);
+  const double grad_norm = Update(lr);
+  g_.group_comm->AllReduceSum(loss_sum);
+  if (ts_.sync_every > 0 && (step + 1) % ts_.sync_every == 0 && step + 1 < steps_ && g_.groups > 1) Merge();
+  compat::DeviceSynchronize(s_.device);
+  const double seconds = Now() - t0;
+  const double loss = loss_sum.item<double>();
+  if (!std::isfinite(loss)) throw Failure(fmt::format("loss became {} at step {} (group {})", loss, step + 1, g_.group));
+  last_loss_ = loss;
+  const int64_t tokens = ts_.batch_size * ts_.seq_len;  // every group's sequences
+  if (timed_->Add(step, seconds, tokens)) {
+    my_step_seconds_.push_back(seconds);
+    my_work_seconds_.push_back(seconds - (g_.WaitSeconds() - waited0));
   }
-  EmitRankStepTimes(g, my_step_seconds, my_work_seconds, wc.warmup_steps);
-  // This rank's memory: its peak RSS, and that peak above the rank's baseline
-  // (its RSS just before the model was built: libtorch, the tokenizer and the data).
+  if (g_.rank == 0) {
+    WorkerEvent e;
+    e.kind = WorkerEvent::Kind::kStep;
+    e.step.step = step + 1;
+    e.step.seconds = seconds;
+    e.step.loss = loss;
+    e.step.tokens = tokens;
+    Emit(e);
+  }
+  if (leader())
+    Log("step {}/{} group {} loss {:.4f} lr {:.3g} grad_norm {:.3f} {:.3f} s", step + 1, steps_, g_.group, loss, lr,
+        grad_norm, seconds);
+  return seconds;
+}
+
+void RankTraining::Loop() {
+  timed_.emplace(wc_.warmup_steps, steps_);
+  for (int64_t step = 0; step < steps_; ++step) TrainStep(step);
+}
+
+// The last merge of the groups: the exact stack of the 4-bit groups' adapters
+// (rank G·r) when A was trained, else the outer step.
+void RankTraining::LateMerge() {
+  if (qlora_ && !ts_.lora_freeze_a) {
+    TimedMerge([&] {
+      // An all-gather of one flat float32 vector: (G−1)·4·P bytes sent per rank.
+      auto stacked = StackGroupAdapters(*lora_, g_.groups, [&](at::Tensor& all, const at::Tensor& flat) {
+        g_.cross_comm->AllGather(all, flat);
+      });
+      if (!stacked.ok()) throw Failure(stacked.status().message());
+      saved_adapters_ = std::make_shared<LoraAdapters>(std::move(*stacked));
+      quantized_->UseAdapters(saved_adapters_);
+    });
+    merge_kind_ = fmt::format("{}, the last one the exact stack of the {} groups' adapters (rank {})",
+                              merges_ > 1 ? " (periodic ones averaged A and B separately: not exact)" : "", g_.groups,
+                              saved_adapters_->rank);
+  } else {
+    Merge();
+    if (qlora_) merge_kind_ = " averaging B with A frozen at its shared seeded start (exact)";
+  }
+}
+
+// Each group's own model on the held-out split, before the final merge (every
+// rank of a group takes part: the parameters are sharded); then the merge; then
+// group 0 evaluates the merged model, which every group now holds.
+std::optional<double> RankTraining::MergeAndEvaluate() {
+  const ShardedForward forward = [&](const at::Tensor& tokens) { return Forward(tokens); };
+  saved_adapters_ = lora_;
+  if (g_.groups > 1) {
+    auto ev = ShardedEvalLoss(forward, split_.eval, ts_.batch_size, ts_.seq_len, s_.device, g_);
+    if (leader() && ev)
+      EmitMeasurement("group_eval_loss", *ev, "",
+                      fmt::format("group {}: mean loss on {} held-out sequences", g_.group, split_.eval.size()));
+    // Each group's own adapters, kept beside the merged one (what the merge combined).
+    if (qlora_ && leader() && !wc_.output_dir.empty()) {
+      const std::string dir = (fs::path(wc_.output_dir) / "group_adapters" / fmt::format("group{}", g_.group)).string();
+      if (Status st = lora_save(*lora_, dir, wc_.model_path); !st.ok()) throw Failure(st.message());
+    }
+    LateMerge();
+  }
+  if (g_.group != 0) return std::nullopt;
+  return ShardedEvalLoss(forward, split_.eval, ts_.batch_size, ts_.seq_len, s_.device, g_);
+}
+
+// Group 0 saves the merged model (a collective of its ranks) or rank 0 the adapters.
+void RankTraining::Save() {
+  if (g_.group != 0 || wc_.output_dir.empty()) return;
+  TrainedWeights trained;
+  if (qlora_) trained.adapters = saved_adapters_.get();
+  trained.base_path = wc_.model_path;
+  trained.save_model = [&](const std::string& dir) { return full_->Save(dir, g_.rank == 0); };
+  Status st = SaveTrainedWeights(wc_.output_dir, trained, s_.tokenizer_path, /*writer=*/g_.rank == 0);
+  if (!st.ok()) throw Failure(st.message());
+  if (g_.rank == 0) Log("worker: {} saved to {}", qlora_ ? "LoRA adapters" : "model", wc_.output_dir);
+}
+
+// Rank 0's figures for the case: losses, throughput (throughput.h), merge time.
+void RankTraining::ReportCaseFigures(const std::optional<double>& eval) {
+  EmitMeasurement(metric::kFinalLoss, last_loss_, "",
+                  g_.groups > 1 ? "training loss of group 0 at the last step (before the merge)"
+                                : "training loss of the last step");
+  const std::string eval_how = fmt::format("mean loss on {} held-out sequences", split_.eval.size());
+  if (eval)
+    EmitMeasurement(metric::kEvalLoss, *eval, "",
+                    g_.groups > 1 ? fmt::format("merged model ({} merge(s){}): {}", merges_, merge_kind_, eval_how)
+                                  : eval_how);
+  ThroughputScope scope;
+  scope.one_process = false;
+  scope.ranks = g_.world;
+  scope.cuda = s_.device.is_cuda();
+  scope.device_text = scope.cuda ? "cuda" : "cpu";
+  scope.config = s_.config;
+  scope.seq_len = ts_.seq_len;
+  scope.frozen_base = qlora_;
+  if (scope.cuda) scope.device_name = compat::CudaDeviceName();
+  for (const Measurement& m : ThroughputFigures(*timed_, scope)) EmitFigure(m);
+  if (g_.groups > 1)
+    EmitMeasurement(metric::kMergeSeconds, merge_seconds_, "s",
+                    qlora_ ? fmt::format("rank 0's time in {} merge(s) of the LoRA adapters across groups, after a barrier",
+                                         merges_)
+                           : fmt::format("rank 0's time in {} merge(s) (cross-group all-reduce of the parameter shards "
+                                         "+ outer step), after a barrier",
+                                         merges_));
+}
+
+// This rank's own figures: its step times, its peak RSS and that peak above
+// the rank's baseline (its RSS just before the model was built: libtorch, the
+// tokenizer and the data), and on CUDA its device peak.
+void RankTraining::ReportRankFigures() {
+  EmitRankStepTimes(g_, my_step_seconds_, my_work_seconds_, wc_.warmup_steps);
   const int64_t peak_rss = PeakRssBytes();
   const char* mmap_threshold = std::getenv("MALLOC_MMAP_THRESHOLD_");
   const std::string rss_how = fmt::format(
       "rank {} of {} ({} group(s) x {}): getrusage ru_maxrss of the rank process, i.e. its peak since it started; "
       "{}; checkpoint_every {}; MALLOC_MMAP_THRESHOLD_={}",
-      g.rank, g.world, g.groups, g.group_size, memory_text, ts.checkpoint_every,
+      g_.rank, g_.world, g_.groups, g_.group_size, memory_text_, ts_.checkpoint_every,
       mmap_threshold ? mmap_threshold : "unset");
-  EmitMeasurement(metric::kPeakHostRss + std::string("_rank") + std::to_string(g.rank), static_cast<double>(peak_rss),
-                  "bytes", rss_how);
-  EmitMeasurement(metric::kPeakHostRssAboveBaseline + std::string("_rank") + std::to_string(g.rank),
-                  static_cast<double>(peak_rss - baseline_rss), "bytes",
-                  fmt::format("{}; minus the rank's RSS just before the model was built ({} bytes: VmRSS of /proc/self/status)",
-                              rss_how, baseline_rss));
+  EmitMeasurement(metric::kPeakHostRss, static_cast<double>(peak_rss), "bytes", rss_how, g_.rank);
+  EmitMeasurement(metric::kPeakHostRssAboveBaseline, static_cast<double>(peak_rss - baseline_rss_), "bytes",
+                  fmt::format("{}; minus the rank's RSS just before the model was built ({} bytes: VmRSS of "
+                              "/proc/self/status)",
+                              rss_how, baseline_rss_),
+                  g_.rank);
   if (auto device_peak = compat::CudaPeakMemoryBytes())
-    EmitMeasurement(metric::kPeakDeviceMemory + std::string("_rank") + std::to_string(g.rank),
-                    static_cast<double>(*device_peak), "bytes",
-                    fmt::format("rank {} of {}: CUDA caching allocator peak allocated bytes since the model was built", g.rank, g.world));
-  return 0;
+    EmitMeasurement(metric::kPeakDeviceMemory, static_cast<double>(*device_peak), "bytes",
+                    fmt::format("rank {} of {}: CUDA caching allocator peak allocated bytes since the model was built",
+                                g_.rank, g_.world),
+                    g_.rank);
 }
 
 // ---- inference -----------------------------------------------------------------
@@ -610,9 +609,8 @@ Model LoadReplica(const WorkerCase& wc, Setup& s, const ProcessGroups& g, const 
   }
   if (nf4) {
     model_quantize_nf4(model, wc.double_quant);
-    // Every measurement says what ran (dist_backend appends the "weights: " note to each).
-    const std::string method = nf4_prepare_inference(model, devices.front(), s.dtype, wc.double_quant);
-    s.weights_note = s.weights_note.empty() ? "weights: " + method : s.weights_note + "; " + method;
+    // Every measurement says what ran (the runner appends the note event to each).
+    s.AddNote(nf4_prepare_inference(model, devices.front(), s.dtype, wc.double_quant));
   }
   return model;
 }
@@ -628,7 +626,7 @@ int RunInference(const WorkerCase& wc, Setup& s, ProcessGroups& g, const DistEnv
     prompt = s.tokenizer->Encode(wc.inference.prompt);
     if (s.tokenizer->bos_id() >= 0) prompt.insert(prompt.begin(), s.tokenizer->bos_id());
   }
-  compat::Barrier(*g.world_pg);
+  g.world_comm->Barrier();
   const double start = Now();
   int64_t generated = 0;
   int served = 0;
@@ -661,9 +659,9 @@ int RunInference(const WorkerCase& wc, Setup& s, ProcessGroups& g, const DistEnv
     const double elapsed = Now() - start;
     EmitMeasurement("replica_seconds", elapsed, "s",
                     fmt::format("replica {}: {} request(s), {} tokens, {:.3f} s generating", g.group, served, generated, busy));
-    if (!s.weights_note.empty() && g.rank == 0) Log("worker: {}", s.weights_note);
+    if (!s.method_note.empty() && g.rank == 0) Log("worker: {}", s.method_note);
   }
-  compat::Barrier(*g.world_pg);
+  g.world_comm->Barrier();
   return 0;
 }
 
@@ -697,12 +695,9 @@ int RunWorker(const std::string& case_path) {
     if (env->rank == 0) {
       Log("worker: case {} ({} {}), {} rank(s) = {} group(s) x {}, device {}, libtorch {}", wc->case_id, NameOf(wc->role),
           WorkloadName(wc->workload), wc->world(), wc->groups, wc->group_size, s.device.str(), compat::TorchVersion());
-      std::vector<std::pair<std::string, std::string>> facts = {
-          {fact::kThreadsPerRank, std::to_string(at::get_num_threads())},
-          {fact::kDevice, s.device.is_cuda() ? "cuda (one GPU per rank)" : s.device.str()},
-          {fact::kDtype, compat::DtypeName(s.dtype)}};
-      if (wc->workload == Workload::kInference) facts.push_back({fact::kDecoding, kDecodingText});
-      for (const auto& [key, value] : facts) {
+      for (const auto& [key, value] : CaseFacts(at::get_num_threads(),
+                                                s.device.is_cuda() ? "cuda (one GPU per rank)" : s.device.str(),
+                                                s.dtype, wc->workload)) {
         WorkerEvent e;
         e.kind = WorkerEvent::Kind::kFact;
         e.text = key;
@@ -715,16 +710,18 @@ int RunWorker(const std::string& case_path) {
     const bool nccl = s.device.is_cuda() && wc->workload != Workload::kInference;
     Heartbeat heartbeat;
     ProcessGroups g = ConnectGroups(*env, wc->groups, wc->group_size, nccl, wc->training.collective_timeout);
-    const int code = wc->workload == Workload::kInference ? RunInference(*wc, s, g, *env) : RunTraining(*wc, s, g);
+    int code = 0;
+    if (wc->workload == Workload::kInference) code = RunInference(*wc, s, g, *env);
+    else RankTraining(*wc, s, g).Run();
     WorkerEvent bytes;
     bytes.kind = WorkerEvent::Kind::kBytes;
-    bytes.bytes_within = g.bytes_within;
-    bytes.bytes_between = g.bytes_between;
+    bytes.bytes_within = g.bytes_within();
+    bytes.bytes_between = g.bytes_between();
     Emit(bytes);
-    if (!s.weights_note.empty() && env->rank == 0) {
+    if (!s.method_note.empty() && env->rank == 0) {
       WorkerEvent note;
-      note.kind = WorkerEvent::Kind::kStatus;
-      note.text = s.weights_note;
+      note.kind = WorkerEvent::Kind::kNote;  // appended to the method of every figure of the case
+      note.text = s.method_note;
       Emit(note);
     }
     return code;

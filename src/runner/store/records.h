@@ -57,9 +57,9 @@ inline constexpr const char* kSamplesPerSecond = "samples_per_second";
 inline constexpr const char* kPeakDeviceMemory = "peak_device_memory_bytes";
 inline constexpr const char* kPeakHostRss = "peak_host_rss_bytes";
 // Distributed native cases: the peak RSS of a rank above its RSS just before the
-// model was built. Per rank r the worker reports kPeakHostRss + "_rank<r>",
-// kPeakHostRssAboveBaseline + "_rank<r>" (and on CUDA kPeakDeviceMemory + "_rank<r>");
-// the case stores those and, without the suffix, the largest over the ranks.
+// model was built. Each rank r reports kPeakHostRss, kPeakHostRssAboveBaseline
+// (and on CUDA kPeakDeviceMemory) as measurements of rank r; the case stores them
+// as NAME + "_rank<r>" and, under NAME itself, the largest over the ranks.
 inline constexpr const char* kPeakHostRssAboveBaseline = "peak_host_rss_above_baseline_bytes";
 inline constexpr const char* kFinalLoss = "final_loss";
 inline constexpr const char* kEvalLoss = "eval_loss";

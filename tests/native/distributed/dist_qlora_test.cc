@@ -161,14 +161,15 @@ TEST_CASE("fsdp qlora: per-rank NF4 bytes by formula; gathered codes bit-identic
                 if (Status s = reader->Read(p); !s.ok()) return s;
               return Status::Ok();
             };
-            auto sq = ShardedQlora::Create(fx.config, at::kFloat, at::kCPU, *group, r, TrainOptions{}, dq, lora,
-                                           &out.bytes, fill);
+            Communicator comm(group);
+            auto sq = ShardedQlora::Create(fx.config, at::kFloat, at::kCPU, comm, r, TrainOptions{}, dq, lora, fill);
             if (!sq.ok()) throw std::runtime_error(sq.status().message());
             out.layer_shard_bytes = (*sq)->layer_shard_bytes();
             out.base_bytes = (*sq)->base_bytes();
             out.layers = (*sq)->GatherLayers();
             c10::NoGradGuard no_grad;
             out.logits = (*sq)->Forward(tokens);
+            out.bytes = comm.bytes_sent();
           } catch (const std::exception& e) {
             out.error = e.what();
           }

@@ -17,8 +17,7 @@ class FrozenSlicedUnit : public UnitParameters {
  public:
   FlatUnit layout;   // entries, padded, shard (its `full` released once sliced)
   at::Tensor slice;  // layout.shard elements of the compute dtype
-  compat::CommGroup* group = nullptr;
-  int64_t* bytes = nullptr;
+  Communicator* comm = nullptr;  // counts the bytes sent
 
   std::vector<at::Tensor> Inputs() override { return {}; }
 
@@ -26,7 +25,7 @@ class FrozenSlicedUnit : public UnitParameters {
     c10::NoGradGuard no_grad;
     UnitTensors t;
     t.buffer = at::empty({layout.padded}, slice.options());
-    *bytes += compat::AllGatherFlat(*group, t.buffer, slice);
+    comm->AllGather(t.buffer, slice);
     t.params = layout.Views(t.buffer);
     return t;
   }
@@ -34,7 +33,7 @@ class FrozenSlicedUnit : public UnitParameters {
   void Refill(UnitTensors& t) override {
     c10::NoGradGuard no_grad;
     at::Tensor alias = compat::StorageRefill(t.buffer);
-    *bytes += compat::AllGatherFlat(*group, alias, slice);
+    comm->AllGather(alias, slice);
   }
   std::vector<at::Tensor> ReduceGradients(UnitTensors& t) override {
     t = UnitTensors{};
@@ -85,9 +84,8 @@ class Nf4LayerUnit : public UnitParameters {
   Nf4UnitLayout layout;
   at::Tensor shard;  // uint8, nf4_shard_bytes(layout, W)
   at::Tensor input_norm, post_norm;
-  compat::CommGroup* group = nullptr;
+  Communicator* comm = nullptr;  // counts the bytes sent
   int world = 1;
-  int64_t* bytes = nullptr;
 
   std::vector<at::Tensor> Inputs() override { return {}; }
 
@@ -118,7 +116,7 @@ class Nf4LayerUnit : public UnitParameters {
   std::vector<Nf4Tensor> GatherNf4() {
     c10::NoGradGuard no_grad;
     at::Tensor gathered = at::empty({world * shard.numel()}, shard.options());
-    *bytes += compat::AllGatherFlat(*group, gathered, shard);
+    comm->AllGather(gathered, shard);
     auto unit = nf4_unit_unflatten(gathered, layout);
     if (!unit.ok()) throw std::runtime_error(unit.status().message());  // a layout bug, not input
     return std::move(*unit);
@@ -126,10 +124,10 @@ class Nf4LayerUnit : public UnitParameters {
 };
 
 Result<std::unique_ptr<ShardedQlora>> ShardedQlora::Create(const ModelConfig& config, at::ScalarType dtype,
-                                                           const at::Device& device, compat::CommGroup& group,
+                                                           const at::Device& device, Communicator& comm,
                                                            int group_rank, const TrainOptions& options,
                                                            bool double_quant, std::shared_ptr<const LoraAdapters> lora,
-                                                           int64_t* bytes, const Fill& fill) {
+                                                           const Fill& fill) {
   std::unique_ptr<ShardedQlora> sq(new ShardedQlora());
   sq->model_ = model_create_unallocated(config, device);
   sq->projections_ = std::make_shared<Nf4Projections>();
@@ -137,11 +135,10 @@ Result<std::unique_ptr<ShardedQlora>> ShardedQlora::Create(const ModelConfig& co
   sq->projections_->lora = std::move(lora);
   sq->model_.projections = sq->projections_;
   sq->dtype_ = dtype;
-  sq->group_ = &group;
-  sq->bytes_ = bytes;
+  sq->comm_ = &comm;
   sq->options_ = options;
   sq->layout_ = nf4_layer_layout(config, double_quant);
-  const int W = compat::CommGroupSize(group);
+  const int W = comm.size();
 
   std::vector<NamedParameter> all = model_parameters(sq->model_);
   const size_t per_layer = layer_parameters(sq->model_.layers[0]).size();
@@ -152,8 +149,7 @@ Result<std::unique_ptr<ShardedQlora>> ShardedQlora::Create(const ModelConfig& co
     auto flat = unit_flatten_filled(params, W, fill);
     if (!flat.ok()) return flat.status();
     auto u = std::make_shared<FrozenSlicedUnit>();
-    u->group = &group;
-    u->bytes = bytes;
+    u->comm = &comm;
     u->layout = std::move(*flat);
     const int64_t S = u->layout.shard;
     u->slice = u->layout.full.narrow(0, group_rank * S, S).to(device, dtype, /*non_blocking=*/false, /*copy=*/true);
@@ -171,9 +167,8 @@ Result<std::unique_ptr<ShardedQlora>> ShardedQlora::Create(const ModelConfig& co
     if (Status s = fill(params); !s.ok()) return s;
     auto u = std::make_shared<Nf4LayerUnit>();
     u->layout = sq->layout_;
-    u->group = &group;
+    u->comm = &comm;
     u->world = W;
-    u->bytes = bytes;
     LayerWeights& w = sq->model_.layers[l];
     u->input_norm = w.input_norm.to(device, dtype, false, true);
     u->post_norm = w.post_norm.to(device, dtype, false, true);
@@ -238,7 +233,7 @@ void ShardedQlora::ReduceAdapterGradients(const std::vector<at::Tensor>& trainab
     parts.push_back(t.grad().defined() ? t.grad().reshape({-1}).to(at::kFloat) : at::zeros({t.numel()}, t.options().dtype(at::kFloat)));
   at::Tensor flat = at::cat(parts);
   parts.clear();
-  *bytes_ += compat::AllReduceSum(*group_, flat);
+  comm_->AllReduceSum(flat);
   int64_t offset = 0;
   for (const at::Tensor& t : trainable) {
     at::Tensor g = flat.narrow(0, offset, t.numel()).view(t.sizes()).to(t.scalar_type());

@@ -81,10 +81,9 @@ class ShardedQlora {
   // the adapters the forward adds (every rank creates them from the same seed).
   // Every rank of `group` calls it and every method below in the same order.
   static Result<std::unique_ptr<ShardedQlora>> Create(const ModelConfig& config, at::ScalarType dtype,
-                                                      const at::Device& device, compat::CommGroup& group,
+                                                      const at::Device& device, Communicator& comm,
                                                       int group_rank, const TrainOptions& options, bool double_quant,
-                                                      std::shared_ptr<const LoraAdapters> lora, int64_t* bytes,
-                                                      const Fill& fill);
+                                                      std::shared_ptr<const LoraAdapters> lora, const Fill& fill);
   ~ShardedQlora();
 
   // Logits (B,T,V) in the compute dtype for tokens (B,T), as described above.
@@ -108,8 +107,7 @@ class ShardedQlora {
   Model model_;  // config, rotary tables and the projection override; parameter tensors undefined
   std::shared_ptr<Nf4Projections> projections_;
   at::ScalarType dtype_ = at::kFloat;
-  compat::CommGroup* group_ = nullptr;
-  int64_t* bytes_ = nullptr;
+  Communicator* comm_ = nullptr;  // counts the bytes this rank sends
   TrainOptions options_;
   Nf4UnitLayout layout_;
   std::shared_ptr<FrozenSlicedUnit> embed_, head_;

@@ -18,8 +18,7 @@ class ShardedUnit : public UnitParameters {
   FlatUnit layout;  // entries, padded, shard (its `full` released once sliced)
   at::Tensor master;  // float32 (shard): a leaf whose .grad is the gradient slice
   std::vector<std::pair<int64_t, int64_t>> decay;  // [begin, end) of the slice holding matrix elements
-  compat::CommGroup* group = nullptr;
-  int64_t* bytes = nullptr;
+  Communicator* comm = nullptr;  // counts the bytes sent
   at::ScalarType dtype = at::kFloat;  // the compute dtype the unit is gathered in
 
   std::vector<at::Tensor> Inputs() override { return {master}; }
@@ -30,7 +29,7 @@ class ShardedUnit : public UnitParameters {
     {
       c10::NoGradGuard no_grad;
       t.buffer = at::empty({layout.padded}, master.options().dtype(dtype));
-      *bytes += compat::AllGatherFlat(*group, t.buffer, master.detach().to(dtype));
+      comm->AllGather(t.buffer, master.detach().to(dtype));
     }
     for (const at::Tensor& view : layout.Views(t.buffer)) {
       at::Tensor p = view.detach();
@@ -45,7 +44,7 @@ class ShardedUnit : public UnitParameters {
   void Refill(UnitTensors& t) override {
     c10::NoGradGuard no_grad;
     at::Tensor alias = compat::StorageRefill(t.buffer);
-    *bytes += compat::AllGatherFlat(*group, alias, master.detach().to(dtype));
+    comm->AllGather(alias, master.detach().to(dtype));
   }
 
   std::vector<at::Tensor> ReduceGradients(UnitTensors& t) override {
@@ -63,7 +62,7 @@ class ShardedUnit : public UnitParameters {
     }
     t = UnitTensors{};  // the gathered parameters and their gradients go now
     at::Tensor slice = at::empty({layout.shard}, master.options());
-    *bytes += compat::ReduceScatterSum(*group, slice, flat);
+    comm->ReduceScatterSum(slice, flat);
     return {slice};
   }
 };
@@ -106,16 +105,14 @@ LayerWeights LayerFrom(const std::vector<at::Tensor>& p) {
 }  // namespace
 
 Result<std::unique_ptr<ShardedParams>> ShardedParams::Create(const ModelConfig& config, at::ScalarType dtype,
-                                                             const at::Device& device, compat::CommGroup& group,
-                                                             int group_rank, const TrainOptions& options,
-                                                             int64_t* bytes, const Fill& fill) {
+                                                             const at::Device& device, Communicator& comm,
+                                                             int group_rank, const TrainOptions& options, const Fill& fill) {
   std::unique_ptr<ShardedParams> sp(new ShardedParams());
   sp->model_ = model_create_unallocated(config, device);
   sp->dtype_ = dtype;
-  sp->group_ = &group;
-  sp->world_ = compat::CommGroupSize(group);
+  sp->comm_ = &comm;
+  sp->world_ = comm.size();
   sp->options_ = options;
-  sp->bytes_ = bytes;
   const int64_t W = sp->world_;
 
   // Units in model_parameters order: [embed], [layer 0], ..., [norm, lm_head].
@@ -130,8 +127,7 @@ Result<std::unique_ptr<ShardedParams>> ShardedParams::Create(const ModelConfig& 
   c10::NoGradGuard no_grad;
   for (std::vector<NamedParameter>& params : units) {
     auto u = std::make_shared<ShardedUnit>();
-    u->group = &group;
-    u->bytes = bytes;
+    u->comm = &comm;
     u->dtype = dtype;
     // The unit in full, float32 on the CPU, only while it is filled and sliced.
     auto flat = unit_flatten_filled(params, static_cast<int>(W), fill);
@@ -189,7 +185,7 @@ double ShardedParams::Step(double lr) {
   // slice-sized temporary at a time), the sum over slices and ranks in float64.
   at::Tensor sum_sq = at::zeros({1}, grads[0].options().dtype(at::kDouble));
   for (const at::Tensor& g : grads) sum_sq += g.pow(2).sum().to(at::kDouble);
-  *bytes_ += compat::AllReduceSum(*group_, sum_sq);
+  comm_->AllReduceSum(sum_sq);
   const double norm = std::sqrt(sum_sq.item<double>());
   if (options_.grad_clip > 0 && norm > options_.grad_clip) {
     const double scale = options_.grad_clip / (norm + 1e-6);

@@ -69,6 +69,7 @@
 #include <vector>
 
 #include "backends/native/model/model.h"
+#include "backends/native/distributed/communicator.h"
 #include "backends/native/platform/torch_compat.h"
 #include "backends/native/training/train.h"
 #include "runner/base/status.h"
@@ -110,13 +111,12 @@ class ShardedParams {
   // Builds this rank's slices unit by unit: each unit is materialised in full
   // (float32, CPU) only while `fill` sets it and its slice is taken.
   // `dtype`/`device`: the compute dtype and the device of the shards.
-  // `bytes` accumulates the bytes this rank sends in `group` (torch_compat.h).
+  // `comm` (the group's communicator) counts the bytes this rank sends.
   // Every rank of the group must call it, and every method below, in the same
   // order (they issue collectives). Errors: those of `fill`.
   static Result<std::unique_ptr<ShardedParams>> Create(const ModelConfig& config, at::ScalarType dtype,
-                                                       const at::Device& device, compat::CommGroup& group,
-                                                       int group_rank, const TrainOptions& options, int64_t* bytes,
-                                                       const Fill& fill);
+                                                       const at::Device& device, Communicator& comm,
+                                                       int group_rank, const TrainOptions& options, const Fill& fill);
   ~ShardedParams();
 
   // Logits (B,T,V) in the compute dtype for tokens (B,T), unit by unit as
@@ -142,10 +142,9 @@ class ShardedParams {
   ShardedParams() = default;
   Model model_;  // config and rotary tables; its parameter tensors stay undefined
   at::ScalarType dtype_ = at::kFloat;
-  compat::CommGroup* group_ = nullptr;
+  Communicator* comm_ = nullptr;  // counts the bytes this rank sends
   int world_ = 1;
   TrainOptions options_;
-  int64_t* bytes_ = nullptr;
   std::vector<std::shared_ptr<ShardedUnit>> units_;  // embedding, layers 0..L-1, head
   std::vector<at::Tensor> masters_;
   std::vector<at::Tensor> m_, v_;

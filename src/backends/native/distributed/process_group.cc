@@ -54,19 +54,23 @@ ProcessGroups ConnectGroups(const DistEnv& env, int groups, int group_size, bool
   g.group_rank = env.rank % group_size;
   const auto ms = static_cast<int64_t>(timeout_seconds * 1000);
   auto store = compat::CommStoreConnect(env.master_addr, env.master_port, env.rank == 0, env.world, ms);
-  g.world_pg = compat::CommGroupCreate(compat::CommStorePrefix(store, "world/"), env.rank, env.world, cuda, ms);
+  g.world_comm = std::make_shared<Communicator>(
+      compat::CommGroupCreate(compat::CommStorePrefix(store, "world/"), env.rank, env.world, cuda, ms));
   // Only the members of a subgroup meet under its prefix.
-  g.group_pg = compat::CommGroupCreate(compat::CommStorePrefix(store, fmt::format("group{}/", g.group)), g.group_rank,
-                                       group_size, cuda, ms);
-  g.cross_pg = compat::CommGroupCreate(compat::CommStorePrefix(store, fmt::format("cross{}/", g.group_rank)), g.group,
-                                       groups, cuda, ms);
+  g.group_comm = std::make_shared<Communicator>(compat::CommGroupCreate(
+      compat::CommStorePrefix(store, fmt::format("group{}/", g.group)), g.group_rank, group_size, cuda, ms));
+  g.cross_comm = std::make_shared<Communicator>(compat::CommGroupCreate(
+      compat::CommStorePrefix(store, fmt::format("cross{}/", g.group_rank)), g.group, groups, cuda, ms));
   return g;
 }
 
+int64_t ProcessGroups::bytes_within() const { return group_comm ? group_comm->bytes_sent() : 0; }
+int64_t ProcessGroups::bytes_between() const { return cross_comm ? cross_comm->bytes_sent() : 0; }
+
 double ProcessGroups::WaitSeconds() const {
   double total = 0;
-  for (const auto& pg : {world_pg, group_pg, cross_pg})
-    if (pg) total += compat::CommWaitSeconds(*pg);
+  for (const auto& comm : {world_comm, group_comm, cross_comm})
+    if (comm) total += comm->WaitSeconds();
   return total;
 }
 

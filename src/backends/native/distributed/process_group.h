@@ -7,14 +7,15 @@
 //   group  the K ranks of this rank's group             (FSDP collectives)
 //   cross  the ranks with this local rank in every group (share merges)
 // each a Gloo (CPU) or NCCL (CUDA) group over a PrefixStore of the one store.
-// Collectives go through torch_compat.h; the bytes they return are added to
-// bytes_within (group) and bytes_between (cross).
+// Each is a Communicator (communicator.h), which counts the bytes this rank
+// sends through it: bytes within groups are the group one's, bytes between
+// groups the cross one's (the world group only meets at barriers).
 
 #include <cstdint>
 #include <memory>
 #include <string>
 
-#include "backends/native/platform/torch_compat.h"
+#include "backends/native/distributed/communicator.h"
 #include "runner/base/status.h"
 
 namespace protocol {
@@ -37,9 +38,9 @@ struct ProcessGroups {
   int groups = 1, group_size = 1;
   int group = 0;       // rank / group_size
   int group_rank = 0;  // rank % group_size
-  std::shared_ptr<compat::CommGroup> world_pg, group_pg, cross_pg;
-  int64_t bytes_within = 0;   // bytes this rank sent in group collectives
-  int64_t bytes_between = 0;  // bytes this rank sent in cross-group collectives
+  std::shared_ptr<Communicator> world_comm, group_comm, cross_comm;
+  int64_t bytes_within() const;   // bytes this rank sent in group collectives
+  int64_t bytes_between() const;  // bytes this rank sent in cross-group collectives
   // Seconds this rank has spent in the collectives of its three groups (compat::CommWaitSeconds).
   double WaitSeconds() const;
 };

@@ -28,9 +28,14 @@ std::string EncodeEvent(const WorkerEvent& e) {
     case WorkerEvent::Kind::kMeasurement:
       j["event"] = "measurement";
       j["name"] = e.measurement.name;
+      if (e.rank) j["rank"] = *e.rank;
       if (e.measurement.value) j["value"] = *e.measurement.value;
       j["unit"] = e.measurement.unit;
       j["method"] = e.measurement.method;
+      break;
+    case WorkerEvent::Kind::kNote:
+      j["event"] = "note";
+      j["text"] = e.text;
       break;
     case WorkerEvent::Kind::kStatus:
       j["event"] = "status";
@@ -83,11 +88,14 @@ std::optional<WorkerEvent> DecodeEvent(std::string_view line) {
     } else if (kind == "measurement") {
       e.kind = WorkerEvent::Kind::kMeasurement;
       e.measurement.name = j.at("name").get<std::string>();
+      if (j.contains("rank")) e.rank = j["rank"].get<int>();
       if (j.contains("value") && j["value"].is_number()) e.measurement.value = j["value"].get<double>();
       e.measurement.unit = j.value("unit", "");
       e.measurement.method = j.value("method", "");
-    } else if (kind == "status" || kind == "error") {
-      e.kind = kind == "status" ? WorkerEvent::Kind::kStatus : WorkerEvent::Kind::kError;
+    } else if (kind == "note" || kind == "status" || kind == "error") {
+      e.kind = kind == "note"     ? WorkerEvent::Kind::kNote
+               : kind == "status" ? WorkerEvent::Kind::kStatus
+                                  : WorkerEvent::Kind::kError;
       e.text = j.at("text").get<std::string>();
     } else if (kind == "heartbeat") {
       e.kind = WorkerEvent::Kind::kHeartbeat;

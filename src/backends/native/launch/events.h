@@ -7,6 +7,11 @@
 //   {"event":"step","step":3,"seconds":0.12,"loss":4.1,"tokens":512}
 //   {"event":"request","index":0,"max_new_tokens":8,"prompt_tokens":5,"generated_tokens":8,"seconds":0.4,"answer":"...","token_ids":[...]}
 //   {"event":"measurement","name":"eval_loss","value":3.9,"unit":"","method":"..."}
+//   {"event":"measurement","name":"peak_host_rss_bytes","rank":1,...}
+//                                                     a figure of the sending rank itself: the
+//                                                     runner stores it as <name>_rank<r>
+//   {"event":"note","text":"weights: ..."}            a method note: appended to the method of
+//                                                     every figure of the case
 //   {"event":"status","text":"step 3/10 loss 4.10"}
 //   {"event":"bytes","within":1024,"between":0}      this rank's bytes sent (torch_compat.h)
 //   {"event":"error","text":"..."}                    why the rank is about to exit non-zero
@@ -24,12 +29,13 @@ namespace protocol {
 namespace native {
 
 struct WorkerEvent {
-  enum class Kind { kStep, kRequest, kMeasurement, kStatus, kBytes, kError, kHeartbeat, kFact };
+  enum class Kind { kStep, kRequest, kMeasurement, kNote, kStatus, kBytes, kError, kHeartbeat, kFact };
   Kind kind = Kind::kStatus;
   StepSample step;
   RequestSample request;
   Measurement measurement;
-  std::string text;            // kStatus, kError; kFact: the key
+  std::optional<int> rank;     // kMeasurement: set for a figure of this rank itself
+  std::string text;            // kNote, kStatus, kError; kFact: the key
   std::string value;           // kFact
   int64_t bytes_within = 0;    // kBytes: within the rank's group (FSDP collectives)
   int64_t bytes_between = 0;   // kBytes: between groups (merges)

@@ -1,0 +1,46 @@
+#include "backends/native/case_weights.h"
+
+#include <filesystem>
+
+#include "backends/native/model/safetensors.h"
+#include "runner/base/text.h"
+
+namespace protocol {
+namespace native {
+namespace fs = std::filesystem;
+
+Result<CaseWeights> DecideWeights(Workload workload, bool nf4, bool init_random, const std::string& path,
+                                  int64_t seed, const std::string& model_name) {
+  CaseWeights w;
+  w.source = native_weights_source(workload, nf4, init_random, path);
+  if (w.source == WeightsSource::kMissing)
+    return Status::InvalidArgument(
+        fmt::format("model '{}' has no weights in its path and does not say `init: random`", model_name));
+  if (std::string note = native_weights_note(w.source, seed); !note.empty()) w.note = "weights: " + note;
+  return w;
+}
+
+Status LoadOrInitWeights(Model& model, const CaseWeights& weights, const std::string& path, int64_t seed) {
+  if (weights.source == WeightsSource::kPath) return model_load_weights(model, path);
+  model_init_random(model, static_cast<uint64_t>(seed));
+  return Status::Ok();
+}
+
+Status SaveTrainedWeights(const std::string& dir, const TrainedWeights& what, const std::string& tokenizer_path,
+                          bool writer) {
+  Status saved = Status::Ok();
+  if (what.adapters) {
+    if (writer) saved = lora_save(*what.adapters, dir, what.base_path);
+  } else {
+    saved = what.save_model(dir);
+  }
+  if (!saved.ok()) return saved;
+  if (writer) {
+    std::error_code ec;
+    fs::copy_file(tokenizer_path, fs::path(dir) / "tokenizer.model", fs::copy_options::overwrite_existing, ec);
+  }
+  return Status::Ok();
+}
+
+}  // namespace native
+}  // namespace protocol

@@ -1,0 +1,192 @@
+#include "backends/native/rank_events.h"
+
+#include <algorithm>
+
+#include "backends/native/memory_estimate.h"
+#include "runner/base/text.h"
+
+namespace protocol {
+namespace native {
+namespace {
+
+// The memory figures every rank reports about itself; the case's is the largest.
+const char* const kPerRankMemoryFigures[] = {metric::kPeakHostRss, metric::kPeakHostRssAboveBaseline,
+                                             metric::kPeakDeviceMemory};
+
+bool IsMemoryFigure(const std::string& name) {
+  for (const char* base : kPerRankMemoryFigures)
+    if (name == base) return true;
+  return false;
+}
+
+}  // namespace
+
+void RankEventCollector::Add(int rank, const WorkerEvent& e, double now) {
+  switch (e.kind) {
+    case WorkerEvent::Kind::kStep:
+      ++steps_seen_;
+      events_.OnStep(e.step);
+      events_.OnStatusLine(fmt::format("step {} loss {:.2f}", e.step.step, e.step.loss.value_or(0)));
+      break;
+    case WorkerEvent::Kind::kRequest:
+      ++requests_;
+      generated_ += e.request.generated_tokens;
+      events_.OnRequest(e.request);
+      events_.OnStatusLine(fmt::format("request {}: {} tokens in {:.2f} s", e.request.index + 1,
+                                       e.request.generated_tokens, e.request.seconds));
+      break;
+    case WorkerEvent::Kind::kMeasurement:
+      AddMeasurement(rank, e);
+      break;
+    case WorkerEvent::Kind::kNote:
+      note_ = note_.empty() ? e.text : note_ + "; " + e.text;
+      break;
+    case WorkerEvent::Kind::kStatus:
+      events_.OnStatusLine(e.text);
+      break;
+    case WorkerEvent::Kind::kBytes:
+      within_ += e.bytes_within;
+      between_ += e.bytes_between;
+      ++bytes_reports_;
+      reported_.insert(rank);
+      break;
+    case WorkerEvent::Kind::kError:
+      errors_[rank] = e.text;
+      break;
+    case WorkerEvent::Kind::kHeartbeat:
+      last_beat_[rank] = now;
+      break;
+    case WorkerEvent::Kind::kFact:  // rank 0 speaks for the case (every rank runs the same setup)
+      if (rank == 0) facts_.push_back({e.text, e.value});
+      break;
+  }
+}
+
+void RankEventCollector::AddMeasurement(int rank, const WorkerEvent& e) {
+  const Measurement& m = e.measurement;
+  if (e.rank) {  // a figure of the rank itself: <name>_rank<r>
+    Measurement named = m;
+    named.name = fmt::format("{}_rank{}", m.name, *e.rank);
+    if (IsMemoryFigure(m.name)) {
+      per_rank_[m.name][*e.rank] = std::move(named);
+      return;
+    }
+    if (m.value && (m.name == metric::kStepSecondsMean || m.name == metric::kRankStepSecondsSpread ||
+                    m.name == metric::kRankWorkSecondsMean)) {
+      RankStepTimes& t = step_times_[*e.rank];
+      t.rank = *e.rank;
+      if (m.name == metric::kStepSecondsMean) t.step_mean = *m.value;
+      else if (m.name == metric::kRankStepSecondsSpread) t.step_spread = *m.value;
+      else t.work_mean = *m.value;
+    }
+    rank_step_figures_.push_back(std::move(named));
+    return;
+  }
+  if (m.name == "group_eval_loss" && m.value) group_evals_.emplace_back(rank, *m.value);
+  else if (m.name == "replica_seconds" && m.value) replica_seconds_.push_back(*m.value);
+  else if (rank == 0) rank0_.push_back(m);
+}
+
+std::string RankEventCollector::ErrorOf(int rank) const {
+  auto it = errors_.find(rank);
+  return it == errors_.end() ? "" : it->second;
+}
+
+void RankEventCollector::AddCaseFigures(const DistLayout& layout, Workload workload, BackendOutcome& out) const {
+  if (workload == Workload::kInference) AddInferenceFigures(layout, out);
+  else AddTrainingFigures(layout, out);
+  AddPerRankFigures(layout, out);
+  AddStragglers(layout, out);
+  if (!note_.empty())
+    for (Measurement& m : out.measurements) m.method = m.method.empty() ? note_ : m.method + "; " + note_;
+}
+
+void RankEventCollector::AddInferenceFigures(const DistLayout& layout, BackendOutcome& out) const {
+  if (replica_seconds_.empty()) return;
+  const double wall = *std::max_element(replica_seconds_.begin(), replica_seconds_.end());
+  const std::string how = fmt::format(
+      "{} requests over {} replica(s) of {} rank(s) in parallel (round-robin); time = the slowest replica's, from a "
+      "common barrier",
+      requests_, layout.groups, layout.group_size);
+  out.measurements.push_back(MeasuredFigure(metric::kTotalGenerationSeconds, wall, "s", how));
+  out.measurements.push_back(MeasuredFigure(metric::kGeneratedTokens, static_cast<double>(generated_), "tokens", how));
+  if (generated_ > 0 && wall > 0) {
+    out.measurements.push_back(
+        MeasuredFigure(metric::kSecondsPerToken, wall / static_cast<double>(generated_), "s/token", how));
+    out.measurements.push_back(MeasuredFigure(metric::kTokensPerSecond, static_cast<double>(generated_) / wall,
+                                              "tokens/s", how + " (aggregate)"));
+  }
+}
+
+void RankEventCollector::AddTrainingFigures(const DistLayout& layout, BackendOutcome& out) const {
+  if (!group_evals_.empty()) {
+    auto best = std::min_element(group_evals_.begin(), group_evals_.end(),
+                                 [](const auto& a, const auto& b) { return a.second < b.second; });
+    std::vector<std::string> all;
+    for (const auto& [rank, loss] : group_evals_)
+      all.push_back(fmt::format("group {}: {:.4f}", rank / layout.group_size, loss));
+    out.measurements.push_back(
+        MeasuredFigure(metric::kBestGroupEvalLoss, best->second, "",
+                       fmt::format("lowest held-out loss of a single group before the merge ({})", Join(all, ", "))));
+  }
+  // Training only: inference replicas issue no tensor collectives (barriers
+  // only, which are not counted), so a 0 there would claim more than is known.
+  const int world = layout.world();
+  if (bytes_reports_ != world) return;
+  const int64_t steps = std::max<int64_t>(1, steps_seen_);
+  const std::string how = fmt::format(
+      "sum over {} ranks of the bytes each rank sent in the collectives it issued, counted as ring-algorithm volume "
+      "(all-gather (W-1)·shard, reduce-scatter (W-1)/W·n, all-reduce 2(W-1)/W·n; with Gloo before libtorch 2.6 "
+      "the reduce-scatter is an all-reduce); within groups {} ({} per step), between groups {}",
+      world, FormatBytes(within_), FormatBytes(within_ / steps), FormatBytes(between_));
+  out.measurements.push_back(
+      MeasuredFigure(metric::kBytesCommunicated, static_cast<double>(within_ + between_), "bytes", how));
+  out.measurements.push_back(MeasuredFigure(metric::kBytesWithinGroups, static_cast<double>(within_), "bytes",
+                                            "FSDP collectives inside each group; see bytes_communicated"));
+  out.measurements.push_back(MeasuredFigure(metric::kBytesBetweenGroups, static_cast<double>(between_), "bytes",
+                                            "merges across groups; see bytes_communicated"));
+}
+
+// Per-rank memory: every rank's own figure, and the largest as the case's.
+void RankEventCollector::AddPerRankFigures(const DistLayout& layout, BackendOutcome& out) const {
+  const int world = layout.world();
+  for (const char* base : kPerRankMemoryFigures) {
+    auto it = per_rank_.find(base);
+    if (it == per_rank_.end()) continue;
+    const Measurement* largest = nullptr;
+    int largest_rank = 0;
+    for (const auto& [rank, m] : it->second) {
+      out.measurements.push_back(m);
+      if (m.value && (!largest || *m.value > *largest->value)) {
+        largest = &m;
+        largest_rank = rank;
+      }
+    }
+    if (largest && static_cast<int>(it->second.size()) == world)
+      out.measurements.push_back(MeasuredFigure(base, *largest->value, largest->unit,
+                                                fmt::format("largest over the {} ranks of {}_rank<r> (rank {}: {})",
+                                                            world, base, largest_rank, largest->method)));
+  }
+}
+
+// Per-rank step times, and the stragglers among them (stragglers.h).
+void RankEventCollector::AddStragglers(const DistLayout& layout, BackendOutcome& out) const {
+  if (step_times_.empty()) return;
+  for (const Measurement& m : rank_step_figures_) out.measurements.push_back(m);
+  std::vector<RankStepTimes> times;
+  for (auto [rank, t] : step_times_) {
+    t.node = layout.rank_nodes[static_cast<size_t>(rank)];
+    times.push_back(t);
+  }
+  const std::vector<Straggler> stragglers = FindStragglers(times, layout.group_size);
+  std::vector<std::string> named;
+  for (const Straggler& st : stragglers) named.push_back(DescribeStraggler(st));
+  out.measurements.push_back(MeasuredFigure(
+      metric::kStragglers, static_cast<double>(stragglers.size()), "ranks",
+      fmt::format("ranks whose own work per step (step time minus time in collectives) exceeds their group's median "
+                  "by more than {:g}%, of {} ranks{}{}",
+                  kStragglerFraction * 100, times.size(), stragglers.empty() ? ": none" : ": ", Join(named, "; "))));
+}
+
+}  // namespace native
+}  // namespace protocol

@@ -1,0 +1,83 @@
+#ifndef PROTOCOL_BACKENDS_NATIVE_RANK_EVENTS_H_
+#define PROTOCOL_BACKENDS_NATIVE_RANK_EVENTS_H_
+
+// The runner's side of the worker protocol (events.h): the decoded events of
+// every rank of a distributed case, as the supervisor reads them, become the
+// case's live events (steps, requests, status lines) and, once every rank has
+// ended, its measurements:
+//   - rank 0's figures as sent; the figures a rank sends about itself
+//     (events with a rank) as <name>_rank<r>, and for the memory figures the
+//     largest over the ranks under the plain name;
+//   - the per-rank step figures and the stragglers among them (stragglers.h);
+//   - inference: the replicas' generation totals; training: the best group's
+//     held-out loss and the bytes the ranks sent (within and between groups);
+//   - a note event's text appended to every figure's method.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backends/native/dist_backend.h"
+#include "backends/native/launch/events.h"
+#include "backends/native/launch/stragglers.h"
+#include "runner/exec/backend.h"
+
+namespace protocol {
+namespace native {
+
+class RankEventCollector {
+ public:
+  // `events`: where live events go (the case's CaseEvents); must outlive this.
+  explicit RankEventCollector(CaseEvents& events) : events_(events) {}
+
+  // One event of `rank`, in the order its lines arrived. `now`: the steady
+  // clock's seconds when it arrived (heartbeats).
+  void Add(int rank, const WorkerEvent& event, double now);
+
+  // The rank's error event text ("" when it sent none).
+  std::string ErrorOf(int rank) const;
+  // Whether the rank sent its "bytes" event, the last one of a finished rank.
+  bool Reported(int rank) const { return reported_.count(rank) > 0; }
+  // rank → when its last heartbeat arrived (steady clock seconds).
+  const std::map<int, double>& last_beats() const { return last_beat_; }
+  // Rank 0's facts, in arrival order (every rank runs the same setup).
+  const std::vector<std::pair<std::string, std::string>>& facts() const { return facts_; }
+
+  // Rank 0's own figures (the case's), in arrival order.
+  std::vector<Measurement> RankZeroFigures() const { return rank0_; }
+  // Appends the case's figures built from every rank's events (see above),
+  // then the note to every figure's method, to `out.measurements`.
+  void AddCaseFigures(const DistLayout& layout, Workload workload, BackendOutcome& out) const;
+
+ private:
+  void AddMeasurement(int rank, const WorkerEvent& e);
+  void AddInferenceFigures(const DistLayout& layout, BackendOutcome& out) const;
+  void AddTrainingFigures(const DistLayout& layout, BackendOutcome& out) const;
+  void AddPerRankFigures(const DistLayout& layout, BackendOutcome& out) const;
+  void AddStragglers(const DistLayout& layout, BackendOutcome& out) const;
+
+  CaseEvents& events_;
+  std::map<int, std::string> errors_;
+  std::vector<Measurement> rank0_;
+  std::map<std::string, std::map<int, Measurement>> per_rank_;  // memory figure → rank → its figure
+  std::vector<std::pair<int, double>> group_evals_;             // (rank, loss)
+  std::vector<double> replica_seconds_;
+  std::string note_;
+  int64_t within_ = 0, between_ = 0;
+  int64_t generated_ = 0, requests_ = 0, steps_seen_ = 0;
+  int bytes_reports_ = 0;
+  std::set<int> reported_;
+  std::map<int, double> last_beat_;
+  std::map<int, RankStepTimes> step_times_;
+  std::vector<Measurement> rank_step_figures_;
+  std::vector<std::pair<std::string, std::string>> facts_;
+};
+
+}  // namespace native
+}  // namespace protocol
+
+#endif  // PROTOCOL_BACKENDS_NATIVE_RANK_EVENTS_H_

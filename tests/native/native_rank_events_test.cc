@@ -1,0 +1,155 @@
+// The worker protocol's typed events (events.h: a note, a rank's own figure)
+// and the runner's RankEventCollector (rank_events.h) fed decoded events.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "backends/native/launch/events.h"
+#include "backends/native/rank_events.h"
+
+namespace protocol {
+namespace native {
+namespace {
+
+struct RecordingEvents : CaseEvents {
+  std::vector<StepSample> steps;
+  std::vector<std::string> lines;
+  void OnStep(const StepSample& s) override { steps.push_back(s); }
+  void OnRequest(const RequestSample&) override {}
+  void OnStatusLine(const std::string& text) override { lines.push_back(text); }
+};
+
+// The event as a rank sends it and the runner reads it back.
+WorkerEvent Sent(const WorkerEvent& e) {
+  auto back = DecodeEvent(EncodeEvent(e));
+  REQUIRE(back);
+  return *back;
+}
+
+WorkerEvent Figure(const std::string& name, double value, const std::string& method, std::optional<int> rank = {}) {
+  WorkerEvent e;
+  e.kind = WorkerEvent::Kind::kMeasurement;
+  e.measurement.name = name;
+  e.measurement.value = value;
+  e.measurement.method = method;
+  e.rank = rank;
+  return Sent(e);
+}
+
+WorkerEvent Note(const std::string& text) {
+  WorkerEvent e;
+  e.kind = WorkerEvent::Kind::kNote;
+  e.text = text;
+  return Sent(e);
+}
+
+WorkerEvent Bytes(int64_t within, int64_t between) {
+  WorkerEvent e;
+  e.kind = WorkerEvent::Kind::kBytes;
+  e.bytes_within = within;
+  e.bytes_between = between;
+  return Sent(e);
+}
+
+const Measurement* Find(const BackendOutcome& out, const std::string& name) {
+  for (const Measurement& m : out.measurements)
+    if (m.name == name) return &m;
+  return nullptr;
+}
+
+DistLayout TwoRanks() {
+  DistLayout l;
+  l.groups = 1;
+  l.group_size = 2;
+  l.rank_nodes = {"n0", "n1"};
+  return l;
+}
+
+}  // namespace
+
+TEST_CASE("events: a note and a rank's own figure are events of their own") {
+  WorkerEvent note;
+  note.kind = WorkerEvent::Kind::kNote;
+  note.text = "weights: seeded random";
+  CHECK(EncodeEvent(note) == R"({"event":"note","text":"weights: seeded random"})");
+  CHECK(Sent(note).kind == WorkerEvent::Kind::kNote);
+  CHECK(Sent(note).text == "weights: seeded random");
+
+  const WorkerEvent mine = Figure(metric::kPeakHostRss, 100, "rss", 1);
+  CHECK(mine.rank == 1);
+  CHECK(mine.measurement.name == metric::kPeakHostRss);
+  CHECK(Figure(metric::kEvalLoss, 3, "held out").rank == std::nullopt);
+}
+
+TEST_CASE("rank events: per-rank figures are stored as <name>_rank<r> with the largest as the case's") {
+  RecordingEvents live;
+  RankEventCollector c(live);
+  const DistLayout layout = TwoRanks();
+  WorkerEvent step;
+  step.kind = WorkerEvent::Kind::kStep;
+  step.step.step = 1;
+  step.step.loss = 2.5;
+  c.Add(0, Sent(step), 0);
+  c.Add(0, Figure(metric::kFinalLoss, 2.5, "last step"), 0);
+  c.Add(0, Figure(metric::kPeakHostRss, 100, "rss of 0", 0), 0);
+  c.Add(1, Figure(metric::kPeakHostRss, 300, "rss of 1", 1), 0);
+  c.Add(1, Figure(metric::kFinalLoss, 9, "rank 1 does not speak for the case"), 0);
+  for (int r = 0; r < 2; ++r) {
+    c.Add(r, Figure(metric::kStepSecondsMean, 1.0, "mean", r), 0);
+    c.Add(r, Figure(metric::kRankStepSecondsSpread, 0.1, "spread", r), 0);
+    c.Add(r, Figure(metric::kRankWorkSecondsMean, r == 1 ? 0.9 : 0.3, "work", r), 0);
+    c.Add(r, Bytes(1000, 10), 0);
+  }
+  c.Add(0, Note("weights: seeded random"), 0);
+  CHECK(c.Reported(0));
+  CHECK(c.Reported(1));
+  REQUIRE(live.steps.size() == 1);
+  CHECK(live.lines == std::vector<std::string>{"step 1 loss 2.50"});
+
+  BackendOutcome out;
+  out.measurements = c.RankZeroFigures();
+  REQUIRE(out.measurements.size() == 1);
+  c.AddCaseFigures(layout, Workload::kPretrain, out);
+  REQUIRE(Find(out, "peak_host_rss_bytes_rank0"));
+  CHECK(*Find(out, "peak_host_rss_bytes_rank1")->value == 300);
+  REQUIRE(Find(out, metric::kPeakHostRss));
+  CHECK(*Find(out, metric::kPeakHostRss)->value == 300);
+  CHECK(Find(out, metric::kPeakHostRss)->method ==
+        "largest over the 2 ranks of peak_host_rss_bytes_rank<r> (rank 1: rss of 1); weights: seeded random");
+  CHECK(Find(out, "step_work_seconds_mean_rank1"));
+  CHECK(*Find(out, metric::kStragglers)->value == 1);  // rank 1 works 3 times as long as rank 0
+  CHECK(*Find(out, metric::kBytesCommunicated)->value == 2020);
+  CHECK(*Find(out, "bytes_within_groups")->value == 2000);
+  CHECK(*Find(out, "bytes_between_groups")->value == 20);
+  CHECK(Find(out, metric::kFinalLoss)->method == "last step; weights: seeded random");
+  CHECK(*Find(out, metric::kFinalLoss)->value == 2.5);
+}
+
+TEST_CASE("rank events: errors, heartbeats and facts per rank") {
+  RecordingEvents live;
+  RankEventCollector c(live);
+  WorkerEvent error;
+  error.kind = WorkerEvent::Kind::kError;
+  error.text = "loss became nan";
+  c.Add(1, Sent(error), 0);
+  WorkerEvent beat;
+  beat.kind = WorkerEvent::Kind::kHeartbeat;
+  c.Add(1, Sent(beat), 12.5);
+  WorkerEvent fact;
+  fact.kind = WorkerEvent::Kind::kFact;
+  fact.text = fact::kDevice;
+  fact.value = "cpu";
+  c.Add(0, Sent(fact), 0);
+  fact.value = "cuda:1";
+  c.Add(1, Sent(fact), 0);
+  CHECK(c.ErrorOf(1) == "loss became nan");
+  CHECK(c.ErrorOf(0).empty());
+  CHECK(c.last_beats().at(1) == 12.5);
+  REQUIRE(c.facts().size() == 1);  // rank 0 speaks for the case
+  CHECK(c.facts()[0].second == "cpu");
+  CHECK_FALSE(c.Reported(1));
+}
+
+}  // namespace native
+}  // namespace protocol
