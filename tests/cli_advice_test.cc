@@ -18,6 +18,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
+using protocol::testing::TempDir;
+using protocol::testing::WriteFile;
+
 struct Output {
   int exit_code = -1;
   std::string out, err;
@@ -28,20 +31,6 @@ std::string Quote(const std::string& s) {
   for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return out + "'";
 }
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    char tmpl[] = "/tmp/protocol-advice-XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
-
-void WriteFile(const fs::path& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
 
 // `protocol ARGS...` in `cwd`, stdout, stderr and the exit code captured.
 Output Protocol(const std::vector<std::string>& args, const fs::path& cwd) {

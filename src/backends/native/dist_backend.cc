@@ -337,7 +337,7 @@ BackendOutcome RunDistributed(BackendContext& ctx, NativeRole role, const DistLa
   so.workdir = request.workdir;
   so.timeout_seconds = spec.timeout_seconds;
   so.kill_grace_seconds = options.kill_grace_seconds;
-  SuperviseResult sr = Supervise(*launches, so, ctx.stop, [&](int rank, std::string_view line) {
+  SuperviseResult sr = Supervise(ctx.processes, *launches, so, ctx.stop, [&](int rank, std::string_view line) {
     auto e = DecodeEvent(line);
     if (!e) return;
     switch (e->kind) {
