@@ -12,10 +12,14 @@
 #include <vector>
 
 #include "backends/command_backend.h"
+#include "fake_process_runner.h"
+#include "test_files.h"
 #include "runner/base/text.h"
 #include "runner/plan/case_placeholders.h"
 
 using namespace protocol;
+using protocol::testing::CapturingProcessRunner;
+using protocol::testing::FakeProcessRunner;
 
 namespace {
 
@@ -45,31 +49,11 @@ class ScriptedClock : public Clock {
   size_t next_ = 0;
 };
 
-// Records the spec it was given, plays `lines`, returns `result`.
-class FakeProcessRunner : public ProcessRunner {
- public:
-  ProcessResult Run(const ProcessSpec& spec, const StopFlag&, const LineCallback& on_line) override {
-    seen = spec;
-    ++calls;
-    for (const auto& line : lines) on_line(line);
-    return result;
-  }
-  ProcessSpec seen;
-  int calls = 0;
-  std::vector<std::string> lines;
-  ProcessResult result;
-};
-
-std::string MakeTempDir() {
-  std::string pattern = (std::filesystem::temp_directory_path() / "protocol-command-XXXXXX").string();
-  REQUIRE(mkdtemp(pattern.data()) != nullptr);
-  return std::filesystem::canonical(pattern).string();
-}
-
 // A plan with one model and one dataset, and a pretrain case for the command backend.
 struct Fixture {
   Fixture() {
-    dir = MakeTempDir();
+    REQUIRE(!temp.path.empty());
+    dir = temp.str();
     plan.file = dir + "/plans/smoke.yaml";
     plan.name = "smoke";
     plan.models["llama2-7b"] = ModelSpec{"llama2-7b", "llama2-7b", "/models/Llama 2 7b", Quantization::kNone, {}};
@@ -87,7 +71,6 @@ struct Fixture {
     spec.inference.prompt = "Can there be life?";
     spec.inference.max_new_tokens = {100, 110, 120};
   }
-  ~Fixture() { std::filesystem::remove_all(dir); }
 
   BackendOutcome Run(ProcessRunner& runner, Clock& clock) {
     BackendContext context{plan,   spec, 1,      dir + "/logs/case.log", dir + "/out/2.1.2.1",
@@ -100,6 +83,7 @@ struct Fixture {
   }
   std::vector<std::string> Check() { return MakeCommandBackend()->Check(plan, spec); }
 
+  protocol::testing::TempDir temp{"command"};
   std::string dir;
   Plan plan;
   CaseSpec spec;
@@ -112,24 +96,6 @@ std::vector<std::string> PrintArgs() {
   return {"/bin/sh", "-c", "printf '%s\\n' \"argc=$#\"; for a in \"$@\"; do printf 'arg=[%s]\\n' \"$a\"; done",
           "sh"};
 }
-
-// Runs the fixture's case with a runner that forwards to the system one and
-// keeps the output lines.
-class CapturingRunner : public ProcessRunner {
- public:
-  ProcessResult Run(const ProcessSpec& spec, const StopFlag& stop, const LineCallback& on_line) override {
-    seen = spec;
-    return real_->Run(spec, stop, [&](std::string_view line) {
-      lines.emplace_back(line);
-      on_line(line);
-    });
-  }
-  ProcessSpec seen;
-  std::vector<std::string> lines;
-
- private:
-  std::unique_ptr<ProcessRunner> real_ = MakeSystemProcessRunner();
-};
 
 }  // namespace
 
@@ -234,7 +200,7 @@ TEST_CASE("Command: every placeholder expands inside its own argv element") {
   f.spec.command.argv.push_back("{{literal}}");
   expected.push_back("arg=[{literal}]");
   REQUIRE(f.Check().empty());
-  CapturingRunner runner;
+  CapturingProcessRunner runner;
   BackendOutcome outcome = f.Run(runner, SystemClock());
   REQUIRE(outcome.status == CaseStatus::kOk);
   CHECK(runner.lines == expected);
@@ -252,7 +218,7 @@ TEST_CASE("Command: env values and workdir are expanded and applied") {
   f.spec.command.argv = {"/bin/sh", "-c", "pwd; echo \"$MODEL_DIR|$CASE\""};
   f.spec.command.env = {{"MODEL_DIR", "{model_path}"}, {"CASE", "case {case_id}"}};
   f.spec.command.workdir = f.dir + "/work/{case_id}";
-  CapturingRunner runner;
+  CapturingProcessRunner runner;
   BackendOutcome outcome = f.Run(runner, SystemClock());
   CHECK(outcome.status == CaseStatus::kOk);
   CHECK(runner.lines ==
@@ -267,7 +233,7 @@ TEST_CASE("Command: a hostile prompt arrives as one argument byte for byte witho
     f.spec.command.argv = PrintArgs();
     f.spec.command.argv.push_back("{prompt}");
     f.spec.command.workdir = f.dir;
-    CapturingRunner runner;
+    CapturingProcessRunner runner;
     REQUIRE(f.Run(runner, SystemClock()).status == CaseStatus::kOk);
     CHECK(runner.lines == std::vector<std::string>{"argc=1", "arg=[" + prompt + "]"});
     CHECK(runner.seen.argv.back() == prompt);
@@ -286,7 +252,7 @@ TEST_CASE("Command: with shell: true a hostile prompt is quoted and stays one wo
     f.spec.command.argv = {"set -- {prompt}; printf '%s\\n' \"argc=$#\"; printf 'arg=[%s]' \"$1\""};
     f.spec.command.workdir = f.dir;
     REQUIRE(f.Check().empty());
-    CapturingRunner runner;
+    CapturingProcessRunner runner;
     REQUIRE(f.Run(runner, SystemClock()).status == CaseStatus::kOk);
     REQUIRE(runner.seen.argv.size() == 3);
     CHECK(runner.seen.argv[0] == "/bin/sh");

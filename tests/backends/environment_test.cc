@@ -15,28 +15,18 @@
 
 #include "backends/environment.h"
 #include "backends/gpu_probe.h"
+#include "fake_process_runner.h"
 #include "runner/base/build_info.h"
 #include "runner/base/text.h"
 
 using namespace protocol;
+using protocol::testing::FakeProcessRunner;
 
 namespace {
 
 std::map<std::string, std::string> AsMap(const std::vector<std::pair<std::string, std::string>>& v) {
   return std::map<std::string, std::string>(v.begin(), v.end());
 }
-
-class FakeProcessRunner : public ProcessRunner {
- public:
-  ProcessResult Run(const ProcessSpec& spec, const StopFlag&, const LineCallback& on_line) override {
-    seen = spec;
-    for (const auto& line : lines) on_line(line);
-    return result;
-  }
-  ProcessSpec seen;
-  std::vector<std::string> lines;
-  ProcessResult result;
-};
 
 }  // namespace
 

@@ -25,6 +25,7 @@
 #include "backends/native/model/model.h"
 #include "backends/native/model/model_config.h"
 #include "backends/native/platform/torch_compat.h"
+#include "fake_process_runner.h"
 #include "runner/exec/backend.h"
 #include "skip.h"
 
@@ -32,6 +33,7 @@ namespace protocol {
 namespace native {
 namespace {
 namespace fs = std::filesystem;
+using protocol::testing::FakeProcessRunner;
 
 const char* const kNoCuda = "no CUDA device (CPU-only libtorch or no GPU): GPU-only check";
 
@@ -115,9 +117,6 @@ struct Events : CaseEvents {
   void OnRequest(const RequestSample&) override {}
   void OnStatusLine(const std::string&) override {}
 };
-struct NoProcesses : ProcessRunner {
-  ProcessResult Run(const ProcessSpec&, const StopFlag&, const LineCallback&) override { return {}; }
-};
 struct Clock1 : Clock {
   double now = 0;
   double NowSeconds() override { return now += 1.0; }
@@ -149,7 +148,7 @@ TEST_CASE("gpu: a one-process fsdp case on CUDA stores its peak device memory") 
   spec.training.seq_len = 64;
   spec.training.device = DeviceChoice::kCuda;
   StopFlag stop;
-  NoProcesses processes;
+  FakeProcessRunner processes;  // no process is started
   Clock1 clock;
   Events events;
   auto backend = MakeNativeFsdpBackend();

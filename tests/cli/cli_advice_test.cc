@@ -12,51 +12,14 @@
 #include <string>
 #include <vector>
 
-#include "test_files.h"
+#include "cli_support.h"
 
 namespace fs = std::filesystem;
 
-namespace {
-
-struct Output {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-std::string Quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    char tmpl[] = "/tmp/protocol-advice-XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
-
-void WriteFile(const fs::path& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
-
-// `protocol ARGS...` in `cwd`, stdout, stderr and the exit code captured.
-Output Protocol(const std::vector<std::string>& args, const fs::path& cwd) {
-  std::string cmd = "cd " + Quote(cwd.string()) + " && " + Quote(PROTOCOL_BINARY);
-  for (const auto& a : args) cmd += " " + Quote(a);
-  cmd += " >" + Quote((cwd / "out.txt").string()) + " 2>" + Quote((cwd / "err.txt").string()) + " </dev/null";
-  const int status = std::system(cmd.c_str());
-  Output o;
-  o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  o.out = protocol::testing::ReadTextFile((cwd / "out.txt").string());
-  o.err = protocol::testing::ReadTextFile((cwd / "err.txt").string());
-  return o;
-}
-
-}  // namespace
+using protocol::testing::Output;
+using protocol::testing::Protocol;
+using protocol::testing::TempDir;
+using protocol::testing::WriteFile;
 
 TEST_CASE("cli: validate and run --dry-run print the backends' warnings (located) and memory notes; exit 0") {
   TempDir dir;

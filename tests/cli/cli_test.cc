@@ -299,7 +299,41 @@ TEST_CASE("cli: kill -9 of the runner during a quiet command case leaves the com
   waitpid(pid, &status, 0);
   int left = 1;
   for (int i = 0; i < 100 && (left = sleeping()) > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  CHECK(left == 0);  // the parent-death signal ended it with the runner
+  CHECK(left == 0);  // its guardian ended it with the runner
+}
+
+TEST_CASE("cli: kill -9 of the runner ends what the command case started, grandchildren included") {
+  TempDir dir;
+  // The quiet second case starts two background sleeps (grandchildren of the runner) and waits;
+  // each sleeps for a duration no other process here uses, found again by its command line.
+  const std::string marker = "301." + std::to_string(100 + getpid() % 900);
+  std::string plan = kSleepPlan;
+  const std::string quiet = "command: {argv: [sh, -c, \"sleep 4\"]}";
+  REQUIRE(plan.find(quiet) != std::string::npos);
+  plan.replace(plan.find(quiet), quiet.size(),
+               "command: {argv: [sh, -c, \"sleep " + marker + " & sleep " + marker + " & wait\"]}");
+  WriteFile(dir.path / "forks.yaml", plan);
+  fs::path db = dir.path / "f.db";
+  pid_t pid = StartRun(dir.path, "forks.yaml", "f.db");
+  REQUIRE(pid > 0);
+  REQUIRE(WaitForSecondCaseRunning(db));
+  auto sleeping = [&marker] {
+    int found = 0;
+    for (const auto& entry : fs::directory_iterator("/proc")) {
+      std::ifstream in(entry.path() / "cmdline");
+      std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      if (cmdline == std::string("sleep") + '\0' + marker + '\0') ++found;
+    }
+    return found;
+  };
+  for (int i = 0; i < 100 && sleeping() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  REQUIRE(sleeping() == 2);  // both grandchildren run
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  int left = 2;
+  for (int i = 0; i < 150 && (left = sleeping()) > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(left == 0);  // the guardian saw its lifeline end and killed the case's process group
 }
 
 TEST_CASE("cli: Ctrl-C stops the running case's process group, stores it interrupted, exits 1") {

@@ -13,16 +13,15 @@
 #include "backends/native/model/model_resolve.h"
 #include "backends/native/native_check.h"
 #include "backends/native/share_backend.h"
+#include "fake_process_runner.h"
 #include "runner/base/text.h"
 #include "runner/plan/plan_parser.h"
 
 namespace protocol {
 namespace {
 namespace fs = std::filesystem;
+using protocol::testing::FakeProcessRunner;
 
-struct NoProcesses : ProcessRunner {
-  ProcessResult Run(const ProcessSpec&, const StopFlag&, const LineCallback&) override { return {}; }
-};
 struct NullEvents : CaseEvents {
   void OnStep(const StepSample&) override {}
   void OnRequest(const RequestSample&) override {}
@@ -56,7 +55,7 @@ Plan ParsePlan(const std::string& model, const std::string& cases, const std::st
 
 BackendOutcome RunCase(Backend& backend, const Plan& plan, const CaseSpec& spec) {
   StopFlag stop;
-  NoProcesses processes;
+  FakeProcessRunner processes;  // no process is started
   StillClock clock;
   NullEvents events;
   BackendContext ctx{plan, spec, 0, "", "", stop, processes, clock, events};

@@ -9,15 +9,18 @@
 #include <fstream>
 
 #include "backends/native/training/data.h"
+#include "backends/native/launch/events.h"
 #include "backends/native/fsdp_backend.h"
 #include "backends/native/quant/lora.h"
 #include "backends/native/model/model_config.h"
 #include "backends/native/model/tokenizer.h"
+#include "fake_process_runner.h"
 #include "runner/base/text.h"
 
 namespace protocol {
 namespace {
 namespace fs = std::filesystem;
+using protocol::testing::FakeProcessRunner;
 
 struct RecordingEvents : CaseEvents {
   std::vector<StepSample> steps;
@@ -26,10 +29,6 @@ struct RecordingEvents : CaseEvents {
   void OnStep(const StepSample& s) override { steps.push_back(s); }
   void OnRequest(const RequestSample& r) override { requests.push_back(r); }
   void OnStatusLine(const std::string& t) override { lines.push_back(t); }
-};
-
-struct NoProcesses : ProcessRunner {
-  ProcessResult Run(const ProcessSpec&, const StopFlag&, const LineCallback&) override { return {}; }
 };
 
 // Each reading is one second later than the one before.
@@ -102,7 +101,7 @@ CaseSpec TrainingCase(Workload w, const std::string& dataset, int64_t steps) {
 
 struct Harness {
   StopFlag stop;
-  NoProcesses processes;
+  FakeProcessRunner processes;  // no process is started
   TickingClock clock;
   RecordingEvents events;
   BackendOutcome Run(const Plan& plan, const CaseSpec& spec, const std::string& output_dir = "",
@@ -237,7 +236,8 @@ TEST_CASE("native fsdp: multi-node, stop, timeout and a missing tokenizer end th
                                      "equal slice of the global batch)"});
     spec.training.batch_size = 2;
     native::DistOptions o;
-    o.worker_program = "/bin/true";  // exits 0 without doing a rank's work
+    o.worker_program = "/bin/true";  // names the program in the reason
+    h.processes.result = FakeProcessRunner::Exited(0);  // every rank exits 0 without doing a rank's work
     auto backend = MakeNativeFsdpBackend(o);
     BackendContext ctx{plan, spec, 0, "", "", h.stop, h.processes, h.clock, h.events};
     BackendOutcome out = backend->Run(ctx);
@@ -246,6 +246,25 @@ TEST_CASE("native fsdp: multi-node, stop, timeout and a missing tokenizer end th
           "rank 0 (node node0) exited with code 0 without reporting the end of its work (no \"bytes\" event): is "
           "'/bin/true' the protocol program with the `worker` subcommand?");
     CHECK(h.events.steps.empty());
+    // The ranks went through the context's runner: one process each, told its rank and the world size.
+    REQUIRE(h.processes.started.size() == 2);
+    for (size_t r = 0; r < 2; ++r) {
+      CHECK(h.processes.started[r].argv.at(0) == "/bin/true");
+      CHECK(h.processes.started[r].env.at("RANK") == std::to_string(r));
+      CHECK(h.processes.started[r].env.at("WORLD_SIZE") == "2");
+    }
+    // Rank 1 fails with an error event: the case names it and its error.
+    native::WorkerEvent error;
+    error.kind = native::WorkerEvent::Kind::kError;
+    error.text = "CUDA out of memory";
+    h.processes.script = [&error](const ProcessSpec& p) {
+      return p.env.at("RANK") == "1" ? FakeProcessRunner::Ends(3, {native::EncodeEvent(error)})
+                                     : FakeProcessRunner::Ends(0);
+    };
+    out = backend->Run(ctx);
+    CHECK(out.status == CaseStatus::kFailed);
+    CHECK(out.reason == "rank 1 (node node1) exited with code 3: CUDA out of memory");
+    CHECK(out.exit_code == 3);
   }
   {
     Harness h;

@@ -2,7 +2,7 @@
 #define PROTOCOL_TESTS_CLI_SUPPORT_H_
 
 // Running the real `protocol` binary from tests (cli_*_test.cc): a fresh
-// temporary directory, files written into it, and one call of the program
+// temporary directory, files written into it (test_files.h), and one call of the program
 // with its stdout, stderr and exit code captured.
 
 #include <doctest/doctest.h>
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "runner/store/store.h"
+#include "test_files.h"
 
 namespace protocol::testing {
 
@@ -25,31 +26,6 @@ struct Output {
   int exit_code = -1;
   std::string out;  // stdout
   std::string err;  // stderr
-};
-
-inline std::string ReadAll(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-inline void WriteFile(const std::filesystem::path& path, const std::string& text) {
-  std::filesystem::create_directories(path.parent_path());
-  std::ofstream(path, std::ios::binary) << text;
-}
-
-// A fresh directory per test, removed at the end.
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    char tmpl[] = "/tmp/protocol-cli-XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
 };
 
 inline std::string ShellQuote(const std::string& s) {

@@ -18,6 +18,7 @@
 #include "backends/native/dist_backend.h"
 #include "runner/base/text.h"
 #include "runner/exec/backend.h"
+#include "test_files.h"
 
 namespace protocol {
 namespace dist_test {
@@ -30,10 +31,6 @@ struct RecordingEvents : CaseEvents {
   void OnStatusLine(const std::string&) override {}
 };
 
-struct NoProcesses : ProcessRunner {
-  ProcessResult Run(const ProcessSpec&, const StopFlag&, const LineCallback&) override { return {}; }
-};
-
 inline native::DistOptions Options() {
   native::DistOptions o;
   o.worker_program = PROTOCOL_BINARY;
@@ -43,7 +40,7 @@ inline native::DistOptions Options() {
 
 struct Harness {
   StopFlag stop;
-  NoProcesses processes;
+  std::unique_ptr<ProcessRunner> processes = MakeSystemProcessRunner();  // the ranks are real processes
   RecordingEvents events;
   // REQUIRES (checked): the backend's Check finds no problem with the case.
   BackendOutcome Run(Backend& backend, const Plan& plan, const CaseSpec& spec, const std::string& out_dir,
@@ -51,7 +48,7 @@ struct Harness {
     auto problems = backend.Check(plan, spec);
     INFO(Join(problems, "\n"));
     REQUIRE(problems.empty());
-    BackendContext ctx{plan, spec, 0, log, out_dir, stop, processes, SystemClock(), events};
+    BackendContext ctx{plan, spec, 0, log, out_dir, stop, *processes, SystemClock(), events};
     return backend.Run(ctx);
   }
 };
@@ -63,12 +60,7 @@ inline const Measurement* Find(const BackendOutcome& out, const std::string& nam
   return nullptr;
 }
 
-inline std::string ReadAll(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using protocol::testing::ReadAll;
 
 // Writes root/corpus.txt (40 sentences of text) and trains a 60-piece BPE
 // SentencePiece tokenizer on it into root/model/tokenizer.model (spm_train).

@@ -20,16 +20,12 @@
 
 #include "runner/base/json.h"
 #include "runner/store/store.h"
+#include "test_files.h"
 
 namespace protocol {
 namespace testing {
 
-inline std::string ReadText(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+inline std::string ReadText(const std::filesystem::path& path) { return ReadTextFile(path.string()); }
 
 inline void WriteText(const std::filesystem::path& path, const std::string& text) {
   if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
@@ -99,18 +95,6 @@ inline void LoadRunsFixture(Store& store, const std::string& name) {
 }
 
 // A fresh directory, removed at the end.
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    char tmpl[] = "/tmp/protocol-regression-XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-};
-
 struct CliOutput {
   int exit_code = -1;
   std::string out;

@@ -392,7 +392,7 @@ BackendOutcome RunDistributed(BackendContext& ctx, NativeRole role, const DistLa
   so.workdir = workdir;
   so.timeout_seconds = ctx.spec.timeout_seconds;
   so.kill_grace_seconds = options.kill_grace_seconds;
-  SuperviseResult sr = Supervise(*launches, so, ctx.stop, [&](int rank, std::string_view line) {
+  SuperviseResult sr = Supervise(ctx.processes, *launches, so, ctx.stop, [&](int rank, std::string_view line) {
     if (auto e = DecodeEvent(line)) collector.Add(rank, *e, SteadyNow());
   });
   return OutcomeOf(ctx, layout, sr, collector, *launches, program, SteadyNow());

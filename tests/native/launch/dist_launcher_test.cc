@@ -1,5 +1,6 @@
 // Launchers (local, ssh, slurm), the worker protocol's events and case file,
-// and the supervisor's endings with plain shell commands as ranks.
+// and the supervisor's endings: with plain shell commands as ranks on the
+// system runner, and with scripted ranks on the fake runner.
 #include <doctest/doctest.h>
 
 #include <signal.h>
@@ -15,6 +16,8 @@
 #include "backends/native/launch/launcher.h"
 #include "backends/native/launch/supervisor.h"
 #include "backends/native/launch/worker_case.h"
+#include "fake_process_runner.h"
+#include "test_files.h"
 #include "training_field_checks.h"
 
 namespace protocol {
@@ -39,11 +42,13 @@ LaunchRequest TwoNodes() {
 
 bool Alive(int pid) { return ::kill(pid, 0) == 0 || errno != ESRCH; }
 
-std::string ReadAll(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+using protocol::testing::FakeProcessRunner;
+using protocol::testing::ReadAll;
+
+// The runner the ranks of these tests run on: the real one.
+ProcessRunner& System() {
+  static std::unique_ptr<ProcessRunner> runner = MakeSystemProcessRunner();
+  return *runner;
 }
 
 }  // namespace
@@ -206,7 +211,7 @@ TEST_CASE("dist supervisor: all ranks exit 0; output is prefixed in the log and 
   o.log_path = log.string();
   StopFlag stop;
   std::vector<std::pair<int, std::string>> lines;
-  SuperviseResult r = Supervise({Sh(0, "rig0", "echo hello"), Sh(1, "rig1", "echo world; echo $RANK_X")}, o, stop,
+  SuperviseResult r = Supervise(System(), {Sh(0, "rig0", "echo hello"), Sh(1, "rig1", "echo world; echo $RANK_X")}, o, stop,
                                 [&](int rank, std::string_view line) { lines.emplace_back(rank, std::string(line)); });
   CHECK(r.outcome == SuperviseResult::Outcome::kOk);
   CHECK(r.reason == "");
@@ -221,7 +226,7 @@ TEST_CASE("dist supervisor: a rank exiting non-zero stops the others, named with
   StopFlag stop;
   SuperviseOptions o;
   o.kill_grace_seconds = 0.5;
-  SuperviseResult r = Supervise({Sh(0, "rig0", "sleep 30"), Sh(1, "rig1", "sleep 0.2; exit 3")}, o, stop, nullptr);
+  SuperviseResult r = Supervise(System(), {Sh(0, "rig0", "sleep 30"), Sh(1, "rig1", "sleep 0.2; exit 3")}, o, stop, nullptr);
   CHECK(r.outcome == SuperviseResult::Outcome::kRankFailed);
   CHECK(r.reason == "rank 1 (node rig1) exited with code 3");
   CHECK(r.failed_rank == 1);
@@ -237,7 +242,7 @@ TEST_CASE("dist supervisor: kill -9 of one rank ends the case; a rank ignoring S
   SuperviseOptions o;
   o.kill_grace_seconds = 0.3;
   // Rank 0 ignores SIGTERM and starts a grandchild; rank 1 kills itself with signal 9.
-  SuperviseResult r = Supervise({Sh(0, "rig0", "trap '' TERM; sleep 30 & wait; wait"), Sh(1, "rig1", "sleep 0.2; kill -9 $$")},
+  SuperviseResult r = Supervise(System(), {Sh(0, "rig0", "trap '' TERM; sleep 30 & wait; wait"), Sh(1, "rig1", "sleep 0.2; kill -9 $$")},
                                 o, stop, nullptr);
   CHECK(r.outcome == SuperviseResult::Outcome::kRankFailed);
   CHECK(r.reason == "rank 1 (node rig1) was killed by signal 9");
@@ -252,16 +257,87 @@ TEST_CASE("dist supervisor: the case timeout and the stop flag end every rank") 
   SuperviseOptions o;
   o.timeout_seconds = 0.3;
   o.kill_grace_seconds = 0.2;
-  SuperviseResult r = Supervise({Sh(0, "rig0", "sleep 30"), Sh(1, "rig0", "sleep 30")}, o, stop, nullptr);
+  SuperviseResult r = Supervise(System(), {Sh(0, "rig0", "sleep 30"), Sh(1, "rig0", "sleep 30")}, o, stop, nullptr);
   CHECK(r.outcome == SuperviseResult::Outcome::kTimedOut);
   CHECK(r.reason == "exceeded the case's timeout of 0.3 s; every rank was stopped");
   for (const RankEnd& e : r.ranks) CHECK_FALSE(Alive(e.pid));
 
   stop.Request();
   o.timeout_seconds = 0;
-  r = Supervise({Sh(0, "rig0", "sleep 30")}, o, stop, nullptr);
+  r = Supervise(System(), {Sh(0, "rig0", "sleep 30")}, o, stop, nullptr);
   CHECK(r.outcome == SuperviseResult::Outcome::kStopped);
   CHECK(r.reason == "stopped by request; every rank was stopped");
+}
+
+TEST_CASE("dist supervisor on the fake runner: it sees every rank's process and one rank fails as scripted") {
+  RankLaunch r0 = Sh(0, "rig0", "train");
+  r0.env = {{"RANK", "0"}, {"WORLD_SIZE", "2"}};
+  RankLaunch r1 = Sh(1, "rig1", "train");
+  r1.env = {{"RANK", "1"}, {"WORLD_SIZE", "2"}};
+  FakeProcessRunner runner;
+  runner.script = [](const ProcessSpec& p) {
+    return p.env.at("RANK") == "1" ? FakeProcessRunner::Ends(3, {"out of memory"}) : FakeProcessRunner::Ends(0);
+  };
+  SuperviseOptions o;
+  o.log_path = "/r/case.log";
+  o.workdir = "/r";
+  o.timeout_seconds = 60;
+  o.kill_grace_seconds = 2;
+  StopFlag stop;
+  std::vector<std::pair<int, std::string>> lines;
+  SuperviseResult r = Supervise(runner, {r0, r1}, o, stop, [&](int rank, std::string_view line) {
+    lines.emplace_back(rank, std::string(line));
+  });
+  REQUIRE(runner.started.size() == 2);
+  CHECK(runner.started[0].argv == r0.argv);
+  CHECK(runner.started[1].env == r1.env);
+  CHECK(runner.started[1].workdir == "/r");
+  CHECK(runner.started[0].log_prefix == "[rank 0] ");
+  CHECK(runner.started[1].log_prefix == "[rank 1] ");
+  REQUIRE(runner.groups.size() == 1);
+  CHECK(runner.groups[0].log_path == "/r/case.log");
+  CHECK(runner.groups[0].timeout_seconds == 60);
+  CHECK(runner.groups[0].kill_grace_seconds == 2);
+  CHECK(r.outcome == SuperviseResult::Outcome::kRankFailed);
+  CHECK(r.reason == "rank 1 (node rig1) exited with code 3");
+  CHECK(r.failed_rank == 1);
+  CHECK(lines == std::vector<std::pair<int, std::string>>{{1, "out of memory"}});
+  REQUIRE(r.ranks.size() == 2);
+  CHECK(r.ranks[1].Code() == 3);
+  CHECK(r.ranks[0].Code() == 0);
+
+  // A rank killed by a signal is named before one that exited non-zero; one that never started says why.
+  runner.script = [](const ProcessSpec& p) {
+    if (p.env.at("RANK") == "0") return FakeProcessRunner::Ends(1);
+    FakeProcessRunner::Script killed;
+    killed.result = FakeProcessRunner::Signaled(9);
+    return killed;
+  };
+  r = Supervise(runner, {r0, r1}, o, stop, nullptr);
+  CHECK(r.reason == "rank 1 (node rig1) was killed by signal 9");
+  runner.script = nullptr;
+  runner.result.error = "cannot run 'train': No such file or directory";
+  r = Supervise(runner, {r0, r1}, o, stop, nullptr);
+  CHECK(r.outcome == SuperviseResult::Outcome::kFailedToStart);
+  CHECK(r.reason == "rank 0 (node rig0) failed to start: cannot run 'train': No such file or directory");
+  CHECK_FALSE(r.ranks[0].started);
+}
+
+TEST_CASE("dist supervisor: a rank whose program does not exist fails to start, named") {
+  StopFlag stop;
+  SuperviseOptions o;
+  o.kill_grace_seconds = 0.3;
+  RankLaunch missing;
+  missing.rank = 1;
+  missing.node = "rig1";
+  missing.argv = {"protocol-no-such-worker"};
+  SuperviseResult r = Supervise(System(), {Sh(0, "rig0", "sleep 30"), missing}, o, stop, nullptr);
+  CHECK(r.outcome == SuperviseResult::Outcome::kFailedToStart);
+  CHECK(r.reason == "rank 1 (node rig1) failed to start: cannot run 'protocol-no-such-worker': No such file or directory");
+  REQUIRE(r.ranks.size() == 2);
+  CHECK(r.ranks[0].signal == SIGTERM);  // the started rank was stopped
+  CHECK_FALSE(r.ranks[1].started);
+  CHECK_FALSE(Alive(r.ranks[0].pid));
 }
 
 }  // namespace native

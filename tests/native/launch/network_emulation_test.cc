@@ -14,38 +14,38 @@
 #include <vector>
 
 #include "backends/native/launch/network_emulation.h"
+#include "fake_process_runner.h"
 #include "netns_support.h"
+#include "test_files.h"
 #include "runner/base/text.h"
 #include "runner/plan/plan_parser.h"
 
 using namespace protocol;
+using protocol::testing::FakeProcessRunner;
 using protocol::testing::Shape;
+using protocol::testing::ReadAll;
+using protocol::testing::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
 
-// Records every argv; fails the command whose line contains `fail_on`.
-class RecordingRunner : public ProcessRunner {
- public:
-  std::vector<std::string> commands;
-  std::string fail_on;
-  std::string fail_output = "RTNETLINK answers: File exists";
+// The shared fake with every command exiting 0 (FakeProcessRunner keeps them all).
+FakeProcessRunner AllSucceed() {
+  FakeProcessRunner runner;
+  runner.result = FakeProcessRunner::Exited(0);
+  return runner;
+}
 
-  ProcessResult Run(const ProcessSpec& spec, const StopFlag&, const LineCallback& on_line) override {
-    std::string line = Join(spec.argv, " ");
-    commands.push_back(line);
-    ProcessResult r;
-    r.ending = ProcessResult::Ending::kExited;
-    r.exit_code = 0;
-    if (!fail_on.empty() && line.find(fail_on) != std::string::npos) {
-      on_line(fail_output);
-      r.exit_code = 2;
-    }
-    return r;
-  }
-};
+// Then the command whose line contains `fail_on` prints `output` and exits 2.
+void FailOn(FakeProcessRunner& runner, const std::string& fail_on,
+            const std::string& output = "RTNETLINK answers: File exists") {
+  runner.script = [fail_on, output](const ProcessSpec& spec) {
+    if (Join(spec.argv, " ").find(fail_on) == std::string::npos) return FakeProcessRunner::Ends(0);
+    return FakeProcessRunner::Ends(2, {output});
+  };
+}
 
-NetworkEmulationOptions FakeOptions(RecordingRunner* runner, const std::string& prefix = "protocol-7-0") {
+NetworkEmulationOptions FakeOptions(FakeProcessRunner* runner, const std::string& prefix = "protocol-7-0") {
   NetworkEmulationOptions o;
   o.runner = runner;
   o.prefix = prefix;
@@ -54,18 +54,9 @@ NetworkEmulationOptions FakeOptions(RecordingRunner* runner, const std::string& 
   return o;
 }
 
-std::string TempDir() {
-  std::string pattern = (fs::temp_directory_path() / "protocol-netem-XXXXXX").string();
-  REQUIRE(mkdtemp(pattern.data()) != nullptr);
-  return pattern;
-}
 
 void Touch(const std::string& path, const std::string& content = "") { std::ofstream(path) << content; }
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 }  // namespace
 
@@ -87,7 +78,7 @@ TEST_CASE("ParseTcRate and ParseTcTime read tc units") {
 }
 
 TEST_CASE("EmulatedNetwork with two nodes joins them by one veth pair shaped at both ends") {
-  RecordingRunner runner;
+  FakeProcessRunner runner = AllSucceed();
   {
     auto net = EmulatedNetwork::Create({"rig0", "rig1"}, Shape({"20mbit", "2ms"}), FakeOptions(&runner));
     REQUIRE_MESSAGE(net.ok(), net.status().message());
@@ -115,33 +106,33 @@ TEST_CASE("EmulatedNetwork with two nodes joins them by one veth pair shaped at 
         "tc -n protocol-7-0-rig1 qdisc add dev eth0 root handle 1: netem delay 2000us limit 100000",
         "tc -n protocol-7-0-rig1 qdisc add dev eth0 parent 1:1 handle 10: tbf rate 20000000bit burst 16384 latency 100ms",
     };
-    CHECK(runner.commands == expected);
+    CHECK(runner.commands() == expected);
     CHECK((*net)->commands() == expected);
   }
   // Destroying the object deletes the namespaces, last created first.
-  REQUIRE(runner.commands.size() == 15);
-  CHECK(runner.commands[13] == "ip netns delete protocol-7-0-rig1");
-  CHECK(runner.commands[14] == "ip netns delete protocol-7-0-rig0");
+  REQUIRE(runner.commands().size() == 15);
+  CHECK(runner.commands()[13] == "ip netns delete protocol-7-0-rig1");
+  CHECK(runner.commands()[14] == "ip netns delete protocol-7-0-rig0");
 }
 
 TEST_CASE("EmulatedNetwork shapes with tbf alone without a delay, and not at all without a bandwidth") {
-  RecordingRunner runner;
+  FakeProcessRunner runner = AllSucceed();
   auto net = EmulatedNetwork::Create({"a", "b"}, Shape({"1gbit", ""}), FakeOptions(&runner));
   REQUIRE(net.ok());
   // 2 ms at 1 Gbit/s = 250000 bytes of bucket.
-  CHECK(runner.commands[9] == "tc -n protocol-7-0-a qdisc add dev eth0 root handle 1: tbf rate 1000000000bit burst 250000 latency 100ms");
-  CHECK(runner.commands[10] == "tc -n protocol-7-0-b qdisc add dev eth0 root handle 1: tbf rate 1000000000bit burst 250000 latency 100ms");
-  CHECK(runner.commands.size() == 11);
+  CHECK(runner.commands()[9] == "tc -n protocol-7-0-a qdisc add dev eth0 root handle 1: tbf rate 1000000000bit burst 250000 latency 100ms");
+  CHECK(runner.commands()[10] == "tc -n protocol-7-0-b qdisc add dev eth0 root handle 1: tbf rate 1000000000bit burst 250000 latency 100ms");
+  CHECK(runner.commands().size() == 11);
 
-  RecordingRunner plain;
+  FakeProcessRunner plain = AllSucceed();
   auto unshaped = EmulatedNetwork::Create({"a", "b"}, Shape({"", ""}), FakeOptions(&plain, "protocol-7-1"));
   REQUIRE(unshaped.ok());
-  CHECK(plain.commands.size() == 9);
-  CHECK(plain.commands.back() == "ip -n protocol-7-1-b link set eth0 up");
+  CHECK(plain.commands().size() == 9);
+  CHECK(plain.commands().back() == "ip -n protocol-7-1-b link set eth0 up");
 }
 
 TEST_CASE("EmulatedNetwork with three nodes joins them through a bridge in a switch namespace") {
-  RecordingRunner runner;
+  FakeProcessRunner runner = AllSucceed();
   auto net = EmulatedNetwork::Create({"a", "b", "c"}, Shape({"100mbit", "1ms"}), FakeOptions(&runner));
   REQUIRE_MESSAGE(net.ok(), net.status().message());
   CHECK((*net)->nodes()[2].address == "10.77.0.3");
@@ -178,21 +169,20 @@ TEST_CASE("EmulatedNetwork with three nodes joins them through a bridge in a swi
       "tc -n protocol-7-0-sw qdisc add dev p1 root handle 1: tbf rate 100000000bit burst 25000 latency 100ms",
   };
   // Node c's shaping follows the same pattern; its switch port comes last.
-  REQUIRE(runner.commands.size() == 33);
-  for (size_t i = 0; i < expected.size(); ++i) CHECK(runner.commands[i] == expected[i]);
-  CHECK(runner.commands[32] == "tc -n protocol-7-0-sw qdisc add dev p2 root handle 1: tbf rate 100000000bit burst 25000 latency 100ms");
+  REQUIRE(runner.commands().size() == 33);
+  for (size_t i = 0; i < expected.size(); ++i) CHECK(runner.commands()[i] == expected[i]);
+  CHECK(runner.commands()[32] == "tc -n protocol-7-0-sw qdisc add dev p2 root handle 1: tbf rate 100000000bit burst 25000 latency 100ms");
   CHECK((*net)->Teardown().ok());
-  CHECK(runner.commands[33] == "ip netns delete protocol-7-0-sw");
-  CHECK(runner.commands.back() == "ip netns delete protocol-7-0-a");
-  CHECK(runner.commands.size() == 37);
+  CHECK(runner.commands()[33] == "ip netns delete protocol-7-0-sw");
+  CHECK(runner.commands().back() == "ip netns delete protocol-7-0-a");
+  CHECK(runner.commands().size() == 37);
   CHECK((*net)->Teardown().ok());  // idempotent: nothing more to do
-  CHECK(runner.commands.size() == 37);
+  CHECK(runner.commands().size() == 37);
 }
 
 TEST_CASE("EmulatedNetwork reports the failing command with its output and removes what it made") {
-  RecordingRunner runner;
-  runner.fail_on = "netem";
-  runner.fail_output = "Error: Specified qdisc kind is unknown.";
+  FakeProcessRunner runner = AllSucceed();
+  FailOn(runner, "netem", "Error: Specified qdisc kind is unknown.");
   auto net = EmulatedNetwork::Create({"rig0", "rig1"}, Shape({"20mbit", "2ms"}), FakeOptions(&runner));
   REQUIRE_FALSE(net.ok());
   CHECK(net.status().code() == Status::Code::kIoError);
@@ -200,19 +190,19 @@ TEST_CASE("EmulatedNetwork reports the failing command with its output and remov
         "network emulation: `tc -n protocol-7-0-rig0 qdisc add dev eth0 root handle 1: netem delay 2000us limit 100000` "
         "failed (exit code 2): Error: Specified qdisc kind is unknown. (this kernel has no sch_netem, which the delay "
         "needs: `modprobe sch_netem`, or drop cluster.emulate.delay)");
-  REQUIRE(runner.commands.size() == 12);
-  CHECK(runner.commands[10] == "ip netns delete protocol-7-0-rig1");
-  CHECK(runner.commands[11] == "ip netns delete protocol-7-0-rig0");
+  REQUIRE(runner.commands().size() == 12);
+  CHECK(runner.commands()[10] == "ip netns delete protocol-7-0-rig1");
+  CHECK(runner.commands()[11] == "ip netns delete protocol-7-0-rig0");
 
-  RecordingRunner second;
-  second.fail_on = "ip netns add protocol-7-0-b";
+  FakeProcessRunner second = AllSucceed();
+  FailOn(second, "ip netns add protocol-7-0-b");
   auto half = EmulatedNetwork::Create({"a", "b"}, Shape({"20mbit", ""}), FakeOptions(&second));
   REQUIRE_FALSE(half.ok());
   CHECK(half.status().message() ==
         "network emulation: `ip netns add protocol-7-0-b` failed (exit code 2): RTNETLINK answers: File exists");
   // Only the namespace it created is removed, not the one that was in the way.
-  CHECK(second.commands.back() == "ip netns delete protocol-7-0-a");
-  CHECK(second.commands.size() == 4);
+  CHECK(second.commands().back() == "ip netns delete protocol-7-0-a");
+  CHECK(second.commands().size() == 4);
 }
 
 TEST_CASE("validate and the run take exactly the same emulated bandwidths and delays") {
@@ -231,14 +221,14 @@ TEST_CASE("validate and the run take exactly the same emulated bandwidths and de
       PlanParseResult r = ParsePlanString(plan(bandwidth, delay), "<string>");
       CHECK(r.ok() == (ParseTcRate(bandwidth).ok() && ParseTcTime(delay).ok()));
       if (!r.ok()) continue;
-      RecordingRunner runner;
+      FakeProcessRunner runner = AllSucceed();
       CHECK(EmulatedNetwork::Create({"a", "b"}, *r.plan->cluster.emulate, FakeOptions(&runner)).ok());
     }
   }
 }
 
 TEST_CASE("EmulatedNetwork rejects bad node lists before running anything") {
-  RecordingRunner runner;
+  FakeProcessRunner runner = AllSucceed();
   auto opts = FakeOptions(&runner);
   CHECK(EmulatedNetwork::Create({"a"}, {}, opts).status().message() == "network emulation needs 2 to 253 nodes, got 1");
   CHECK(EmulatedNetwork::Create({"a", "a"}, {}, opts).status().message() ==
@@ -246,12 +236,14 @@ TEST_CASE("EmulatedNetwork rejects bad node lists before running anything") {
   CHECK(EmulatedNetwork::Create({"a", "b c"}, {}, opts).status().message() == "network emulation: bad node name 'b c'");
   CHECK(EmulatedNetwork::Create({"a", "sw"}, {}, opts).status().message() ==
         "network emulation: node name 'sw' is reserved for the switch");
-  CHECK(runner.commands.empty());
+  CHECK(runner.commands().empty());
 }
 
 TEST_CASE("EmulatedNetwork writes an owner marker and removes it on teardown") {
-  RecordingRunner runner;
-  std::string dir = TempDir();
+  FakeProcessRunner runner = AllSucceed();
+  TempDir temp("netem");
+  REQUIRE(!temp.path.empty());
+  const std::string dir = temp.str();
   auto opts = FakeOptions(&runner, "protocol-7-9");
   opts.marker_dir = dir + "/markers";
   auto net = EmulatedNetwork::Create({"a", "b"}, {}, opts);
@@ -260,11 +252,12 @@ TEST_CASE("EmulatedNetwork writes an owner marker and removes it on teardown") {
   CHECK(StartsWith(marker, std::to_string(::getpid()) + " "));
   CHECK((*net)->Teardown().ok());
   CHECK_FALSE(fs::exists(dir + "/markers/protocol-7-9"));
-  fs::remove_all(dir);
 }
 
 TEST_CASE("RemoveStaleNetworks removes the namespaces of dead or replaced owners only") {
-  std::string dir = TempDir();
+  TempDir temp("netem");
+  REQUIRE(!temp.path.empty());
+  const std::string dir = temp.str();
   std::string netns = dir + "/netns", markers = dir + "/markers";
   fs::create_directories(netns);
   fs::create_directories(markers);
@@ -291,7 +284,7 @@ TEST_CASE("RemoveStaleNetworks removes the namespaces of dead or replaced owners
   Touch(netns + "/someone-else");
   Touch(markers + "/protocol-" + d + "-5", d + " 1\n");           // a marker alone
 
-  RecordingRunner runner;
+  FakeProcessRunner runner = AllSucceed();
   auto removed = RemoveStaleNetworks(&runner, netns, markers);
   REQUIRE_MESSAGE(removed.ok(), removed.status().message());
   std::vector<std::string> expected = {"protocol-" + d + "-0-rig0", "protocol-" + d + "-0-rig1",
@@ -300,10 +293,9 @@ TEST_CASE("RemoveStaleNetworks removes the namespaces of dead or replaced owners
   std::vector<std::string> got = *removed;
   std::sort(got.begin(), got.end());
   CHECK(got == expected);
-  CHECK(runner.commands.size() == 3);
+  CHECK(runner.commands().size() == 3);
   CHECK_FALSE(fs::exists(markers + "/protocol-" + d + "-0"));
   CHECK_FALSE(fs::exists(markers + "/protocol-" + d + "-5"));
   CHECK_FALSE(fs::exists(markers + "/protocol-" + me + "-2"));
   CHECK(fs::exists(markers + "/protocol-" + me + "-1"));
-  fs::remove_all(dir);
 }

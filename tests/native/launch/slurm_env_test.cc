@@ -9,9 +9,11 @@
 #include <vector>
 
 #include "backends/native/launch/slurm_env.h"
+#include "fake_process_runner.h"
 #include "runner/base/text.h"
 
 using namespace protocol;
+using protocol::testing::FakeProcessRunner;
 
 namespace {
 
@@ -103,34 +105,16 @@ TEST_CASE("ReadSlurmRank uses the given hostlist expander") {
   CHECK(r->master == "head");
 }
 
-namespace {
-
-class ScriptedRunner : public ProcessRunner {
- public:
-  std::vector<std::string> argv;
-  std::vector<std::string> output;
-  int exit_code = 0;
-  ProcessResult Run(const ProcessSpec& spec, const StopFlag&, const LineCallback& on_line) override {
-    argv = spec.argv;
-    for (const auto& line : output) on_line(line);
-    ProcessResult r;
-    r.ending = ProcessResult::Ending::kExited;
-    r.exit_code = exit_code;
-    return r;
-  }
-};
-
-}  // namespace
-
 TEST_CASE("ExpandHostlistWithScontrol runs scontrol show hostnames") {
-  ScriptedRunner runner;
-  runner.output = {"rig0", "rig1", ""};
+  FakeProcessRunner runner;
+  runner.lines = {"rig0", "rig1", ""};
+  runner.result = FakeProcessRunner::Exited(0);
   auto r = ExpandHostlistWithScontrol(runner, "rig[0-1]");
   REQUIRE(r.ok());
   CHECK(*r == V{"rig0", "rig1"});
-  CHECK(runner.argv == V{"scontrol", "show", "hostnames", "rig[0-1]"});
-  runner.output = {"scontrol: error: Invalid hostlist"};
-  runner.exit_code = 1;
+  CHECK(runner.seen.argv == V{"scontrol", "show", "hostnames", "rig[0-1]"});
+  runner.lines = {"scontrol: error: Invalid hostlist"};
+  runner.result.exit_code = 1;
   CHECK(ExpandHostlistWithScontrol(runner, "x[").status().message() ==
         "scontrol show hostnames 'x[' failed: scontrol: error: Invalid hostlist");
 }

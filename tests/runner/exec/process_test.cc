@@ -2,6 +2,7 @@
 
 #include <doctest/doctest.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "runner/exec/process.h"
+#include "test_files.h"
 
 using namespace protocol;
 
@@ -35,23 +37,13 @@ Captured RunSh(const std::string& script, ProcessSpec spec = {}, const StopFlag*
   return c;
 }
 
-std::string MakeTempDir() {
-  std::string pattern = (std::filesystem::temp_directory_path() / "protocol-process-XXXXXX").string();
-  REQUIRE(mkdtemp(pattern.data()) != nullptr);
-  return std::filesystem::canonical(pattern).string();
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using protocol::testing::ReadTextFile;
+using protocol::testing::TempDir;
 
 // True while `pid` is a live process (a zombie waiting for a reaper counts as dead).
 bool Alive(pid_t pid) {
   if (::kill(pid, 0) != 0) return false;
-  std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat = ReadTextFile("/proc/" + std::to_string(pid) + "/stat");
   size_t paren = stat.rfind(')');
   return paren == std::string::npos || paren + 2 >= stat.size() || stat[paren + 2] != 'Z';
 }
@@ -63,6 +55,26 @@ bool DiesSoon(pid_t pid) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return false;
+}
+
+// How many processes run `sleep <seconds>` exactly (found by their command line).
+int CountSleeping(const std::string& seconds) {
+  int found = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    std::string cmdline = ReadTextFile((entry.path() / "cmdline").string());
+    if (cmdline == std::string("sleep") + '\0' + seconds + '\0' && Alive(std::stoi(entry.path().filename()))) ++found;
+  }
+  return found;
+}
+
+// Polls (up to 5 s) until CountSleeping(seconds) == want; returns the last count.
+int WaitForSleeping(const std::string& seconds, int want) {
+  int count = CountSleeping(seconds);
+  for (int i = 0; i < 250 && count != want; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    count = CountSleeping(seconds);
+  }
+  return count;
 }
 
 }  // namespace
@@ -85,14 +97,16 @@ TEST_CASE("Process: a child killed by a signal is reported as signaled") {
 }
 
 TEST_CASE("Process: stdout and stderr reach the callback and the log with header and footer") {
-  std::string dir = MakeTempDir();
+  TempDir temp("process");
+  REQUIRE(!temp.path.empty());
+  const std::string dir = temp.str();
   ProcessSpec spec;
   spec.log_path = dir + "/logs/deep/case.log";  // parent directories are created
   Captured c = RunSh("echo out; echo err >&2; printf 'no newline'", spec);
   REQUIRE(c.result.ending == ProcessResult::Ending::kExited);
   CHECK(c.lines == std::vector<std::string>{"out", "err", "no newline"});
 
-  std::string log = ReadFile(spec.log_path);
+  std::string log = ReadTextFile(spec.log_path);
   CHECK(log.rfind("$ /bin/sh -c 'echo out; echo err >&2; printf '\\''no newline'\\'''\n# started ", 0) ==
         0);
   CHECK(log.find("\nout\nerr\nno newline\nexit code 0 after ") != std::string::npos);
@@ -100,10 +114,9 @@ TEST_CASE("Process: stdout and stderr reach the callback and the log with header
 
   // A second run appends to the same log.
   RunSh("echo again", spec);
-  std::string appended = ReadFile(spec.log_path);
+  std::string appended = ReadTextFile(spec.log_path);
   CHECK(appended.rfind(log, 0) == 0);
   CHECK(appended.find("\nagain\nexit code 0 after ") != std::string::npos);
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("Process: CR LF and lone CR and LF all end lines and empty lines are kept") {
@@ -112,7 +125,9 @@ TEST_CASE("Process: CR LF and lone CR and LF all end lines and empty lines are k
 }
 
 TEST_CASE("Process: a program that does not exist fails to start with the reason") {
-  std::string dir = MakeTempDir();
+  TempDir temp("process");
+  REQUIRE(!temp.path.empty());
+  const std::string dir = temp.str();
   ProcessSpec spec;
   spec.argv = {"fdsp-no-such-program", "--x"};
   spec.log_path = dir + "/case.log";
@@ -121,10 +136,9 @@ TEST_CASE("Process: a program that does not exist fails to start with the reason
   ProcessResult r = runner->Run(spec, stop, nullptr);
   CHECK(r.ending == ProcessResult::Ending::kFailedToStart);
   CHECK(r.error == "cannot run 'fdsp-no-such-program': No such file or directory");
-  CHECK(ReadFile(spec.log_path).find(
+  CHECK(ReadTextFile(spec.log_path).find(
             "failed to start: cannot run 'fdsp-no-such-program': No such file or directory\n") !=
         std::string::npos);
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("Process: an empty argv fails to start") {
@@ -135,7 +149,9 @@ TEST_CASE("Process: an empty argv fails to start") {
 }
 
 TEST_CASE("Process: workdir and env are applied on top of the inherited environment") {
-  std::string dir = MakeTempDir();
+  TempDir temp("process");
+  REQUIRE(!temp.path.empty());
+  const std::string dir = temp.str();
   ::setenv("PROTOCOL_TEST_INHERITED", "kept", 1);
   ProcessSpec spec;
   spec.workdir = dir;
@@ -146,11 +162,10 @@ TEST_CASE("Process: workdir and env are applied on top of the inherited environm
   CHECK(c.result.exit_code == 0);
   CHECK(c.lines == std::vector<std::string>{dir, "a b;$c", "kept", "/overridden"});
   // The log header names the workdir and the env keys, never env values (they may be secrets).
-  std::string log = ReadFile(spec.log_path);
+  std::string log = ReadTextFile(spec.log_path);
   CHECK(log.find(" in " + dir + " with env HOME PROTOCOL_TEST_VAR\n") != std::string::npos);
   CHECK(log.find("/overridden\nexit code 0") != std::string::npos);
   CHECK(log.find("a b;$c") == log.rfind("a b;$c"));  // only the program's own output
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("Process: a missing workdir fails to start with the reason") {
@@ -213,4 +228,86 @@ TEST_CASE("Process: output a grandchild writes during the grace is still capture
   Captured c = RunSh("(sleep 0.1; echo late) & echo early");
   CHECK(c.result.exit_code == 0);
   CHECK(c.lines == std::vector<std::string>{"early", "late"});
+}
+
+TEST_CASE("Process: a kill -9 of the runner ends the command and everything it started") {
+  // A runner process (a fork of this test) runs a command that starts two
+  // grandchildren, each `sleep` with a duration no other process here uses.
+  const std::string seconds = "301." + std::to_string(100 + getpid() % 900);
+  pid_t runner = ::fork();
+  REQUIRE(runner >= 0);
+  if (runner == 0) {
+    ProcessSpec spec;
+    spec.argv = {"/bin/sh", "-c", "sleep " + seconds + " & sleep " + seconds + " & wait"};
+    StopFlag never;
+    MakeSystemProcessRunner()->Run(spec, never, nullptr);
+    ::_exit(0);
+  }
+  REQUIRE(WaitForSleeping(seconds, 2) == 2);
+  ::kill(runner, SIGKILL);
+  int status = 0;
+  ::waitpid(runner, &status, 0);
+  // The guardian sees its lifeline end and SIGKILLs the command's whole group.
+  CHECK(WaitForSleeping(seconds, 0) == 0);
+}
+
+TEST_CASE("Process: the guardian relays the command's end: its exit code, or the signal that ended it") {
+  Captured term = RunSh("kill -TERM $$");
+  CHECK(term.result.ending == ProcessResult::Ending::kSignaled);
+  CHECK(term.result.signal == SIGTERM);
+  Captured segv = RunSh("kill -SEGV $$");
+  CHECK(segv.result.ending == ProcessResult::Ending::kSignaled);
+  CHECK(segv.result.signal == SIGSEGV);
+  Captured code = RunSh("exit 200");
+  CHECK(code.result.exit_code == 200);
+  // The command itself (not the guardian) is the child of a guardian in the group the result names.
+  Captured pids = RunSh("echo $$; cut -d' ' -f4 /proc/$$/stat; cut -d' ' -f5 /proc/$$/stat");
+  REQUIRE(pids.lines.size() == 3);
+  CHECK(std::stoi(pids.lines[1]) == pids.result.pid);
+  CHECK(std::stoi(pids.lines[2]) == pids.result.pid);
+  CHECK(std::stoi(pids.lines[0]) != pids.result.pid);
+}
+
+TEST_CASE("Process: RunGroup ends all children together and names the first that failed") {
+  TempDir temp("group");
+  REQUIRE(!temp.path.empty());
+  std::vector<ProcessSpec> children(3);
+  children[0].argv = {"/bin/sh", "-c", "echo zero; echo beat; sleep 30"};
+  children[0].log_prefix = "[a] ";
+  children[1].argv = {"/bin/sh", "-c", "sleep 0.2; echo one; exit 5"};
+  children[1].log_prefix = "[b] ";
+  children[2].argv = {"/bin/sh", "-c", "sleep 30"};
+  GroupOptions options;
+  options.log_path = temp.str() + "/group.log";
+  options.kill_grace_seconds = 0.3;
+  options.keep_in_log = [](std::string_view line) { return line != "beat"; };
+  StopFlag never;
+  std::vector<std::pair<size_t, std::string>> lines;
+  GroupResult r = MakeSystemProcessRunner()->RunGroup(
+      children, options, never, [&](size_t index, std::string_view line) { lines.emplace_back(index, line); });
+  CHECK(r.outcome == GroupResult::Outcome::kChildFailed);
+  CHECK(r.first_failed == 1);
+  REQUIRE(r.children.size() == 3);
+  CHECK(r.children[1].exit_code == 5);
+  CHECK(r.children[0].signal == SIGTERM);
+  CHECK(r.children[2].signal == SIGTERM);
+  for (const ProcessResult& child : r.children) CHECK(DiesSoon(child.pid));
+  CHECK(lines.size() == 3);  // "beat" reaches the callback
+  const std::string log = ReadTextFile(options.log_path);
+  CHECK(log.find("[a] zero\n") != std::string::npos);
+  CHECK(log.find("[b] one\n") != std::string::npos);
+  CHECK(log.find("beat") == std::string::npos);
+
+  // All exit 0: kOk; a missing program: kFailedToStart, the later children not started.
+  children[0].argv = {"/bin/true"};
+  children[1].argv = {"/bin/true"};
+  children[2].argv = {"/bin/true"};
+  CHECK(MakeSystemProcessRunner()->RunGroup(children, options, never, nullptr).outcome == GroupResult::Outcome::kOk);
+  children[1].argv = {"fdsp-no-such-program"};
+  r = MakeSystemProcessRunner()->RunGroup(children, options, never, nullptr);
+  CHECK(r.outcome == GroupResult::Outcome::kFailedToStart);
+  CHECK(r.first_failed == 1);
+  CHECK(r.children[1].error == "cannot run 'fdsp-no-such-program': No such file or directory");
+  CHECK(r.children[2].error == "not started");
+  CHECK(r.children[2].pid == 0);
 }

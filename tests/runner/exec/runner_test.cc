@@ -9,6 +9,7 @@
 #include "fake_backend.h"
 #include "fake_clock.h"
 #include "fake_cpu_meter.h"
+#include "fake_process_runner.h"
 #include "fake_progress.h"
 #include "fake_store.h"
 #include "runner/base/build_info.h"
@@ -18,17 +19,9 @@
 #include "runner/plan/case_placeholders.h"
 
 using namespace protocol;
+using protocol::testing::FakeProcessRunner;
 
 namespace {
-
-class NoProcesses : public ProcessRunner {
- public:
-  ProcessResult Run(const ProcessSpec&, const StopFlag&, const LineCallback&) override {
-    ProcessResult r;
-    r.error = "no processes in runner tests";
-    return r;
-  }
-};
 
 CaseSpec MakeCase(const std::string& id, int64_t steps = 10) {
   CaseSpec c;
@@ -93,7 +86,7 @@ struct Harness {
   FakeBackend backend{&clock};
   RecordingProgress progress;
   StopFlag stop;
-  NoProcesses processes;
+  FakeProcessRunner processes;  // no process is started
   RunOptions options;
   Runner runner{store, clock, processes, backend.Factory(), progress, stop};
 

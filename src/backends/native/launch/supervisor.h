@@ -1,12 +1,12 @@
 #ifndef PROTOCOL_BACKENDS_NATIVE_LAUNCH_SUPERVISOR_H_
 #define PROTOCOL_BACKENDS_NATIVE_LAUNCH_SUPERVISOR_H_
 
-// Runs the rank processes of one distributed case to their common end.
-//
-// Each rank is forked into its own process group (as process.h does for one
-// child), with PR_SET_PDEATHSIG so it dies with the runner; its stdout and
-// stderr go to one pipe, every line is appended to the case log prefixed
-// "[rank N] " and handed to the callback. The ranks are polled together:
+// Runs the rank processes of one distributed case to their common end, on
+// the one process layer (runner/exec/process.h ProcessRunner::RunGroup): each
+// rank is a child of one group, in its own process group under a guardian, so
+// it dies with the runner, grandchildren included. Every output line is
+// appended to the case log prefixed "[rank N] " and handed to the callback.
+// The ranks end together:
 //   - all exit 0                       → kOk
 //   - one exits non-zero / is killed   → every other rank's group gets SIGTERM,
 //                                        then SIGKILL after kill_grace_seconds;
@@ -15,6 +15,8 @@
 //                                        "rank 1 (node rig1) was killed by signal 9"
 //   - the case's timeout passes        → the same stop; kTimedOut
 //   - the StopFlag is raised           → the same stop; kStopped
+//   - a rank cannot be started         → the same stop; kFailedToStart,
+//                                        "rank 1 (node rig1) failed to start: cannot run 'x': ..."
 // When Supervise returns, every rank has been reaped and every group SIGKILLed:
 // no process of the case is left behind (one that escaped its group with
 // setsid is out of reach, as in process.h).
@@ -27,6 +29,7 @@
 
 #include "backends/native/launch/launcher.h"
 #include "runner/base/stop_flag.h"
+#include "runner/exec/process.h"
 
 namespace protocol {
 namespace native {
@@ -64,8 +67,9 @@ struct SuperviseResult {
 // Called on the calling thread with each complete output line of a rank.
 using RankLineCallback = std::function<void(int rank, std::string_view line)>;
 
-SuperviseResult Supervise(const std::vector<RankLaunch>& ranks, const SuperviseOptions& options, const StopFlag& stop,
-                          const RankLineCallback& on_line);
+// Starts every rank through `processes` (the runner's ProcessRunner; a fake in tests).
+SuperviseResult Supervise(ProcessRunner& processes, const std::vector<RankLaunch>& ranks,
+                          const SuperviseOptions& options, const StopFlag& stop, const RankLineCallback& on_line);
 
 }  // namespace native
 }  // namespace protocol
