@@ -193,9 +193,8 @@ PeakEstimate InferencePeak(const Plan& plan, const CaseSpec& spec, NativeRole ro
   s.nf4 = nf4;
   s.double_quant = ms.double_quant;
   s.prompt_tokens = prompt_token_bound(spec.inference.prompt);
-  s.max_new_tokens = spec.inference.max_new_tokens.empty()
-                         ? 0
-                         : *std::max_element(spec.inference.max_new_tokens.begin(), spec.inference.max_new_tokens.end());
+  const std::vector<int>& requests = spec.inference.max_new_tokens;
+  s.max_new_tokens = requests.empty() ? 0 : *std::max_element(requests.begin(), requests.end());
   InferenceMemoryEstimate m = estimate_inference_memory(s);
   const MemoryEstimate& d = m.devices[static_cast<size_t>(m.peak_device)];
   PeakEstimate out;
@@ -203,9 +202,9 @@ PeakEstimate InferencePeak(const Plan& plan, const CaseSpec& spec, NativeRole ro
   std::vector<std::string> counts;
   for (int n : m.placement.device_layers) counts.push_back(std::to_string(n));
   out.what = fmt::format("{}{} model{}, KV cache for {} + {} tokens",
-                         m.placement.devices > 1
-                             ? fmt::format("balanced over {} devices (layers {}), ", m.placement.devices, Join(counts, "/"))
-                             : "",
+                         m.placement.devices > 1 ? fmt::format("balanced over {} devices (layers {}), ",
+                                                               m.placement.devices, Join(counts, "/"))
+                                                 : "",
                          gpu ? "bf16" : "float32",
                          nf4 ? fmt::format(" with NF4{} projections", ms.double_quant ? " (double quant)" : "") : "",
                          s.prompt_tokens, s.max_new_tokens);

@@ -122,13 +122,15 @@ class PlanParser {
   // A model or dataset name, which must be one of `defined` (the plan's).
   void ReadDefinedName(const YamlNode& node, const char* what, const std::vector<std::string>& defined,
                        std::string* out, bool* ok);
-  void ParsePlacement(const YamlNode& merged, const std::string& who, CaseSpec& c, bool* ok);  // nodes, topology, network, variant
+  // nodes, topology, network, variant.
+  void ParsePlacement(const YamlNode& merged, const std::string& who, CaseSpec& c, bool* ok);
   // steps / epochs, then report_as and not_provided (one length or a list, in the case's unit).
   void ParseLengths(const YamlNode& merged, const YamlNode& case_node, std::optional<Workload> workload,
                     const std::string& who, CaseSpec& c, bool* ok);
   void ParseFurtherLengths(const YamlNode& merged, const char* key, bool inference, const CaseSpec& c,
                            std::vector<Length>* out, bool* ok);
-  void ParseExecution(const YamlNode& merged, CaseSpec& c, bool* ok);  // timeout, repeats, warmup_steps, output_dir
+  // timeout, repeats, warmup_steps, output_dir.
+  void ParseExecution(const YamlNode& merged, CaseSpec& c, bool* ok);
   // Reports `message` at `at` and sets *ok = false.
   void Fail(const YamlNode& at, std::string message, bool* ok, std::string hint = "");
   // merged[key] as a string into *out; the node, or null when the key is absent.
