@@ -49,6 +49,173 @@ MemoryEstimate Finish(std::vector<MemoryTerm> resident, const std::vector<Phase>
   return out;
 }
 
+// What both training estimates share (memory_estimate.h's legend): e, f, W,
+// B·T, the per-token activation bytes a, and the kept activations.
+struct TrainingQuantities {
+  int64_t e = 4, W = 1, L = 0, C = 0, V = 0;
+  int64_t N = 0;                       // parameters
+  std::vector<int64_t> units;          // FSDP units: embedding, layers, final norm + lm_head
+  int64_t layer_act = 0;               // a·B·T: one layer's activations
+  int64_t loss = 0;                    // logits and cross-entropy
+  int64_t largest_projection = 0;      // elements of the largest projection
+  std::vector<int64_t> kept_through;   // Σ_{j<=l} kept(j), kept(j) = e·C·B·T if j is checkpointed else a·B·T
+  int64_t kept_all = 0;                // Σ_l kept(l)
+};
+
+TrainingQuantities TrainingQuantitiesOf(const TrainingMemoryShape& s) {
+  const ModelConfig& c = s.config;
+  TrainingQuantities q;
+  q.e = s.dtype_bytes;
+  q.W = std::max<int64_t>(1, s.world);
+  q.L = c.n_layers;
+  q.C = c.dim;
+  q.V = c.vocab_size;
+  const int64_t BT = s.micro_batch * s.seq_len;
+  q.units = unit_parameter_counts(c);
+  q.N = c.ParameterCount();
+  q.layer_act = layer_activation_bytes_per_token(c, q.e, s.seq_len, s.attention_probs_kept) * BT;
+  q.loss = loss_bytes(c, s.micro_batch, s.seq_len, q.e);
+  std::vector<int64_t> pn = projection_numels(c);
+  q.largest_projection = *std::max_element(pn.begin(), pn.end());
+  // Kept activations of layer l between its forward and its backward.
+  auto kept = [&](int64_t l) {
+    const bool ck = s.checkpoint_every > 0 && l % s.checkpoint_every == 0;
+    return ck ? q.e * q.C * BT : q.layer_act;
+  };
+  q.kept_through.assign(static_cast<size_t>(q.L), 0);
+  for (int64_t l = 0, acc = 0; l < q.L; ++l) q.kept_through[static_cast<size_t>(l)] = acc += kept(l);
+  q.kept_all = q.L > 0 ? q.kept_through.back() : 0;
+  return q;
+}
+
+// Full precision: resident weights, master copy and AdamW state (or their FSDP
+// slices); phases: the head's, each layer's (last to first) and the
+// embedding's backward, then the optimizer step.
+MemoryEstimate FullPrecisionTraining(const TrainingMemoryShape& s, const TrainingQuantities& q) {
+  const int64_t e = q.e, W = q.W;
+  const bool sharded = s.sharded;
+  const std::vector<int64_t>& units = q.units;
+  std::vector<MemoryTerm> resident;
+  // Gradient bytes of each unit once formed.
+  std::vector<int64_t> grad(units.size());
+  int64_t grads_all = 0, largest = 0;
+  for (size_t u = 0; u < units.size(); ++u) {
+    grad[u] = sharded ? 4 * shard_elements(units[u], W) : e * units[u];
+    grads_all += grad[u];
+  }
+  if (sharded) {
+    int64_t slices = 0;
+    for (int64_t n : units) {
+      slices += shard_elements(n, W);
+      largest = std::max(largest, shard_elements(n, W));
+    }
+    resident.push_back({"float32 master slice", 4 * slices});
+    resident.push_back({"AdamW m, v", 8 * slices});
+  } else {
+    resident.push_back({fmt::format("weights ({} B/param)", e), e * q.N});
+    if (F32Copy(e)) resident.push_back({"float32 master copy", 4 * q.N});
+    resident.push_back({"AdamW m, v", 8 * q.N});
+    largest = q.V * q.C;  // the largest tensor: embedding / lm_head
+  }
+  // Gathered unit u in backward: e·n + max(e,4)·Ŝ (sharded); nothing in one process.
+  auto gathered = [&](size_t u) -> int64_t {
+    if (!sharded) return 0;
+    const int64_t padded = shard_elements(units[u], W) * W;
+    return e * units[u] + std::max<int64_t>(e, 4) * padded;
+  };
+  const bool accum = s.grad_accum > 1;
+  std::vector<Phase> phases;
+  {
+    Phase p{"backward of the head (logits, loss)", {}};
+    if (accum) p.terms.push_back({"gradients", grads_all});
+    p.terms.push_back({"activations", q.kept_all});
+    if (sharded) p.terms.push_back({"gathered head + its gradients", gathered(units.size() - 1)});
+    p.terms.push_back({"logits and cross-entropy", q.loss});
+    phases.push_back(std::move(p));
+  }
+  // Layers, last to first; gradients of the units after l are formed.
+  int64_t formed = grad.back();
+  for (int64_t l = q.L - 1; l >= 0; --l) {
+    Phase p{fmt::format("backward of decoder layer {}", l), {}};
+    p.terms.push_back({"gradients", accum ? grads_all : formed});
+    p.terms.push_back({"activations", q.kept_through[static_cast<size_t>(l)]});
+    if (sharded) p.terms.push_back({"gathered layer + its gradients", gathered(static_cast<size_t>(1 + l))});
+    p.terms.push_back({"one layer's activations", q.layer_act});
+    phases.push_back(std::move(p));
+    formed += grad[static_cast<size_t>(1 + l)];
+  }
+  {
+    Phase p{"backward of the embedding", {}};
+    p.terms.push_back({"gradients", accum ? grads_all : formed});
+    if (sharded) p.terms.push_back({"gathered embedding + its gradients", gathered(0)});
+    phases.push_back(std::move(p));
+  }
+  phases.push_back({"optimizer step", {{"gradients", grads_all}, {"AdamW temporaries", 8 * largest}}});
+  return Finish(std::move(resident), phases);
+}
+
+// 4-bit base + LoRA: resident NF4 projections (or their record slices), the
+// frozen rest in the compute dtype, the adapters with their gradients and
+// AdamW state; phases: the head's and the last layer's backward, and (one
+// process) the load before quantization.
+MemoryEstimate Nf4LoraTraining(const TrainingMemoryShape& s, const TrainingQuantities& q) {
+  const ModelConfig& c = s.config;
+  const int64_t e = q.e, W = q.W, L = q.L, C = q.C, V = q.V;
+  const bool sharded = s.sharded;
+  const std::vector<int64_t> pn = projection_numels(c);
+  std::vector<MemoryTerm> resident;
+  int64_t frozen = 0;  // embedding, norms, lm_head elements this rank holds
+  if (sharded) {
+    frozen = shard_elements(V * C, W) + L * shard_elements(2 * C, W) + shard_elements(C + V * C, W);
+    resident.push_back({fmt::format("NF4 projections (1/{} of the records)", W),
+                        L * nf4_layer_shard_bytes(c, s.double_quant, W)});
+  } else {
+    frozen = 2 * V * C + C + 2 * L * C;
+    int64_t per_layer = 0;
+    for (int64_t n : pn) per_layer += nf4_bytes(n, s.double_quant);
+    resident.push_back({"NF4 projections", L * per_layer});
+  }
+  resident.push_back({sharded ? "frozen embedding, norms, lm_head (slice)" : "frozen embedding, norms, lm_head",
+                      e * frozen});
+  const int64_t adapters = adapter_parameter_count(c, s.lora_rank);
+  const int64_t adapters_a = adapter_a_parameter_count(c, s.lora_rank);
+  const int64_t trained = s.lora_freeze_a ? adapters - adapters_a : adapters;
+  resident.push_back({"LoRA adapters, their gradients, AdamW m, v", 4 * adapters + 12 * trained});
+  const int64_t dequant = dequantize_workspace_bytes(q.largest_projection);
+  const int64_t head_gathered = sharded ? e * shard_elements(C + V * C, W) * W : 0;
+  std::vector<Phase> phases;
+  {
+    Phase p{"backward of the head (logits, loss)", {}};
+    p.terms.push_back({"activations", q.kept_all});
+    if (sharded) p.terms.push_back({"gathered head", head_gathered});
+    p.terms.push_back({"logits and cross-entropy", q.loss});
+    phases.push_back(std::move(p));
+  }
+  {
+    // The largest of the layer phases is the last layer's: every activation is still kept.
+    Phase p{fmt::format("backward of decoder layer {}", L - 1), {}};
+    p.terms.push_back({"activations", q.kept_all});
+    if (sharded)
+      p.terms.push_back({"gathered NF4 layer", shard_elements(nf4_layer_records(c, s.double_quant), W) * W *
+                                                   nf4_record_bytes(s.double_quant)});
+    p.terms.push_back({"one projection dequantized", dequant});
+    p.terms.push_back({"one layer's activations", q.layer_act});
+    phases.push_back(std::move(p));
+  }
+  if (!sharded) {
+    // One process loads the model in the compute dtype and quantizes it projection by projection.
+    int64_t full = 0, packed = 0;
+    for (int64_t n : pn) {
+      full += e * n;
+      packed += nf4_bytes(n, s.double_quant);
+    }
+    phases.push_back({"load (full precision before quantization)",
+                      {{"projections in the compute dtype", L * (full - packed)},
+                       {"quantization workspace", quantize_workspace_bytes(q.largest_projection)}}});
+  }
+  return Finish(std::move(resident), phases);
+}
+
 }  // namespace
 
 int64_t layer_parameter_count(const ModelConfig& c) {
@@ -144,138 +311,8 @@ std::string MemoryEstimate::Describe() const {
 }
 
 MemoryEstimate estimate_training_memory(const TrainingMemoryShape& s) {
-  const ModelConfig& c = s.config;
-  const int64_t e = s.dtype_bytes, f = F32Copy(e), W = std::max<int64_t>(1, s.world);
-  const int64_t L = c.n_layers, C = c.dim, V = c.vocab_size;
-  const int64_t BT = s.micro_batch * s.seq_len;
-  const bool sharded = s.sharded;
-  const std::vector<int64_t> units = unit_parameter_counts(c);
-  const int64_t N = c.ParameterCount();
-  const int64_t a = layer_activation_bytes_per_token(c, e, s.seq_len, s.attention_probs_kept);
-  const int64_t layer_act = a * BT;
-  const int64_t loss = loss_bytes(c, s.micro_batch, s.seq_len, e);
-  std::vector<int64_t> pn = projection_numels(c);
-  const int64_t largest_projection = *std::max_element(pn.begin(), pn.end());
-  // Kept activations of layer l between its forward and its backward.
-  auto kept = [&](int64_t l) {
-    const bool ck = s.checkpoint_every > 0 && l % s.checkpoint_every == 0;
-    return ck ? e * C * BT : layer_act;
-  };
-  std::vector<int64_t> kept_through(static_cast<size_t>(L), 0);  // Σ_{j<=l} kept(j)
-  for (int64_t l = 0, acc = 0; l < L; ++l) kept_through[static_cast<size_t>(l)] = acc += kept(l);
-  const int64_t kept_all = L > 0 ? kept_through.back() : 0;
-
-  std::vector<MemoryTerm> resident;
-  std::vector<Phase> phases;
-  if (!s.nf4) {
-    // Gradient bytes of each unit once formed.
-    std::vector<int64_t> grad(units.size());
-    int64_t grads_all = 0, largest = 0;
-    for (size_t u = 0; u < units.size(); ++u) {
-      grad[u] = sharded ? 4 * shard_elements(units[u], W) : e * units[u];
-      grads_all += grad[u];
-    }
-    if (sharded) {
-      int64_t slices = 0;
-      for (int64_t n : units) {
-        slices += shard_elements(n, W);
-        largest = std::max(largest, shard_elements(n, W));
-      }
-      resident.push_back({"float32 master slice", 4 * slices});
-      resident.push_back({"AdamW m, v", 8 * slices});
-    } else {
-      resident.push_back({fmt::format("weights ({} B/param)", e), e * N});
-      if (f) resident.push_back({"float32 master copy", 4 * N});
-      resident.push_back({"AdamW m, v", 8 * N});
-      largest = V * C;  // the largest tensor: embedding / lm_head
-    }
-    // Gathered unit u in backward: e·n + max(e,4)·Ŝ (sharded); nothing in one process.
-    auto gathered = [&](size_t u) -> int64_t {
-      if (!sharded) return 0;
-      const int64_t padded = shard_elements(units[u], W) * W;
-      return e * units[u] + std::max<int64_t>(e, 4) * padded;
-    };
-    const bool accum = s.grad_accum > 1;
-    // Head.
-    {
-      Phase p{"backward of the head (logits, loss)", {}};
-      if (accum) p.terms.push_back({"gradients", grads_all});
-      p.terms.push_back({"activations", kept_all});
-      if (sharded) p.terms.push_back({"gathered head + its gradients", gathered(units.size() - 1)});
-      p.terms.push_back({"logits and cross-entropy", loss});
-      phases.push_back(std::move(p));
-    }
-    // Layers, last to first; gradients of the units after l are formed.
-    int64_t formed = grad.back();
-    for (int64_t l = L - 1; l >= 0; --l) {
-      Phase p{fmt::format("backward of decoder layer {}", l), {}};
-      p.terms.push_back({"gradients", accum ? grads_all : formed});
-      p.terms.push_back({"activations", kept_through[static_cast<size_t>(l)]});
-      if (sharded) p.terms.push_back({"gathered layer + its gradients", gathered(static_cast<size_t>(1 + l))});
-      p.terms.push_back({"one layer's activations", layer_act});
-      phases.push_back(std::move(p));
-      formed += grad[static_cast<size_t>(1 + l)];
-    }
-    {
-      Phase p{"backward of the embedding", {}};
-      p.terms.push_back({"gradients", accum ? grads_all : formed});
-      if (sharded) p.terms.push_back({"gathered embedding + its gradients", gathered(0)});
-      phases.push_back(std::move(p));
-    }
-    phases.push_back({"optimizer step", {{"gradients", grads_all}, {"AdamW temporaries", 8 * largest}}});
-    return Finish(std::move(resident), phases);
-  }
-
-  // ---- 4-bit base + LoRA ----
-  int64_t frozen = 0;  // embedding, norms, lm_head elements this rank holds
-  if (sharded) {
-    frozen = shard_elements(V * C, W) + L * shard_elements(2 * C, W) + shard_elements(C + V * C, W);
-    resident.push_back({fmt::format("NF4 projections (1/{} of the records)", W),
-                        L * nf4_layer_shard_bytes(c, s.double_quant, W)});
-  } else {
-    frozen = 2 * V * C + C + 2 * L * C;
-    int64_t per_layer = 0;
-    for (int64_t n : pn) per_layer += nf4_bytes(n, s.double_quant);
-    resident.push_back({"NF4 projections", L * per_layer});
-  }
-  resident.push_back({sharded ? "frozen embedding, norms, lm_head (slice)" : "frozen embedding, norms, lm_head",
-                      e * frozen});
-  const int64_t adapters = adapter_parameter_count(c, s.lora_rank);
-  const int64_t adapters_a = adapter_a_parameter_count(c, s.lora_rank);
-  const int64_t trained = s.lora_freeze_a ? adapters - adapters_a : adapters;
-  resident.push_back({"LoRA adapters, their gradients, AdamW m, v", 4 * adapters + 12 * trained});
-  const int64_t dequant = dequantize_workspace_bytes(largest_projection);
-  const int64_t head_gathered = sharded ? e * shard_elements(C + V * C, W) * W : 0;
-  {
-    Phase p{"backward of the head (logits, loss)", {}};
-    p.terms.push_back({"activations", kept_all});
-    if (sharded) p.terms.push_back({"gathered head", head_gathered});
-    p.terms.push_back({"logits and cross-entropy", loss});
-    phases.push_back(std::move(p));
-  }
-  {
-    // The largest of the layer phases is the last layer's: every activation is still kept.
-    Phase p{fmt::format("backward of decoder layer {}", L - 1), {}};
-    p.terms.push_back({"activations", kept_all});
-    if (sharded)
-      p.terms.push_back({"gathered NF4 layer", shard_elements(nf4_layer_records(c, s.double_quant), W) * W *
-                                                   nf4_record_bytes(s.double_quant)});
-    p.terms.push_back({"one projection dequantized", dequant});
-    p.terms.push_back({"one layer's activations", layer_act});
-    phases.push_back(std::move(p));
-  }
-  if (!sharded) {
-    // One process loads the model in the compute dtype and quantizes it projection by projection.
-    int64_t full = 0, packed = 0;
-    for (int64_t n : pn) {
-      full += e * n;
-      packed += nf4_bytes(n, s.double_quant);
-    }
-    phases.push_back({"load (full precision before quantization)",
-                      {{"projections in the compute dtype", L * (full - packed)},
-                       {"quantization workspace", quantize_workspace_bytes(largest_projection)}}});
-  }
-  return Finish(std::move(resident), phases);
+  const TrainingQuantities q = TrainingQuantitiesOf(s);
+  return s.nf4 ? Nf4LoraTraining(s, q) : FullPrecisionTraining(s, q);
 }
 
 int64_t inference_layer_bytes(const ModelConfig& c, int64_t e, bool nf4, bool double_quant) {

@@ -85,6 +85,136 @@ bool OnGpu(const CaseSpec& spec, const std::vector<const NodeSpec*>& nodes) {
 
 std::string Plural(int64_t n, const char* word) { return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s"); }
 
+// The device memory to compare a GPU case's peak with: the smallest stated
+// among the case's nodes; none (0) when one of them states none.
+struct GpuLimit {
+  double gb = 0;     // 0: not stated
+  std::string node;  // the node with the smallest
+};
+
+GpuLimit SmallestGpuMemory(const std::vector<const NodeSpec*>& nodes) {
+  GpuLimit limit;
+  for (const NodeSpec* n : nodes) {
+    if (!n || n->gpu_memory_gb <= 0) return GpuLimit{};
+    if (limit.gb == 0 || n->gpu_memory_gb < limit.gb) {
+      limit.gb = n->gpu_memory_gb;
+      limit.node = n->name;
+    }
+  }
+  return limit;
+}
+
+// A case's expected peak memory per GPU (or per rank process on CPU), how the
+// case runs (for the note) and the peak's terms.
+struct PeakEstimate {
+  int64_t peak_bytes = 0;
+  std::string what;
+  std::string terms;
+};
+
+// Training: FSDP FULL_SHARD over the case's ranks (share: over one group) or
+// one process (memory_estimate.h).
+PeakEstimate TrainingPeak(const CaseSpec& spec, NativeRole role, const ModelSpec& ms, const ModelConfig& config,
+                          const DistLayout& layout, bool gpu) {
+  TrainingMemoryShape s;
+  s.config = config;
+  const int world = layout.world();
+  s.world = role == NativeRole::kShare ? layout.group_size : world;
+  s.sharded = role == NativeRole::kShare || world > 1;
+  const int64_t per_rank = spec.training.batch_size / std::max(1, world);
+  s.micro_batch = std::max<int64_t>(1, per_rank / std::max<int64_t>(1, spec.training.grad_accum));
+  s.seq_len = spec.training.seq_len;
+  s.grad_accum = spec.training.grad_accum;
+  s.checkpoint_every = spec.training.checkpoint_every;
+  s.dtype_bytes = gpu ? 2 : 4;
+  s.attention_probs_kept = !gpu;
+  s.nf4 = IsNf4(ms);
+  s.double_quant = ms.double_quant;
+  s.lora_rank = spec.training.LoraRank();
+  s.lora_freeze_a = spec.training.lora_freeze_a;
+  MemoryEstimate m = estimate_training_memory(s);
+  PeakEstimate out;
+  out.peak_bytes = m.peak_bytes;
+  out.terms = m.Describe();
+  out.what = fmt::format("{}, {}{}; micro-batch {} x {} tokens, checkpoint_every {}",
+                         s.sharded ? fmt::format("FSDP FULL_SHARD over W = {}{}", s.world,
+                                                 role == NativeRole::kShare
+                                                     ? fmt::format(" (each of {})", Plural(layout.groups, "group"))
+                                                     : "")
+                                   : "one process",
+                         gpu ? "bf16" : "float32",
+                         s.nf4 ? fmt::format(", 4-bit NF4{} + LoRA rank {}", ms.double_quant ? " (double quant)" : "",
+                                             s.lora_rank)
+                               : "",
+                         s.micro_batch, s.seq_len, s.checkpoint_every);
+  return out;
+}
+
+// How one inference replica is placed: over `devices`, up to
+// `replicas_per_device` replicas sharing a GPU.
+struct ReplicaPlacement {
+  int devices = 1;
+  int replicas_per_device = 1;
+};
+
+// fsdp on one node is one process over the node's GPUs; otherwise (fsdp over
+// nodes, share) each replica's leader places the model over its group's ranks
+// on its node. Replicas share devices when a node has fewer GPUs than ranks.
+ReplicaPlacement PlaceReplica(const Plan& plan, const CaseSpec& spec, NativeRole role, const DistLayout& layout,
+                              bool gpu) {
+  ReplicaPlacement r;
+  if (!gpu) return r;
+  if (role == NativeRole::kFsdp) {
+    const std::string first = layout.rank_nodes.front();
+    r.devices = static_cast<int>(std::count(layout.rank_nodes.begin(), layout.rank_nodes.end(), first));
+    return r;
+  }
+  r.devices = layout.group_size;
+  for (const TopologyPart& p : spec.topology.parts) {
+    const NodeSpec* node = FindNode(plan, p.node);
+    const int ranks = p.groups * p.ranks_per_group;
+    if (node && node->gpus > 0 && ranks > node->gpus)
+      r.replicas_per_device = std::max(r.replicas_per_device, (ranks + node->gpus - 1) / node->gpus);
+  }
+  return r;
+}
+
+// Inference: one replica's model placed over its devices (PlaceReplica), the
+// busiest device's peak times the replicas sharing it.
+PeakEstimate InferencePeak(const Plan& plan, const CaseSpec& spec, NativeRole role, const ModelSpec& ms,
+                           const ModelConfig& config, const DistLayout& layout, bool gpu) {
+  const ReplicaPlacement placement = PlaceReplica(plan, spec, role, layout, gpu);
+  const bool nf4 = IsNf4(ms);
+  InferenceMemoryShape s;
+  s.config = config;
+  s.devices = placement.devices;
+  s.dtype_bytes = gpu ? 2 : 4;
+  s.attention_probs_kept = !gpu;
+  s.nf4 = nf4;
+  s.double_quant = ms.double_quant;
+  s.prompt_tokens = prompt_token_bound(spec.inference.prompt);
+  const std::vector<int>& requests = spec.inference.max_new_tokens;
+  s.max_new_tokens = requests.empty() ? 0 : *std::max_element(requests.begin(), requests.end());
+  InferenceMemoryEstimate m = estimate_inference_memory(s);
+  const MemoryEstimate& d = m.devices[static_cast<size_t>(m.peak_device)];
+  PeakEstimate out;
+  out.peak_bytes = m.peak_bytes * placement.replicas_per_device;
+  std::vector<std::string> counts;
+  for (int n : m.placement.device_layers) counts.push_back(std::to_string(n));
+  out.what = fmt::format("{}{} model{}, KV cache for {} + {} tokens",
+                         m.placement.devices > 1 ? fmt::format("balanced over {} devices (layers {}), ",
+                                                               m.placement.devices, Join(counts, "/"))
+                                                 : "",
+                         gpu ? "bf16" : "float32",
+                         nf4 ? fmt::format(" with NF4{} projections", ms.double_quant ? " (double quant)" : "") : "",
+                         s.prompt_tokens, s.max_new_tokens);
+  if (placement.replicas_per_device > 1)
+    out.what += fmt::format("; up to {} replicas share a GPU (more ranks than GPUs on a node)",
+                            placement.replicas_per_device);
+  out.terms = fmt::format("device {}: {}", m.peak_device, d.Describe());
+  return out;
+}
+
 }  // namespace
 
 int64_t prompt_token_bound(const std::string& prompt) { return static_cast<int64_t>(prompt.size()) + 2; }
@@ -144,116 +274,24 @@ CaseAdvice native_case_memory(const Plan& plan, const CaseSpec& spec, NativeRole
   if (!layout.ok()) return advice;
   const std::vector<const NodeSpec*> nodes = CaseNodes(plan, spec, *layout);
   const bool gpu = OnGpu(spec, nodes);
-  const int64_t e = gpu ? 2 : 4;
-  const bool nf4 = IsNf4(ms);
-  // The device memory to compare with: the smallest stated among the case's nodes; 0 when one is unstated.
-  double limit_gb = 0;
-  std::string limit_node;
-  if (gpu) {
-    for (const NodeSpec* n : nodes) {
-      if (!n || n->gpu_memory_gb <= 0) {
-        limit_gb = 0;
-        limit_node.clear();
-        break;
-      }
-      if (limit_gb == 0 || n->gpu_memory_gb < limit_gb) {
-        limit_gb = n->gpu_memory_gb;
-        limit_node = n->name;
-      }
-    }
-  }
+  const GpuLimit limit = gpu ? SmallestGpuMemory(nodes) : GpuLimit{};
   const std::string per = gpu ? "per GPU" : "per rank process (host memory, float32)";
-  std::string what;   // how the case runs, for the note
-  int64_t peak = 0;
-  std::string terms;  // the peak's terms
-  if (spec.workload != Workload::kInference) {
-    TrainingMemoryShape s;
-    s.config = *config;
-    const int world = layout->world();
-    s.world = role == NativeRole::kShare ? layout->group_size : world;
-    s.sharded = role == NativeRole::kShare || world > 1;
-    const int64_t per_rank = spec.training.batch_size / std::max(1, world);
-    s.micro_batch = std::max<int64_t>(1, per_rank / std::max<int64_t>(1, spec.training.grad_accum));
-    s.seq_len = spec.training.seq_len;
-    s.grad_accum = spec.training.grad_accum;
-    s.checkpoint_every = spec.training.checkpoint_every;
-    s.dtype_bytes = e;
-    s.attention_probs_kept = !gpu;
-    s.nf4 = nf4;
-    s.double_quant = ms.double_quant;
-    s.lora_rank = spec.training.LoraRank();
-    s.lora_freeze_a = spec.training.lora_freeze_a;
-    MemoryEstimate m = estimate_training_memory(s);
-    peak = m.peak_bytes;
-    terms = m.Describe();
-    what = fmt::format("{}, {}{}; micro-batch {} x {} tokens, checkpoint_every {}",
-                       s.sharded ? fmt::format("FSDP FULL_SHARD over W = {}{}", s.world,
-                                               role == NativeRole::kShare
-                                                   ? fmt::format(" (each of {})", Plural(layout->groups, "group"))
-                                                   : "")
-                                 : "one process",
-                       gpu ? "bf16" : "float32",
-                       nf4 ? fmt::format(", 4-bit NF4{} + LoRA rank {}", ms.double_quant ? " (double quant)" : "",
-                                         s.lora_rank)
-                           : "",
-                       s.micro_batch, s.seq_len, s.checkpoint_every);
-  } else {
-    // Inference: one replica's model placed over its devices. fsdp on one node is one process over
-    // the node's GPUs; otherwise (fsdp over nodes, share) each replica's leader places the model over
-    // its group's ranks on its node. Replicas may share devices when a node has fewer GPUs than ranks.
-    int devices = 1, replicas_per_device = 1;
-    if (gpu) {
-      if (role == NativeRole::kFsdp) {
-        const std::string first = layout->rank_nodes.front();
-        devices = static_cast<int>(std::count(layout->rank_nodes.begin(), layout->rank_nodes.end(), first));
-      } else {
-        devices = layout->group_size;
-        for (const TopologyPart& p : spec.topology.parts) {
-          const NodeSpec* node = FindNode(plan, p.node);
-          const int ranks = p.groups * p.ranks_per_group;
-          if (node && node->gpus > 0 && ranks > node->gpus)
-            replicas_per_device = std::max(replicas_per_device, (ranks + node->gpus - 1) / node->gpus);
-        }
-      }
-    }
-    InferenceMemoryShape s;
-    s.config = *config;
-    s.devices = devices;
-    s.dtype_bytes = e;
-    s.attention_probs_kept = !gpu;
-    s.nf4 = nf4;
-    s.double_quant = ms.double_quant;
-    s.prompt_tokens = prompt_token_bound(spec.inference.prompt);
-    s.max_new_tokens = spec.inference.max_new_tokens.empty()
-                           ? 0
-                           : *std::max_element(spec.inference.max_new_tokens.begin(), spec.inference.max_new_tokens.end());
-    InferenceMemoryEstimate m = estimate_inference_memory(s);
-    const MemoryEstimate& d = m.devices[static_cast<size_t>(m.peak_device)];
-    peak = m.peak_bytes * replicas_per_device;
-    std::vector<std::string> counts;
-    for (int n : m.placement.device_layers) counts.push_back(std::to_string(n));
-    what = fmt::format("{}{} model{}, KV cache for {} + {} tokens",
-                       m.placement.devices > 1
-                           ? fmt::format("balanced over {} devices (layers {}), ", m.placement.devices, Join(counts, "/"))
-                           : "",
-                       gpu ? "bf16" : "float32", nf4 ? fmt::format(" with NF4{} projections", ms.double_quant ? " (double quant)" : "") : "",
-                       s.prompt_tokens, s.max_new_tokens);
-    if (replicas_per_device > 1)
-      what += fmt::format("; up to {} replicas share a GPU (more ranks than GPUs on a node)", replicas_per_device);
-    terms = fmt::format("device {}: {}", m.peak_device, d.Describe());
-  }
+  const PeakEstimate estimate = spec.workload != Workload::kInference
+                                    ? TrainingPeak(spec, role, ms, *config, *layout, gpu)
+                                    : InferencePeak(plan, spec, role, ms, *config, *layout, gpu);
+  const int64_t peak = estimate.peak_bytes;
   std::string against;
-  if (gpu && limit_gb > 0) against = fmt::format(" of {} GB", limit_gb);
+  if (gpu && limit.gb > 0) against = fmt::format(" of {} GB", limit.gb);
   else if (gpu) against = " (GPU memory not stated in cluster.nodes[].gpu_memory_gb: not compared)";
   else against = " (not compared: the plan states no host memory)";
-  advice.notes.push_back(fmt::format("expected peak memory {}: {}{}; {}\n{}", per, FormatBytes(peak), against, what,
-                                     terms));
-  if (gpu && limit_gb > 0 && static_cast<double>(peak) > limit_gb * 1e9)
+  advice.notes.push_back(fmt::format("expected peak memory {}: {}{}; {}\n{}", per, FormatBytes(peak), against,
+                                     estimate.what, estimate.terms));
+  if (gpu && limit.gb > 0 && static_cast<double>(peak) > limit.gb * 1e9)
     advice.warnings.push_back(fmt::format(
         "expected peak memory per GPU {} exceeds the {} GB of node '{}' (cluster.nodes[].gpu_memory_gb); lower "
         "training.batch_size or seq_len, checkpoint more layers (checkpoint_every: 1), or spread the model over "
         "more ranks",
-        FormatBytes(peak), limit_gb, limit_node));
+        FormatBytes(peak), limit.gb, limit.node));
   return advice;
 }
 

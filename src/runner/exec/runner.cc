@@ -191,6 +191,109 @@ void Count(RunSummary& summary, CaseStatus status) {
 
 std::string ShortSha(const std::string& sha) { return sha.substr(0, 12) + "\u2026"; }
 
+// --only names cases of the plan: every unknown id is reported (with the
+// closest known one), all at once.
+Status CheckOnlyIds(const Plan& plan, const std::vector<std::string>& only) {
+  std::vector<std::string> all_ids;
+  for (const CaseSpec* c : plan.Cases()) all_ids.push_back(c->id);
+  std::vector<std::string> unknown;
+  for (const std::string& id : only) {
+    if (plan.FindCase(id) != nullptr) continue;
+    std::string suggestion = DidYouMean(id, all_ids);
+    unknown.push_back(suggestion.empty()
+                          ? fmt::format("unknown case id '{}'", id)
+                          : fmt::format("unknown case id '{}' (did you mean '{}'?)", id, suggestion));
+  }
+  if (!unknown.empty()) return Status::InvalidArgument(Join(unknown, "; "));
+  return Status::Ok();
+}
+
+// Creates the case log (and its folder) with its header line; the log exists
+// before the row says "running".
+Status WriteLogHeader(const CaseRecord& record, const CaseSpec& spec) {
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(record.log_path).parent_path(), ec);
+  std::ofstream log(record.log_path, std::ios::app);
+  if (ec || !log)
+    return Status::IoError(fmt::format("cannot write the case log {}{}", record.log_path,
+                                       ec ? ": " + ec.message() : std::string()));
+  log << fmt::format("# protocol run {} case {} repeat {}/{} backend {} started {}\n", record.run_id,
+                     spec.id, record.repeat + 1, std::max(1, spec.repeats), spec.backend,
+                     record.started_at);
+  return Status::Ok();
+}
+
+// Appends the footer line; best effort: the row is stored whatever happens to the log.
+void WriteLogFooter(const std::string& log_path, const CaseSpec& spec, int repeat,
+                    const CaseResult& result, double seconds) {
+  std::ofstream log(log_path, std::ios::app);
+  log << fmt::format("# protocol case {} repeat {}/{} ended {} after {} s{}\n", spec.id, repeat + 1,
+                     std::max(1, spec.repeats), CaseStatusName(result.status), FormatFigure(seconds),
+                     result.reason.empty() ? "" : ": " + result.reason);
+}
+
+// The case's status and reason from the backend's outcome: 'running' is a
+// backend bug (failed); a stop seen while it ran makes it interrupted, the
+// backend's own status kept in the reason.
+void SetStatus(const BackendOutcome& outcome, bool stop_seen, CaseResult& result) {
+  result.status = outcome.status;
+  result.reason = outcome.reason;
+  result.exit_code = outcome.exit_code;
+  if (result.status == CaseStatus::kRunning) {
+    result.status = CaseStatus::kFailed;
+    result.reason = "backend returned status 'running' (a backend bug)" +
+                    (outcome.reason.empty() ? std::string() : ": " + outcome.reason);
+  }
+  if (stop_seen && result.status != CaseStatus::kInterrupted) {
+    result.reason = fmt::format("stop requested (Ctrl-C / SIGTERM); backend reported {}{}",
+                                CaseStatusName(result.status),
+                                result.reason.empty() ? "" : ": " + result.reason);
+    result.status = CaseStatus::kInterrupted;
+  } else if (stop_seen && result.reason.empty()) {
+    result.reason = "stop requested (Ctrl-C / SIGTERM)";
+  }
+}
+
+// The backend's outcome; an exception it throws is a failed case.
+BackendOutcome RunBackend(Backend& backend, BackendContext& context) {
+  try {
+    return backend.Run(context);
+  } catch (const std::exception& e) {
+    return BackendOutcome{CaseStatus::kFailed, fmt::format("backend threw: {}", e.what()), std::nullopt, {}};
+  } catch (...) {
+    return BackendOutcome{CaseStatus::kFailed, "backend threw: unknown exception", std::nullopt, {}};
+  }
+}
+
+// Measurements: the measured wall time first (also for failed cases: a
+// failure's time is data), the backend's figures, contention, then derived
+// ones (the step mean; for an ok case the figures at the other lengths).
+// A contended case is counted in `summary`.
+void AddMeasurements(const CaseSpec& spec, double seconds, const std::vector<double>& step_seconds,
+                     std::vector<Measurement> backend_figures, std::vector<Measurement> contention_figures,
+                     CaseResult& result, RunSummary& summary) {
+  Measurement wall;
+  wall.name = metric::kWallSeconds;
+  wall.value = seconds;
+  wall.unit = "s";
+  wall.how = Provenance::kMeasured;
+  result.measurements.push_back(wall);
+  for (auto& m : backend_figures) result.measurements.push_back(std::move(m));
+  for (Measurement& m : contention_figures) result.measurements.push_back(std::move(m));
+  if (std::optional<double> share = ContendedShare(result.measurements)) {
+    ++summary.contended;
+    summary.worst_contention = std::max(summary.worst_contention, *share);
+  }
+  if (auto mean = StepSecondsMean(step_seconds, spec.warmup_steps)) result.measurements.push_back(*mean);
+  if (result.status == CaseStatus::kOk) {
+    std::vector<std::string> problems;
+    for (Measurement& m : FiguresAtOtherLengths(spec, seconds, step_seconds, &problems))
+      result.measurements.push_back(std::move(m));
+    // Validation refuses what it can; a prefix without per-step timings is known only now.
+    for (const std::string& p : problems) spdlog::warn("case {}: {}", spec.id, p);
+  }
+}
+
 }  // namespace
 
 Runner::Runner(Store& store, Clock& clock, ProcessRunner& processes, BackendFactory backends,
@@ -200,246 +303,198 @@ Runner::Runner(Store& store, Clock& clock, ProcessRunner& processes, BackendFact
 
 Result<RunSummary> Runner::Run(const Plan& plan, const RunOptions& options) {
   // ---- what to run: --only ids must exist ----
-  std::vector<std::string> all_ids;
-  for (const CaseSpec* c : plan.Cases()) all_ids.push_back(c->id);
-  std::vector<std::string> unknown;
-  for (const std::string& id : options.only) {
-    if (plan.FindCase(id) != nullptr) continue;
-    std::string suggestion = DidYouMean(id, all_ids);
-    unknown.push_back(suggestion.empty()
-                          ? fmt::format("unknown case id '{}'", id)
-                          : fmt::format("unknown case id '{}' (did you mean '{}'?)", id, suggestion));
-  }
-  if (!unknown.empty()) return Status::InvalidArgument(Join(unknown, "; "));
+  if (Status s = CheckOnlyIds(plan, options.only); !s.ok()) return s;
   const std::set<std::string> only(options.only.begin(), options.only.end());
 
-  const std::string plan_sha = Sha256Hex(plan.resolved_text);
-  RunSummary summary;
-
   // ---- the run: new, or the one being resumed ----
-  std::set<std::pair<std::string, int>> done;  // (case_id, repeat) with a final status
-  if (options.resume_run_id) {
-    const int64_t id = *options.resume_run_id;
-    Result<RunRecord> run = store_.GetRun(id);
-    if (!run.ok()) return run.status();
-    if (run->kind != "run")
-      return Status::InvalidArgument(
-          fmt::format("run {} is an {}, not a run; there is nothing to resume", id, run->kind));
-    if (run->plan_sha256 != plan_sha)
-      return Status::InvalidArgument(fmt::format(
-          "plan changed since run {} (sha256 {} vs {}); --resume needs the same resolved plan", id,
-          ShortSha(run->plan_sha256), ShortSha(plan_sha)));
-    if (!options.dry_run) {
-      Result<int> changed = store_.InterruptRunningCases(
-          id, "runner stopped before the case finished (found running on --resume)");
-      if (!changed.ok()) return changed.status();
-      // The resumed part may run elsewhere, by another process: its facts are appended (the last wins).
-      auto facts = options.context;
-      facts.emplace_back("resumed_at", clock_.NowIso8601());
-      Status s = store_.PutContext(id, facts);
-      if (!s.ok()) return s;
-    }
-    Result<std::vector<CaseRecord>> rows = store_.CasesOfRun(id);
-    if (!rows.ok()) return rows.status();
-    for (const CaseRecord& row : *rows)
-      if (IsFinal(row.status)) done.insert({row.case_id, row.repeat});
-    summary.run_id = id;
-  } else if (!options.dry_run) {
-    RunRecord run;
-    run.kind = "run";
-    run.plan_name = plan.name;
-    run.plan_title = plan.title;
-    run.plan_file = plan.file;
-    run.plan_text = plan.resolved_text;
-    run.plan_sha256 = plan_sha;
-    run.started_at = clock_.NowIso8601();
-    run.status = "running";
-    run.protocol_version = BuildInfo().version;
-    run.git_revision = BuildInfo().git_revision;
-    Result<int64_t> id = store_.CreateRun(run);
-    if (!id.ok()) return id.status();
-    summary.run_id = *id;
-    auto facts = options.context;
-    facts.emplace_back("plan_sha256", plan_sha);
-    Status s = store_.PutContext(summary.run_id, facts);
-    if (!s.ok()) return s;
-  }
-  const int64_t run_id = summary.run_id;
+  RunSummary summary;
+  Result<DoneCases> done = DoneCases();  // (case_id, repeat) with a final status
+  if (options.resume_run_id) done = ResumeRun(plan, options, summary);
+  else if (!options.dry_run) done = CreateRun(plan, options, summary);
+  if (!done.ok()) return done.status();
 
   // The schedule (plan order, or interleaved groups) less what a resumed run has.
   std::vector<ScheduledRun> work;
   for (const ScheduledRun& item : ScheduleRuns(plan, only))
-    if (!done.count({item.spec->id, item.repeat})) work.push_back(item);
-  const int total = static_cast<int>(work.size());
+    if (!done->count({item.spec->id, item.repeat})) work.push_back(item);
 
   // ---- dry run: say what would run, store nothing ----
   if (options.dry_run) {
-    std::set<std::string> advised;  // case ids whose advice is shown (once per case)
-    for (const ScheduledRun& item : work) {
-      const CaseSpec& spec = *item.spec;
-      Lookup lookup = LookUpBackend(backends_, plan, spec);
-      if (!lookup.failure.empty()) {
-        progress_.Message(fmt::format("would fail {}: {}", spec.id, lookup.failure));
-        continue;
-      }
-      progress_.Message(fmt::format("would run {} {} {} nodes={} {} (repeat {}/{})", spec.id,
-                                    WorkloadName(spec.workload), spec.backend, spec.nodes,
-                                    DescribeLength(spec), item.repeat + 1, std::max(1, spec.repeats)));
-      // The backend's warnings and notes (e.g. the expected peak memory), once per case.
-      if (advised.insert(spec.id).second) {
-        CaseAdvice advice = lookup.backend->Advise(plan, spec);
-        for (const std::string& w : advice.warnings) progress_.Message(fmt::format("  warning: {}", w));
-        for (const std::string& n : advice.notes) progress_.Message("  " + Join(Split(n, '\n'), "\n      "));
-      }
-    }
+    DescribeDryRun(plan, work);
     return summary;
   }
 
   // ---- each (case, repeat) in schedule order ----
+  const int total = static_cast<int>(work.size());
   for (int i = 0; i < total; ++i) {
     if (stop_.requested()) {
       summary.stopped = true;
       break;
     }
-    const CaseSpec& spec = *work[i].spec;
-    const int repeat = work[i].repeat;
-    const int index = i + 1;
-    progress_.CaseStarted(index, total, spec, repeat);
-
-    // The log file exists (with a header) before the row says "running".
-    CaseRecord record = MakeCaseRecord(spec, run_id, repeat);
-    record.log_path = LogPath(options.logs_dir, run_id, spec.id, repeat);
-    record.started_at = clock_.NowIso8601();
-    {
-      std::error_code ec;
-      std::filesystem::create_directories(std::filesystem::path(record.log_path).parent_path(), ec);
-      std::ofstream log(record.log_path, std::ios::app);
-      if (ec || !log)
-        return Status::IoError(fmt::format("cannot write the case log {}{}", record.log_path,
-                                           ec ? ": " + ec.message() : std::string()));
-      log << fmt::format("# protocol run {} case {} repeat {}/{} backend {} started {}\n", run_id,
-                         spec.id, repeat + 1, std::max(1, spec.repeats), spec.backend,
-                         record.started_at);
-    }
-    Result<int64_t> row = store_.BeginCase(record);
-    if (!row.ok()) return row.status();
-
-    const std::string output_dir = ExpandPlaceholders(
-        spec.output_dir, CasePlaceholderValues(PlaceholderField::kOutputDir, {plan, spec, repeat, run_id, ""}));
-
-    // Set-up, timed run, outcome. wall_seconds covers everything the case cost.
-    const bool in_steps = spec.length && spec.length->unit == Length::Unit::kSteps;
-    CaseEventSink events(&store_, *row, clock_, progress_, in_steps ? spec.length->count : 0,
-                         spec.workload == Workload::kInference
-                             ? static_cast<int64_t>(spec.inference.max_new_tokens.size())
-                             : 0);
-    const double t0 = clock_.NowSeconds();
-    std::optional<ContentionSampler> contention;
-    if (options.cpu_meter) contention.emplace(*options.cpu_meter, options.contention_interval_seconds);
-    BackendOutcome outcome;
-    Lookup lookup = LookUpBackend(backends_, plan, spec);
-    if (!lookup.failure.empty()) {
-      outcome.status = CaseStatus::kFailed;
-      outcome.reason = lookup.failure;
-    } else {
-      BackendContext context{plan, spec, repeat, record.log_path, output_dir,
-                             stop_, processes_, clock_, events, run_id};
-      try {
-        outcome = lookup.backend->Run(context);
-      } catch (const std::exception& e) {
-        outcome = BackendOutcome{CaseStatus::kFailed, fmt::format("backend threw: {}", e.what()),
-                                 std::nullopt, {}};
-      } catch (...) {
-        outcome = BackendOutcome{CaseStatus::kFailed, "backend threw: unknown exception",
-                                 std::nullopt, {}};
-      }
-    }
-    const double seconds = clock_.NowSeconds() - t0;
-    std::vector<Measurement> contention_figures;
-    if (contention) contention_figures = contention->Stop();
-    if (!events.error().ok()) return events.error();
-
-    CaseResult result;
-    result.status = outcome.status;
-    result.reason = outcome.reason;
-    result.exit_code = outcome.exit_code;
-    result.facts = std::move(outcome.facts);
-    if (result.status == CaseStatus::kRunning) {
-      result.status = CaseStatus::kFailed;
-      result.reason = "backend returned status 'running' (a backend bug)" +
-                      (outcome.reason.empty() ? std::string() : ": " + outcome.reason);
-    }
-    const bool stop_seen = stop_.requested();
-    if (stop_seen && result.status != CaseStatus::kInterrupted) {
-      result.reason = fmt::format("stop requested (Ctrl-C / SIGTERM); backend reported {}{}",
-                                  CaseStatusName(result.status),
-                                  result.reason.empty() ? "" : ": " + result.reason);
-      result.status = CaseStatus::kInterrupted;
-    } else if (stop_seen && result.reason.empty()) {
-      result.reason = "stop requested (Ctrl-C / SIGTERM)";
-    }
-
-    // Measurements: the measured wall time first (also for failed cases: a
-    // failure's time is data), the backend's figures, then derived ones.
-    Measurement wall;
-    wall.name = metric::kWallSeconds;
-    wall.value = seconds;
-    wall.unit = "s";
-    wall.how = Provenance::kMeasured;
-    result.measurements.push_back(wall);
-    for (auto& m : outcome.measurements) result.measurements.push_back(std::move(m));
-    for (Measurement& m : contention_figures) result.measurements.push_back(std::move(m));
-    if (std::optional<double> share = ContendedShare(result.measurements)) {
-      ++summary.contended;
-      summary.worst_contention = std::max(summary.worst_contention, *share);
-    }
-    if (auto mean = StepSecondsMean(events.step_seconds(), spec.warmup_steps))
-      result.measurements.push_back(*mean);
-    if (result.status == CaseStatus::kOk) {
-      std::vector<std::string> problems;
-      for (Measurement& m : FiguresAtOtherLengths(spec, seconds, events.step_seconds(), &problems))
-        result.measurements.push_back(std::move(m));
-      // Validation refuses what it can; a prefix without per-step timings is known only now.
-      for (const std::string& p : problems) spdlog::warn("case {}: {}", spec.id, p);
-    }
-    result.steps = events.TakePendingSteps();
-    result.requests = events.TakePendingRequests();
-    result.finished_at = clock_.NowIso8601();
-
-    {
-      // Best effort: the row is stored whatever happens to the log.
-      std::ofstream log(record.log_path, std::ios::app);
-      log << fmt::format("# protocol case {} repeat {}/{} ended {} after {} s{}\n", spec.id,
-                         repeat + 1, std::max(1, spec.repeats), CaseStatusName(result.status),
-                         FormatFigure(seconds), result.reason.empty() ? "" : ": " + result.reason);
-    }
-    // Provenance: the log as it stands now, footer included, is what the row vouches for.
-    if (Result<std::string> sha = Sha256File(record.log_path); sha.ok()) result.log_sha256 = *sha;
-    Status finished = store_.FinishCase(*row, result);
-    if (!finished.ok()) return finished;
-    Count(summary, result.status);
-    progress_.CaseFinished(index, total, spec, repeat, result.status, seconds, result.reason);
-    if (stop_seen) {
+    Result<bool> stop_seen = RunCase(plan, options, work[i], i + 1, total, summary);
+    if (!stop_seen.ok()) return stop_seen.status();
+    if (*stop_seen) {
       summary.stopped = true;
       break;
     }
   }
 
-  // ---- run status: over the latest row of every (case, repeat) of the run ----
+  // ---- run status ----
+  if (Status s = FinishRun(summary); !s.ok()) return s;
+  return summary;
+}
+
+Result<Runner::DoneCases> Runner::ResumeRun(const Plan& plan, const RunOptions& options, RunSummary& summary) {
+  const int64_t id = *options.resume_run_id;
+  const std::string plan_sha = Sha256Hex(plan.resolved_text);
+  Result<RunRecord> run = store_.GetRun(id);
+  if (!run.ok()) return run.status();
+  if (run->kind != "run")
+    return Status::InvalidArgument(
+        fmt::format("run {} is an {}, not a run; there is nothing to resume", id, run->kind));
+  if (run->plan_sha256 != plan_sha)
+    return Status::InvalidArgument(fmt::format(
+        "plan changed since run {} (sha256 {} vs {}); --resume needs the same resolved plan", id,
+        ShortSha(run->plan_sha256), ShortSha(plan_sha)));
+  if (!options.dry_run) {
+    Result<int> changed = store_.InterruptRunningCases(
+        id, "runner stopped before the case finished (found running on --resume)");
+    if (!changed.ok()) return changed.status();
+    // The resumed part may run elsewhere, by another process: its facts are appended (the last wins).
+    auto facts = options.context;
+    facts.emplace_back("resumed_at", clock_.NowIso8601());
+    Status s = store_.PutContext(id, facts);
+    if (!s.ok()) return s;
+  }
+  Result<std::vector<CaseRecord>> rows = store_.CasesOfRun(id);
+  if (!rows.ok()) return rows.status();
+  DoneCases done;
+  for (const CaseRecord& row : *rows)
+    if (IsFinal(row.status)) done.insert({row.case_id, row.repeat});
+  summary.run_id = id;
+  return done;
+}
+
+Result<Runner::DoneCases> Runner::CreateRun(const Plan& plan, const RunOptions& options, RunSummary& summary) {
+  const std::string plan_sha = Sha256Hex(plan.resolved_text);
+  RunRecord run;
+  run.kind = "run";
+  run.plan_name = plan.name;
+  run.plan_title = plan.title;
+  run.plan_file = plan.file;
+  run.plan_text = plan.resolved_text;
+  run.plan_sha256 = plan_sha;
+  run.started_at = clock_.NowIso8601();
+  run.status = "running";
+  run.protocol_version = BuildInfo().version;
+  run.git_revision = BuildInfo().git_revision;
+  Result<int64_t> id = store_.CreateRun(run);
+  if (!id.ok()) return id.status();
+  summary.run_id = *id;
+  auto facts = options.context;
+  facts.emplace_back("plan_sha256", plan_sha);
+  Status s = store_.PutContext(summary.run_id, facts);
+  if (!s.ok()) return s;
+  return DoneCases();
+}
+
+void Runner::DescribeDryRun(const Plan& plan, const std::vector<ScheduledRun>& work) {
+  std::set<std::string> advised;  // case ids whose advice is shown (once per case)
+  for (const ScheduledRun& item : work) {
+    const CaseSpec& spec = *item.spec;
+    Lookup lookup = LookUpBackend(backends_, plan, spec);
+    if (!lookup.failure.empty()) {
+      progress_.Message(fmt::format("would fail {}: {}", spec.id, lookup.failure));
+      continue;
+    }
+    progress_.Message(fmt::format("would run {} {} {} nodes={} {} (repeat {}/{})", spec.id,
+                                  WorkloadName(spec.workload), spec.backend, spec.nodes,
+                                  DescribeLength(spec), item.repeat + 1, std::max(1, spec.repeats)));
+    // The backend's warnings and notes (e.g. the expected peak memory), once per case.
+    if (advised.insert(spec.id).second) {
+      CaseAdvice advice = lookup.backend->Advise(plan, spec);
+      for (const std::string& w : advice.warnings) progress_.Message(fmt::format("  warning: {}", w));
+      for (const std::string& n : advice.notes) progress_.Message("  " + Join(Split(n, '\n'), "\n      "));
+    }
+  }
+}
+
+Result<bool> Runner::RunCase(const Plan& plan, const RunOptions& options, const ScheduledRun& item,
+                             int index, int total, RunSummary& summary) {
+  const CaseSpec& spec = *item.spec;
+  const int repeat = item.repeat;
+  const int64_t run_id = summary.run_id;
+  progress_.CaseStarted(index, total, spec, repeat);
+
+  CaseRecord record = MakeCaseRecord(spec, run_id, repeat);
+  record.log_path = LogPath(options.logs_dir, run_id, spec.id, repeat);
+  record.started_at = clock_.NowIso8601();
+  if (Status s = WriteLogHeader(record, spec); !s.ok()) return s;
+  Result<int64_t> row = store_.BeginCase(record);
+  if (!row.ok()) return row.status();
+
+  const std::string output_dir = ExpandPlaceholders(
+      spec.output_dir, CasePlaceholderValues(PlaceholderField::kOutputDir, {plan, spec, repeat, run_id, ""}));
+
+  // Set-up, timed run, outcome. wall_seconds covers everything the case cost.
+  const bool in_steps = spec.length && spec.length->unit == Length::Unit::kSteps;
+  CaseEventSink events(&store_, *row, clock_, progress_, in_steps ? spec.length->count : 0,
+                       spec.workload == Workload::kInference
+                           ? static_cast<int64_t>(spec.inference.max_new_tokens.size())
+                           : 0);
+  const double t0 = clock_.NowSeconds();
+  std::optional<ContentionSampler> contention;
+  if (options.cpu_meter) contention.emplace(*options.cpu_meter, options.contention_interval_seconds);
+  // The backend lives until the case is stored (its tear-down is not timed).
+  Lookup lookup = LookUpBackend(backends_, plan, spec);
+  BackendOutcome outcome;
+  if (!lookup.failure.empty()) {
+    outcome.status = CaseStatus::kFailed;
+    outcome.reason = lookup.failure;
+  } else {
+    BackendContext context{plan, spec, repeat, record.log_path, output_dir,
+                           stop_, processes_, clock_, events, run_id};
+    outcome = RunBackend(*lookup.backend, context);
+  }
+  const double seconds = clock_.NowSeconds() - t0;
+  std::vector<Measurement> contention_figures;
+  if (contention) contention_figures = contention->Stop();
+  if (!events.error().ok()) return events.error();
+
+  CaseResult result;
+  result.facts = std::move(outcome.facts);
+  const bool stop_seen = stop_.requested();
+  SetStatus(outcome, stop_seen, result);
+  AddMeasurements(spec, seconds, events.step_seconds(), std::move(outcome.measurements),
+                  std::move(contention_figures), result, summary);
+  result.steps = events.TakePendingSteps();
+  result.requests = events.TakePendingRequests();
+  result.finished_at = clock_.NowIso8601();
+
+  WriteLogFooter(record.log_path, spec, repeat, result, seconds);
+  // Provenance: the log as it stands now, footer included, is what the row vouches for.
+  if (Result<std::string> sha = Sha256File(record.log_path); sha.ok()) result.log_sha256 = *sha;
+  Status finished = store_.FinishCase(*row, result);
+  if (!finished.ok()) return finished;
+  Count(summary, result.status);
+  progress_.CaseFinished(index, total, spec, repeat, result.status, seconds, result.reason);
+  return stop_seen;
+}
+
+Status Runner::FinishRun(const RunSummary& summary) {
+  // Over the latest row of every (case, repeat) of the run.
   std::string status = "ok";
   if (summary.stopped) {
     status = "interrupted";
   } else {
-    Result<std::vector<CaseRecord>> rows = store_.CasesOfRun(run_id);
+    Result<std::vector<CaseRecord>> rows = store_.CasesOfRun(summary.run_id);
     if (!rows.ok()) return rows.status();
     std::map<std::pair<std::string, int>, CaseStatus> latest;
     for (const CaseRecord& row : *rows) latest[{row.case_id, row.repeat}] = row.status;
     for (const auto& entry : latest)
       if (!IsSuccess(entry.second)) status = "failed";
   }
-  Status s = store_.FinishRun(run_id, status, clock_.NowIso8601());
-  if (!s.ok()) return s;
-  return summary;
+  return store_.FinishRun(summary.run_id, status, clock_.NowIso8601());
 }
 
 }  // namespace protocol

@@ -19,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -31,6 +32,7 @@
 #include "runner/exec/process.h"
 #include "runner/exec/progress.h"
 #include "runner/plan/plan.h"
+#include "runner/plan/schedule.h"
 #include "runner/store/store.h"
 
 namespace protocol {
@@ -68,6 +70,25 @@ class Runner {
   Result<RunSummary> Run(const Plan& plan, const RunOptions& options);
 
  private:
+  // (case_id, repeat) of a resumed run that already have a final status.
+  using DoneCases = std::set<std::pair<std::string, int>>;
+
+  // The steps of Run, in order.
+  // --resume: checks the run and its plan, marks its running cases
+  // interrupted, appends the context (not for a dry run); sets summary.run_id.
+  Result<DoneCases> ResumeRun(const Plan& plan, const RunOptions& options, RunSummary& summary);
+  // A new run row and its context; sets summary.run_id. Nothing is done yet.
+  Result<DoneCases> CreateRun(const Plan& plan, const RunOptions& options, RunSummary& summary);
+  // --dry-run: what each (case, repeat) would do, and each case's advice once.
+  void DescribeDryRun(const Plan& plan, const std::vector<ScheduledRun>& work);
+  // One (case, repeat): log, BeginCase, the timed backend run, FinishCase.
+  // Returns whether a stop was seen (the run ends), or the harness error.
+  Result<bool> RunCase(const Plan& plan, const RunOptions& options, const ScheduledRun& item, int index,
+                       int total, RunSummary& summary);
+  // The run's final status: interrupted, or failed when the latest row of a
+  // (case, repeat) is not a success.
+  Status FinishRun(const RunSummary& summary);
+
   Store& store_;
   Clock& clock_;
   ProcessRunner& processes_;

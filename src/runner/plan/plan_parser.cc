@@ -113,6 +113,28 @@ class PlanParser {
   void ParseStage(const YamlNode& stage, const YamlNode& plan_defaults);
   std::optional<CaseSpec> ParseCase(const YamlNode& merged, const YamlNode& case_node,
                                     const std::string& stage);
+  // The parts of a case, in the order ParseCase reads them. Each reports its
+  // problems and sets *ok = false on any; `who` names the case in messages.
+  void ParseCaseId(const YamlNode& merged, const YamlNode& case_node, CaseSpec& c, bool* ok);
+  // workload, backend, system, model, dataset; returns the workload when it is valid.
+  std::optional<Workload> ParseCaseSubject(const YamlNode& merged, const YamlNode& case_node,
+                                           const std::string& who, CaseSpec& c, bool* ok);
+  // A model or dataset name, which must be one of `defined` (the plan's).
+  void ReadDefinedName(const YamlNode& node, const char* what, const std::vector<std::string>& defined,
+                       std::string* out, bool* ok);
+  // nodes, topology, network, variant.
+  void ParsePlacement(const YamlNode& merged, const std::string& who, CaseSpec& c, bool* ok);
+  // steps / epochs, then report_as and not_provided (one length or a list, in the case's unit).
+  void ParseLengths(const YamlNode& merged, const YamlNode& case_node, std::optional<Workload> workload,
+                    const std::string& who, CaseSpec& c, bool* ok);
+  void ParseFurtherLengths(const YamlNode& merged, const char* key, bool inference, const CaseSpec& c,
+                           std::vector<Length>* out, bool* ok);
+  // timeout, repeats, warmup_steps, output_dir.
+  void ParseExecution(const YamlNode& merged, CaseSpec& c, bool* ok);
+  // Reports `message` at `at` and sets *ok = false.
+  void Fail(const YamlNode& at, std::string message, bool* ok, std::string hint = "");
+  // merged[key] as a string into *out; the node, or null when the key is absent.
+  const YamlNode* ReadString(const YamlNode& merged, const char* key, std::string* out, bool* ok);
   std::optional<Topology> ParseTopology(const YamlNode& node);
   void ParseInference(const YamlNode& node, bool required, CaseSpec& c, bool* ok);
   void ParseCommand(const YamlNode& node, CaseSpec& c, bool* ok);
@@ -827,202 +849,209 @@ std::optional<CaseSpec> PlanParser::ParseCase(const YamlNode& m, const YamlNode&
   c.stage = stage;
   c.where = r_.Where(case_node);
   bool ok = true;
-  auto fail = [&](const YamlNode& at, std::string message, std::string hint = "") {
-    r_.Error(at, std::move(message), std::move(hint));
-    ok = false;
-  };
-  auto str = [&](const char* key, std::string* out) -> const YamlNode* {
-    const YamlNode* n = m.Find(key);
-    if (!n) return nullptr;
-    if (auto v = r_.String(*n, key)) *out = *v;
-    else ok = false;
-    return n;
-  };
-
-  // Identity.
-  const YamlNode* id = m.Find("id");
-  if (!id) {
-    fail(case_node, "a case needs an id (e.g. id: \"2.1.1.1\")");
-  } else if (auto v = r_.String(*id, "id")) {
-    c.id = *v;
-    if (!IsName(c.id)) {
-      fail(*id, fmt::format("case id '{}' may only contain letters, digits, '.', '_' and '-'", c.id));
-    } else if (auto it = case_lines_.find(c.id); it != case_lines_.end()) {
-      fail(*id, fmt::format("duplicate case id '{}' (first at line {})", c.id, it->second));
-    } else {
-      case_lines_[c.id] = id->line;
-    }
-  } else {
-    ok = false;
-  }
+  ParseCaseId(m, case_node, c, &ok);
   const std::string who = c.id.empty() ? std::string("a case") : fmt::format("case '{}'", c.id);
-  str("title", &c.title);
-
-  std::optional<Workload> workload;
-  if (const YamlNode* n = m.Find("workload")) {
-    if (!(workload = r_.OneOf<Workload>(*n, "workload", "workload"))) ok = false;
-  } else {
-    fail(case_node, fmt::format("{} needs a workload (pretrain | finetune | inference)", who));
-  }
-  if (workload) c.workload = *workload;
-  const bool inference = workload && *workload == Workload::kInference;
-
-  const YamlNode* backend = m.Find("backend");
-  if (!backend) {
-    fail(case_node, fmt::format("{} needs a backend ({})", who, Join(options_.backend_names, " | ")));
-  } else if (auto v = r_.OneOf(*backend, "backend", "backend", options_.backend_names)) {
-    c.backend = *v;
-  } else {
-    ok = false;
-  }
-
-  const YamlNode* system = str("system", &c.system);
-  // The system under test defaults to the backend's name; a backend whose name
-  // is not a system (command) says so in its Check.
-  if (!system && !c.backend.empty()) c.system = c.backend;
-  if (system && ok && c.system.empty()) fail(*system, "'system' is empty");
-
-  if (const YamlNode* n = m.Find("model")) {
-    if (auto v = r_.String(*n, "model")) {
-      if (plan_.models.count(*v)) {
-        c.model = *v;
-      } else {
-        std::string close = DidYouMean(*v, KeysOf(plan_.models));
-        fail(*n, fmt::format("unknown model '{}'", *v),
-             close.empty() ? (plan_.models.empty() ? std::string("the plan defines no models")
-                                                   : "models: " + Join(KeysOf(plan_.models), ", "))
-                           : fmt::format("did you mean '{}'?", close));
-      }
-    } else {
-      ok = false;
-    }
-  } else {
-    fail(case_node, fmt::format("{} needs a model", who));
-  }
-
-  if (const YamlNode* n = m.Find("dataset")) {
-    if (auto v = r_.String(*n, "dataset")) {
-      if (plan_.datasets.count(*v)) {
-        c.dataset = *v;
-      } else {
-        std::string close = DidYouMean(*v, KeysOf(plan_.datasets));
-        fail(*n, fmt::format("unknown dataset '{}'", *v),
-             close.empty() ? (plan_.datasets.empty() ? std::string("the plan defines no datasets")
-                                                     : "datasets: " + Join(KeysOf(plan_.datasets), ", "))
-                           : fmt::format("did you mean '{}'?", close));
-      }
-    } else {
-      ok = false;
-    }
-  }
-
-  // Placement.
-  std::optional<int64_t> nodes;
-  const YamlNode* nodes_node = m.Find("nodes");
-  if (nodes_node) {
-    nodes = r_.IntegerIn(*nodes_node, "nodes", 1, INT_MAX);
-    if (!nodes) ok = false;
-  }
-  const YamlNode* topology_node = m.Find("topology");
-  if (topology_node) {
-    if (auto t = ParseTopology(*topology_node)) c.topology = *t;
-    else ok = false;
-  }
-  if (!c.topology.empty()) {
-    c.nodes = c.topology.NodeCount();
-    if (nodes && *nodes != c.nodes)
-      fail(*nodes_node, fmt::format("nodes ({}) disagrees with topology '{}' ({} {})", *nodes,
-                                    c.topology.ToString(), c.nodes, c.nodes == 1 ? "node" : "nodes"));
-  } else if (nodes) {
-    c.nodes = static_cast<int>(*nodes);
-    const size_t cluster = plan_.cluster.nodes.size();
-    if (cluster > 0 && static_cast<size_t>(c.nodes) > cluster)
-      fail(*nodes_node, fmt::format("{} needs {} nodes but the cluster has {}", who, c.nodes, cluster));
-  }
-  if (!str("network", &c.network) && c.nodes > 1) c.network = plan_.cluster.network;
-  str("variant", &c.variant);
-
-  // Length.
-  c.length = ReadLength(r_, m, case_node, workload,
-                        {fmt::format("{} gives both steps and epochs (give one)", who),
-                         fmt::format("{} needs steps or epochs ({})", who, workload ? WorkloadName(*workload) : ""),
-                         "an inference case has no steps or epochs (its length is inference.max_new_tokens)"},
-                        &ok);
-  // report_as / not_provided: one length or a list, in the case's unit.
-  auto further_lengths = [&](const char* key, std::vector<Length>* out) {
-    const YamlNode* n = m.Find(key);
-    if (!n) return;
-    if (inference) {
-      fail(*n, fmt::format("{} applies to pretrain and finetune cases only", key));
-      return;
-    }
-    std::vector<const YamlNode*> items;
-    if (n->kind == YamlNode::Kind::kSequence) {
-      for (const YamlNode& item : n->items) items.push_back(&item);
-      if (items.empty()) fail(*n, fmt::format("{} lists no length", key));
-    } else {
-      items.push_back(n);
-    }
-    for (const YamlNode* item : items) {
-      std::optional<int64_t> v = r_.IntegerIn(*item, key, 1, INT64_MAX);
-      if (!v) {
-        ok = false;
-        continue;
-      }
-      if (!c.length) continue;
-      const Length length{c.length->unit, *v};
-      const bool taken = std::find(c.report_as.begin(), c.report_as.end(), length) != c.report_as.end() ||
-                         std::find(c.not_provided.begin(), c.not_provided.end(), length) != c.not_provided.end();
-      if (*v == c.length->count)
-        fail(*item, fmt::format("{} ({}) is the measured length itself, which the case reports anyway", key,
-                                length.ToString()));
-      else if (taken)
-        fail(*item, fmt::format("{} repeats {} (each length once, in report_as or not_provided)", key,
-                                length.ToString()));
-      else if (out == &c.report_as && *v < c.length->count && c.length->unit != Length::Unit::kSteps)
-        fail(*item, fmt::format("report_as ({}) is shorter than the measured {}: a shorter length is read from "
-                                "per-step timings, so it needs a length in steps",
-                                length.ToString(), c.length->ToString()));
-      else
-        out->push_back(length);
-    }
-  };
-  further_lengths("report_as", &c.report_as);
-  further_lengths("not_provided", &c.not_provided);
+  ReadString(m, "title", &c.title, &ok);
+  const std::optional<Workload> workload = ParseCaseSubject(m, case_node, who, c, &ok);
+  ParsePlacement(m, who, c, &ok);
+  ParseLengths(m, case_node, workload, who, c, &ok);
 
   // Workload settings.
+  const bool inference = workload && *workload == Workload::kInference;
   if (const YamlNode* n = m.Find("inference")) {
     ParseInference(*n, inference, c, &ok);
   } else if (inference) {
-    fail(case_node, fmt::format("{} needs inference.prompt and inference.max_new_tokens", who));
+    Fail(case_node, fmt::format("{} needs inference.prompt and inference.max_new_tokens", who), &ok);
   }
   if (const YamlNode* n = m.Find("command")) ParseCommand(*n, c, &ok);
   if (const YamlNode* n = m.Find("training")) ParseTraining(*n, c, &ok);
   if (const YamlNode* n = m.Find("reference")) ParseReference(*n, c, &ok);
 
-  // Execution.
+  ParseExecution(m, c, &ok);
+  if (!ok) return std::nullopt;
+  return c;
+}
+
+void PlanParser::Fail(const YamlNode& at, std::string message, bool* ok, std::string hint) {
+  r_.Error(at, std::move(message), std::move(hint));
+  *ok = false;
+}
+
+const YamlNode* PlanParser::ReadString(const YamlNode& m, const char* key, std::string* out, bool* ok) {
+  const YamlNode* n = m.Find(key);
+  if (!n) return nullptr;
+  if (auto v = r_.String(*n, key)) *out = *v;
+  else *ok = false;
+  return n;
+}
+
+void PlanParser::ParseCaseId(const YamlNode& m, const YamlNode& case_node, CaseSpec& c, bool* ok) {
+  const YamlNode* id = m.Find("id");
+  if (!id) {
+    Fail(case_node, "a case needs an id (e.g. id: \"2.1.1.1\")", ok);
+  } else if (auto v = r_.String(*id, "id")) {
+    c.id = *v;
+    if (!IsName(c.id)) {
+      Fail(*id, fmt::format("case id '{}' may only contain letters, digits, '.', '_' and '-'", c.id), ok);
+    } else if (auto it = case_lines_.find(c.id); it != case_lines_.end()) {
+      Fail(*id, fmt::format("duplicate case id '{}' (first at line {})", c.id, it->second), ok);
+    } else {
+      case_lines_[c.id] = id->line;
+    }
+  } else {
+    *ok = false;
+  }
+}
+
+std::optional<Workload> PlanParser::ParseCaseSubject(const YamlNode& m, const YamlNode& case_node,
+                                                     const std::string& who, CaseSpec& c, bool* ok) {
+  std::optional<Workload> workload;
+  if (const YamlNode* n = m.Find("workload")) {
+    if (!(workload = r_.OneOf<Workload>(*n, "workload", "workload"))) *ok = false;
+  } else {
+    Fail(case_node, fmt::format("{} needs a workload (pretrain | finetune | inference)", who), ok);
+  }
+  if (workload) c.workload = *workload;
+
+  const YamlNode* backend = m.Find("backend");
+  if (!backend) {
+    Fail(case_node, fmt::format("{} needs a backend ({})", who, Join(options_.backend_names, " | ")), ok);
+  } else if (auto v = r_.OneOf(*backend, "backend", "backend", options_.backend_names)) {
+    c.backend = *v;
+  } else {
+    *ok = false;
+  }
+
+  const YamlNode* system = ReadString(m, "system", &c.system, ok);
+  // The system under test defaults to the backend's name; a backend whose name
+  // is not a system (command) says so in its Check.
+  if (!system && !c.backend.empty()) c.system = c.backend;
+  if (system && *ok && c.system.empty()) Fail(*system, "'system' is empty", ok);
+
+  if (const YamlNode* n = m.Find("model")) ReadDefinedName(*n, "model", KeysOf(plan_.models), &c.model, ok);
+  else Fail(case_node, fmt::format("{} needs a model", who), ok);
+  if (const YamlNode* n = m.Find("dataset")) ReadDefinedName(*n, "dataset", KeysOf(plan_.datasets), &c.dataset, ok);
+  return workload;
+}
+
+void PlanParser::ReadDefinedName(const YamlNode& n, const char* what, const std::vector<std::string>& defined,
+                                 std::string* out, bool* ok) {
+  std::optional<std::string> v = r_.String(n, what);
+  if (!v) {
+    *ok = false;
+    return;
+  }
+  if (std::find(defined.begin(), defined.end(), *v) != defined.end()) {
+    *out = *v;
+    return;
+  }
+  std::string close = DidYouMean(*v, defined);
+  Fail(n, fmt::format("unknown {} '{}'", what, *v), ok,
+       close.empty() ? (defined.empty() ? fmt::format("the plan defines no {}s", what)
+                                        : fmt::format("{}s: {}", what, Join(defined, ", ")))
+                     : fmt::format("did you mean '{}'?", close));
+}
+
+void PlanParser::ParsePlacement(const YamlNode& m, const std::string& who, CaseSpec& c, bool* ok) {
+  std::optional<int64_t> nodes;
+  const YamlNode* nodes_node = m.Find("nodes");
+  if (nodes_node) {
+    nodes = r_.IntegerIn(*nodes_node, "nodes", 1, INT_MAX);
+    if (!nodes) *ok = false;
+  }
+  const YamlNode* topology_node = m.Find("topology");
+  if (topology_node) {
+    if (auto t = ParseTopology(*topology_node)) c.topology = *t;
+    else *ok = false;
+  }
+  if (!c.topology.empty()) {
+    c.nodes = c.topology.NodeCount();
+    if (nodes && *nodes != c.nodes)
+      Fail(*nodes_node, fmt::format("nodes ({}) disagrees with topology '{}' ({} {})", *nodes,
+                                    c.topology.ToString(), c.nodes, c.nodes == 1 ? "node" : "nodes"),
+           ok);
+  } else if (nodes) {
+    c.nodes = static_cast<int>(*nodes);
+    const size_t cluster = plan_.cluster.nodes.size();
+    if (cluster > 0 && static_cast<size_t>(c.nodes) > cluster)
+      Fail(*nodes_node, fmt::format("{} needs {} nodes but the cluster has {}", who, c.nodes, cluster), ok);
+  }
+  if (!ReadString(m, "network", &c.network, ok) && c.nodes > 1) c.network = plan_.cluster.network;
+  ReadString(m, "variant", &c.variant, ok);
+}
+
+void PlanParser::ParseLengths(const YamlNode& m, const YamlNode& case_node, std::optional<Workload> workload,
+                              const std::string& who, CaseSpec& c, bool* ok) {
+  c.length = ReadLength(r_, m, case_node, workload,
+                        {fmt::format("{} gives both steps and epochs (give one)", who),
+                         fmt::format("{} needs steps or epochs ({})", who, workload ? WorkloadName(*workload) : ""),
+                         "an inference case has no steps or epochs (its length is inference.max_new_tokens)"},
+                        ok);
+  const bool inference = workload && *workload == Workload::kInference;
+  ParseFurtherLengths(m, "report_as", inference, c, &c.report_as, ok);
+  ParseFurtherLengths(m, "not_provided", inference, c, &c.not_provided, ok);
+}
+
+void PlanParser::ParseFurtherLengths(const YamlNode& m, const char* key, bool inference, const CaseSpec& c,
+                                     std::vector<Length>* out, bool* ok) {
+  const YamlNode* n = m.Find(key);
+  if (!n) return;
+  if (inference) {
+    Fail(*n, fmt::format("{} applies to pretrain and finetune cases only", key), ok);
+    return;
+  }
+  std::vector<const YamlNode*> items;
+  if (n->kind == YamlNode::Kind::kSequence) {
+    for (const YamlNode& item : n->items) items.push_back(&item);
+    if (items.empty()) Fail(*n, fmt::format("{} lists no length", key), ok);
+  } else {
+    items.push_back(n);
+  }
+  for (const YamlNode* item : items) {
+    std::optional<int64_t> v = r_.IntegerIn(*item, key, 1, INT64_MAX);
+    if (!v) {
+      *ok = false;
+      continue;
+    }
+    if (!c.length) continue;
+    const Length length{c.length->unit, *v};
+    const bool taken = std::find(c.report_as.begin(), c.report_as.end(), length) != c.report_as.end() ||
+                       std::find(c.not_provided.begin(), c.not_provided.end(), length) != c.not_provided.end();
+    if (*v == c.length->count)
+      Fail(*item, fmt::format("{} ({}) is the measured length itself, which the case reports anyway", key,
+                              length.ToString()), ok);
+    else if (taken)
+      Fail(*item, fmt::format("{} repeats {} (each length once, in report_as or not_provided)", key,
+                              length.ToString()), ok);
+    else if (out == &c.report_as && *v < c.length->count && c.length->unit != Length::Unit::kSteps)
+      Fail(*item, fmt::format("report_as ({}) is shorter than the measured {}: a shorter length is read from "
+                              "per-step timings, so it needs a length in steps",
+                              length.ToString(), c.length->ToString()), ok);
+    else
+      out->push_back(length);
+  }
+}
+
+void PlanParser::ParseExecution(const YamlNode& m, CaseSpec& c, bool* ok) {
   if (const YamlNode* n = m.Find("timeout")) {
     if (auto v = r_.Duration(*n, "timeout")) c.timeout_seconds = *v;
-    else ok = false;
+    else *ok = false;
   }
   if (const YamlNode* n = m.Find("repeats")) {
     if (auto v = r_.IntegerIn(*n, "repeats", 1, INT_MAX)) c.repeats = static_cast<int>(*v);
-    else ok = false;
+    else *ok = false;
   }
   if (const YamlNode* n = m.Find("warmup_steps")) {
     if (auto v = r_.IntegerIn(*n, "warmup_steps", 0, INT_MAX)) {
       c.warmup_steps = static_cast<int>(*v);
       if (c.length && c.length->unit == Length::Unit::kSteps && *v >= c.length->count)
-        fail(*n, fmt::format("warmup_steps ({}) must be less than steps ({})", *v, c.length->count));
+        Fail(*n, fmt::format("warmup_steps ({}) must be less than steps ({})", *v, c.length->count), ok);
     } else {
-      ok = false;
+      *ok = false;
     }
   }
-  if (const YamlNode* n = str("output_dir", &c.output_dir))
+  if (const YamlNode* n = ReadString(m, "output_dir", &c.output_dir, ok))
     CheckPlaceholders(*n, c.output_dir, "output_dir", PlaceholderNames(PlaceholderField::kOutputDir));
-
-  if (!ok) return std::nullopt;
-  return c;
 }
 
 PlanParseResult ParseTree(YamlParse parsed, std::string text, const std::string& file,
