@@ -32,15 +32,6 @@ namespace fs = std::filesystem;
 
 constexpr int kMaxBodyLines = 120;
 
-// Functions (file relative to src/, function as FindFunctionBodies names it)
-// still over the limit while their owners split them. This list must be
-// empty: remove each entry as soon as its function is split.
-const std::set<std::pair<std::string, std::string>> kKnownExceptions = {
-    {"runner/exec/process.cc", "Run"},
-    {"backends/native/supervisor.cc", "Supervise"},
-    {"backends/native/worker.cc", "RunTraining"},
-    {"backends/native/dist_backend.cc", "RunDistributed"},
-};
 
 struct FunctionBody {
   std::string name;  // as written before the parameter list, e.g. "Runner::Run"
@@ -417,17 +408,12 @@ TEST_CASE("no function body in src/ is longer than 120 lines") {
   const std::vector<std::string> files = SourceFiles(src);
   REQUIRE(files.size() > 50);
   int functions = 0;
-  std::set<std::pair<std::string, std::string>> excepted_seen;
   for (const std::string& file : files) {
     const std::string text = testing::ReadTextFile((src / file).string());
     REQUIRE_MESSAGE(!text.empty(), ("cannot read src/" + file));
     for (const FunctionBody& f : FindFunctionBodies(text)) {
       ++functions;
       if (f.lines <= kMaxBodyLines) continue;
-      if (kKnownExceptions.count({file, f.name})) {
-        excepted_seen.insert({file, f.name});
-        continue;
-      }
       FAIL_CHECK(("src/" + file + ":" + std::to_string(f.line) + ": function '" + f.name + "' has " +
                   std::to_string(f.lines) + " lines (at most " + std::to_string(kMaxBodyLines) +
                   "): split it into named steps"));
@@ -435,9 +421,6 @@ TEST_CASE("no function body in src/ is longer than 120 lines") {
   }
   // The scanner sees the tree's functions (a broken scanner would pass vacuously).
   CHECK(functions > 500);
-  for (const auto& [file, name] : kKnownExceptions)
-    if (!excepted_seen.count({file, name}))
-      MESSAGE(("src/" + file + ": '" + name + "' is within the limit now: remove it from kKnownExceptions"));
 }
 
 }  // namespace
