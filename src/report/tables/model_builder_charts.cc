@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "report/formats/svg.h"
 #include "report/formats/numbers.h"
+#include "report/formats/svg.h"
 #include "runner/base/text.h"
 
 namespace protocol {

@@ -2,8 +2,8 @@
 
 #include <map>
 
-#include "report/tables/cell_key.h"
 #include "report/formats/numbers.h"
+#include "report/tables/cell_key.h"
 #include "report/tables/stored_plan.h"
 #include "runner/base/text.h"
 
