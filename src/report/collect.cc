@@ -19,7 +19,8 @@ using RowsByRun = std::map<int64_t, std::set<int64_t>>;
 
 // `lengths`: the wall_seconds figures of each case row, whose lengths give
 // the cells beyond the case's own (cell_key.h KeysOf).
-RowsByRun ShownRows(const std::deque<CaseRecord>& cases,
+template <typename Cases>  // a vector or a deque of CaseRecord
+RowsByRun ShownRows(const Cases& cases,
                     const std::map<int64_t, std::vector<Measurement>>& lengths) {
   auto keys = [&lengths](const CaseRecord& c) {
     auto it = lengths.find(c.row_id);
@@ -158,8 +159,14 @@ Result<ReportInput> CollectReportInput(Store& store, const ReportOptions& option
   selected.model = options.model;
   auto found = store.FindCases(selected);
   if (!found.ok()) return found.status();
-  std::deque<CaseRecord> cases(std::make_move_iterator(found->begin()), std::make_move_iterator(found->end()));
-  found = std::vector<CaseRecord>();
+  // The history (read from these cases when no run is selected) takes them
+  // over through a deque, which frees as ReadHistory pops; without the
+  // history they stay in their vector.
+  std::deque<CaseRecord> cases;
+  if (options.history) {
+    cases.assign(std::make_move_iterator(found->begin()), std::make_move_iterator(found->end()));
+    found = std::vector<CaseRecord>();
+  }
   // One read of the figures: the wall times, and (when the history charts
   // read every run's cases from these) the tokens per second a chart plots.
   const bool history_from_selected = options.history && options.run_ids.empty();
@@ -170,7 +177,7 @@ Result<ReportInput> CollectReportInput(Store& store, const ReportOptions& option
   std::map<int64_t, std::vector<Measurement>> lengths;
   for (const auto& [row, m] : figures.value())
     if (m.name == metric::kWallSeconds && !m.length_unit.empty()) lengths[row].push_back(m);
-  const RowsByRun shown = ShownRows(cases, lengths);
+  const RowsByRun shown = options.history ? ShownRows(cases, lengths) : ShownRows(found.value(), lengths);
 
   ReportInput input;
   for (const auto& [run_id, rows] : shown) {
