@@ -31,8 +31,6 @@
 
 namespace protocol {
 
-// ---- columns -------------------------------------------------------------------
-
 // A training column: the layout `protocol validate` predicts (coverage.h) is the one shown.
 struct Column : TableColumn {
   bool Matches(const CellKey& k) const {
@@ -56,10 +54,12 @@ class ModelBuilder {
     out_.model = model;
   }
 
+  // An ok result of cell `k` (a case gives one per cell it fills: cell_key.h KeysOf).
   void AddOk(const CellKey& k, const CaseEntry& e);
-
+  // A case of cell `k` that did not end ok.
   void AddFailure(const CellKey& k, const CaseEntry& e);
 
+  // The model's report from what was added; call once, after every Add.
   ModelReport Build();
 
   // An ok result of a run read for the history charts only (or also tabulated).
