@@ -2,7 +2,9 @@
 # `protocol report` at nightly scale (a benchmark: prints figures, asserts
 # nothing). Makes databases of N runs with build/protocol_report_db (copies of
 # one real run of TEMPLATE_DB, e.g. results/protocol.db after
-# scripts/quickstart.sh; every run but the last has one failed case), then
+# scripts/quickstart.sh, or in a second `build/protocol run
+# bench/report-template.yaml --db template.db`; every run but the last has
+# one failed case), then
 # times, REPEAT times each, with /usr/bin/time -v:
 #   protocol report --db DB --out R.md                 every stored run
 #   protocol report --db DB --run latest --out R.md    the newest run

@@ -5,10 +5,10 @@
 #include <filesystem>
 
 #include "report/collect.h"
-#include "report/csv.h"
+#include "report/formats/csv.h"
+#include "report/formats/report_json.h"
 #include "report/render.h"
 #include "report/report_data.h"
-#include "report/report_json.h"
 #include "runner/base/text.h"
 
 #ifndef PROTOCOL_TEMPLATE_DIR

@@ -1,12 +1,17 @@
 #ifndef PROTOCOL_REPORT_REPORT_H_
 #define PROTOCOL_REPORT_REPORT_H_
 
-// Reports: efficiency-ratio tables in the methodology's layout
-// (../shared/methodology.md, "The report tables"; docs/report.md), rendered
-// from templates/ (mustache; kainjow/mustache is included only in render.cc).
+// Reports: the efficiency-ratio tables of the methodology
+// (docs/methodology.md, "What is compared, and how"; docs/report.md says how
+// every cell is computed), rendered from templates/ (mustache; kainjow/mustache
+// is included only in render.cc) or written as JSON or CSV.
 //
-//   CollectReport: store → ReportData (collect.h reads, report_data.h computes).
-//   RenderReport:  ReportData → Markdown | HTML | JSON | CSV text.
+//   CollectReport: store → ReportData (collect.h reads, report_data.h computes;
+//                  the tables are built in tables/, one ModelBuilder per model).
+//   RenderReport:  ReportData → Markdown | HTML (templates) | JSON | CSV
+//                  (formats/report_json.h, formats/csv.h) text.
+//   BuildReport:   both. `protocol report` goes through RenderReportFile
+//                  (verify.h), which also writes the report's comment.
 
 #include <cstdint>
 #include <string>
@@ -37,7 +42,8 @@ enum class ReportFormat { kMarkdown, kHtml, kJson, kCsv };
 bool ParseReportFormat(const std::string& text, ReportFormat* out);  // "md" | "html" | "json" | "csv"
 
 // Whether a report in `format` shows the history charts: HTML and JSON do,
-// and so may a custom template; CSV and the default Markdown template do not.
+// and so does Markdown with a custom template (`template_path` not empty: it
+// may use them); CSV and the default Markdown template do not.
 bool FormatShowsHistory(ReportFormat format, const std::string& template_path);
 
 // Store → the report model (collect.h, then ComputeReport). Unknown run ids

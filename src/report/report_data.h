@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "report/formats.h"
+#include "report/formats/numbers.h"
 #include "report/report.h"
-#include "report/svg.h"
+#include "report/formats/svg.h"
 #include "runner/analysis/compare.h"
 #include "runner/analysis/compare_stats.h"
 #include "runner/store/records.h"

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "report/report_data.h"
-#include "report/report_json.h"
+#include "report/formats/report_json.h"
 #include "report_fixtures.h"
 
 namespace protocol {

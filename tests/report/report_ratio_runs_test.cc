@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "report/csv.h"
+#include "report/formats/csv.h"
 #include "report/render.h"
 #include "report/report_data.h"
-#include "report/report_json.h"
+#include "report/formats/report_json.h"
 #include "report_fixtures.h"
 
 namespace protocol {

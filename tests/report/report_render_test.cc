@@ -9,12 +9,12 @@
 #include <string>
 
 #include "report/collect.h"
-#include "report/csv.h"
+#include "report/formats/csv.h"
 #include "report/render.h"
 #include "report/report.h"
 #include "report/report_data.h"
-#include "report/report_json.h"
-#include "report/svg.h"
+#include "report/formats/report_json.h"
+#include "report/formats/svg.h"
 #include "report/verify.h"
 #include "report_fixtures.h"
 #include "runner/base/text.h"

@@ -10,7 +10,7 @@
 #include "report/collect.h"
 #include "report/report.h"
 #include "report/report_data.h"
-#include "report/report_json.h"
+#include "report/formats/report_json.h"
 #include "report/verify.h"
 #include "report_fixtures.h"
 #include "runner/base/text.h"

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "report/formats.h"
+#include "report/formats/numbers.h"
 #include "report/report_data.h"
-#include "report/verdict.h"
+#include "report/tables/verdict.h"
 #include "report_fixtures.h"
 #include "runner/base/text.h"
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "report/report_data.h"
-#include "report/work_settings.h"
+#include "report/tables/work_settings.h"
 #include "report_fixtures.h"
 #include "runner/base/text.h"
 

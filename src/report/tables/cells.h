@@ -1,11 +1,11 @@
-#ifndef PROTOCOL_REPORT_CELLS_H_
-#define PROTOCOL_REPORT_CELLS_H_
+#ifndef PROTOCOL_REPORT_TABLES_CELLS_H_
+#define PROTOCOL_REPORT_TABLES_CELLS_H_
 
 // The figure of one report cell (docs/report.md, "Cells"): the stored results
 // of a cell grouped by run, the figure each case gives (wall time, an
 // inference figure, a named metric), and the winning run's repeats combined
 // into one value with its marker, provenance and origin text. Internal to
-// src/report: report_data.cc lays these cells out in tables.
+// src/report: ModelBuilder (model_builder.h) lays these cells out in tables.
 
 #include <cstdint>
 #include <functional>
@@ -104,4 +104,4 @@ ReportCell MarkerCell(const std::string& column, const std::string& marker);
 
 }  // namespace protocol
 
-#endif  // PROTOCOL_REPORT_CELLS_H_
+#endif  // PROTOCOL_REPORT_TABLES_CELLS_H_

@@ -1,4 +1,4 @@
-#include "report/report_json.h"
+#include "report/formats/report_json.h"
 
 #include <algorithm>
 
@@ -62,8 +62,18 @@ Json ChartJson(const Chart& c) {
     js["color"] = s.color;
     js["points"] = s.points;
     js["legend_y"] = s.legend_y;
+    js["dots"] = s.dots;
     js["markers"] = Json::array();
-    for (const auto& m : s.markers) js["markers"].push_back({{"cx", m.cx}, {"cy", m.cy}, {"title", m.title}});
+    for (const auto& m : s.markers) {
+      Json jm = {{"cx", m.cx}, {"cy", m.cy}, {"title", m.title}, {"count", m.count}, {"column", m.count > 1}};
+      if (m.count > 1) {
+        jm["x"] = m.x;
+        jm["y"] = m.y;
+        jm["width"] = m.width;
+        jm["height"] = m.height;
+      }
+      js["markers"].push_back(std::move(jm));
+    }
     j["series"].push_back(std::move(js));
   }
   return j;

@@ -1,7 +1,7 @@
-#include "report/ratios.h"
+#include "report/tables/ratios.h"
 
-#include "report/cells.h"
-#include "report/formats.h"
+#include "report/formats/numbers.h"
+#include "report/tables/cells.h"
 #include "runner/analysis/compare.h"
 #include "runner/analysis/compare_stats.h"
 #include "runner/base/text.h"

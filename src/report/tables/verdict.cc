@@ -1,10 +1,10 @@
-#include "report/verdict.h"
+#include "report/tables/verdict.h"
 
 #include <map>
 
-#include "report/cell_key.h"
-#include "report/formats.h"
-#include "report/stored_plan.h"
+#include "report/formats/numbers.h"
+#include "report/tables/cell_key.h"
+#include "report/tables/stored_plan.h"
 #include "runner/base/text.h"
 
 namespace protocol {

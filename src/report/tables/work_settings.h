@@ -1,5 +1,5 @@
-#ifndef PROTOCOL_REPORT_WORK_SETTINGS_H_
-#define PROTOCOL_REPORT_WORK_SETTINGS_H_
+#ifndef PROTOCOL_REPORT_TABLES_WORK_SETTINGS_H_
+#define PROTOCOL_REPORT_TABLES_WORK_SETTINGS_H_
 
 // The work a case did, as the settings that decide it: a ratio between two
 // cases is only fair when they did the same work (docs/report.md, "Ratios
@@ -41,4 +41,4 @@ std::vector<std::string> WorkDifferences(const WorkSettings& a, const WorkSettin
 
 }  // namespace protocol
 
-#endif  // PROTOCOL_REPORT_WORK_SETTINGS_H_
+#endif  // PROTOCOL_REPORT_TABLES_WORK_SETTINGS_H_

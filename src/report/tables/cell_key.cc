@@ -1,4 +1,4 @@
-#include "report/cell_key.h"
+#include "report/tables/cell_key.h"
 
 #include <algorithm>
 #include <vector>

@@ -1,5 +1,5 @@
-#ifndef PROTOCOL_REPORT_SVG_H_
-#define PROTOCOL_REPORT_SVG_H_
+#ifndef PROTOCOL_REPORT_FORMATS_SVG_H_
+#define PROTOCOL_REPORT_FORMATS_SVG_H_
 
 // Layout of the inline SVG chart (generation time against answer length): all
 // geometry is computed here, in pixels, as plain numbers and strings; the HTML
@@ -25,6 +25,8 @@ struct ChartAxes {
   std::string y_label = "generation time (s)";
   // Run ids: the x axis spans the data (not from 0), ticks on whole numbers.
   bool integer_x_from_data = false;
+  // What a point is, in the title of a marker shared by several ("20 runs, …").
+  std::string points_noun = "points";
 };
 
 struct ChartTick {
@@ -32,16 +34,30 @@ struct ChartTick {
   std::string label;  // "200"
 };
 
+// A hover target with a tooltip (the points themselves are drawn by
+// ChartSeries::dots). One per point, but where points are denser than the
+// pixels: the points of different x that fall in one pixel column share one
+// marker, a rectangle over the column spanning them, whose title names how
+// many they are, the first, the last, the lowest and the highest. Repeats of
+// one x (a column with one x value) keep a marker each.
 struct ChartMarker {
-  double cx = 0;
+  double cx = 0;  // a point's centre; a column's: its x and the middle of its span
   double cy = 0;
-  std::string title;  // "300 tokens, 7.51 s"
+  std::string title;  // "300 tokens, 7.51 s"; a column's: "20 points, … to …; lowest …; highest …"
+  int count = 1;      // points it stands for
+  // count > 1: the column's rectangle in pixels (it tiles the plot's width
+  // with its neighbours, at most 5 px wide, and spans its points' y ± 2.5).
+  double x = 0, y = 0, width = 0, height = 0;
 };
 
 struct ChartSeries {
   std::string label;
   std::string color;   // "#1f77b4"
   std::string points;  // polyline points "x,y x,y ..." (sorted by x)
+  // Every point as a dot: an SVG path of zero-length segments "Mx,yh0..."
+  // drawn with round caps (sorted by x; a dot repeating the one before it,
+  // the same pixel to 0.1, is written once).
+  std::string dots;
   std::vector<ChartMarker> markers;
   double legend_y = 0;  // pixel baseline of its legend entry
 };
@@ -70,4 +86,4 @@ double NiceStep(double max, int max_ticks);
 
 }  // namespace protocol
 
-#endif  // PROTOCOL_REPORT_SVG_H_
+#endif  // PROTOCOL_REPORT_FORMATS_SVG_H_

@@ -1,5 +1,5 @@
-#ifndef PROTOCOL_REPORT_RATIOS_H_
-#define PROTOCOL_REPORT_RATIOS_H_
+#ifndef PROTOCOL_REPORT_TABLES_RATIOS_H_
+#define PROTOCOL_REPORT_TABLES_RATIOS_H_
 
 // Ratios between two cells (docs/report.md, "Ratios from one run", "Ratios
 // between the same work"): the runs behind each side, the refusals (different
@@ -11,7 +11,7 @@
 #include <string>
 
 #include "report/report_data.h"
-#include "report/stored_plan.h"
+#include "report/tables/stored_plan.h"
 
 namespace protocol {
 
@@ -76,4 +76,4 @@ std::string RatioProvenance(const ReportCell& a, const ReportCell& b);
 
 }  // namespace protocol
 
-#endif  // PROTOCOL_REPORT_RATIOS_H_
+#endif  // PROTOCOL_REPORT_TABLES_RATIOS_H_

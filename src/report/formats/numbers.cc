@@ -1,4 +1,4 @@
-#include "report/formats.h"
+#include "report/formats/numbers.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,5 +1,5 @@
-#ifndef PROTOCOL_REPORT_CSV_H_
-#define PROTOCOL_REPORT_CSV_H_
+#ifndef PROTOCOL_REPORT_FORMATS_CSV_H_
+#define PROTOCOL_REPORT_FORMATS_CSV_H_
 
 // ReportData as CSV (RFC 4180, "\n" line ends): a header, then one row per
 // table cell: model, table, row, column, value, unit, marker, provenance,
@@ -25,4 +25,4 @@ std::string ReportToCsv(const ReportData& data);
 
 }  // namespace protocol
 
-#endif  // PROTOCOL_REPORT_CSV_H_
+#endif  // PROTOCOL_REPORT_FORMATS_CSV_H_

@@ -1,8 +1,8 @@
-#include "report/work_settings.h"
+#include "report/tables/work_settings.h"
 
 #include <algorithm>
 
-#include "report/stored_plan.h"
+#include "report/tables/stored_plan.h"
 #include "runner/base/text.h"
 
 namespace protocol {

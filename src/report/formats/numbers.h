@@ -1,5 +1,5 @@
-#ifndef PROTOCOL_REPORT_FORMATS_H_
-#define PROTOCOL_REPORT_FORMATS_H_
+#ifndef PROTOCOL_REPORT_FORMATS_NUMBERS_H_
+#define PROTOCOL_REPORT_FORMATS_NUMBERS_H_
 
 // Number formats of every report output (docs/report.md, "Formats of
 // numbers"). CSV and JSON values keep full precision; these are the texts.
@@ -39,4 +39,4 @@ std::string FormatPercent(double ratio);         // "321" (ratio × 100, rounded
 
 }  // namespace protocol
 
-#endif  // PROTOCOL_REPORT_FORMATS_H_
+#endif  // PROTOCOL_REPORT_FORMATS_NUMBERS_H_

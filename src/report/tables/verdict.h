@@ -1,5 +1,5 @@
-#ifndef PROTOCOL_REPORT_VERDICT_H_
-#define PROTOCOL_REPORT_VERDICT_H_
+#ifndef PROTOCOL_REPORT_TABLES_VERDICT_H_
+#define PROTOCOL_REPORT_TABLES_VERDICT_H_
 
 // The verdict a report opens with (docs/report.md, "Verdict"): one
 // VerdictLine (report_data.h) per table row with a ratio, its parts made
@@ -11,8 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include "report/cells.h"
-#include "report/ratios.h"
+#include "report/tables/cells.h"
+#include "report/tables/ratios.h"
 #include "report/report_data.h"
 
 namespace protocol {
@@ -42,4 +42,4 @@ std::string VerdictText(const std::string& model, const VerdictLine& line);
 
 }  // namespace protocol
 
-#endif  // PROTOCOL_REPORT_VERDICT_H_
+#endif  // PROTOCOL_REPORT_TABLES_VERDICT_H_

@@ -1,5 +1,5 @@
-#ifndef PROTOCOL_REPORT_CELL_KEY_H_
-#define PROTOCOL_REPORT_CELL_KEY_H_
+#ifndef PROTOCOL_REPORT_TABLES_CELL_KEY_H_
+#define PROTOCOL_REPORT_TABLES_CELL_KEY_H_
 
 // What identifies a report cell within one model (docs/report.md, "Cells"):
 // workload, row length, system, nodes, network, variant. The report model
@@ -41,4 +41,4 @@ std::string KeyText(const CellKey& k);
 
 }  // namespace protocol
 
-#endif  // PROTOCOL_REPORT_CELL_KEY_H_
+#endif  // PROTOCOL_REPORT_TABLES_CELL_KEY_H_

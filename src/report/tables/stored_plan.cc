@@ -1,4 +1,4 @@
-#include "report/stored_plan.h"
+#include "report/tables/stored_plan.h"
 
 #include <algorithm>
 #include <set>

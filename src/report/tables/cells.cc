@@ -1,4 +1,4 @@
-#include "report/cells.h"
+#include "report/tables/cells.h"
 
 // docs/report.md, "Cells": which result, repeats, training and inference
 // values, markers.

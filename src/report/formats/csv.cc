@@ -1,4 +1,4 @@
-#include "report/csv.h"
+#include "report/formats/csv.h"
 
 #include "runner/base/text.h"
 

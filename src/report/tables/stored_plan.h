@@ -1,5 +1,5 @@
-#ifndef PROTOCOL_REPORT_STORED_PLAN_H_
-#define PROTOCOL_REPORT_STORED_PLAN_H_
+#ifndef PROTOCOL_REPORT_TABLES_STORED_PLAN_H_
+#define PROTOCOL_REPORT_TABLES_STORED_PLAN_H_
 
 // What the report reads from the resolved plan a run stored, per case: the
 // work it did (work_settings.h: a ratio compares only the same work) and the
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "report/work_settings.h"
+#include "report/tables/work_settings.h"
 #include "runner/plan/plan.h"
 
 namespace protocol {
@@ -39,4 +39,4 @@ std::map<std::string, StoredCase> ReadStoredPlan(const std::string& plan_text);
 
 }  // namespace protocol
 
-#endif  // PROTOCOL_REPORT_STORED_PLAN_H_
+#endif  // PROTOCOL_REPORT_TABLES_STORED_PLAN_H_

@@ -1,5 +1,5 @@
-#ifndef PROTOCOL_REPORT_REPORT_JSON_H_
-#define PROTOCOL_REPORT_REPORT_JSON_H_
+#ifndef PROTOCOL_REPORT_FORMATS_REPORT_JSON_H_
+#define PROTOCOL_REPORT_FORMATS_REPORT_JSON_H_
 
 // ReportData as JSON: the `--format json` output (schema_version 1) and, with
 // a few presence flags added, the view that the mustache templates see.
@@ -20,4 +20,4 @@ Json ReportView(const ReportData& data);
 
 }  // namespace protocol
 
-#endif  // PROTOCOL_REPORT_REPORT_JSON_H_
+#endif  // PROTOCOL_REPORT_FORMATS_REPORT_JSON_H_

@@ -1,5 +1,5 @@
-#ifndef PROTOCOL_REPORT_SENTENCES_H_
-#define PROTOCOL_REPORT_SENTENCES_H_
+#ifndef PROTOCOL_REPORT_TABLES_SENTENCES_H_
+#define PROTOCOL_REPORT_TABLES_SENTENCES_H_
 
 // The conclusions of a report (docs/report.md, "Sentences"): one sentence per
 // ratio with a value, with its interval, provenance notes and the runs of its
@@ -46,4 +46,4 @@ std::string RefusalReason(const ReportCell& ratio_cell);
 
 }  // namespace protocol
 
-#endif  // PROTOCOL_REPORT_SENTENCES_H_
+#endif  // PROTOCOL_REPORT_TABLES_SENTENCES_H_

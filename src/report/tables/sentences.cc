@@ -1,7 +1,7 @@
-#include "report/sentences.h"
+#include "report/tables/sentences.h"
 
-#include "report/formats.h"
-#include "report/ratios.h"
+#include "report/formats/numbers.h"
+#include "report/tables/ratios.h"
 #include "runner/base/text.h"
 
 namespace protocol {
