@@ -7,7 +7,6 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <fstream>
@@ -16,6 +15,8 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "test_files.h"
 
 namespace protocol {
 namespace {
@@ -226,16 +227,8 @@ TEST_CASE("layering: no folder of src/ or tests/ holds more than 15 .cc files di
 
 // A scratch src/ with one violation of each rule beside files that are fine.
 struct PlantedTree {
-  PlantedTree() {
-    std::string pattern = (fs::temp_directory_path() / "layering-XXXXXX").string();
-    root = mkdtemp(pattern.data());
-    src = root / "src";
-  }
-  ~PlantedTree() {
-    std::error_code ec;
-    fs::remove_all(root, ec);
-  }
-  fs::path root, src;
+  testing::TempDir dir{"layering"};
+  fs::path src = dir.path / "src";
   void Write(const std::string& file, const std::string& text) {
     fs::create_directories((src / file).parent_path());
     std::ofstream(src / file) << text;

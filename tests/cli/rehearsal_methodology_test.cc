@@ -22,12 +22,6 @@ using namespace protocol;
 
 namespace {
 
-std::string Quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
 }  // namespace
 
 TEST_CASE("rehearsal-methodology: every methodology case shape runs at tiny sizes on CPU") {
@@ -42,9 +36,9 @@ TEST_CASE("rehearsal-methodology: every methodology case shape runs at tiny size
       "--set", "defaults.output_dir=" + (dir / "models/{case_id}").string(),
       "--set", "stages[base].cases[r.base].output_dir=" + (dir / "base").string(),
       "--set", "models.tiny4.path=" + (dir / "base").string()};
-  std::string cmd = "cd " + Quote(src.string()) + " && OMP_NUM_THREADS=1 " + Quote(PROTOCOL_BINARY);
-  for (const std::string& a : args) cmd += " " + Quote(a);
-  cmd += " >" + Quote((dir / "out.txt").string()) + " 2>" + Quote((dir / "err.txt").string()) + " </dev/null";
+  std::string cmd = "cd " + testing::ShellQuote(src.string()) + " && OMP_NUM_THREADS=1 " + testing::ShellQuote(PROTOCOL_BINARY);
+  for (const std::string& a : args) cmd += " " + testing::ShellQuote(a);
+  cmd += " >" + testing::ShellQuote((dir / "out.txt").string()) + " 2>" + testing::ShellQuote((dir / "err.txt").string()) + " </dev/null";
   const int status = std::system(cmd.c_str());
   const std::string err = testing::ReadTextFile((dir / "err.txt").string());
   INFO(err);

@@ -69,10 +69,10 @@ TEST_CASE("verify: hostile or spaced values cannot end the comment and read back
 TEST_CASE("verify: a report for a hostile system label has no live script, and --verify reads it back") {
   TempDir dir;
   WriteText(dir.path / "published.yaml", kPublished);
-  REQUIRE(RunProtocol({"import", "published.yaml", "--db", "r.db"}, dir.path).exit_code == 0);
+  REQUIRE(Protocol({"import", "published.yaml", "--db", "r.db"}, dir.path).exit_code == 0);
   for (const char* name : {"report.md", "report.html"}) {
     CAPTURE(name);
-    CliOutput written = RunProtocol({"report", "--db", "r.db", "--out", name, "--baseline-system", "open source",
+    Output written = Protocol({"report", "--db", "r.db", "--out", name, "--baseline-system", "open source",
                                      "--candidate-system", "x --><script>alert(1)</script>"},
                                     dir.path);
     INFO(written.err);
@@ -83,7 +83,7 @@ TEST_CASE("verify: a report for a hostile system label has no live script, and -
     const size_t open = text.find("<!-- protocol report: ");
     REQUIRE(open != std::string::npos);
     CHECK(text.find("-->", open) + 4 == text.find('\n', open) + 1);
-    CliOutput ok = RunProtocol({"report", "--db", "r.db", "--verify", name}, dir.path);
+    Output ok = Protocol({"report", "--db", "r.db", "--verify", name}, dir.path);
     INFO(ok.out << ok.err);
     CHECK(ok.exit_code == 0);
   }
@@ -122,13 +122,13 @@ TEST_CASE("verify: a long HTML line is quoted whole, multi-byte characters intac
 TEST_CASE("verify: `report --verify` accepts the written report and catches a one-character edit") {
   TempDir dir;
   WriteText(dir.path / "published.yaml", kPublished);
-  REQUIRE(RunProtocol({"import", "published.yaml", "--db", "r.db"}, dir.path).exit_code == 0);
+  REQUIRE(Protocol({"import", "published.yaml", "--db", "r.db"}, dir.path).exit_code == 0);
   for (const char* name : {"report.md", "report.html"}) {
     CAPTURE(name);
     // The second pass writes its report after a second import (run 2), whose
     // figures win every cell: the comment names only the runs read.
     const std::string runs = EndsWith(name, ".md") ? "--run 1" : "--run 2";
-    CliOutput written = RunProtocol({"report", "--db", "r.db", "--out", name}, dir.path);
+    Output written = Protocol({"report", "--db", "r.db", "--out", name}, dir.path);
     INFO(written.err);
     REQUIRE(written.exit_code == 0);
     std::string text = ReadText(dir.path / name);
@@ -136,8 +136,8 @@ TEST_CASE("verify: `report --verify` accepts the written report and catches a on
                     std::string(EndsWith(name, ".md") ? "md" : "html") + " -->\n") != std::string::npos);
     // A later run does not change what the report re-renders to: its runs are named.
     if (EndsWith(name, ".md"))
-      REQUIRE(RunProtocol({"import", "published.yaml", "--db", "r.db"}, dir.path).exit_code == 0);
-    CliOutput ok = RunProtocol({"report", "--db", "r.db", "--verify", name}, dir.path);
+      REQUIRE(Protocol({"import", "published.yaml", "--db", "r.db"}, dir.path).exit_code == 0);
+    Output ok = Protocol({"report", "--db", "r.db", "--verify", name}, dir.path);
     INFO(ok.err);
     CHECK(ok.exit_code == 0);
     CHECK(ok.out == std::string(name) + ": matches the database byte for byte (re-rendered with " + runs + " --format " +
@@ -147,7 +147,7 @@ TEST_CASE("verify: `report --verify` accepts the written report and catches a on
     REQUIRE(at != std::string::npos);
     text[at + 1] = '9';
     WriteText(dir.path / name, text);
-    CliOutput bad = RunProtocol({"report", "--db", "r.db", "--verify", name}, dir.path);
+    Output bad = Protocol({"report", "--db", "r.db", "--verify", name}, dir.path);
     CHECK(bad.exit_code == 1);
     std::vector<std::string> lines = Split(bad.out, '\n');
     REQUIRE(lines.size() == 3);  // the verdict, one difference, the final newline
@@ -187,7 +187,7 @@ stages:
       - {id: a, workload: inference, nodes: 1, inference: {prompt: hi, max_new_tokens: [2]},
          command: {argv: [sh, -c, "echo hello"]}}
 )yaml");
-  CliOutput run = RunProtocol({"run", "p.yaml", "--db", "old.db", "--logs", "logs"}, dir.path);
+  Output run = Protocol({"run", "p.yaml", "--db", "old.db", "--logs", "logs"}, dir.path);
   INFO(run.err);
   REQUIRE(run.exit_code == 0);
   auto store = OpenStore((dir.path / "old.db").string());

@@ -28,12 +28,6 @@ struct Output {
   std::string err;  // stderr
 };
 
-inline std::string ShellQuote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
 // Runs `protocol ARGS...` in `cwd`, capturing stdout, stderr and the exit code;
 // `env` is a prefix of VAR=value assignments ("" for none).
 inline Output Protocol(const std::vector<std::string>& args, const std::filesystem::path& cwd,

@@ -20,6 +20,7 @@
 
 #include "runner/base/json.h"
 #include "runner/store/store.h"
+#include "cli_support.h"  // Protocol: runs the program
 #include "test_files.h"
 
 namespace protocol {
@@ -92,39 +93,6 @@ inline void LoadRunsFixture(Store& store, const std::string& name) {
       }
     }
   }
-}
-
-// A fresh directory, removed at the end.
-struct CliOutput {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-inline std::string ShellQuote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-// Runs `protocol ARGS...` in `cwd`, capturing stdout, stderr and the exit code.
-inline CliOutput RunProtocol(const std::vector<std::string>& args,
-                             const std::filesystem::path& cwd) {
-  std::string cmd = "cd " + ShellQuote(cwd.string()) + " && " + ShellQuote(PROTOCOL_BINARY);
-  for (const auto& a : args) cmd += " " + ShellQuote(a);
-  static std::atomic<int> calls{0};
-  std::filesystem::path out = cwd / ("cli-" + std::to_string(calls++) + ".out");
-  std::filesystem::path err = out;
-  err.replace_extension(".err");
-  cmd += " >" + ShellQuote(out.string()) + " 2>" + ShellQuote(err.string()) + " </dev/null";
-  int status = std::system(cmd.c_str());
-  CliOutput o;
-  o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  o.out = ReadText(out);
-  o.err = ReadText(err);
-  std::filesystem::remove(out);
-  std::filesystem::remove(err);
-  return o;
 }
 
 }  // namespace testing

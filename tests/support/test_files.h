@@ -62,6 +62,13 @@ inline std::string FirstYamlBlock(const std::string& markdown) {
   return end == std::string::npos ? "" : markdown.substr(start, end - start);
 }
 
+// `s` as one word for /bin/sh, in single quotes.
+inline std::string ShellQuote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
 }  // namespace protocol::testing
 
 #endif  // PROTOCOL_TESTS_TEST_FILES_H_

@@ -209,16 +209,16 @@ TEST_CASE("compare: the command exits 1 on a regression, 0 otherwise, 2 on a bad
     REQUIRE(store.ok());
     LoadRunsFixture(**store, "nightly.json");
   }
-  CliOutput regressed = RunProtocol({"compare", "1", "2", "--db", db}, dir.path);
+  Output regressed = Protocol({"compare", "1", "2", "--db", db}, dir.path);
   CHECK(regressed.exit_code == 1);
   CHECK(regressed.out.find("1 regressed, 0 improved, 1 unchanged, 1 incomparable") !=
         std::string::npos);
-  CliOutput improved = RunProtocol({"compare", "1", "3", "--db", db, "--json"}, dir.path);
+  Output improved = Protocol({"compare", "1", "3", "--db", db, "--json"}, dir.path);
   CHECK(improved.exit_code == 0);
   CHECK(Json::parse(improved.out)["summary"]["improved"] == 1);
-  CliOutput lenient = RunProtocol({"compare", "1", "2", "--db", db, "--threshold", "15%"}, dir.path);
+  Output lenient = Protocol({"compare", "1", "2", "--db", db, "--threshold", "15%"}, dir.path);
   CHECK(lenient.exit_code == 0);
-  CliOutput bad = RunProtocol({"compare", "1", "latest:monthly", "--db", db}, dir.path);
+  Output bad = Protocol({"compare", "1", "latest:monthly", "--db", db}, dir.path);
   CHECK(bad.exit_code == 2);
   CHECK(bad.err == "protocol: unknown run 'latest:monthly': no run of plan 'monthly' (plans run: nightly, weekly)\n");
 }

@@ -226,7 +226,7 @@ TEST_CASE("junit: `protocol compare --junit` writes the file and still exits 1 o
     LoadRunsFixture(**store, "nightly.json");
   }
   std::string xml_path = (dir.path / "out" / "compare.xml").string();
-  CliOutput out = RunProtocol({"compare", "1", "2", "--db", db, "--junit", xml_path}, dir.path);
+  Output out = Protocol({"compare", "1", "2", "--db", db, "--junit", xml_path}, dir.path);
   CHECK(out.exit_code == 1);
   Element root = ParseXml(ReadText(xml_path));
   CheckSchema(root);

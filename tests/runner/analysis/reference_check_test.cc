@@ -143,11 +143,11 @@ stages:
          reference: {tokens_per_second: [12.5, -10%, +50%]}}
 )yaml");
   std::string xml = (dir.path / "run.xml").string();
-  CliOutput plain = RunProtocol({"run", "p.yaml", "--db", "r.db", "--logs", "logs"}, dir.path);
+  Output plain = Protocol({"run", "p.yaml", "--db", "r.db", "--logs", "logs"}, dir.path);
   INFO(plain.err);
   CHECK(plain.exit_code == 0);  // without --check the bands are not consulted
-  CliOutput checked =
-      RunProtocol({"run", "p.yaml", "--db", "r.db", "--logs", "logs", "--check", "--junit", xml}, dir.path);
+  Output checked =
+      Protocol({"run", "p.yaml", "--db", "r.db", "--logs", "logs", "--check", "--junit", xml}, dir.path);
   INFO(checked.err);
   CHECK(checked.exit_code == 1);
   CHECK(checked.err.find("protocol: check FAIL fast: tokens per second 10 tokens/s is 20.0 % below the "

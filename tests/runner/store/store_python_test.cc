@@ -78,7 +78,7 @@ stages:
       - {id: c, workload: pretrain, backend: command, system: fsdp, model: tiny, steps: 1,
          command: {argv: ["{plan_dir}/no-such-program"]}}
 )yaml");
-  CliOutput run = RunProtocol({"run", "plans\xff/p.yaml", "--db", "r.db", "--logs", "logs\xfe"}, dir.path);
+  Output run = Protocol({"run", "plans\xff/p.yaml", "--db", "r.db", "--logs", "logs\xfe"}, dir.path);
   INFO(run.out << run.err);
   CHECK(run.exit_code == 1);  // case c fails to start, and says where
   {
@@ -128,10 +128,10 @@ stages:
       - {id: slow, workload: inference, nodes: 1, timeout: 1, inference: {prompt: hi, max_new_tokens: [2]},
          command: {argv: [sleep, "30"]}}
 )yaml");
-  CliOutput run = RunProtocol({"run", "p.yaml", "--db", "r.db", "--logs", "logs"}, dir.path);
+  Output run = Protocol({"run", "p.yaml", "--db", "r.db", "--logs", "logs"}, dir.path);
   INFO(run.out << run.err);
   CHECK(run.exit_code == 1);
-  CliOutput exported = RunProtocol({"export", "--db", "r.db", "--out", "all.csv"}, dir.path);
+  Output exported = Protocol({"export", "--db", "r.db", "--out", "all.csv"}, dir.path);
   REQUIRE(exported.exit_code == 0);
 
   // The example, as the documentation prints it.
