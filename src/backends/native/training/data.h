@@ -1,5 +1,5 @@
-#ifndef PROTOCOL_BACKENDS_NATIVE_TRAINING_TRAINING_DATA_H_
-#define PROTOCOL_BACKENDS_NATIVE_TRAINING_TRAINING_DATA_H_
+#ifndef PROTOCOL_BACKENDS_NATIVE_TRAINING_DATA_H_
+#define PROTOCOL_BACKENDS_NATIVE_TRAINING_DATA_H_
 
 // Training data: read documents (text files, jsonl `text` fields, a directory
 // of them, or dolly-15k records), tokenize, pack into fixed-length sequences,
@@ -80,4 +80,4 @@ DataSplit data_split(std::vector<Sequence> seqs, double eval_fraction, uint64_t 
 }  // namespace native
 }  // namespace protocol
 
-#endif  // PROTOCOL_BACKENDS_NATIVE_TRAINING_TRAINING_DATA_H_
+#endif  // PROTOCOL_BACKENDS_NATIVE_TRAINING_DATA_H_
