@@ -218,4 +218,10 @@ std::string FormatFigure(double value) {
   return s;
 }
 
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  std::vector<std::string> dims;
+  for (int64_t d : shape) dims.push_back(std::to_string(d));
+  return "[" + Join(dims, ", ") + "]";
+}
+
 }  // namespace protocol

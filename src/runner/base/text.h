@@ -64,6 +64,9 @@ std::string DidYouMean(std::string_view word, const std::vector<std::string>& ca
 // ("12.3", "4", "1.234", "-0.5").
 std::string FormatFigure(double value);
 
+// A tensor shape for messages: "[4, 32]" ("[]" for a scalar).
+std::string ShapeText(const std::vector<int64_t>& shape);
+
 }  // namespace protocol
 
 #endif  // PROTOCOL_RUNNER_BASE_TEXT_H_

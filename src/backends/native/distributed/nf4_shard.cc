@@ -22,12 +22,6 @@ int64_t Numel(const std::vector<int64_t>& shape) {
   return n;
 }
 
-std::string ShapeText(const std::vector<int64_t>& shape) {
-  std::vector<std::string> parts;
-  for (int64_t d : shape) parts.push_back(std::to_string(d));
-  return "[" + Join(parts, ", ") + "]";
-}
-
 // Reinterprets a float32 tensor's bytes as uint8 (n) -> (n, 4).
 at::Tensor FloatBytes(const at::Tensor& f) { return f.contiguous().view(at::kByte).view({-1, 4}); }
 // A contiguous copy that owns its memory (never a view of the gathered bytes).

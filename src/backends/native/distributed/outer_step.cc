@@ -6,17 +6,6 @@
 
 namespace protocol {
 namespace native {
-namespace {
-
-// "[2,3]"
-std::string ShapeText(const std::vector<int64_t>& shape) {
-  std::vector<std::string> dims;
-  for (int64_t d : shape) dims.push_back(std::to_string(d));
-  return "[" + Join(dims, ",") + "]";
-}
-
-}  // namespace
-
 OuterStep::OuterStep(const std::vector<at::Tensor>& start, double outer_lr, double outer_momentum)
     : lr_(outer_lr), momentum_(outer_momentum) {
   c10::NoGradGuard no_grad;

@@ -40,12 +40,6 @@ const DtypeRow* FindDtype(at::ScalarType type) {
   return nullptr;
 }
 
-std::string ShapeText(const std::vector<int64_t>& shape) {
-  std::vector<std::string> parts;
-  for (int64_t d : shape) parts.push_back(std::to_string(d));
-  return "[" + Join(parts, ", ") + "]";
-}
-
 const char* kSingleFile = "model.safetensors";
 const char* kIndexFile = "model.safetensors.index.json";
 

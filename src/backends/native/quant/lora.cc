@@ -176,13 +176,6 @@ namespace protocol {
 namespace native {
 namespace {
 
-// "[4, 32]"
-std::string ShapeText(const std::vector<int64_t>& shape) {
-  std::vector<std::string> dims;
-  for (int64_t d : shape) dims.push_back(std::to_string(d));
-  return "[" + Join(dims, ", ") + "]";
-}
-
 // The stored value of `key` in a parsed adapter_config.json, or null.
 const Json* Key(const Json& config, const char* key) {
   auto it = config.find(key);
