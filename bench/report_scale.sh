@@ -9,10 +9,11 @@
 #   protocol report --db DB --out R.md                 every stored run
 #   protocol report --db DB --run latest --out R.md    the newest run
 #   protocol report --db DB --out R.html               every stored run, with the history charts
-# and the same three through build/protocol_report_time (the report's own
-# cost: `protocol` also loads libtorch, whose start-up, timed as `protocol
-# --help`, dominates a small report). Prints per command the wall time and
-# peak RSS of each repetition and the size of the report.
+# and the same three through build/protocol_report_time (the report library
+# alone, without the command line). `protocol` loads no libtorch (that is
+# protocol-native's, for run/validate); its start-up is timed as `protocol
+# --help`. Prints per command the wall time and peak RSS of each repetition
+# and the size of the report.
 #
 #   bench/report_scale.sh results/protocol.db              # 2000 and 10000 runs
 #   bench/report_scale.sh results/protocol.db 2000         # 2000 runs only
@@ -57,14 +58,14 @@ time_it "protocol --help (start-up alone)" "" "$protocol" --help
 for runs in "$@"; do
   db=$out/report-$runs.db
   [ -f "$db" ] || "$report_db" --from "$template" --runs "$runs" --out "$db" >/dev/null
-  echo "== $runs runs ($(du -m "$db" | cut -f1) MiB database)"
+  echo "== $runs runs ($(du -mL "$db" | cut -f1) MiB database)"
   time_it "report (md, every run)" "$out/all-$runs.md" "$protocol" report --db "$db" --out "$out/all-$runs.md"
   time_it "report --run latest (md)" "$out/latest-$runs.md" \
     "$protocol" report --db "$db" --run latest --out "$out/latest-$runs.md"
   time_it "report (html, every run)" "$out/all-$runs.html" "$protocol" report --db "$db" --out "$out/all-$runs.html"
   [ -x "$report_time" ] || continue
-  time_it "  without libtorch: md, every run" "" "$report_time" --db "$db" --out "$out/t.md"
-  time_it "  without libtorch: --run latest (md)" "" "$report_time" --db "$db" --run latest --out "$out/t.md"
-  time_it "  without libtorch: html, every run" "" "$report_time" --db "$db" --format html --out "$out/t.html"
+  time_it "  report library alone: md, every run" "" "$report_time" --db "$db" --out "$out/t.md"
+  time_it "  report library alone: --run latest (md)" "" "$report_time" --db "$db" --run latest --out "$out/t.md"
+  time_it "  report library alone: html, every run" "" "$report_time" --db "$db" --format html --out "$out/t.html"
 done
 echo "load average now: $(cut -d' ' -f1-3 /proc/loadavg)"

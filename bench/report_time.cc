@@ -1,7 +1,7 @@
 // What `protocol report` costs without the program around it: the same calls
 // as the command (ResolveRunSpec, RenderReportFile), in a program that links
-// the report and store layers only. `protocol` links libtorch for its
-// backends, and loading it dominates a small report's wall time and peak RSS
+// the report and store layers only, and times the report alone (store opened
+// to text written); `protocol report` adds the command line's start-up
 // (bench/report_scale.sh times both). Prints figures; asserts nothing.
 //
 //   build/protocol_report_time --db report-2000.db --run latest --format md --out r.md
