@@ -37,11 +37,11 @@ inc="$work/root/usr/include"
 
 flags=(-fsyntax-only -std=c++17 -D_GLIBCXX_USE_CXX11_ABI=1 -DUSE_C10D_GLOO -DUSE_DISTRIBUTED
        -DFMT_SHARED -DSPDLOG_COMPILED_LIB -DSPDLOG_FMT_EXTERNAL -DSPDLOG_SHARED_LIB
-       -Isrc -Itests -isystem "$inc" -isystem "$inc/torch/csrc/api/include"
-       -DPROTOCOL_SOURCE_DIR="\"$PWD\"" -DPROTOCOL_BINARY="\"build/protocol\"" -Wall -Wextra -Wno-unused-parameter)
+       -Isrc -Itests/support -isystem "$inc" -isystem "$inc/torch/csrc/api/include"
+       -DPROTOCOL_SOURCE_DIR="\"$PWD\"" -DPROTOCOL_BINARY="\"build/protocol\"" -DPROTOCOL_NATIVE_BINARY="\"build/protocol-native\"" -Wall -Wextra -Wno-unused-parameter)
 
-mapfile -t files < <(grep -lE '#include <(ATen|torch|c10)/|#include "backends/native/' \
-                       src/backends/*.cc src/backends/native/*.cc bench/*.cc tests/*.cc | sort)
+mapfile -t files < <(find src bench tests -name '*.cc' -print0 |
+                       xargs -0 grep -lE '#include <(ATen|torch|c10)/|#include "backends/native/' | sort)
 failed=0
 jobs=$(nproc)
 printf '%s\n' "${files[@]}" | xargs -P "$jobs" -I{} sh -c '
