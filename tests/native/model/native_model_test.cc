@@ -13,18 +13,7 @@ namespace native {
 namespace {
 
 // A model small enough for a test: 2 layers, 4 query heads sharing 2 kv heads.
-ModelConfig TestConfig() {
-  ModelConfig c;
-  c.name = "test";
-  c.dim = 32;
-  c.n_layers = 2;
-  c.n_heads = 4;
-  c.n_kv_heads = 2;
-  c.hidden_dim = 64;
-  c.vocab_size = 50;
-  c.max_seq_len = 64;
-  return c;
-}
+ModelConfig TestConfig() { return testing::TinyTestConfig(); }
 
 Model TestModel(uint64_t seed = 7) {
   Model m = model_create(TestConfig(), at::TensorOptions().dtype(at::kFloat));

@@ -24,18 +24,7 @@ namespace native {
 namespace {
 namespace fs = std::filesystem;
 
-ModelConfig TestConfig() {
-  ModelConfig c;
-  c.name = "test";
-  c.dim = 32;
-  c.n_layers = 2;
-  c.n_heads = 4;
-  c.n_kv_heads = 2;
-  c.hidden_dim = 64;
-  c.vocab_size = 50;
-  c.max_seq_len = 64;
-  return c;
-}
+ModelConfig TestConfig() { return testing::TinyTestConfig(); }
 
 // A group's adapters after training, stood in for by random B (and A from `a_seed`).
 LoraAdapters GroupAdapters(const ModelConfig& c, uint64_t a_seed, uint64_t b_seed, int64_t rank = 4) {

@@ -26,18 +26,7 @@ namespace fs = std::filesystem;
 
 // 2 layers, C 32, 4 query heads of 8 sharing 2 kv heads, F 64: every
 // projection's size is a multiple of 64, so no block is padded.
-ModelConfig TestConfig(int64_t vocab = 50) {
-  ModelConfig c;
-  c.name = "test";
-  c.dim = 32;
-  c.n_layers = 2;
-  c.n_heads = 4;
-  c.n_kv_heads = 2;
-  c.hidden_dim = 64;
-  c.vocab_size = vocab;
-  c.max_seq_len = 64;
-  return c;
-}
+ModelConfig TestConfig(int64_t vocab = 50) { return testing::TinyTestConfig(vocab); }
 
 Model TestModel(int64_t vocab = 50, uint64_t seed = 7) {
   Model m = model_create(TestConfig(vocab), at::TensorOptions().dtype(at::kFloat));

@@ -17,18 +17,7 @@ namespace protocol {
 namespace native {
 namespace {
 
-ModelConfig TestConfig() {
-  ModelConfig c;
-  c.name = "test";
-  c.dim = 32;
-  c.n_layers = 3;
-  c.n_heads = 4;
-  c.n_kv_heads = 2;
-  c.hidden_dim = 64;
-  c.vocab_size = 259;
-  c.max_seq_len = 64;
-  return c;
-}
+ModelConfig TestConfig() { return testing::TinyTestConfig(259, 3); }
 
 DataSplit Corpus() {
   Document doc;

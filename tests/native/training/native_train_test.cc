@@ -151,15 +151,7 @@ TEST_CASE("native train: loss on a tiny repeated corpus clearly drops") {
   auto seqs = data_pack(data_tokenize_texts({text}, tok), 32, 0);
   DataSplit split = data_split(seqs, 0.1, 1);
 
-  ModelConfig c;
-  c.name = "test";
-  c.dim = 32;
-  c.n_layers = 2;
-  c.n_heads = 4;
-  c.n_kv_heads = 2;
-  c.hidden_dim = 64;
-  c.vocab_size = 259;
-  c.max_seq_len = 64;
+  ModelConfig c = testing::TinyTestConfig(259);
   Model m = model_create(c, at::TensorOptions().dtype(at::kFloat));
   model_init_random(m, 3);
   TrainOptions o;
