@@ -52,11 +52,11 @@ ReportData ComputeReport(const ReportInput& input, const ReportOptions& options)
       if (!options.model.empty() && rec.model != options.model) continue;
       auto it = builders.try_emplace(rec.model, rec.model, options, index).first;
       if (rec.status != CaseStatus::kOk) {
-        it->second.AddFailure(KeyOf(rec), CaseEntry{&r->run, &c});
+        it->second.AddFailure(KeyOf(rec), CaseEntry{&r->run, &c, "", 0});
         continue;
       }
       for (const CellKey& k : KeysOf(rec, c.measurements))
-        it->second.AddOk(k, EntryAt(k, rec, CaseEntry{&r->run, &c}));
+        it->second.AddOk(k, EntryAt(k, rec, CaseEntry{&r->run, &c, "", 0}));
     }
   }
   // History: every run of the input up to history_through, selected or not.
@@ -68,7 +68,7 @@ ReportData ComputeReport(const ReportInput& input, const ReportOptions& options)
         auto it = builders.find(c.record.model);
         if (it == builders.end()) continue;  // a model the selected runs do not report
         for (const CellKey& k : KeysOf(c.record, c.measurements))
-          it->second.AddHistory(k, EntryAt(k, c.record, CaseEntry{&r.run, &c}));
+          it->second.AddHistory(k, EntryAt(k, c.record, CaseEntry{&r.run, &c, "", 0}));
       }
     }
   }

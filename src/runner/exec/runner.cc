@@ -259,9 +259,9 @@ BackendOutcome RunBackend(Backend& backend, BackendContext& context) {
   try {
     return backend.Run(context);
   } catch (const std::exception& e) {
-    return BackendOutcome{CaseStatus::kFailed, fmt::format("backend threw: {}", e.what()), std::nullopt, {}};
+    return FailedOutcome(CaseStatus::kFailed, fmt::format("backend threw: {}", e.what()));
   } catch (...) {
-    return BackendOutcome{CaseStatus::kFailed, "backend threw: unknown exception", std::nullopt, {}};
+    return FailedOutcome(CaseStatus::kFailed, "backend threw: unknown exception");
   }
 }
 
