@@ -19,8 +19,10 @@
 #               copied into the root, configured with cmake/cuda.cmake — the
 #               settings scripts/gpu-check.sh uses on a GPU machine — and built
 #               with the tests.
-#   4. linked   `readelf -d protocol` NEEDED lines; libtorch_cuda and c10_cuda
-#               must be among them, and `protocol --version` must say CUDA and NCCL.
+#   4. linked   `readelf -d protocol-native` NEEDED lines (the program that
+#               links libtorch; `protocol` hands it run/validate/worker):
+#               libtorch_cuda and c10_cuda must be among them, and
+#               `protocol --version` must say CUDA and NCCL.
 #   5. tests    the whole ctest suite in that build; its summary.
 # Exit status: 0 when every step passed, 1 otherwise, 2 for bad usage.
 #
@@ -179,10 +181,10 @@ in_root bash -euo pipefail -c "
 say "build: ok ($(grep -c 'Building CXX' "$OUT_DIR/build.log") objects compiled, $(grep -m1 -o 'CUDA architectures [^.]*' "$OUT_DIR/build.log" || echo 'cmake/cuda.cmake'))"
 
 # ---- 4. what the binary links --------------------------------------------------
-needed=$(in_root readelf -d "$build/protocol" | grep NEEDED)
+needed=$(in_root readelf -d "$build/protocol-native" | grep NEEDED)
 echo "$needed" | sed 's/^ */cuda-build-check: linked: /'
 for lib in libtorch_cuda libc10_cuda; do
-  grep -q "\[$lib\.so" <<<"$needed" || fail "linked: $lib is not among protocol's NEEDED libraries"
+  grep -q "\[$lib\.so" <<<"$needed" || fail "linked: $lib is not among protocol-native's NEEDED libraries"
 done
 version=$(in_root "$build/protocol" --version)
 say "version: $version"
