@@ -97,8 +97,7 @@ void RankEventCollector::AddCaseFigures(const DistLayout& layout, Workload workl
   else AddTrainingFigures(layout, out);
   AddPerRankFigures(layout, out);
   AddStragglers(layout, out);
-  if (!note_.empty())
-    for (Measurement& m : out.measurements) m.method = m.method.empty() ? note_ : m.method + "; " + note_;
+  NoteOnEveryMethod(out, note_);
 }
 
 void RankEventCollector::AddInferenceFigures(const DistLayout& layout, BackendOutcome& out) const {

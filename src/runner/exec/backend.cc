@@ -19,4 +19,9 @@ BackendOutcome FailedOutcome(CaseStatus status, std::string reason) {
   return out;
 }
 
+void NoteOnEveryMethod(BackendOutcome& out, const std::string& note) {
+  if (note.empty()) return;
+  for (Measurement& m : out.measurements) m.method = m.method.empty() ? note : m.method + "; " + note;
+}
+
 }  // namespace protocol

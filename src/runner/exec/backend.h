@@ -61,6 +61,10 @@ struct BackendOutcome {
 // (or timed out, or was interrupted) for `reason` with nothing measured.
 Measurement MeasuredFigure(std::string name, double value, std::string unit, std::string method = "");
 BackendOutcome FailedOutcome(CaseStatus status, std::string reason);
+// Appends `note` (what ran: "4-bit ...", "weights: ...") to the method of every
+// measurement of `out`, after a "; " where a method is there already; an empty
+// note changes nothing.
+void NoteOnEveryMethod(BackendOutcome& out, const std::string& note);
 
 // What a backend says about a case besides its problems, shown by `protocol
 // validate` and `protocol run` (located at the case, like problems) and by
