@@ -10,6 +10,7 @@
 
 #include "backends/native/case_device.h"
 #include "backends/native/case_weights.h"
+#include "backends/native/inference_request.h"
 #include "backends/native/training/data.h"
 #include "backends/native/platform/device_peak.h"
 #include "backends/native/model/generate.h"
@@ -194,10 +195,8 @@ class NativeFsdpBackend : public Backend {
                                            "CUDA caching allocator peak allocated bytes during the case"));
     }
     // Every measurement, the peak memory included, says what ran (4-bit, QLoRA) and on which weights.
-    if (!quant_note.empty())
-      for (Measurement& m : out.measurements) m.method = m.method.empty() ? quant_note : m.method + "; " + quant_note;
-    if (!weights_note.empty())
-      for (Measurement& m : out.measurements) m.method = m.method.empty() ? weights_note : m.method + "; " + weights_note;
+    NoteOnEveryMethod(out, quant_note);
+    NoteOnEveryMethod(out, weights_note);
     out.facts = {{fact::kRanks, "1"}};
     for (auto& f : CaseFacts(at::get_num_threads(),
                              devices.size() > 1 ? fmt::format("{} GPUs (layers placed)", devices.size())
@@ -358,30 +357,20 @@ class NativeFsdpBackend : public Backend {
   BackendOutcome RunInference(BackendContext& ctx, Setup& setup, Model& model, CaseLog& log) {
     const CaseSpec& spec = ctx.spec;
     const double start = ctx.clock.NowSeconds();
-    std::vector<int> prompt = setup.tokenizer->Encode(spec.inference.prompt);
-    if (setup.tokenizer->bos_id() >= 0) prompt.insert(prompt.begin(), setup.tokenizer->bos_id());
+    const std::vector<int> prompt = PromptTokens(*setup.tokenizer, spec.inference.prompt);
     double total_seconds = 0;
     int64_t generated = 0;
     const auto& schedule = spec.inference.max_new_tokens;
     for (size_t i = 0; i < schedule.size(); ++i) {
       if (auto stop = ShouldStop(ctx, start, fmt::format("at request {} of {}", i, schedule.size()))) return *stop;
-      GenerateOptions o;
-      o.max_new_tokens = schedule[i];
-      o.ignore_eos = spec.inference.ignore_eos;
-      const double t0 = ctx.clock.NowSeconds();
-      auto g = generate_greedy(model, prompt, o, &ctx.stop);
-      compat::DeviceSynchronize(setup.device);
-      const double seconds = ctx.clock.NowSeconds() - t0;
-      if (!g.ok()) return FailedOutcome(CaseStatus::kFailed, g.status().message());
-      if (g->interrupted) return FailedOutcome(CaseStatus::kInterrupted, fmt::format("stopped by request at request {} of {}", i, schedule.size()));
-      RequestSample r;
-      r.index = static_cast<int>(i);
-      r.max_new_tokens = schedule[i];
-      r.prompt_tokens = static_cast<int>(prompt.size());
-      r.generated_tokens = static_cast<int>(g->tokens.size());
-      r.seconds = seconds;
-      r.answer = setup.tokenizer->Decode(g->tokens);
-      r.token_ids = g->tokens;
+      auto served = ServeRequest(model, *setup.tokenizer, prompt, static_cast<int>(i), schedule[i],
+                                 spec.inference.ignore_eos, setup.device, [&ctx] { return ctx.clock.NowSeconds(); },
+                                 &ctx.stop);
+      if (!served.ok()) return FailedOutcome(CaseStatus::kFailed, served.status().message());
+      if (served->interrupted)
+        return FailedOutcome(CaseStatus::kInterrupted, fmt::format("stopped by request at request {} of {}", i, schedule.size()));
+      const RequestSample& r = served->sample;
+      const double seconds = r.seconds;
       ctx.events.OnRequest(r);
       ctx.events.OnStatusLine(fmt::format("request {}/{}: {} tokens in {:.2f} s", i + 1, schedule.size(),
                                           r.generated_tokens, seconds));

@@ -15,6 +15,7 @@
 
 #include "backends/native/case_device.h"
 #include "backends/native/case_weights.h"
+#include "backends/native/inference_request.h"
 #include "backends/native/training/data.h"
 #include "backends/native/platform/device_peak.h"
 #include "backends/native/launch/events.h"
@@ -623,8 +624,7 @@ int RunInference(const WorkerCase& wc, Setup& s, ProcessGroups& g, const DistEnv
   std::vector<int> prompt;
   if (leader) {
     model = LoadReplica(wc, s, g, env);
-    prompt = s.tokenizer->Encode(wc.inference.prompt);
-    if (s.tokenizer->bos_id() >= 0) prompt.insert(prompt.begin(), s.tokenizer->bos_id());
+    prompt = PromptTokens(*s.tokenizer, wc.inference.prompt);
   }
   g.world_comm->Barrier();
   const double start = Now();
@@ -634,26 +634,15 @@ int RunInference(const WorkerCase& wc, Setup& s, ProcessGroups& g, const DistEnv
   const auto& schedule = wc.inference.max_new_tokens;
   if (leader) {
     for (size_t i = static_cast<size_t>(g.group); i < schedule.size(); i += static_cast<size_t>(g.groups)) {
-      GenerateOptions o;
-      o.max_new_tokens = schedule[i];
-      o.ignore_eos = wc.inference.ignore_eos;
-      const double t0 = Now();
-      auto gen = generate_greedy(*model, prompt, o, nullptr);
-      compat::DeviceSynchronize(s.device);
-      const double seconds = Now() - t0;
-      if (!gen.ok()) throw Failure(gen.status().message());
+      auto request = ServeRequest(*model, *s.tokenizer, prompt, static_cast<int>(i), schedule[i],
+                                  wc.inference.ignore_eos, s.device, Now, nullptr);
+      if (!request.ok()) throw Failure(request.status().message());
       WorkerEvent e;
       e.kind = WorkerEvent::Kind::kRequest;
-      e.request.index = static_cast<int>(i);
-      e.request.max_new_tokens = schedule[i];
-      e.request.prompt_tokens = static_cast<int>(prompt.size());
-      e.request.generated_tokens = static_cast<int>(gen->tokens.size());
-      e.request.seconds = seconds;
-      e.request.answer = s.tokenizer->Decode(gen->tokens);
-      e.request.token_ids = gen->tokens;
+      e.request = request->sample;
       Emit(e);
       generated += e.request.generated_tokens;
-      busy += seconds;
+      busy += e.request.seconds;
       ++served;
     }
     const double elapsed = Now() - start;
