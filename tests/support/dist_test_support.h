@@ -60,6 +60,13 @@ inline const Measurement* Find(const BackendOutcome& out, const std::string& nam
   return nullptr;
 }
 
+// The outcome's fact `key` ("" when there is none).
+inline std::string FactOf(const BackendOutcome& out, const std::string& key) {
+  for (const auto& [k, v] : out.facts)
+    if (k == key) return v;
+  return "";
+}
+
 using protocol::testing::ReadAll;
 
 // Writes root/corpus.txt (40 sentences of text) and trains a 60-piece BPE

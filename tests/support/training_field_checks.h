@@ -17,13 +17,19 @@
 namespace protocol::testing {
 
 // A value of the field other than the one `t` has, within the field's bounds
-// when `t` holds the default: +1, +0.25, the other boolean, another device.
+// when `t` holds the default: +1, +0.25, the other boolean, the next name of a vocabulary.
 inline void ChangeField(const TrainingField& field, TrainingSettings* t) {
   VisitField(field, *t, [](auto& value) {
     using T = std::decay_t<decltype(value)>;
     if constexpr (std::is_same_v<T, bool>) value = !value;
-    else if constexpr (std::is_same_v<T, DeviceChoice>)
-      value = value == DeviceChoice::kCpu ? DeviceChoice::kCuda : DeviceChoice::kCpu;
+    else if constexpr (kIsVocabularySetting<T>) {  // the next name of its vocabulary
+      const auto& names = Vocabulary<T>();
+      for (size_t i = 0; i < names.size(); ++i)
+        if (names[i].value == value) {
+          value = names[(i + 1) % names.size()].value;
+          break;
+        }
+    }
     else if constexpr (std::is_same_v<T, double>) value += 0.25;
     else value += 1;
   });
@@ -41,7 +47,7 @@ inline std::string FieldText(const TrainingField& field, const TrainingSettings&
   return VisitField(field, t, [](const auto& value) -> std::string {
     using T = std::decay_t<decltype(value)>;
     if constexpr (std::is_same_v<T, bool>) return value ? "true" : "false";
-    else if constexpr (std::is_same_v<T, DeviceChoice>) return NameOf(value);
+    else if constexpr (kIsVocabularySetting<T>) return NameOf(value);
     else return fmt::format("{}", value);
   });
 }

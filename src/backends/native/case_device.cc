@@ -22,6 +22,15 @@ Result<CaseDevice> ResolveCaseDevice(DeviceChoice choice, int local_rank) {
   return d;
 }
 
+at::ScalarType ResolveReduceDtype(ReduceDtype choice, at::ScalarType compute) {
+  switch (choice) {
+    case ReduceDtype::kFloat32: return at::kFloat;
+    case ReduceDtype::kBfloat16: return at::kBFloat16;
+    case ReduceDtype::kAuto: break;
+  }
+  return compute;
+}
+
 std::vector<std::pair<std::string, std::string>> CaseFacts(int threads_per_rank, const std::string& device_text,
                                                            at::ScalarType dtype, Workload workload) {
   std::vector<std::pair<std::string, std::string>> facts = {{fact::kThreadsPerRank, std::to_string(threads_per_rank)},

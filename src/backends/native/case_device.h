@@ -28,6 +28,10 @@ struct CaseDevice {
 // local_rank 0 (cuda:0). Error (kInvalidArgument): "cuda" without a CUDA device.
 Result<CaseDevice> ResolveCaseDevice(DeviceChoice choice, int local_rank);
 
+// training.reduce_dtype: `auto` is the compute dtype (accelerate's bf16
+// policy reduces in bf16 on a GPU; float32 on a CPU).
+at::ScalarType ResolveReduceDtype(ReduceDtype choice, at::ScalarType compute);
+
 // The facts a case reports about where it ran: threads per rank (process),
 // `device_text`, the dtype, and for inference the decoding.
 std::vector<std::pair<std::string, std::string>> CaseFacts(int threads_per_rank, const std::string& device_text,

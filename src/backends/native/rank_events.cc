@@ -47,6 +47,7 @@ void RankEventCollector::Add(int rank, const WorkerEvent& e, double now) {
     case WorkerEvent::Kind::kBytes:
       within_ += e.bytes_within;
       between_ += e.bytes_between;
+      between_nodes_ += e.bytes_between_nodes;
       ++bytes_reports_;
       reported_.insert(rank);
       break;
@@ -71,6 +72,8 @@ void RankEventCollector::AddMeasurement(int rank, const WorkerEvent& e) {
       per_rank_[m.name][*e.rank] = std::move(named);
       return;
     }
+    if (m.value && m.name == metric::kCommExposedSeconds) comm_[*e.rank].first = *m.value;
+    if (m.value && m.name == metric::kCommInFlightSeconds) comm_[*e.rank].second = *m.value;
     if (m.value && (m.name == metric::kStepSecondsMean || m.name == metric::kRankStepSecondsSpread ||
                     m.name == metric::kRankWorkSecondsMean)) {
       RankStepTimes& t = step_times_[*e.rank];
@@ -144,6 +147,38 @@ void RankEventCollector::AddTrainingFigures(const DistLayout& layout, BackendOut
                                             "FSDP collectives inside each group; see bytes_communicated"));
   out.measurements.push_back(MeasuredFigure(metric::kBytesBetweenGroups, static_cast<double>(between_), "bytes",
                                             "merges across groups; see bytes_communicated"));
+  std::set<std::string> nodes(layout.rank_nodes.begin(), layout.rank_nodes.end());
+  out.measurements.push_back(MeasuredFigure(
+      metric::kBytesBetweenNodes, static_cast<double>(between_nodes_), "bytes",
+      fmt::format("of bytes_communicated, what the ranks sent to a rank on another node: in the ring model a rank's "
+                  "bytes cross when the next rank of its ring is on another node; {} node(s), {} per step",
+                  nodes.size(), FormatBytes(between_nodes_ / steps))));
+  AddCommunication(layout, out);
+}
+
+// The ranks' communication per step (their own figures went out with the
+// step times): the means over ranks, and the share of in-flight time hidden.
+void RankEventCollector::AddCommunication(const DistLayout& layout, BackendOutcome& out) const {
+  if (comm_.empty() || static_cast<int>(comm_.size()) != layout.world()) return;
+  double exposed = 0, in_flight = 0;
+  for (const auto& [rank, c] : comm_) {
+    exposed += c.first;
+    in_flight += c.second;
+  }
+  const double n = static_cast<double>(comm_.size());
+  auto how = [&](const char* name) {
+    return fmt::format("mean over the {} ranks of {}_rank<r> (per step, after warm-up)", comm_.size(), name);
+  };
+  out.measurements.push_back(
+      MeasuredFigure(metric::kCommExposedSeconds, exposed / n, "s", how(metric::kCommExposedSeconds)));
+  out.measurements.push_back(
+      MeasuredFigure(metric::kCommInFlightSeconds, in_flight / n, "s", how(metric::kCommInFlightSeconds)));
+  if (in_flight > 0)
+    out.measurements.push_back(MeasuredFigure(
+        metric::kCommHiddenShare, std::clamp(1.0 - exposed / in_flight, 0.0, 1.0), "",
+        fmt::format("1 - Σ exposed / Σ in flight over the {} ranks ({:.4f} s / {:.4f} s per step): the share of the "
+                    "collectives' time during which the rank computed instead of waiting",
+                    comm_.size(), exposed, in_flight)));
 }
 
 // Per-rank memory: every rank's own figure, and the largest as the case's.

@@ -10,7 +10,9 @@
 //     largest over the ranks under the plain name;
 //   - the per-rank step figures and the stragglers among them (stragglers.h);
 //   - inference: the replicas' generation totals; training: the best group's
-//     held-out loss and the bytes the ranks sent (within and between groups);
+//     held-out loss, the bytes the ranks sent (within and between groups, and
+//     between nodes), and their communication time: exposed, in flight, and
+//     the share hidden;
 //   - a note event's text appended to every figure's method.
 
 #include <cstdint>
@@ -59,6 +61,7 @@ class RankEventCollector {
   void AddTrainingFigures(const DistLayout& layout, BackendOutcome& out) const;
   void AddPerRankFigures(const DistLayout& layout, BackendOutcome& out) const;
   void AddStragglers(const DistLayout& layout, BackendOutcome& out) const;
+  void AddCommunication(const DistLayout& layout, BackendOutcome& out) const;
 
   CaseEvents& events_;
   std::map<int, std::string> errors_;
@@ -67,7 +70,8 @@ class RankEventCollector {
   std::vector<std::pair<int, double>> group_evals_;             // (rank, loss)
   std::vector<double> replica_seconds_;
   std::string note_;
-  int64_t within_ = 0, between_ = 0;
+  int64_t within_ = 0, between_ = 0, between_nodes_ = 0;
+  std::map<int, std::pair<double, double>> comm_;  // rank → (exposed, in flight) seconds per step
   int64_t generated_ = 0, requests_ = 0, steps_seen_ = 0;
   int bytes_reports_ = 0;
   std::set<int> reported_;

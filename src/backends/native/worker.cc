@@ -140,6 +140,50 @@ void EmitRankStepTimes(const ProcessGroups& g, const std::vector<double>& step_s
                   how + ", mean of step time minus time in collectives (waiting for peers included there)", g.rank);
 }
 
+// How the FSDP of each group shards and communicates: facts of the case.
+void EmitShardingFacts(const WorkerCase& wc, at::ScalarType compute_dtype, const ProcessGroups& g) {
+  const int S = g.shard_comm->size();
+  const std::string sharding =
+      g.replicas > 1 ? fmt::format("hybrid: {} rank(s) per node x {} nodes (sharded within a node, replicated across)",
+                                   S, g.replicas)
+                     : fmt::format("full over {} rank(s){}", S,
+                                   wc.training.sharding == Sharding::kHybrid ? " (hybrid on one node)" : "");
+  const std::pair<const char*, std::string> facts[] = {
+      {fact::kSharding, sharding},
+      {fact::kPrefetch, wc.training.prefetch ? "on" : "off"},
+      {fact::kReduceDtype, compat::DtypeName(ResolveReduceDtype(wc.training.reduce_dtype, compute_dtype))}};
+  for (const auto& [key, value] : facts) {
+    WorkerEvent e;
+    e.kind = WorkerEvent::Kind::kFact;
+    e.text = key;
+    e.value = value;
+    Emit(e);
+  }
+}
+
+// This rank's communication per timed step: the seconds it was stalled
+// waiting for collectives and the seconds they were in flight (torch_compat.h
+// says how each is clocked), means over the timed steps.
+void EmitRankCommunication(ProcessGroups& g, const std::vector<double>& exposed, const std::vector<double>& in_flight,
+                           int64_t warmup_steps, bool cuda) {
+  if (exposed.empty()) return;
+  auto mean = [](const std::vector<double>& v) {
+    double sum = 0;
+    for (double x : v) sum += x;
+    return sum / static_cast<double>(v.size());
+  };
+  const std::string how = fmt::format("rank {} of {} (group {}): mean over {} step(s) after {} warm-up step(s)", g.rank,
+                                      g.world, g.group, exposed.size(), warmup_steps);
+  EmitMeasurement(metric::kCommExposedSeconds, mean(exposed), "s",
+                  how + (cuda ? ", time the compute stream stood still at the waits for NCCL (CUDA events)"
+                              : ", wall time the rank's thread spent waiting for collectives to end"),
+                  g.rank);
+  EmitMeasurement(metric::kCommInFlightSeconds, mean(in_flight), "s",
+                  how + (cuda ? ", Σ of each NCCL collective's own duration (its start and end events)"
+                              : ", Σ over the collectives of issue to end (Gloo marks the end)"),
+                  g.rank);
+}
+
 // Test-only: PROTOCOL_TEST_STEP_DELAY="RANK:SECONDS" makes that rank sleep so
 // long in every training step, a straggler on purpose (tests/native/distributed/dist_fsdp_test.cc).
 double TestStepDelay(int rank) {
@@ -272,6 +316,10 @@ class RankTraining {
   void ReportCaseFigures(const std::optional<double>& eval);
   void ReportRankFigures();
   at::Tensor Forward(const at::Tensor& tokens) { return quantized_ ? quantized_->Forward(tokens) : full_->Forward(tokens); }
+  void SetGradientSync(bool on) {
+    if (quantized_) quantized_->SetGradientSync(on);
+    else full_->SetGradientSync(on);
+  }
   bool leader() const { return g_.group_rank == 0; }
 
   const WorkerCase& wc_;
@@ -287,6 +335,7 @@ class RankTraining {
   std::optional<EpochStream> stream_;
   // model
   TrainOptions options_;
+  FsdpSetup fsdp_;  // where and how the sharded model communicates (fsdp_sharded.h)
   int64_t baseline_rss_ = 0;  // the baseline of this rank's memory figures: RSS just before the model is built
   std::unique_ptr<ShardedParams> full_;     // full-precision FSDP
   std::unique_ptr<ShardedQlora> quantized_;  // 4-bit base + LoRA
@@ -301,6 +350,7 @@ class RankTraining {
   int merges_ = 0;
   std::string merge_kind_;  // how the merges combined the groups (4-bit), for the eval method
   std::vector<double> my_step_seconds_, my_work_seconds_;  // this rank's timed steps (stragglers.h)
+  std::vector<double> my_exposed_seconds_, my_in_flight_seconds_;  // its communication in those steps
 };
 
 void RankTraining::BuildData() {
@@ -334,6 +384,10 @@ void RankTraining::BuildData() {
 // pretrain continues from the path's weights (checked before the launch).
 void RankTraining::BuildModel() {
   options_ = train_options(ts_, steps_);
+  fsdp_.shard = g_.shard_comm.get();
+  fsdp_.replica = g_.replica_comm.get();
+  fsdp_.prefetch = ts_.prefetch;
+  fsdp_.reduce_dtype = ResolveReduceDtype(ts_.reduce_dtype, s_.dtype);
   baseline_rss_ = CurrentRssBytes().value_or(0);
   if (s_.device.is_cuda()) compat::CudaResetPeakMemory();
   at::Generator gen = init_generator(static_cast<uint64_t>(ts_.seed));
@@ -355,7 +409,7 @@ void RankTraining::BuildModel() {
   if (qlora_) {
     BuildQlora(fill);
   } else {
-    auto created = ShardedParams::Create(s_.config, s_.dtype, s_.device, *g_.group_comm, g_.group_rank, options_, fill);
+    auto created = ShardedParams::Create(s_.config, s_.dtype, s_.device, fsdp_, options_, fill);
     if (!created.ok()) throw Failure(created.status().message());
     full_ = std::move(*created);
     merged_tensors_ = full_->shards();
@@ -367,18 +421,21 @@ void RankTraining::BuildModel() {
 void RankTraining::BuildQlora(const ShardedParams::Fill& fill) {
   lora_ = std::make_shared<LoraAdapters>(
       lora_create(s_.config, ts_.LoraRank(), ts_.LoraAlpha(), static_cast<uint64_t>(ts_.seed), s_.device));
-  auto created = ShardedQlora::Create(s_.config, s_.dtype, s_.device, *g_.group_comm, g_.group_rank, options_,
-                                      wc_.double_quant, lora_, fill);
+  auto created = ShardedQlora::Create(s_.config, s_.dtype, s_.device, fsdp_, options_, wc_.double_quant, lora_, fill);
   if (!created.ok()) throw Failure(created.status().message());
   quantized_ = std::move(*created);
   adapter_optimizer_.emplace(lora_trainable(*lora_, ts_.lora_freeze_a), options_);
+  quantized_->SetTrainable(adapter_optimizer_->params());
   // freeze A: only B is trained and averaged (exact); otherwise A and B are
   // averaged separately at a periodic merge (not exact: mean(B)·mean(A) ≠ mean(B·A)).
   merged_tensors_ = adapter_optimizer_->params();
   const std::string method =
       qlora_method(*lora_, wc_.workload == Workload::kPretrain ? QloraKind::kContinuedPretraining : QloraKind::kFinetune,
                    wc_.double_quant, ts_.lora_freeze_a) +
-      fmt::format("; base sharded over the group's {} rank(s) by whole NF4 blocks", g_.group_size);
+      (g_.replicas > 1 ? fmt::format("; base sharded over each node's {} rank(s), replicated over {} nodes, by whole NF4 "
+                                     "blocks",
+                                     g_.shard_comm->size(), g_.replicas)
+                       : fmt::format("; base sharded over the group's {} rank(s) by whole NF4 blocks", g_.group_size));
   s_.AddNote(method);
   memory_text_ = fmt::format("the rank holds {} bytes of the 4-bit base (its NF4 shards, embedding and head slices, "
                              "norms) and {} float32 adapter parameters",
@@ -387,10 +444,10 @@ void RankTraining::BuildQlora(const ShardedParams::Fill& fill) {
 }
 
 // After the step's backward passes: clip and update (AdamW on this rank's
-// slices, or on the adapters once their gradients are summed over the group).
+// slices, or on the adapters, whose gradients the last backward summed over
+// the group).
 double RankTraining::Update(double lr) {
   if (full_) return full_->Step(lr);
-  quantized_->ReduceAdapterGradients(adapter_optimizer_->params());
   const double norm = grad_clip_norm(adapter_optimizer_->params(), options_.grad_clip);
   adapter_optimizer_->step(lr);
   adapter_optimizer_->zero_grad();
@@ -427,15 +484,16 @@ double RankTraining::TrainStep(int64_t step) {
   double counted = 0;  // targets of the group's whole batch: the loss denominator
   for (const Sequence* q : group_seqs)
     for (uint8_t m : q->mask) counted += m;
-  const double t0 = Now(), waited0 = g_.WaitSeconds();
+  const double t0 = Now(), exposed0 = g_.ExposedSeconds(), in_flight0 = g_.InFlightSeconds();
   if (step_delay_ > 0) std::this_thread::sleep_for(std::chrono::duration<double>(step_delay_));
   at::Tensor loss_sum = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(s_.device));
   const int64_t micro = std::max<int64_t>(1, local_batch_ / std::max<int64_t>(1, ts_.grad_accum));
   for (int64_t start = 0; start < local_batch_; start += micro) {
     std::vector<const Sequence*> part(mine.begin() + start, mine.begin() + std::min(local_batch_, start + micro));
     BatchTensors b = batch_tensors(part, ts_.seq_len, s_.device);
+    SetGradientSync(start + micro >= local_batch_);  // the step's last micro-batch completes its gradients
     at::Tensor loss = masked_loss(Forward(b.inputs), b, std::max(counted, 1.0));
-    loss.backward();  // full FSDP: each unit's gradient is reduce-scattered into this rank's slice as it is reached
+    loss.backward();  // each unit's gradient is reduced as the backward leaves it (fsdp_schedule.h)
     loss_sum += loss.item<double>();
   }
   const double lr = lr_at_step(step, steps_, options_);
@@ -449,8 +507,11 @@ double RankTraining::TrainStep(int64_t step) {
   last_loss_ = loss;
   const int64_t tokens = ts_.batch_size * ts_.seq_len;  // every group's sequences
   if (timed_->Add(step, seconds, tokens)) {
+    const double exposed = g_.ExposedSeconds() - exposed0;
     my_step_seconds_.push_back(seconds);
-    my_work_seconds_.push_back(seconds - (g_.WaitSeconds() - waited0));
+    my_work_seconds_.push_back(seconds - exposed);
+    my_exposed_seconds_.push_back(exposed);
+    my_in_flight_seconds_.push_back(g_.InFlightSeconds() - in_flight0);
   }
   if (g_.rank == 0) {
     WorkerEvent e;
@@ -562,6 +623,7 @@ void RankTraining::ReportCaseFigures(const std::optional<double>& eval) {
 // tokenizer and the data), and on CUDA its device peak.
 void RankTraining::ReportRankFigures() {
   EmitRankStepTimes(g_, my_step_seconds_, my_work_seconds_, wc_.warmup_steps);
+  EmitRankCommunication(g_, my_exposed_seconds_, my_in_flight_seconds_, wc_.warmup_steps, s_.device.is_cuda());
   const int64_t peak_rss = PeakRssBytes();
   const char* mmap_threshold = std::getenv("MALLOC_MMAP_THRESHOLD_");
   const std::string rss_how = fmt::format(
@@ -696,9 +758,19 @@ int RunWorker(const std::string& case_path) {
     }
     // Inference issues barriers only: Gloo groups, which also allow replicas that share a GPU
     // (NCCL refuses two ranks of one group on one device).
-    const bool nccl = s.device.is_cuda() && wc->workload != Workload::kInference;
+    GroupsRequest request;
+    request.groups = wc->groups;
+    request.group_size = wc->group_size;
+    request.rank_nodes = wc->rank_nodes;
+    request.hybrid = wc->workload != Workload::kInference && wc->training.sharding == Sharding::kHybrid;
+    request.cuda = s.device.is_cuda() && wc->workload != Workload::kInference;
+    request.timeout_seconds = wc->training.collective_timeout;
+    if (request.hybrid)
+      if (std::string problem = HybridLayoutProblem(request); !problem.empty())
+        throw Failure("sharding: hybrid: " + problem);
     Heartbeat heartbeat;
-    ProcessGroups g = ConnectGroups(*env, wc->groups, wc->group_size, nccl, wc->training.collective_timeout);
+    ProcessGroups g = ConnectGroups(*env, request);
+    if (env->rank == 0 && wc->workload != Workload::kInference) EmitShardingFacts(*wc, s.dtype, g);
     int code = 0;
     if (wc->workload == Workload::kInference) code = RunInference(*wc, s, g, *env);
     else RankTraining(*wc, s, g).Run();
@@ -706,6 +778,7 @@ int RunWorker(const std::string& case_path) {
     bytes.kind = WorkerEvent::Kind::kBytes;
     bytes.bytes_within = g.bytes_within();
     bytes.bytes_between = g.bytes_between();
+    bytes.bytes_between_nodes = g.bytes_between_nodes();
     Emit(bytes);
     if (!s.method_note.empty() && env->rank == 0) {
       WorkerEvent note;

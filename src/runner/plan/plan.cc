@@ -36,6 +36,19 @@ const std::vector<VocabularyEntry<DeviceChoice>>& Vocabulary<DeviceChoice>() {
   return names;
 }
 
+template <>
+const std::vector<VocabularyEntry<Sharding>>& Vocabulary<Sharding>() {
+  static const std::vector<VocabularyEntry<Sharding>> names = {{Sharding::kFull, "full"}, {Sharding::kHybrid, "hybrid"}};
+  return names;
+}
+
+template <>
+const std::vector<VocabularyEntry<ReduceDtype>>& Vocabulary<ReduceDtype>() {
+  static const std::vector<VocabularyEntry<ReduceDtype>> names = {
+      {ReduceDtype::kAuto, "auto"}, {ReduceDtype::kFloat32, "float32"}, {ReduceDtype::kBfloat16, "bfloat16"}};
+  return names;
+}
+
 namespace {
 
 // "12.5Mbit" -> 12.5 times the factor of its unit in `units` (lower case;

@@ -63,12 +63,22 @@ std::vector<std::string> NamesOf() {
 enum class Workload { kPretrain, kFinetune, kInference };  // "pretrain" | "finetune" | "inference"
 enum class Quantization { kNone, kNf4 };                   // models[].quantization: "none" | "nf4"
 enum class DeviceChoice { kAuto, kCpu, kCuda };            // training.device: "auto" | "cpu" | "cuda"
+enum class Sharding { kFull, kHybrid };                     // training.sharding: "full" | "hybrid"
+enum class ReduceDtype { kAuto, kFloat32, kBfloat16 };      // training.reduce_dtype: "auto" | "float32" | "bfloat16"
 template <>
 const std::vector<VocabularyEntry<Workload>>& Vocabulary<Workload>();
 template <>
 const std::vector<VocabularyEntry<Quantization>>& Vocabulary<Quantization>();
 template <>
 const std::vector<VocabularyEntry<DeviceChoice>>& Vocabulary<DeviceChoice>();
+template <>
+const std::vector<VocabularyEntry<Sharding>>& Vocabulary<Sharding>();
+template <>
+const std::vector<VocabularyEntry<ReduceDtype>>& Vocabulary<ReduceDtype>();
+
+// The system an fsdp case with `training.sharding: hybrid` reports as when it
+// names none: a baseline column of its own beside the methodology's `fsdp`.
+inline constexpr const char* kHybridFsdpSystem = "fsdp-hybrid";
 
 inline const char* WorkloadName(Workload w) { return NameOf(w); }
 inline std::optional<Workload> ParseWorkload(const std::string& s) { return ParseName<Workload>(s); }
@@ -225,6 +235,17 @@ struct TrainingSettings {
   // updates (mean_g B_g·A = (mean_g B_g)·A). false: A and B are both trained and
   // averaged, which is not exact (the method text says so).
   bool lora_freeze_a;
+  // The FSDP schedule (docs/distributed.md, "The schedule"): issue the next
+  // unit's all-gather before the current one computes (PyTorch FSDP's forward
+  // and backward prefetch); false = every collective waited at once.
+  bool prefetch;
+  // fsdp over several nodes: `full` shards over every rank of the group
+  // (FULL_SHARD), `hybrid` shards within each node and replicates across nodes
+  // (HYBRID_SHARD): only gradient shards cross the link.
+  Sharding sharding;
+  // The dtype gradients are reduced in; `auto` = the compute dtype (bf16 on a
+  // GPU, float32 on a CPU), as accelerate's bf16 policy does.
+  ReduceDtype reduce_dtype;
   int64_t LoraRank() const { return lora_rank; }
   double LoraAlpha() const { return lora_alpha; }
 };

@@ -36,7 +36,10 @@ YamlNode Setting(int64_t v) { return Int(v); }
 YamlNode Setting(int v) { return Int(v); }
 YamlNode Setting(double v) { return Num(v); }
 YamlNode Setting(bool v) { return Bool(v); }
-YamlNode Setting(DeviceChoice v) { return Str(NameOf(v)); }
+template <typename E, typename = std::enable_if_t<kIsVocabularySetting<E>>>
+YamlNode Setting(E v) {
+  return Str(NameOf(v));
+}
 
 struct MapBuilder {
   YamlNode node;

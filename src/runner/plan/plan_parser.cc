@@ -148,7 +148,8 @@ class PlanParser {
   bool ReadSetting(const YamlNode& node, const TrainingField& field, int* out);
   bool ReadSetting(const YamlNode& node, const TrainingField& field, double* out);
   bool ReadSetting(const YamlNode& node, const TrainingField& field, bool* out);
-  bool ReadSetting(const YamlNode& node, const TrainingField& field, DeviceChoice* out);
+  template <typename E>
+  bool ReadSetting(const YamlNode& node, const TrainingField& field, E* out);
   void ParseReference(const YamlNode& node, CaseSpec& c, bool* ok);
   // `interleave:` — after the stages, so every case id is known.
   void ParseInterleave(const YamlNode& node);
@@ -779,8 +780,11 @@ bool PlanParser::ReadSetting(const YamlNode& node, const TrainingField& field, b
   return v.has_value();
 }
 
-bool PlanParser::ReadSetting(const YamlNode& node, const TrainingField& field, DeviceChoice* out) {
-  auto v = r_.OneOf<DeviceChoice>(node, field.name, field.name);
+// A closed vocabulary (plan.h): one of its names.
+template <typename E>
+bool PlanParser::ReadSetting(const YamlNode& node, const TrainingField& field, E* out) {
+  static_assert(kIsVocabularySetting<E>);
+  auto v = r_.OneOf<E>(node, field.name, field.name);
   if (v) *out = *v;
   return v.has_value();
 }
@@ -865,6 +869,10 @@ std::optional<CaseSpec> PlanParser::ParseCase(const YamlNode& m, const YamlNode&
   }
   if (const YamlNode* n = m.Find("command")) ParseCommand(*n, c, &ok);
   if (const YamlNode* n = m.Find("training")) ParseTraining(*n, c, &ok);
+  // A hybrid-sharded FSDP is another baseline than the methodology's: its own
+  // column unless the plan names its system.
+  if (!m.Find("system") && c.backend == "fsdp" && c.training.sharding == Sharding::kHybrid)
+    c.system = kHybridFsdpSystem;
   if (const YamlNode* n = m.Find("reference")) ParseReference(*n, c, &ok);
 
   ParseExecution(m, c, &ok);

@@ -56,6 +56,16 @@ const std::vector<TrainingField>& TrainingFields() {
           AtLeast(0)),
       Row("lora_freeze_a", &S::lora_freeze_a, false,
           "train only the adapters' B; A stays at its seeded start (exact share merges)"),
+      Row("prefetch", &S::prefetch, true,
+          "FSDP: issue the next unit's all-gather before the current unit computes, in forward and backward, and "
+          "wait for gradient reductions only when their result is needed (PyTorch FSDP's prefetch); false = every "
+          "collective waited at once"),
+      Row("sharding", &S::sharding, Sharding::kFull,
+          "fsdp: `full` shards every unit over all ranks of the case (FULL_SHARD); `hybrid` shards within each node "
+          "and replicates across nodes, so only gradient shards cross between nodes (HYBRID_SHARD)"),
+      Row("reduce_dtype", &S::reduce_dtype, ReduceDtype::kAuto,
+          "dtype of the gradient reductions: `auto` = the compute dtype (bfloat16 on a GPU, float32 on a CPU), "
+          "`float32`, `bfloat16`"),
   };
   return rows;
 }

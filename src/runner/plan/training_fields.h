@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -32,12 +33,19 @@
 namespace protocol {
 
 // A pointer to one member of TrainingSettings, of one of the types a setting
-// may have (integer, int, number, boolean, device).
+// may have (integer, int, number, boolean, or a closed vocabulary).
 using TrainingMember =
     std::variant<int64_t TrainingSettings::*, int TrainingSettings::*, double TrainingSettings::*,
-                 bool TrainingSettings::*, DeviceChoice TrainingSettings::*>;
+                 bool TrainingSettings::*, DeviceChoice TrainingSettings::*, Sharding TrainingSettings::*,
+                 ReduceDtype TrainingSettings::*>;
 // A setting's value, of its member's type.
-using TrainingValue = std::variant<int64_t, int, double, bool, DeviceChoice>;
+using TrainingValue = std::variant<int64_t, int, double, bool, DeviceChoice, Sharding, ReduceDtype>;
+
+// True for the members that are a closed vocabulary (plan.h's Vocabulary<E>):
+// they are read, written and carried as their names.
+template <typename T>
+inline constexpr bool kIsVocabularySetting =
+    std::is_same_v<T, DeviceChoice> || std::is_same_v<T, Sharding> || std::is_same_v<T, ReduceDtype>;
 
 // Accepted values of an integer or a number: [min, max], or (min, max] when
 // open_min. max infinite: no upper bound (integers: their type's largest).
@@ -62,7 +70,7 @@ const std::vector<TrainingField>& TrainingFields();
 std::vector<std::string> TrainingFieldNames();
 
 // Calls f(value) with a reference to field's member of `settings`, typed
-// (int64_t&, int&, double&, bool& or DeviceChoice&).
+// (int64_t&, int&, double&, bool&, or a vocabulary enum's reference).
 template <typename Settings, typename F>
 decltype(auto) VisitField(const TrainingField& field, Settings& settings, F&& f) {
   return std::visit([&](auto member) -> decltype(auto) { return f(settings.*member); }, field.member);

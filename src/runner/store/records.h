@@ -66,6 +66,18 @@ inline constexpr const char* kEvalLoss = "eval_loss";
 inline constexpr const char* kBytesCommunicated = "bytes_communicated";   // within + between groups
 inline constexpr const char* kBytesWithinGroups = "bytes_within_groups";   // collectives inside each group
 inline constexpr const char* kBytesBetweenGroups = "bytes_between_groups"; // merges across groups
+// What the ranks sent to a rank on another node (ring model: a rank's bytes
+// cross when the next rank of its ring runs on another node; communicator.h).
+inline constexpr const char* kBytesBetweenNodes = "bytes_between_nodes";
+// Communication time per training step (distributed native cases, after
+// warm-up), each rank's as NAME + "_rank<r>" and the mean over ranks as NAME:
+// the seconds a rank was stalled waiting for collectives (exposed), and the
+// seconds its collectives were in flight (issue to end, hidden or not).
+inline constexpr const char* kCommExposedSeconds = "comm_exposed_seconds";
+inline constexpr const char* kCommInFlightSeconds = "comm_in_flight_seconds";
+// 1 − Σ exposed / Σ in flight over the ranks: the share of communication time
+// that computation hid (0: none, every collective waited at once).
+inline constexpr const char* kCommHiddenShare = "comm_hidden_share";
 inline constexpr const char* kBestGroupEvalLoss = "best_group_eval_loss";  // share: best single group
 inline constexpr const char* kMergeSeconds = "merge_seconds";              // share: moving + merging results
 // Rank processes of a distributed case (dist_backend.cc), each name + "_rank<r>":
@@ -117,6 +129,10 @@ inline constexpr const char* kThreadsPerRank = "threads_per_rank";  // CPU threa
 inline constexpr const char* kDevice = "device";                  // the device used: "cpu", "cuda:0", "cuda"
 inline constexpr const char* kDtype = "dtype";                    // the compute dtype: "float32", "bfloat16"
 inline constexpr const char* kDecoding = "decoding";              // inference: "greedy, KV cache"
+// Distributed training: how FSDP sharded and communicated (docs/distributed.md).
+inline constexpr const char* kSharding = "sharding";          // "full over 4 ranks", "hybrid: 2 ranks per node x 2 nodes"
+inline constexpr const char* kPrefetch = "prefetch";          // "on" | "off"
+inline constexpr const char* kReduceDtype = "reduce_dtype";   // the gradient reductions' dtype: "float32", "bfloat16"
 }  // namespace fact
 
 // One training step, as the backend reports it.

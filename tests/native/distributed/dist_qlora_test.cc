@@ -162,7 +162,9 @@ TEST_CASE("fsdp qlora: per-rank NF4 bytes by formula; gathered codes bit-identic
               return Status::Ok();
             };
             Communicator comm(group);
-            auto sq = ShardedQlora::Create(fx.config, at::kFloat, at::kCPU, comm, r, TrainOptions{}, dq, lora, fill);
+            FsdpSetup setup;
+            setup.shard = &comm;
+            auto sq = ShardedQlora::Create(fx.config, at::kFloat, at::kCPU, setup, TrainOptions{}, dq, lora, fill);
             if (!sq.ok()) throw std::runtime_error(sq.status().message());
             out.layer_shard_bytes = (*sq)->layer_shard_bytes();
             out.base_bytes = (*sq)->base_bytes();
@@ -221,11 +223,15 @@ TEST_CASE("fsdp qlora: per-rank NF4 bytes by formula; gathered codes bit-identic
 namespace {
 
 struct Variant {
-  int world;
+  int ranks_per_node;
+  int nodes;
   int64_t checkpoint_every;
   int64_t grad_accum;
   int64_t batch_size;
   bool double_quant;
+  bool prefetch;
+  bool hybrid;
+  int world() const { return ranks_per_node * nodes; }
 };
 
 }  // namespace
@@ -233,29 +239,38 @@ struct Variant {
 // As tests/native/distributed/dist_fsdp_test.cc: the one-process run takes the global batch in
 // W·a micro-batches, the partition the ranks' micro-batches make, so that
 // both sum the same float32 partial gradients.
-TEST_CASE("dist qlora: 2 and 4 ranks train a 4-bit model's adapters to the one-process adapters (< 1e-5); bytes by formula") {
+TEST_CASE("dist qlora: 2 and 4 ranks, full and hybrid sharding, prefetch on and off, train a 4-bit model's adapters to the one-process adapters (< 1e-5); bytes by formula") {
   const Variant variants[] = {
-      {2, 1, 1, 4, false},
-      {2, 0, 2, 8, true},
-      {4, 1, 1, 4, false},
+      // ranks/node, nodes, checkpoint_every, grad_accum, batch, double_quant, prefetch, hybrid
+      {2, 1, 1, 1, 4, false, true, false},
+      {2, 1, 0, 2, 8, true, false, false},
+      {4, 1, 1, 1, 4, false, true, false},
+      {2, 2, 0, 1, 4, false, true, false},
+      {2, 2, 1, 2, 8, false, true, true},
+      {2, 2, 0, 1, 4, true, false, true},
   };
   Fixture fx;
   for (const Variant& v : variants) {
     Plan plan = fx.MakePlan(v.double_quant);
-    const std::string tag = fmt::format("w{}_c{}_a{}_dq{}", v.world, v.checkpoint_every, v.grad_accum, v.double_quant);
+    const std::string tag = fmt::format("w{}x{}_c{}_a{}_dq{}_{}_{}", v.nodes, v.ranks_per_node, v.checkpoint_every,
+                                        v.grad_accum, v.double_quant, v.prefetch ? "prefetch" : "sync",
+                                        v.hybrid ? "hybrid" : "full");
     CAPTURE(tag);
     CaseSpec one = Training("fsdp", 3);
     one.training.batch_size = v.batch_size;
-    one.training.grad_accum = v.world * v.grad_accum;
+    one.training.grad_accum = v.world() * v.grad_accum;
     Harness h1;
     auto backend1 = MakeNativeFsdpBackend(Options());
     BackendOutcome o1 = h1.Run(*backend1, plan, one, (fx.root / ("one_" + tag)).string(), "");
     INFO(o1.reason);
     REQUIRE(o1.status == CaseStatus::kOk);
     CaseSpec many = one;
+    many.nodes = v.nodes;
     many.training.grad_accum = v.grad_accum;
-    many.training.ranks_per_node = v.world;
+    many.training.ranks_per_node = v.ranks_per_node;
     many.training.checkpoint_every = v.checkpoint_every;
+    many.training.prefetch = v.prefetch;
+    many.training.sharding = v.hybrid ? Sharding::kHybrid : Sharding::kFull;
     Harness h2;
     auto backend2 = MakeNativeFsdpBackend(Options());
     const fs::path log = fx.root / (tag + ".log");
@@ -266,7 +281,7 @@ TEST_CASE("dist qlora: 2 and 4 ranks train a 4-bit model's adapters to the one-p
 
     LoraAdapters a = LoadAdapters(fx.config, fx.root / ("one_" + tag)), b = LoadAdapters(fx.config, fx.root / tag);
     const double diff = MaxAdapterDiff(a, b);
-    MESSAGE(tag << ": max abs adapter difference after 3 steps, 1 process vs " << v.world << " ranks: " << diff);
+    MESSAGE(tag << ": max abs adapter difference after 3 steps, 1 process vs " << v.world() << " ranks: " << diff);
     CHECK(diff < 1e-5);
     // They moved: B started at zero.
     CHECK(a.layers[0][0].b.abs().max().item<double>() > 1e-3);
@@ -276,26 +291,47 @@ TEST_CASE("dist qlora: 2 and 4 ranks train a 4-bit model's adapters to the one-p
     CHECK(*Find(o2, metric::kEvalLoss)->value == doctest::Approx(*Find(o1, metric::kEvalLoss)->value).epsilon(1e-5));
     // Every measurement says what ran.
     CHECK(Find(o2, metric::kEvalLoss)->method.find("QLoRA continued pretraining") != std::string::npos);
-    CHECK(Find(o2, metric::kEvalLoss)->method.find(fmt::format("base sharded over the group's {} rank(s)", v.world)) !=
-          std::string::npos);
+    const int64_t W = v.world(), Ws = v.hybrid ? v.ranks_per_node : W, R = v.hybrid ? v.nodes : 1;
+    CHECK(Find(o2, metric::kEvalLoss)->method.find(
+              v.hybrid ? fmt::format("base sharded over each node's {} rank(s), replicated over {} nodes", Ws, R)
+                       : fmt::format("base sharded over the group's {} rank(s)", W)) != std::string::npos);
 
-    // Bytes per rank (fsdp_qlora.h), e = 4 (float32 on CPU):
-    //   micro-batch  (W−1)·S_e·4 + L·2·(W−1)·B_l + 2·(W−1)·S_h·4
-    //   step         adapters' gradient all-reduce 2(W−1)/W·4P, loss all-reduce 2(W−1)/W·8
-    //   eval batch   (W−1)·(S_e·4 + L·B_l + S_h·4); then one 8-byte all-reduce
-    const int64_t W = v.world, L = fx.config.n_layers, C = fx.config.dim, V = fx.config.vocab_size;
-    const int64_t S_e = (V * C + W - 1) / W, S_h = (C + V * C + W - 1) / W;
-    const int64_t B_l = nf4_shard_bytes(nf4_layer_layout(fx.config, v.double_quant), static_cast<int>(W));
-    const int64_t P = lora_parameter_count(fx.config, 4);
-    const int64_t micro = (W - 1) * S_e * 4 + L * 2 * (W - 1) * B_l + 2 * (W - 1) * S_h * 4;
-    const int64_t small = 2 * (W - 1) * 8 / W;
-    const int64_t step = 2 * (W - 1) * (4 * P) / W + small;
+    // Bytes per rank (fsdp_qlora.h), e = 4 (float32 on CPU), W' the ranks the
+    // base is sharded over (all W; hybrid: one node's), R the replicas:
+    //   micro-batch  (W'−1)·S_e·4 + L·2·(W'−1)·B_l + (W'−1)·S_h·4 (the head is
+    //                kept from the forward for the backward)
+    //   step         each layer's adapter gradients (P_l elements): full, one
+    //                all-reduce over W, 2(W−1)/W·4P_l; hybrid, reduce-scatter
+    //                within the node, all-reduce across replicas, all-gather
+    //                back, of P_l padded to W'; then the loss all-reduce over W
+    //   eval batch   (W'−1)·(S_e·4 + L·B_l + S_h·4); then one 8-byte all-reduce over W
+    const int64_t L = fx.config.n_layers, C = fx.config.dim, V = fx.config.vocab_size;
+    const int64_t S_e = (V * C + Ws - 1) / Ws, S_h = (C + V * C + Ws - 1) / Ws;
+    const int64_t B_l = nf4_shard_bytes(nf4_layer_layout(fx.config, v.double_quant), static_cast<int>(Ws));
+    const int64_t P_l = lora_parameter_count(fx.config, 4) / L;
+    const int64_t micro = (Ws - 1) * S_e * 4 + L * 2 * (Ws - 1) * B_l + (Ws - 1) * S_h * 4;
+    auto small = [](int64_t n) { return 2 * (n - 1) * 8 / n; };
+    int64_t adapters = 0, replica = 0;
+    if (R == 1) {
+      adapters = L * (2 * (W - 1) * (4 * P_l) / W);
+    } else {
+      const int64_t padded = (P_l + Ws - 1) / Ws * Ws;
+      const int64_t rs = (native::compat::GlooHasFlatCollectives() ? 1 : 2) * (Ws - 1) * (4 * padded) / Ws;
+      replica = L * (2 * (R - 1) * (4 * padded / Ws) / R);
+      adapters = L * (rs + (Ws - 1) * (4 * padded / Ws)) + replica;
+    }
     const int64_t eval_batches = (HeldOut(Find(o2, metric::kEvalLoss)->method) + v.batch_size - 1) / v.batch_size;
-    const int64_t eval = eval_batches * (W - 1) * (S_e * 4 + L * B_l + S_h * 4) + small;
-    const int64_t per_rank = 3 * v.grad_accum * micro + 3 * step + eval;
+    const int64_t per_rank = 3 * v.grad_accum * micro + 3 * (adapters + small(W)) +
+                             eval_batches * (Ws - 1) * (S_e * 4 + L * B_l + S_h * 4) + small(W);
     REQUIRE(Find(o2, metric::kBytesCommunicated));
     CHECK(*Find(o2, metric::kBytesCommunicated)->value == static_cast<double>(W * per_rank));
-    for (int r = 0; r < v.world; ++r) {
+    // Between nodes: full sharding is one ring of all W ranks, crossing at two
+    // of them; hybrid keeps the base within the node: the replica rings (every
+    // rank crosses) and the loss and eval all-reduces (two ranks cross).
+    const int64_t between = v.nodes == 1 ? 0 : v.hybrid ? W * 3 * replica + 2 * (3 * small(W) + small(W)) : 2 * per_rank;
+    REQUIRE(Find(o2, metric::kBytesBetweenNodes));
+    CHECK(*Find(o2, metric::kBytesBetweenNodes)->value == static_cast<double>(between));
+    for (int r = 0; r < v.world(); ++r) {
       const Measurement* above = Find(o2, fmt::format("{}_rank{}", metric::kPeakHostRssAboveBaseline, r));
       REQUIRE(above);
       CHECK(above->method.find("bytes of the 4-bit base") != std::string::npos);

@@ -28,7 +28,7 @@ struct FlatParameters : UnitParameters {
   int64_t bytes_after_free = -1;
 
   std::vector<at::Tensor> Inputs() override { return {master}; }
-  UnitTensors Gather() override {
+  UnitTensors Gather(UnitPass) override {
     ++gathers;
     const bool trainable = at::GradMode::is_enabled();
     UnitTensors t;

@@ -46,7 +46,7 @@ std::string ValuesText(const TrainingField& field) {
       [&](auto member) -> std::string {
         using T = std::decay_t<decltype(TrainingSettings().*member)>;
         if constexpr (std::is_same_v<T, bool>) return "`true` \\| `false`";
-        else if constexpr (std::is_same_v<T, DeviceChoice>) return "`" + Join(NamesOf<DeviceChoice>(), "` \\| `") + "`";
+        else if constexpr (kIsVocabularySetting<T>) return "`" + Join(NamesOf<T>(), "` \\| `") + "`";
         else if constexpr (std::is_same_v<T, double>) return fmt::format("number {} {}", b.open_min ? ">" : "≥", b.min);
         else return fmt::format("integer ≥ {}", b.min);
       },

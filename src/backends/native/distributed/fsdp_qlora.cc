@@ -6,39 +6,53 @@
 
 #include "backends/native/quant/quantized_model.h"
 #include "backends/native/training/unit_function.h"
+#include "runner/base/text.h"
 
 namespace protocol {
 namespace native {
 
 // A frozen unit of full-precision weights (the embedding; [norm, lm_head]):
 // this rank's slice of the unit's flat weights in the compute dtype, padded
-// to a multiple of W, gathered for use and freed after.
-class FrozenSlicedUnit : public UnitParameters {
+// to a multiple of W, gathered for use and freed after (the head stays
+// gathered from its forward to its backward, fsdp_schedule.h).
+class FrozenSlicedUnit : public ScheduledUnit {
  public:
+  FrozenSlicedUnit(FsdpSchedule& schedule, std::string name, const FsdpSetup& setup, bool head)
+      : ScheduledUnit(schedule, std::move(name)), setup_(setup) {
+    reshard_after_forward_ = !head;
+  }
+
   FlatUnit layout;   // entries, padded, shard (its `full` released once sliced)
   at::Tensor slice;  // layout.shard elements of the compute dtype
-  Communicator* comm = nullptr;  // counts the bytes sent
 
   std::vector<at::Tensor> Inputs() override { return {}; }
 
-  UnitTensors Gather() override {
+ protected:
+  InFlightGather IssueGather() override {
     c10::NoGradGuard no_grad;
+    InFlightGather g;
+    g.buffer = at::empty({layout.padded}, slice.options());
+    g.collective = setup_.shard->AllGatherAsync(g.buffer, slice);
+    return g;
+  }
+  UnitTensors Assemble(const at::Tensor& buffer) override {
     UnitTensors t;
-    t.buffer = at::empty({layout.padded}, slice.options());
-    comm->AllGather(t.buffer, slice);
-    t.params = layout.Views(t.buffer);
+    t.buffer = buffer;
+    t.params = layout.Views(buffer);
     return t;
   }
-  void Free(UnitTensors& t) override { compat::StorageFree(t.buffer); }
-  void Refill(UnitTensors& t) override {
+  InFlightGather IssueRefill(UnitTensors& resharded) override {
     c10::NoGradGuard no_grad;
-    at::Tensor alias = compat::StorageRefill(t.buffer);
-    comm->AllGather(alias, slice);
+    InFlightGather g;
+    g.buffer = compat::StorageRefill(resharded.buffer);
+    g.collective = setup_.shard->AllGatherAsync(g.buffer, slice);
+    return g;
   }
-  std::vector<at::Tensor> ReduceGradients(UnitTensors& t) override {
-    t = UnitTensors{};
-    return {};
-  }
+  void ReleaseStorage(UnitTensors& t) override { compat::StorageFree(t.buffer); }
+  GradientReduction Reduction(UnitTensors&) override { return {}; }
+
+ private:
+  const FsdpSetup& setup_;
 };
 
 namespace {
@@ -76,80 +90,144 @@ std::array<Nf4Tensor, kProjectionCount> Nf4From(const std::vector<at::Tensor>& p
 }  // namespace
 
 // A frozen 4-bit decoder layer: this rank's shard of the layer's NF4 records
-// (uint8) and the two RMSNorm gains (replicated). Gather lists
+// (uint8) and the two RMSNorm gains (replicated). Assemble lists
 // [input_norm, post_norm, then each projection's Nf4Parts], every NF4 part a
-// tensor owning its storage, so that Free / Refill can release and refill it.
-class Nf4LayerUnit : public UnitParameters {
+// tensor owning its storage, so that it can be released and refilled. Its
+// gradient reduction is that of the layer's LoRA adapters (replicated on every
+// rank), on the last micro-batch of a step.
+class Nf4LayerUnit : public ScheduledUnit {
  public:
+  Nf4LayerUnit(FsdpSchedule& schedule, std::string name, const FsdpSetup& setup)
+      : ScheduledUnit(schedule, std::move(name)), setup_(setup) {}
+
   Nf4UnitLayout layout;
   at::Tensor shard;  // uint8, nf4_shard_bytes(layout, W)
   at::Tensor input_norm, post_norm;
-  Communicator* comm = nullptr;  // counts the bytes sent
-  int world = 1;
+  std::vector<at::Tensor> trainable;  // the layer's adapters the optimizer updates
 
   std::vector<at::Tensor> Inputs() override { return {}; }
-
-  UnitTensors Gather() override {
-    UnitTensors t;
-    t.params = {input_norm, post_norm};
-    for (const Nf4Tensor& q : GatherNf4())
-      for (const at::Tensor& part : Nf4Parts(q)) t.params.push_back(part);
-    return t;
-  }
-  void Free(UnitTensors& t) override {
-    for (size_t i = 2; i < t.params.size(); ++i) compat::StorageFree(t.params[i]);
-  }
-  void Refill(UnitTensors& t) override {
-    c10::NoGradGuard no_grad;
-    std::vector<at::Tensor> fresh;
-    for (const Nf4Tensor& q : GatherNf4())
-      for (const at::Tensor& part : Nf4Parts(q)) fresh.push_back(part);
-    for (size_t i = 2; i < t.params.size(); ++i) compat::StorageRefill(t.params[i]).copy_(fresh[i - 2]);
-  }
-  std::vector<at::Tensor> ReduceGradients(UnitTensors& t) override {
-    t = UnitTensors{};
-    return {};
-  }
 
   // The layer's seven projections, from the all-gathered shards (each part a
   // copy owning its storage; the gathered bytes are dropped).
   std::vector<Nf4Tensor> GatherNf4() {
+    InFlightGather g = IssueGather();
+    g.collective.Wait();
+    return Unflatten(g.buffer);
+  }
+
+ protected:
+  InFlightGather IssueGather() override {
     c10::NoGradGuard no_grad;
-    at::Tensor gathered = at::empty({world * shard.numel()}, shard.options());
-    comm->AllGather(gathered, shard);
+    InFlightGather g;
+    g.buffer = at::empty({setup_.shard->size() * shard.numel()}, shard.options());
+    g.collective = setup_.shard->AllGatherAsync(g.buffer, shard);
+    return g;
+  }
+  UnitTensors Assemble(const at::Tensor& buffer) override {
+    UnitTensors t;
+    t.params = {input_norm, post_norm};
+    for (const Nf4Tensor& q : Unflatten(buffer))
+      for (const at::Tensor& part : Nf4Parts(q)) t.params.push_back(part);
+    return t;
+  }
+  InFlightGather IssueRefill(UnitTensors&) override { return IssueGather(); }
+  void AfterRefill(const at::Tensor& buffer, UnitTensors& resharded) override {
+    c10::NoGradGuard no_grad;
+    std::vector<at::Tensor> fresh;
+    for (const Nf4Tensor& q : Unflatten(buffer))
+      for (const at::Tensor& part : Nf4Parts(q)) fresh.push_back(part);
+    for (size_t i = 2; i < resharded.params.size(); ++i)
+      compat::StorageRefill(resharded.params[i]).copy_(fresh[i - 2]);
+  }
+  void ReleaseStorage(UnitTensors& t) override {
+    for (size_t i = 2; i < t.params.size(); ++i) compat::StorageFree(t.params[i]);
+  }
+  GradientReduction Reduction(UnitTensors&) override;
+
+ private:
+  std::vector<Nf4Tensor> Unflatten(const at::Tensor& gathered) {
+    c10::NoGradGuard no_grad;
     auto unit = nf4_unit_unflatten(gathered, layout);
     if (!unit.ok()) throw std::runtime_error(unit.status().message());  // a layout bug, not input
     return std::move(*unit);
   }
+
+  const FsdpSetup& setup_;
 };
 
+// The layer's adapter gradients summed over the group's ranks, so that every
+// rank takes the same AdamW step: one flat buffer in the reduce dtype,
+// all-reduced over the group (full sharding); with hybrid sharding over R > 1
+// nodes, reduce-scattered within the node, the slice all-reduced across the
+// replicas and all-gathered back, so that only slices cross between nodes.
+GradientReduction Nf4LayerUnit::Reduction(UnitTensors&) {
+  GradientReduction r;
+  if (trainable.empty() || !schedule().gradient_sync()) return r;
+  c10::NoGradGuard no_grad;
+  const at::ScalarType dtype = setup_.reduce_dtype;
+  std::vector<at::Tensor> parts;
+  for (const at::Tensor& t : trainable)
+    parts.push_back(t.grad().defined() ? t.grad().reshape({-1}).to(dtype) : at::zeros({t.numel()}, t.options().dtype(dtype)));
+  const int64_t n = [&] {
+    int64_t total = 0;
+    for (const at::Tensor& t : trainable) total += t.numel();
+    return total;
+  }();
+  auto copy_back = [list = trainable](const at::Tensor& flat) {
+    int64_t offset = 0;
+    for (const at::Tensor& t : list) {
+      at::Tensor g = flat.narrow(0, offset, t.numel()).view(t.sizes()).to(t.scalar_type());
+      offset += t.numel();
+      if (t.grad().defined()) t.mutable_grad().copy_(g);
+      else const_cast<at::Tensor&>(t).mutable_grad() = g.clone();
+    }
+  };
+  if (!setup_.replica) {
+    at::Tensor flat = at::cat(parts);
+    r.stages.push_back({"adapter all-reduce", [this, flat]() mutable { return setup_.shard->AllReduceSumAsync(flat); },
+                        [flat, copy_back] { copy_back(flat); }});
+    return r;
+  }
+  const int64_t S = setup_.shard->size(), padded = (n + S - 1) / S * S;
+  if (padded > n) parts.push_back(at::zeros({padded - n}, parts[0].options()));
+  at::Tensor flat = at::cat(parts), slice = at::empty({padded / S}, flat.options());
+  r.stages.push_back({"adapter reduce-scatter",
+                      [this, slice, flat]() mutable { return setup_.shard->ReduceScatterSumAsync(slice, flat); }, {}});
+  r.stages.push_back({"adapter all-reduce across replicas",
+                      [this, slice]() mutable { return setup_.replica->AllReduceSumAsync(slice); }, {}});
+  r.stages.push_back({"adapter all-gather",
+                      [this, slice, flat]() mutable { return setup_.shard->AllGatherAsync(flat, slice); },
+                      [flat, copy_back] { copy_back(flat); }});
+  return r;
+}
+
 Result<std::unique_ptr<ShardedQlora>> ShardedQlora::Create(const ModelConfig& config, at::ScalarType dtype,
-                                                           const at::Device& device, Communicator& comm,
-                                                           int group_rank, const TrainOptions& options,
-                                                           bool double_quant, std::shared_ptr<const LoraAdapters> lora,
-                                                           const Fill& fill) {
-  std::unique_ptr<ShardedQlora> sq(new ShardedQlora());
+                                                           const at::Device& device, const FsdpSetup& setup,
+                                                           const TrainOptions& options, bool double_quant,
+                                                           std::shared_ptr<const LoraAdapters> lora, const Fill& fill) {
+  std::unique_ptr<ShardedQlora> sq(new ShardedQlora(setup.prefetch));
   sq->model_ = model_create_unallocated(config, device);
   sq->projections_ = std::make_shared<Nf4Projections>();
   sq->projections_->layers.resize(static_cast<size_t>(config.n_layers));
   sq->projections_->lora = std::move(lora);
   sq->model_.projections = sq->projections_;
   sq->dtype_ = dtype;
-  sq->comm_ = &comm;
+  sq->setup_ = setup;
   sq->options_ = options;
   sq->layout_ = nf4_layer_layout(config, double_quant);
-  const int W = comm.size();
+  const int W = setup.shard->size(), group_rank = setup.shard->rank();
 
   std::vector<NamedParameter> all = model_parameters(sq->model_);
   const size_t per_layer = layer_parameters(sq->model_.layers[0]).size();
   c10::NoGradGuard no_grad;
   // A frozen full-precision unit: filled in float32 on the CPU, converted to
   // the compute dtype, this rank's slice kept on the device.
-  auto frozen = [&](const std::vector<NamedParameter>& params) -> Result<std::shared_ptr<FrozenSlicedUnit>> {
+  auto frozen = [&](const std::vector<NamedParameter>& params, const char* name,
+                    bool head) -> Result<std::shared_ptr<FrozenSlicedUnit>> {
     auto flat = unit_flatten_filled(params, W, fill);
     if (!flat.ok()) return flat.status();
-    auto u = std::make_shared<FrozenSlicedUnit>();
-    u->comm = &comm;
+    auto u = std::make_shared<FrozenSlicedUnit>(sq->schedule_, name, sq->setup_, head);
+    sq->schedule_.Add(*u);
     u->layout = std::move(*flat);
     const int64_t S = u->layout.shard;
     u->slice = u->layout.full.narrow(0, group_rank * S, S).to(device, dtype, /*non_blocking=*/false, /*copy=*/true);
@@ -157,7 +235,7 @@ Result<std::unique_ptr<ShardedQlora>> ShardedQlora::Create(const ModelConfig& co
     return u;
   };
 
-  auto embed = frozen({all[0]});
+  auto embed = frozen({all[0]}, "embedding", false);
   if (!embed.ok()) return embed.status();
   sq->embed_ = *embed;
   for (size_t l = 0; l < sq->model_.layers.size(); ++l) {
@@ -165,10 +243,9 @@ Result<std::unique_ptr<ShardedQlora>> ShardedQlora::Create(const ModelConfig& co
                                        all.begin() + static_cast<std::ptrdiff_t>(1 + (l + 1) * per_layer));
     for (NamedParameter& p : params) *p.tensor = at::empty(p.shape, at::kFloat);
     if (Status s = fill(params); !s.ok()) return s;
-    auto u = std::make_shared<Nf4LayerUnit>();
+    auto u = std::make_shared<Nf4LayerUnit>(sq->schedule_, fmt::format("layer {}", l), sq->setup_);
+    sq->schedule_.Add(*u);
     u->layout = sq->layout_;
-    u->comm = &comm;
-    u->world = W;
     LayerWeights& w = sq->model_.layers[l];
     u->input_norm = w.input_norm.to(device, dtype, false, true);
     u->post_norm = w.post_norm.to(device, dtype, false, true);
@@ -186,7 +263,7 @@ Result<std::unique_ptr<ShardedQlora>> ShardedQlora::Create(const ModelConfig& co
     u->shard = *shard;
     sq->layers_.push_back(std::move(u));
   }
-  auto head = frozen({all[all.size() - 2], all[all.size() - 1]});
+  auto head = frozen({all[all.size() - 2], all[all.size() - 1]}, "head", true);
   if (!head.ok()) return head.status();
   sq->head_ = *head;
   return sq;
@@ -195,12 +272,13 @@ Result<std::unique_ptr<ShardedQlora>> ShardedQlora::Create(const ModelConfig& co
 ShardedQlora::~ShardedQlora() = default;
 
 at::Tensor ShardedQlora::Forward(const at::Tensor& tokens) {
+  schedule_.BeginForward();
   const Model& m = model_;
   const RopeRows rope = rope_rows(m, 0, tokens.size(1), dtype_);
   at::Tensor x;
   {
     c10::NoGradGuard no_grad;  // nothing before the first layer trains: no graph, no backward gather
-    UnitTensors t = embed_->Gather();
+    UnitTensors t = embed_->Gather(UnitPass::kForwardOnly);
     x = embed_forward(t.params[0], tokens);
   }
   for (size_t l = 0; l < m.layers.size(); ++l) {
@@ -225,21 +303,15 @@ at::Tensor ShardedQlora::Forward(const at::Tensor& tokens) {
   return unit_apply(head, x, head_, UnitMode::kKeepGraph);
 }
 
-void ShardedQlora::ReduceAdapterGradients(const std::vector<at::Tensor>& trainable) {
-  c10::NoGradGuard no_grad;
-  if (trainable.empty()) return;
-  std::vector<at::Tensor> parts;
-  for (const at::Tensor& t : trainable)
-    parts.push_back(t.grad().defined() ? t.grad().reshape({-1}).to(at::kFloat) : at::zeros({t.numel()}, t.options().dtype(at::kFloat)));
-  at::Tensor flat = at::cat(parts);
-  parts.clear();
-  comm_->AllReduceSum(flat);
-  int64_t offset = 0;
-  for (const at::Tensor& t : trainable) {
-    at::Tensor g = flat.narrow(0, offset, t.numel()).view(t.sizes()).to(t.scalar_type());
-    offset += t.numel();
-    if (t.grad().defined()) t.mutable_grad().copy_(g);
-    else const_cast<at::Tensor&>(t).mutable_grad() = g.clone();
+void ShardedQlora::SetTrainable(const std::vector<at::Tensor>& trainable) {
+  const LoraAdapters* lora = projections_->lora.get();
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    std::vector<at::Tensor>& mine = layers_[l]->trainable;
+    mine.clear();
+    if (!lora || l >= lora->layers.size()) continue;
+    for (const at::Tensor& t : trainable)
+      for (const LoraAdapter& a : lora->layers[l])
+        if (t.is_same(a.a) || t.is_same(a.b)) mine.push_back(t);
   }
 }
 

@@ -28,20 +28,31 @@
 //              recomputed in backward; another keeps its graph, its gathered
 //              NF4 storage freed after the forward and re-gathered into the
 //              same storage before its backward.
-//   head       all-gather, compute, free; re-gathered in backward (∂L/∂x
-//              needs lm_head)
+//   head       all-gather, compute; kept gathered for the backward (∂L/∂x
+//              needs lm_head), freed after it
+// When each gather is issued and waited: fsdp_schedule.h (prefetch).
 // Backward leaves each rank's adapter gradients (from its own sequences) in
-// their .grad; ReduceAdapterGradients sums them over the group, so every rank
+// their .grad; on the last micro-batch of a step each layer's are summed over
+// the group as the backward leaves the layer (SetTrainable), so every rank
 // holds the gradient of the group's whole batch, takes the same AdamW step and
 // the replicas stay identical.
 //
-// Bytes one rank sends (torch_compat.h's ring volumes), S_e, S_h the slice
-// elements of the embedding and head units and B_l = nf4_shard_bytes:
-//   per micro-batch   (W−1)·S_e·e  +  L·2·(W−1)·B_l  +  2·(W−1)·S_h·e
-//   per step          2·(W−1)/W·4·P for the adapters' gradient all-reduce
-//                     (P trainable float32 elements, one flat buffer)
+// With hybrid sharding (FsdpSetup: W' = the ranks of one node, R nodes) the
+// base is sharded over the node's W' ranks, so no layer crosses between nodes,
+// and a layer's adapter gradients are reduce-scattered within the node, the
+// slice all-reduced across the R replicas and all-gathered back.
+//
+// Bytes one rank sends (torch_compat.h's ring volumes), W' the shard group,
+// S_e, S_h the slice elements of the embedding and head units, B_l =
+// nf4_shard_bytes, P_l a layer's trainable adapter elements, r the reduce
+// dtype's bytes:
+//   per micro-batch   (W'−1)·S_e·e  +  L·2·(W'−1)·B_l  +  (W'−1)·S_h·e
+//   per step, full    Σ_l 2·(W−1)/W·r·P_l  (one all-reduce per layer)
+//   per step, hybrid  Σ_l [(W'−1)/W'·r·P̂_l (2·that on libtorch 1.13 Gloo)
+//                        + 2·(R−1)/R·r·P̂_l/W' + (W'−1)·r·P̂_l/W'],
+//                     P̂_l = P_l padded to a multiple of W'
 //   a forward without grad mode (eval) gathers each unit once:
-//                     (W−1)·(S_e·e + L·B_l + S_h·e)
+//                     (W'−1)·(S_e·e + L·B_l + S_h·e)
 
 #include <ATen/ATen.h>
 
@@ -81,17 +92,24 @@ class ShardedQlora {
   // the adapters the forward adds (every rank creates them from the same seed).
   // Every rank of `group` calls it and every method below in the same order.
   static Result<std::unique_ptr<ShardedQlora>> Create(const ModelConfig& config, at::ScalarType dtype,
-                                                      const at::Device& device, Communicator& comm,
-                                                      int group_rank, const TrainOptions& options, bool double_quant,
+                                                      const at::Device& device, const FsdpSetup& setup,
+                                                      const TrainOptions& options, bool double_quant,
                                                       std::shared_ptr<const LoraAdapters> lora, const Fill& fill);
   ~ShardedQlora();
 
   // Logits (B,T,V) in the compute dtype for tokens (B,T), as described above.
   at::Tensor Forward(const at::Tensor& tokens);
-  // In place, for each tensor of `trainable` (the adapters the optimizer
-  // updates): .grad = SUM over the group's ranks (an undefined .grad counts
-  // as zero). One all-reduce of a flat float32 buffer.
-  void ReduceAdapterGradients(const std::vector<at::Tensor>& trainable);
+  // The adapters the optimizer updates (of the adapters Create was given):
+  // after a backward with gradient sync on, the .grad of each (undefined
+  // counts as zero) is its SUM over the group's ranks. Each layer's are
+  // reduced as the backward leaves the layer (fsdp_schedule.h), in the reduce
+  // dtype. Call before the first backward.
+  void SetTrainable(const std::vector<at::Tensor>& trainable);
+  // Whether the next backward completes the step's gradients (its last
+  // micro-batch): only then are the adapters' gradients reduced. Default true.
+  void SetGradientSync(bool on) { schedule_.set_gradient_sync(on); }
+  // The schedule of the units' collectives (tests trace it).
+  FsdpSchedule& schedule() { return schedule_; }
   // The adapters the forward adds from now on (e.g. the merged adapter for eval).
   void UseAdapters(std::shared_ptr<const LoraAdapters> lora);
   // Every layer's seven NF4 projections, gathered (every rank calls it).
@@ -103,14 +121,15 @@ class ShardedQlora {
   int64_t layer_shard_bytes() const;
 
  private:
-  ShardedQlora() = default;
+  explicit ShardedQlora(bool prefetch) : schedule_(prefetch) {}
   Model model_;  // config, rotary tables and the projection override; parameter tensors undefined
   std::shared_ptr<Nf4Projections> projections_;
   at::ScalarType dtype_ = at::kFloat;
-  Communicator* comm_ = nullptr;  // counts the bytes this rank sends
+  FsdpSetup setup_;
   TrainOptions options_;
+  FsdpSchedule schedule_;
   Nf4UnitLayout layout_;
-  std::shared_ptr<FrozenSlicedUnit> embed_, head_;
+  std::shared_ptr<FrozenSlicedUnit> embed_, head_;  // after schedule_: they go first
   std::vector<std::shared_ptr<Nf4LayerUnit>> layers_;
 };
 

@@ -6,32 +6,46 @@
 
 #include "backends/native/model/safetensors.h"
 #include "backends/native/training/unit_function.h"
+#include "runner/base/text.h"
 
 namespace protocol {
 namespace native {
 
 // One FSDP unit: its parameters flattened and padded, this rank's float32
 // slice of them, and the collectives that turn the slice into full tensors
-// and full gradients back into a slice.
-class ShardedUnit : public UnitParameters {
+// and full gradients back into a slice (when: fsdp_schedule.h).
+class ShardedUnit : public ScheduledUnit {
  public:
+  ShardedUnit(FsdpSchedule& schedule, std::string name, const FsdpSetup& setup, at::ScalarType dtype)
+      : ScheduledUnit(schedule, std::move(name)), setup_(setup), dtype_(dtype) {}
+
   FlatUnit layout;  // entries, padded, shard (its `full` released once sliced)
   at::Tensor master;  // float32 (shard): a leaf whose .grad is the gradient slice
   std::vector<std::pair<int64_t, int64_t>> decay;  // [begin, end) of the slice holding matrix elements
-  Communicator* comm = nullptr;  // counts the bytes sent
-  at::ScalarType dtype = at::kFloat;  // the compute dtype the unit is gathered in
+
+  // The head: kept gathered from its forward to its backward. The embedding:
+  // not gathered for its backward (the gradient of a lookup reads no weight).
+  void SetRole(bool head, bool embedding) {
+    reshard_after_forward_ = !head;
+    backward_reads_params_ = !embedding;
+  }
 
   std::vector<at::Tensor> Inputs() override { return {master}; }
 
-  UnitTensors Gather() override {
+ protected:
+  InFlightGather IssueGather() override {
+    c10::NoGradGuard no_grad;
+    InFlightGather g;
+    g.buffer = at::empty({layout.padded}, master.options().dtype(dtype_));
+    g.collective = setup_.shard->AllGatherAsync(g.buffer, master.detach().to(dtype_));
+    return g;
+  }
+
+  UnitTensors Assemble(const at::Tensor& buffer) override {
     const bool trainable = at::GradMode::is_enabled();
     UnitTensors t;
-    {
-      c10::NoGradGuard no_grad;
-      t.buffer = at::empty({layout.padded}, master.options().dtype(dtype));
-      comm->AllGather(t.buffer, master.detach().to(dtype));
-    }
-    for (const at::Tensor& view : layout.Views(t.buffer)) {
+    t.buffer = buffer;
+    for (const at::Tensor& view : layout.Views(buffer)) {
       at::Tensor p = view.detach();
       if (trainable) p.requires_grad_(true);
       t.params.push_back(p);
@@ -39,32 +53,63 @@ class ShardedUnit : public UnitParameters {
     return t;
   }
 
-  void Free(UnitTensors& t) override { compat::StorageFree(t.buffer); }
-
-  void Refill(UnitTensors& t) override {
+  InFlightGather IssueRefill(UnitTensors& resharded) override {
     c10::NoGradGuard no_grad;
-    at::Tensor alias = compat::StorageRefill(t.buffer);
-    comm->AllGather(alias, master.detach().to(dtype));
+    InFlightGather g;
+    g.buffer = compat::StorageRefill(resharded.buffer);  // a fresh alias: the graph's views keep their versions
+    g.collective = setup_.shard->AllGatherAsync(g.buffer, master.detach().to(dtype_));
+    return g;
   }
 
-  std::vector<at::Tensor> ReduceGradients(UnitTensors& t) override {
+  void ReleaseStorage(UnitTensors& t) override { compat::StorageFree(t.buffer); }
+
+  GradientReduction Reduction(UnitTensors& t) override {
     c10::NoGradGuard no_grad;
     // The gathered parameters are no longer read: their memory goes before the
     // flat gradient is allocated (the tensors, and their .grad, stay until copied).
     compat::StorageFree(t.buffer);
-    // The unit's gradient, flattened like its parameters, in float32 (the
-    // reduction's dtype whatever the compute dtype); padding stays zero.
-    at::Tensor flat = at::zeros({layout.padded}, master.options());
+    // The unit's gradient, flattened like its parameters, in the reduce dtype;
+    // padding stays zero.
+    at::Tensor flat = at::zeros({layout.padded}, master.options().dtype(setup_.reduce_dtype));
     for (size_t i = 0; i < layout.entries.size(); ++i) {
       at::Tensor& g = t.params[i].mutable_grad();
       if (g.defined()) flat.narrow(0, layout.entries[i].offset, layout.entries[i].numel).copy_(g.reshape({-1}));
       g = at::Tensor();  // freed as soon as it is copied
     }
     t = UnitTensors{};  // the gathered parameters and their gradients go now
-    at::Tensor slice = at::empty({layout.shard}, master.options());
-    comm->ReduceScatterSum(slice, flat);
-    return {slice};
+    at::Tensor slice = at::empty({layout.shard}, flat.options());
+    GradientReduction r;
+    r.stages.push_back({"reduce-scatter",
+                        [this, slice, flat]() mutable { return setup_.shard->ReduceScatterSumAsync(slice, flat); },
+                        [this, slice] { Accumulate(slice); }});
+    if (setup_.replica && schedule().gradient_sync()) {
+      // The step's whole gradient slice (micro-batches accumulated) over the replicas.
+      auto reduced = std::make_shared<at::Tensor>();
+      r.stages.push_back({"all-reduce across replicas",
+                          [this, reduced]() {
+                            at::Tensor& g = master.mutable_grad();
+                            *reduced = g.scalar_type() == setup_.reduce_dtype ? g : g.to(setup_.reduce_dtype);
+                            return setup_.replica->AllReduceSumAsync(*reduced);
+                          },
+                          [this, reduced] {
+                            if (!reduced->is_same(master.grad())) master.mutable_grad().copy_(*reduced);
+                            *reduced = at::Tensor();
+                          }});
+    }
+    return r;
   }
+
+ private:
+  // master.grad += slice (float32), the slice's first arrival setting it.
+  void Accumulate(const at::Tensor& slice) {
+    c10::NoGradGuard no_grad;
+    at::Tensor& g = master.mutable_grad();
+    if (!g.defined()) g = slice.scalar_type() == at::kFloat ? slice : slice.to(at::kFloat);
+    else g.add_(slice);
+  }
+
+  const FsdpSetup& setup_;
+  at::ScalarType dtype_;  // the compute dtype the unit is gathered in
 };
 
 std::vector<at::Tensor> FlatUnit::Views(const at::Tensor& buffer) const {
@@ -105,15 +150,14 @@ LayerWeights LayerFrom(const std::vector<at::Tensor>& p) {
 }  // namespace
 
 Result<std::unique_ptr<ShardedParams>> ShardedParams::Create(const ModelConfig& config, at::ScalarType dtype,
-                                                             const at::Device& device, Communicator& comm,
-                                                             int group_rank, const TrainOptions& options, const Fill& fill) {
-  std::unique_ptr<ShardedParams> sp(new ShardedParams());
+                                                             const at::Device& device, const FsdpSetup& setup,
+                                                             const TrainOptions& options, const Fill& fill) {
+  std::unique_ptr<ShardedParams> sp(new ShardedParams(setup.prefetch));
   sp->model_ = model_create_unallocated(config, device);
   sp->dtype_ = dtype;
-  sp->comm_ = &comm;
-  sp->world_ = comm.size();
+  sp->setup_ = setup;
   sp->options_ = options;
-  const int64_t W = sp->world_;
+  const int64_t W = setup.shard->size(), rank = setup.shard->rank();
 
   // Units in model_parameters order: [embed], [layer 0], ..., [norm, lm_head].
   std::vector<NamedParameter> all = model_parameters(sp->model_);
@@ -125,15 +169,16 @@ Result<std::unique_ptr<ShardedParams>> ShardedParams::Create(const ModelConfig& 
   units.emplace_back(all.end() - 2, all.end());
 
   c10::NoGradGuard no_grad;
-  for (std::vector<NamedParameter>& params : units) {
-    auto u = std::make_shared<ShardedUnit>();
-    u->comm = &comm;
-    u->dtype = dtype;
+  for (size_t i = 0; i < units.size(); ++i) {
+    const bool head = i + 1 == units.size(), embedding = i == 0;
+    const std::string name = embedding ? "embedding" : head ? "head" : fmt::format("layer {}", i - 1);
+    auto u = std::make_shared<ShardedUnit>(sp->schedule_, name, sp->setup_, dtype);
+    u->SetRole(head, embedding);
     // The unit in full, float32 on the CPU, only while it is filled and sliced.
-    auto flat = unit_flatten_filled(params, static_cast<int>(W), fill);
+    auto flat = unit_flatten_filled(units[i], static_cast<int>(W), fill);
     if (!flat.ok()) return flat.status();
     u->layout = std::move(*flat);
-    const int64_t S = u->layout.shard, begin = group_rank * S, end = begin + S;
+    const int64_t S = u->layout.shard, begin = rank * S, end = begin + S;
     u->master = u->layout.full.narrow(0, begin, S).to(device, /*non_blocking=*/false, /*copy=*/true);
     u->layout.full = at::Tensor();
     u->master.requires_grad_(true);
@@ -142,6 +187,7 @@ Result<std::unique_ptr<ShardedParams>> ShardedParams::Create(const ModelConfig& 
       const int64_t b = std::max(begin, e.offset), f = std::min(end, e.offset + e.numel);
       if (f > b) u->decay.push_back({b - begin, f - begin});
     }
+    sp->schedule_.Add(*u);
     sp->masters_.push_back(u->master);
     sp->m_.push_back(at::zeros({S}, u->master.options()));
     sp->v_.push_back(at::zeros({S}, u->master.options()));
@@ -159,6 +205,7 @@ int64_t ShardedParams::shard_elements() const {
 }
 
 at::Tensor ShardedParams::Forward(const at::Tensor& tokens) {
+  schedule_.BeginForward();
   const Model& m = model_;
   const RopeRows rope = rope_rows(m, 0, tokens.size(1), dtype_);
   auto embed = [](const at::Tensor& t, const std::vector<at::Tensor>& p) { return embed_forward(p[0], t); };
@@ -185,7 +232,7 @@ double ShardedParams::Step(double lr) {
   // slice-sized temporary at a time), the sum over slices and ranks in float64.
   at::Tensor sum_sq = at::zeros({1}, grads[0].options().dtype(at::kDouble));
   for (const at::Tensor& g : grads) sum_sq += g.pow(2).sum().to(at::kDouble);
-  comm_->AllReduceSum(sum_sq);
+  setup_.shard->AllReduceSum(sum_sq);
   const double norm = std::sqrt(sum_sq.item<double>());
   if (options_.grad_clip > 0 && norm > options_.grad_clip) {
     const double scale = options_.grad_clip / (norm + 1e-6);
@@ -227,8 +274,9 @@ Status ShardedParams::Save(const std::string& dir, bool write) {
   }
   // Every rank gathers every unit (collectives), also after a writer error.
   c10::NoGradGuard no_grad;
+  schedule_.BeginForward();
   for (const auto& u : units_) {
-    UnitTensors t = u->Gather();
+    UnitTensors t = u->Gather(UnitPass::kForwardOnly);
     if (writer && status.ok())
       for (const at::Tensor& p : t.params)
         if (status.ok()) status = writer->Write(p);

@@ -1,5 +1,6 @@
 #include "backends/native/distributed/process_group.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "runner/base/text.h"
@@ -44,33 +45,114 @@ Result<DistEnv> DistEnvFromEnvironment() {
   return e;
 }
 
-ProcessGroups ConnectGroups(const DistEnv& env, int groups, int group_size, bool cuda, double timeout_seconds) {
+std::string HybridLayoutProblem(const GroupsRequest& r) {
+  if (r.rank_nodes.size() != static_cast<size_t>(r.groups) * static_cast<size_t>(r.group_size))
+    return fmt::format("{} rank nodes for {} group(s) of {}", r.rank_nodes.size(), r.groups, r.group_size);
+  for (int g = 0; g < r.groups; ++g) {
+    // Runs of consecutive ranks on one node: (node, ranks).
+    std::vector<std::pair<std::string, int>> runs;
+    for (int i = 0; i < r.group_size; ++i) {
+      const std::string& node = r.rank_nodes[static_cast<size_t>(g * r.group_size + i)];
+      if (runs.empty() || runs.back().first != node) runs.push_back({node, 0});
+      ++runs.back().second;
+    }
+    for (size_t i = 0; i < runs.size(); ++i) {
+      for (size_t j = 0; j < i; ++j)
+        if (runs[j].first == runs[i].first)
+          return fmt::format("group {}: the ranks of node {} are not consecutive", g, runs[i].first);
+      if (runs[i].second != runs[0].second)
+        return fmt::format("group {}: node {} holds {} of its ranks and node {} holds {} (hybrid sharding needs the "
+                           "same number on each)",
+                           g, runs[0].first, runs[0].second, runs[i].first, runs[i].second);
+    }
+  }
+  return "";
+}
+
+namespace {
+
+// The nodes of `ranks` (world ranks), in that order.
+std::vector<std::string> NodesOf(const GroupsRequest& r, const std::vector<int>& ranks) {
+  std::vector<std::string> out;
+  for (int rank : ranks) out.push_back(r.rank_nodes.at(static_cast<size_t>(rank)));
+  return out;
+}
+
+std::vector<int> Range(int first, int count, int stride) {
+  std::vector<int> out;
+  for (int i = 0; i < count; ++i) out.push_back(first + i * stride);
+  return out;
+}
+
+}  // namespace
+
+ProcessGroups ConnectGroups(const DistEnv& env, const GroupsRequest& request) {
   ProcessGroups g;
+  const int K = request.group_size;
   g.rank = env.rank;
   g.world = env.world;
-  g.groups = groups;
-  g.group_size = group_size;
-  g.group = env.rank / group_size;
-  g.group_rank = env.rank % group_size;
-  const auto ms = static_cast<int64_t>(timeout_seconds * 1000);
+  g.groups = request.groups;
+  g.group_size = K;
+  g.group = env.rank / K;
+  g.group_rank = env.rank % K;
+  const auto ms = static_cast<int64_t>(request.timeout_seconds * 1000);
+  const bool cuda = request.cuda;
   auto store = compat::CommStoreConnect(env.master_addr, env.master_port, env.rank == 0, env.world, ms);
-  g.world_comm = std::make_shared<Communicator>(
-      compat::CommGroupCreate(compat::CommStorePrefix(store, "world/"), env.rank, env.world, cuda, ms));
+  auto connect = [&](const std::string& prefix, int rank, const std::vector<int>& members) {
+    return std::make_shared<Communicator>(compat::CommGroupCreate(compat::CommStorePrefix(store, prefix), rank,
+                                                                  static_cast<int>(members.size()), cuda, ms),
+                                          NodesOf(request, members));
+  };
+  g.world_comm = connect("world/", env.rank, Range(0, env.world, 1));
   // Only the members of a subgroup meet under its prefix.
-  g.group_comm = std::make_shared<Communicator>(compat::CommGroupCreate(
-      compat::CommStorePrefix(store, fmt::format("group{}/", g.group)), g.group_rank, group_size, cuda, ms));
-  g.cross_comm = std::make_shared<Communicator>(compat::CommGroupCreate(
-      compat::CommStorePrefix(store, fmt::format("cross{}/", g.group_rank)), g.group, groups, cuda, ms));
+  g.group_comm = connect(fmt::format("group{}/", g.group), g.group_rank, Range(g.group * K, K, 1));
+  g.cross_comm = connect(fmt::format("cross{}/", g.group_rank), g.group, Range(g.group_rank, g.groups, K));
+  g.shard_comm = g.group_comm;
+  if (request.hybrid) {
+    // S ranks per node, R nodes: this rank holds shard s of node n's copy.
+    const auto first = request.rank_nodes.begin() + static_cast<std::ptrdiff_t>(g.group) * K;
+    const int S = static_cast<int>(std::count(first, first + K, request.rank_nodes.at(static_cast<size_t>(env.rank))));
+    const int R = K / S, n = g.group_rank / S, s = g.group_rank % S;
+    g.replicas = R;
+    if (R > 1) {
+      g.shard_comm = connect(fmt::format("shard{}.{}/", g.group, n), s, Range(g.group * K + n * S, S, 1));
+      g.replica_comm = connect(fmt::format("replica{}.{}/", g.group, s), n, Range(g.group * K + s, R, S));
+    }
+  }
   return g;
 }
 
-int64_t ProcessGroups::bytes_within() const { return group_comm ? group_comm->bytes_sent() : 0; }
+std::vector<Communicator*> ProcessGroups::All() const {
+  std::vector<Communicator*> out;
+  for (const auto& comm : {world_comm, group_comm, cross_comm, shard_comm, replica_comm})
+    if (comm && std::find(out.begin(), out.end(), comm.get()) == out.end()) out.push_back(comm.get());
+  return out;
+}
+
+int64_t ProcessGroups::bytes_within() const {
+  int64_t n = 0;
+  for (Communicator* c : All())
+    if (c == group_comm.get() || c == shard_comm.get() || c == replica_comm.get()) n += c->bytes_sent();
+  return n;
+}
+
 int64_t ProcessGroups::bytes_between() const { return cross_comm ? cross_comm->bytes_sent() : 0; }
 
-double ProcessGroups::WaitSeconds() const {
+int64_t ProcessGroups::bytes_between_nodes() const {
+  int64_t n = 0;
+  for (Communicator* c : All()) n += c->bytes_between_nodes();
+  return n;
+}
+
+double ProcessGroups::ExposedSeconds() const {
   double total = 0;
-  for (const auto& comm : {world_comm, group_comm, cross_comm})
-    if (comm) total += comm->WaitSeconds();
+  for (Communicator* c : All()) total += c->ExposedSeconds();
+  return total;
+}
+
+double ProcessGroups::InFlightSeconds() const {
+  double total = 0;
+  for (Communicator* c : All()) total += c->InFlightSeconds();
   return total;
 }
 

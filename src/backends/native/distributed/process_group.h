@@ -3,17 +3,24 @@
 
 // The process groups of one worker rank: rendezvous through a TCPStore on
 // MASTER_ADDR:MASTER_PORT (rank 0 serves it), then
-//   world  all ranks                                    (barriers)
-//   group  the K ranks of this rank's group             (FSDP collectives)
-//   cross  the ranks with this local rank in every group (share merges)
+//   world    all ranks                                    (barriers)
+//   group    the K ranks of this rank's group             (the loss, the evaluation)
+//   cross    the ranks with this local rank in every group (share merges)
+//   shard    the ranks a unit is sharded over: the group (full sharding), or
+//            with hybrid sharding the group's ranks on this rank's node
+//   replica  hybrid sharding over R > 1 nodes: the group's ranks that hold the
+//            same shard, one per node (gradient shards are all-reduced there);
+//            absent otherwise
 // each a Gloo (CPU) or NCCL (CUDA) group over a PrefixStore of the one store.
 // Each is a Communicator (communicator.h), which counts the bytes this rank
-// sends through it: bytes within groups are the group one's, bytes between
-// groups the cross one's (the world group only meets at barriers).
+// sends through it: bytes within groups are those of group, shard and replica,
+// bytes between groups the cross one's (the world group only meets at
+// barriers); bytes between nodes are counted apart from the ranks' placement.
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backends/native/distributed/communicator.h"
 #include "runner/base/status.h"
@@ -33,21 +40,44 @@ struct DistEnv {
 // Reads the variables above; an error names the missing or malformed one.
 Result<DistEnv> DistEnvFromEnvironment();
 
+// How the ranks are laid out: what ConnectGroups needs beyond the environment.
+struct GroupsRequest {
+  int groups = 1, group_size = 1;
+  std::vector<std::string> rank_nodes;  // node of every rank, rank order (groups·group_size of them)
+  bool hybrid = false;                  // shard within nodes, replicate across them
+  bool cuda = false;                    // NCCL, else Gloo
+  double timeout_seconds = 300;
+};
+
 struct ProcessGroups {
   int rank = 0, world = 1;
   int groups = 1, group_size = 1;
   int group = 0;       // rank / group_size
   int group_rank = 0;  // rank % group_size
+  int replicas = 1;    // R: hybrid sharding's nodes of the group; 1 otherwise
   std::shared_ptr<Communicator> world_comm, group_comm, cross_comm;
-  int64_t bytes_within() const;   // bytes this rank sent in group collectives
+  std::shared_ptr<Communicator> shard_comm;    // == group_comm unless hybrid
+  std::shared_ptr<Communicator> replica_comm;  // hybrid over R > 1 nodes; else null
+  int64_t bytes_within() const;   // bytes this rank sent in its group's collectives (group, shard, replica)
   int64_t bytes_between() const;  // bytes this rank sent in cross-group collectives
-  // Seconds this rank has spent in the collectives of its three groups (compat::CommWaitSeconds).
-  double WaitSeconds() const;
+  int64_t bytes_between_nodes() const;  // of all its bytes, those sent to a rank on another node
+  // Seconds this rank was stalled in its groups' collectives, and seconds
+  // those collectives were in flight (communicator.h), over every group.
+  double ExposedSeconds() const;
+  double InFlightSeconds() const;
+  // Every distinct communicator (shard is group's when not hybrid), world first.
+  std::vector<Communicator*> All() const;
 };
 
-// Connects every group. REQUIRES: env.world == groups·group_size.
+// Problems of `request` for hybrid sharding ("" when none): every group must
+// have the same number of ranks on each of its nodes, each node's ranks
+// consecutive (the fsdp layout is).
+std::string HybridLayoutProblem(const GroupsRequest& request);
+
+// Connects every group. REQUIRES: env.world == groups·group_size and
+// rank_nodes of that size; for hybrid, HybridLayoutProblem(request) empty.
 // Throws c10::Error when the rendezvous or a group fails (timeout_seconds).
-ProcessGroups ConnectGroups(const DistEnv& env, int groups, int group_size, bool cuda, double timeout_seconds);
+ProcessGroups ConnectGroups(const DistEnv& env, const GroupsRequest& request);
 
 }  // namespace native
 }  // namespace protocol

@@ -45,6 +45,7 @@ std::string EncodeEvent(const WorkerEvent& e) {
       j["event"] = "bytes";
       j["within"] = e.bytes_within;
       j["between"] = e.bytes_between;
+      j["between_nodes"] = e.bytes_between_nodes;
       break;
     case WorkerEvent::Kind::kError:
       j["event"] = "error";
@@ -107,6 +108,7 @@ std::optional<WorkerEvent> DecodeEvent(std::string_view line) {
       e.kind = WorkerEvent::Kind::kBytes;
       e.bytes_within = j.at("within").get<int64_t>();
       e.bytes_between = j.at("between").get<int64_t>();
+      e.bytes_between_nodes = j.value("between_nodes", int64_t{0});
     } else {
       return std::nullopt;
     }

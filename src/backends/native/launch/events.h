@@ -39,6 +39,7 @@ struct WorkerEvent {
   std::string value;           // kFact
   int64_t bytes_within = 0;    // kBytes: within the rank's group (FSDP collectives)
   int64_t bytes_between = 0;   // kBytes: between groups (merges)
+  int64_t bytes_between_nodes = 0;  // kBytes: of all of them, those sent to a rank on another node
 };
 
 // How often a rank sends a heartbeat; the supervisor calls a rank silent after

@@ -6,7 +6,7 @@
 // In synchronous training every rank's step takes as long as the slowest
 // rank's: the others wait for it inside the collectives. So a rank is judged
 // by its own work per step, its step time minus its time in collectives
-// (compat::CommWaitSeconds): a straggler works longest and waits least.
+// (compat::CommExposedSeconds): a straggler works longest and waits least.
 //
 // A rank is a straggler when its mean work per step exceeds the median of its
 // group's ranks (itself included; FSDP: one group of every rank; share: each

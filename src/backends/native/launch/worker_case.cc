@@ -26,7 +26,7 @@ Json EncodeTraining(const TrainingSettings& t) {
   Json j = Json::object();
   for (const TrainingField& field : TrainingFields())
     VisitField(field, t, [&](const auto& value) {
-      if constexpr (std::is_same_v<std::decay_t<decltype(value)>, DeviceChoice>) j[field.name] = NameOf(value);
+      if constexpr (kIsVocabularySetting<std::decay_t<decltype(value)>>) j[field.name] = NameOf(value);
       else j[field.name] = value;
     });
   return j;
@@ -37,7 +37,7 @@ TrainingSettings DecodeTraining(const Json& j) {
   for (const TrainingField& field : TrainingFields())
     VisitField(field, t, [&](auto& value) {
       using T = std::decay_t<decltype(value)>;
-      if constexpr (std::is_same_v<T, DeviceChoice>) value = FromName<DeviceChoice>(j.at(field.name), field.name);
+      if constexpr (kIsVocabularySetting<T>) value = FromName<T>(j.at(field.name), field.name);
       else value = j.at(field.name).get<T>();
     });
   return t;

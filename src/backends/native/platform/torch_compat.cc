@@ -10,9 +10,12 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <limits>
 
 // CUDA facilities exist only where the CUDA runtime headers do (the CUDA wheel);
@@ -40,6 +43,7 @@
 #ifndef USE_C10D_NCCL
 #define USE_C10D_NCCL 1
 #endif
+#include <ATen/cuda/CUDAEvent.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #else
 #define PROTOCOL_WITH_NCCL 0
@@ -173,25 +177,122 @@ struct CommStore {
   c10::intrusive_ptr<c10d::Store> store;
 };
 
+#if PROTOCOL_WITH_NCCL
+// One NCCL collective waited on the compute stream: events around the wait
+// (the stall) and the work, whose own events time it; read once completed.
+struct NcclTiming {
+  std::shared_ptr<at::cuda::CUDAEvent> before, after;
+  c10::intrusive_ptr<c10d::Work> work;
+};
+#endif
+
 struct CommGroup {
   c10::intrusive_ptr<GroupBase> group;
   int size = 1;
+  int rank = 0;
   std::string backend;
-  double wait_seconds = 0;  // in Wait, summed
+  double exposed_seconds = 0;    // stalled waiting, summed
+  double in_flight_seconds = 0;  // issue to end, summed
+#if PROTOCOL_WITH_NCCL
+  std::vector<NcclTiming> unread;  // NCCL timings not read yet
+#endif
+};
+
+// What a PendingCollective owns: the work, the tensors it reads and writes,
+// what is left to do once it ended, and when it was issued and ended.
+struct CommWork {
+  CommGroup* group = nullptr;
+  c10::intrusive_ptr<c10d::Work> work;
+  std::vector<at::Tensor> keep;  // alive until the collective ended
+  std::function<void()> finish;  // after the end: Gloo 1.13's slice copy
+  std::chrono::steady_clock::time_point issued;
+  int64_t bytes = 0;             // what this rank sends (the ring volume)
+  // Set by Gloo's thread when it marks the work complete (its future's callback).
+  std::shared_ptr<std::atomic<int64_t>> ended_ns = std::make_shared<std::atomic<int64_t>>(-1);
 };
 
 namespace {
 
-// Waits for a collective and counts the wall time spent in it.
-void Wait(CommGroup& g, const c10::intrusive_ptr<c10d::Work>& work) {
-  const auto start = std::chrono::steady_clock::now();
-  work->wait();
-  g.wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
 int64_t Bytes(const at::Tensor& t) { return t.numel() * static_cast<int64_t>(t.element_size()); }
 
+int64_t SteadyNs(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+// A collective just issued on `g`. On Gloo the completion time is recorded by
+// the work's future, which Gloo's thread completes when the work ends (NCCL's
+// future completes at launch: NCCL is timed by events instead).
+PendingCollective Issued(CommGroup& g, c10::intrusive_ptr<c10d::Work> work, int64_t bytes, std::vector<at::Tensor> keep,
+                         std::chrono::steady_clock::time_point issued, std::function<void()> finish = nullptr) {
+  auto w = std::make_unique<CommWork>();
+  w->group = &g;
+  w->work = std::move(work);
+  w->keep = std::move(keep);
+  w->finish = std::move(finish);
+  w->issued = issued;
+  w->bytes = bytes;
+  if (g.backend == "gloo") {
+    std::shared_ptr<std::atomic<int64_t>> ended = w->ended_ns;
+    w->work->getFuture()->addCallback(
+        [ended](c10::ivalue::Future&) { ended->store(SteadyNs(std::chrono::steady_clock::now())); });
+  }
+  return PendingCollective(std::move(w));
+}
+
 }  // namespace
+
+PendingCollective::PendingCollective() = default;
+PendingCollective::PendingCollective(std::unique_ptr<CommWork> work)
+    : work_(std::move(work)), bytes_(work_ ? work_->bytes : 0) {}
+PendingCollective::PendingCollective(PendingCollective&& other) noexcept
+    : work_(std::move(other.work_)), bytes_(other.bytes_) {}
+PendingCollective& PendingCollective::operator=(PendingCollective&& other) noexcept {
+  if (this != &other) {
+    try {
+      Wait();
+    } catch (...) {  // a failed collective: the group's next collective reports the failure
+    }
+    work_ = std::move(other.work_);
+    bytes_ = other.bytes_;
+  }
+  return *this;
+}
+PendingCollective::~PendingCollective() {
+  try {
+    Wait();
+  } catch (...) {  // a failed collective: the group's next collective reports the failure
+  }
+}
+
+bool PendingCollective::pending() const { return work_ != nullptr; }
+
+void PendingCollective::Wait() {
+  if (!work_) return;
+  std::unique_ptr<CommWork> w = std::move(work_);
+  CommGroup& g = *w->group;
+#if PROTOCOL_WITH_NCCL
+  if (g.backend == "nccl") {
+    // The CPU does not block: the compute stream waits for NCCL's. The stall
+    // is the time from the stream reaching the wait to its passing it.
+    auto before = std::make_shared<at::cuda::CUDAEvent>(cudaEventDefault);
+    auto after = std::make_shared<at::cuda::CUDAEvent>(cudaEventDefault);
+    before->record();
+    w->work->wait();
+    after->record();
+    g.unread.push_back({before, after, w->work});
+    if (w->finish) w->finish();
+    return;
+  }
+#endif
+  const auto start = std::chrono::steady_clock::now();
+  w->work->wait();
+  const int64_t waited_ns = SteadyNs(std::chrono::steady_clock::now());
+  if (w->finish) w->finish();
+  g.exposed_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const int64_t ended = w->ended_ns->load();
+  const int64_t end_ns = ended >= 0 ? std::min(ended, waited_ns) : waited_ns;
+  g.in_flight_seconds += static_cast<double>(std::max<int64_t>(0, end_ns - SteadyNs(w->issued))) * 1e-9;
+}
 
 std::shared_ptr<CommStore> CommStoreConnect(const std::string& host, int port, bool is_server, int world,
                                             int64_t timeout_ms) {
@@ -228,9 +329,12 @@ std::shared_ptr<CommGroup> CommGroupCreate(const std::shared_ptr<CommStore>& sto
                                            int64_t timeout_ms) {
   auto out = std::make_shared<CommGroup>();
   out->size = size;
+  out->rank = rank;
   const auto timeout = std::chrono::milliseconds(timeout_ms);
 #if PROTOCOL_WITH_NCCL
   if (cuda) {
+    // Each collective's start and end events (read in CommInFlightSeconds).
+    setenv("TORCH_NCCL_ENABLE_TIMING", "1", /*overwrite=*/0);
     auto o = c10d::ProcessGroupNCCL::Options::create();
     o->timeout = timeout;
     out->group = c10::make_intrusive<c10d::ProcessGroupNCCL>(store->store, rank, size, o);
@@ -244,6 +348,7 @@ std::shared_ptr<CommGroup> CommGroupCreate(const std::shared_ptr<CommStore>& sto
   const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
   o->devices.push_back(ifname && *ifname ? c10d::ProcessGroupGloo::createDeviceForInterface(ifname)
                                          : c10d::ProcessGroupGloo::createDefaultDevice());
+  // Two threads: a prefetched all-gather and a gradient reduction in flight together.
   o->threads = 2;
   out->group = c10::make_intrusive<c10d::ProcessGroupGloo>(store->store, rank, size, o);
   out->backend = "gloo";
@@ -251,22 +356,58 @@ std::shared_ptr<CommGroup> CommGroupCreate(const std::shared_ptr<CommStore>& sto
 }
 
 int CommGroupSize(const CommGroup& group) { return group.size; }
-double CommWaitSeconds(const CommGroup& group) { return group.wait_seconds; }
+int CommGroupRank(const CommGroup& group) { return group.rank; }
 std::string CommBackendName(const CommGroup& group) { return group.backend; }
 
-int64_t AllGatherFlat(CommGroup& g, at::Tensor& out, const at::Tensor& shard) {
-  const int64_t sent = (g.size - 1) * Bytes(shard);
+namespace {
+
+// NCCL: the timings of waited collectives whose events have completed by now
+// (all of them after a device synchronisation).
+void ReadNcclTimings(CommGroup& g) {
+#if PROTOCOL_WITH_NCCL
+  std::vector<NcclTiming> still;
+  for (NcclTiming& t : g.unread) {
+    if (!t.after->query()) {
+      still.push_back(std::move(t));
+      continue;
+    }
+    g.exposed_seconds += std::max(0.0f, t.before->elapsed_time(*t.after)) * 1e-3;
+    try {
+      g.in_flight_seconds += std::max(0.0f, t.work->getDuration()) * 1e-3;
+    } catch (const c10::Error&) {  // timing not enabled for this group: the stall is all that is known
+    }
+  }
+  g.unread = std::move(still);
+#else
+  (void)g;
+#endif
+}
+
+}  // namespace
+
+double CommExposedSeconds(CommGroup& group) {
+  ReadNcclTimings(group);
+  return group.exposed_seconds;
+}
+
+double CommInFlightSeconds(CommGroup& group) {
+  ReadNcclTimings(group);
+  return group.in_flight_seconds;
+}
+
+PendingCollective AllGatherFlatAsync(CommGroup& g, at::Tensor& out, const at::Tensor& shard) {
   if (g.size == 1) {
     out.copy_(shard.reshape({-1}));
-    return 0;
+    return PendingCollective();
   }
+  const auto issued = std::chrono::steady_clock::now();
+  const int64_t sent = (g.size - 1) * Bytes(shard);
   at::Tensor input = shard.contiguous();
 #if PROTOCOL_TORCH_2
   if (g.backend == "nccl" || PROTOCOL_GLOO_FLAT) {
     at::Tensor flat_out = out.view({-1});
     at::Tensor flat_in = input.view({-1});
-    Wait(g, g.group->_allgather_base(flat_out, flat_in));
-    return sent;
+    return Issued(g, g.group->_allgather_base(flat_out, flat_in), sent, {flat_out, flat_in}, issued);
   }
 #endif
   // Gloo gathers into its own flat buffer and copies each rank's part into
@@ -276,40 +417,61 @@ int64_t AllGatherFlat(CommGroup& g, at::Tensor& out, const at::Tensor& shard) {
   const int64_t n = input.numel();
   at::Tensor flat = out.view({-1});
   for (int r = 0; r < g.size; ++r) outputs[0].push_back(flat.narrow(0, r * n, n).view(input.sizes()));
-  Wait(g, g.group->allgather(outputs, inputs));
-  return sent;
+  return Issued(g, g.group->allgather(outputs, inputs), sent, {flat, input}, issued);
 }
 
-int64_t ReduceScatterSum(CommGroup& g, at::Tensor& shard_out, at::Tensor& full) {
+PendingCollective ReduceScatterSumAsync(CommGroup& g, at::Tensor& shard_out, at::Tensor& full) {
   if (g.size == 1) {
     shard_out.copy_(full.reshape({-1}));
-    return 0;
+    return PendingCollective();
   }
+  const auto issued = std::chrono::steady_clock::now();
 #if PROTOCOL_TORCH_2
   if (g.backend == "nccl" || PROTOCOL_GLOO_FLAT) {
     c10d::ReduceScatterOptions o;
     o.reduceOp = c10d::ReduceOp::SUM;
     at::Tensor flat_out = shard_out.view({-1});
     at::Tensor flat_in = full.view({-1});
-    Wait(g, g.group->_reduce_scatter_base(flat_out, flat_in, o));
-    return (g.size - 1) * Bytes(full) / g.size;
+    return Issued(g, g.group->_reduce_scatter_base(flat_out, flat_in, o), (g.size - 1) * Bytes(full) / g.size,
+                  {flat_out, flat_in}, issued);
   }
 #endif
-  // Gloo: all-reduce the whole buffer, keep this rank's slice.
-  const int64_t sent = AllReduceSum(g, full);
+  // Gloo: all-reduce the whole buffer, then keep this rank's slice.
+  std::vector<at::Tensor> tensors{full};
+  c10d::AllreduceOptions o;
+  o.reduceOp = c10d::ReduceOp::SUM;
   const int64_t n = shard_out.numel();
-  const int rank = g.group->getRank();
-  shard_out.copy_(full.reshape({-1}).narrow(0, rank * n, n));
-  return sent;
+  at::Tensor out = shard_out, in = full;
+  const int rank = g.rank;
+  return Issued(g, g.group->allreduce(tensors, o), 2 * (g.size - 1) * Bytes(full) / g.size, {shard_out, full}, issued,
+                [out, in, n, rank]() mutable { out.copy_(in.reshape({-1}).narrow(0, rank * n, n)); });
 }
 
-int64_t AllReduceSum(CommGroup& g, at::Tensor& tensor) {
-  if (g.size == 1) return 0;
+PendingCollective AllReduceSumAsync(CommGroup& g, at::Tensor& tensor) {
+  if (g.size == 1) return PendingCollective();
+  const auto issued = std::chrono::steady_clock::now();
   std::vector<at::Tensor> tensors{tensor};
   c10d::AllreduceOptions o;
   o.reduceOp = c10d::ReduceOp::SUM;
-  Wait(g, g.group->allreduce(tensors, o));
-  return 2 * (g.size - 1) * Bytes(tensor) / g.size;
+  return Issued(g, g.group->allreduce(tensors, o), 2 * (g.size - 1) * Bytes(tensor) / g.size, {tensor}, issued);
+}
+
+int64_t AllGatherFlat(CommGroup& g, at::Tensor& out, const at::Tensor& shard) {
+  PendingCollective p = AllGatherFlatAsync(g, out, shard);
+  p.Wait();
+  return p.bytes();
+}
+
+int64_t ReduceScatterSum(CommGroup& g, at::Tensor& shard_out, at::Tensor& full) {
+  PendingCollective p = ReduceScatterSumAsync(g, shard_out, full);
+  p.Wait();
+  return p.bytes();
+}
+
+int64_t AllReduceSum(CommGroup& g, at::Tensor& tensor) {
+  PendingCollective p = AllReduceSumAsync(g, tensor);
+  p.Wait();
+  return p.bytes();
 }
 
 int64_t Broadcast(CommGroup& g, at::Tensor& tensor, int root) {
@@ -317,14 +479,17 @@ int64_t Broadcast(CommGroup& g, at::Tensor& tensor, int root) {
   std::vector<at::Tensor> tensors{tensor};
   c10d::BroadcastOptions o;
   o.rootRank = root;
-  Wait(g, g.group->broadcast(tensors, o));
   // A ring broadcast: every rank but the last forwards the tensor once.
-  return g.group->getRank() == (root + g.size - 1) % g.size ? 0 : Bytes(tensor);
+  const int64_t sent = g.rank == (root + g.size - 1) % g.size ? 0 : Bytes(tensor);
+  PendingCollective p = Issued(g, g.group->broadcast(tensors, o), sent, {tensor}, std::chrono::steady_clock::now());
+  p.Wait();
+  return p.bytes();
 }
 
 void Barrier(CommGroup& g) {
   if (g.size == 1) return;
-  Wait(g, g.group->barrier());
+  PendingCollective p = Issued(g, g.group->barrier(), 0, {}, std::chrono::steady_clock::now());
+  p.Wait();
 }
 
 }  // namespace compat

@@ -80,8 +80,22 @@ int64_t StorageBytes(const at::Tensor& t);
 //   reduce-scatter of n bytes                       (W−1)/W·n
 //   all-reduce of n bytes                           2·(W−1)/W·n
 // so an all-reduce standing in for a reduce-scatter counts twice the bytes.
+//
+// Every collective has an asynchronous form (…Async) that returns once the
+// collective is issued, as a PendingCollective; the plain form is the same
+// collective waited at once. Time is counted per group in two figures:
+//   exposed     the time this rank was stalled waiting for a collective to end:
+//               on Gloo the wall time the calling thread spent in Wait; on
+//               NCCL the time the compute stream stood still at the wait (CUDA
+//               events before and after it)
+//   in flight   Σ over the collectives of (end − issue): on Gloo from the
+//               issue to the moment Gloo's thread marked it complete; on NCCL
+//               the collective's own start and end events (TORCH_NCCL_ENABLE_TIMING)
+// A collective waited at once has exposed ≈ in flight; one issued early and
+// waited after other work has exposed < in flight: the difference was hidden.
 struct CommStore;
 struct CommGroup;
+struct CommWork;
 
 // True where Gloo has the flat collectives (_allgather_base, _reduce_scatter_base):
 // libtorch 2.6 and later. Then ReduceScatterSum is a real reduce-scatter.
@@ -99,18 +113,49 @@ std::shared_ptr<CommStore> CommStorePrefix(const std::shared_ptr<CommStore>& bas
 std::shared_ptr<CommGroup> CommGroupCreate(const std::shared_ptr<CommStore>& store, int rank, int size, bool cuda,
                                            int64_t timeout_ms);
 int CommGroupSize(const CommGroup& group);
-// Wall seconds this rank has spent in the group's collectives, from issuing one
-// to its end (waiting for slower peers included). What a rank did between
-// collectives is its own work: a straggler's is longest.
-double CommWaitSeconds(const CommGroup& group);
+int CommGroupRank(const CommGroup& group);
+// Exposed and in-flight seconds of the group's collectives waited so far (see
+// above). On NCCL, call after DeviceSynchronize: the timings of collectives
+// whose events have not completed yet are read then.
+double CommExposedSeconds(CommGroup& group);
+double CommInFlightSeconds(CommGroup& group);
 std::string CommBackendName(const CommGroup& group);  // "gloo" | "nccl"
 
+// A collective issued and not yet waited for. Owns what the collective reads
+// and writes until it ends; destroying one that is still pending waits for it,
+// so no collective ever runs on freed memory. Move-only.
+class PendingCollective {
+ public:
+  PendingCollective();
+  explicit PendingCollective(std::unique_ptr<CommWork> work);
+  PendingCollective(PendingCollective&& other) noexcept;
+  PendingCollective& operator=(PendingCollective&& other) noexcept;
+  ~PendingCollective();
+
+  // Blocks until the collective has ended and its result is in place (the
+  // slice copy of Gloo 1.13's reduce-scatter included); counts the group's
+  // exposed and in-flight time. No-op when nothing is pending. Throws
+  // c10::Error when the collective failed (a lost peer, a timeout).
+  void Wait();
+  bool pending() const;
+  // Bytes this rank sends for the collective (the ring volumes above).
+  int64_t bytes() const { return bytes_; }
+
+ private:
+  std::unique_ptr<CommWork> work_;
+  int64_t bytes_ = 0;
+};
+
 // out (size·shard.numel(), contiguous) = concatenation of every rank's shard.
-int64_t AllGatherFlat(CommGroup& group, at::Tensor& out, const at::Tensor& shard);
+PendingCollective AllGatherFlatAsync(CommGroup& group, at::Tensor& out, const at::Tensor& shard);
 // shard_out = this rank's 1/size slice of the element-wise SUM of every rank's
 // `full` (full.numel() == size·shard_out.numel()). `full` may be overwritten.
-int64_t ReduceScatterSum(CommGroup& group, at::Tensor& shard_out, at::Tensor& full);
+PendingCollective ReduceScatterSumAsync(CommGroup& group, at::Tensor& shard_out, at::Tensor& full);
 // In place: tensor = SUM over ranks.
+PendingCollective AllReduceSumAsync(CommGroup& group, at::Tensor& tensor);
+// The same, waited at once; each returns the bytes this rank sent.
+int64_t AllGatherFlat(CommGroup& group, at::Tensor& out, const at::Tensor& shard);
+int64_t ReduceScatterSum(CommGroup& group, at::Tensor& shard_out, at::Tensor& full);
 int64_t AllReduceSum(CommGroup& group, at::Tensor& tensor);
 // In place: tensor = rank `root`'s tensor.
 int64_t Broadcast(CommGroup& group, at::Tensor& tensor, int root);

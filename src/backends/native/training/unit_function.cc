@@ -41,13 +41,13 @@ struct UnitFunction : torch::autograd::Function<UnitFunction> {
     c.x_requires_grad = x.is_floating_point() && x.requires_grad();
     if (c.mode == UnitMode::kRecompute) {
       ctx->save_for_backward({x});
-      UnitTensors t = c.params->Gather();  // dropped at the end of this scope
+      UnitTensors t = c.params->Gather(UnitPass::kForward);  // dropped at the end of this scope
       return {c.compute(x, t.params)};
     }
     // kKeepGraph: build the unit's graph here (the node runs forward without grad mode).
     at::AutoGradMode grad_mode(true);
     c.x_in = GraphInput(x, c.x_requires_grad);
-    c.tensors = c.params->Gather();
+    c.tensors = c.params->Gather(UnitPass::kForward);
     c.y = c.compute(c.x_in, c.tensors.params);
     c.params->Free(c.tensors);
     return {c.y.detach()};
@@ -61,7 +61,7 @@ struct UnitFunction : torch::autograd::Function<UnitFunction> {
       at::AutoGradMode grad_mode(true);
       if (c.mode == UnitMode::kRecompute) {
         x_in = GraphInput(ctx->get_saved_variables()[0], c.x_requires_grad);
-        c.tensors = c.params->Gather();
+        c.tensors = c.params->Gather(UnitPass::kBackward);
         y = c.compute(x_in, c.tensors.params);
       } else {
         c.params->Refill(c.tensors);
@@ -88,7 +88,7 @@ struct UnitFunction : torch::autograd::Function<UnitFunction> {
 
 at::Tensor unit_apply(UnitCompute compute, const at::Tensor& x, std::shared_ptr<UnitParameters> params, UnitMode mode) {
   if (!at::GradMode::is_enabled()) {  // eval / inference: no graph, nothing kept
-    UnitTensors t = params->Gather();
+    UnitTensors t = params->Gather(UnitPass::kForwardOnly);
     return compute(x, t.params);
   }
   std::vector<at::Tensor> inputs = params->Inputs();

@@ -13,13 +13,13 @@
 //
 // y = unit_apply(compute, x, params, mode):
 //
-//   forward   tensors = params.Gather();  y = compute(x, tensors)
+//   forward   tensors = params.Gather(kForward);  y = compute(x, tensors)
 //             kRecompute  without an autograd graph; the gathered tensors are
 //                         dropped at once (params.Release); kept: x only
 //             kKeepGraph  with a graph inside the unit (its activations are
 //                         kept); the gathered storage is freed (params.Free)
 //                         while the graph keeps its views of it
-//   backward  kRecompute  tensors = params.Gather() again; y = compute(x, ·)
+//   backward  kRecompute  tensors = params.Gather(kBackward) again; y = compute(x, ·)
 //                         again, now with a graph
 //             kKeepGraph  params.Refill(): the same storage re-gathered
 //             then autograd backward through the unit's graph from dL/dy:
@@ -31,8 +31,8 @@
 //             slice, which autograd accumulates over micro-batches) and
 //             releases everything the unit gathered.
 //
-// Without grad mode (eval, inference) unit_apply just gathers, computes and
-// releases. A unit whose input x does not require grad (the embedding's
+// Without grad mode (eval, inference) unit_apply just gathers (kForwardOnly),
+// computes and releases. A unit whose input x does not require grad (the embedding's
 // tokens, or every unit of a frozen base) still gets its backward: the node
 // always has one gradient-requiring input.
 //
@@ -56,6 +56,12 @@ struct UnitTensors {
   at::Tensor buffer;               // FSDP: the gathered flat buffer the params view; else undefined
 };
 
+// Why a unit's parameters are gathered: a forward whose backward follows
+// (unit_apply in grad mode), a forward without one (eval, inference, save),
+// or the backward (a recomputation). FSDP orders its prefetch by it
+// (fsdp_schedule.h); whole parameters ignore it.
+enum class UnitPass { kForward, kForwardOnly, kBackward };
+
 // Where a unit's parameters come from and where their gradients go.
 class UnitParameters {
  public:
@@ -65,13 +71,16 @@ class UnitParameters {
   // parameters are ordinary leaves that get their own .grad.
   virtual std::vector<at::Tensor> Inputs() = 0;
   // The full parameters, as leaves that require grad when they are trained.
-  virtual UnitTensors Gather() = 0;
+  virtual UnitTensors Gather(UnitPass pass) = 0;
   // kKeepGraph: releases the data of `t` but keeps the tensors (the graph's
-  // saved views), and later fills them again. Only FSDP units support it.
+  // saved views), and later fills them again. Only FSDP units support it (and
+  // may keep the data instead: fsdp_schedule.h).
   virtual void Free(UnitTensors& t) = 0;
   virtual void Refill(UnitTensors& t) = 0;
   // After the unit's backward: one gradient per Inputs() entry (undefined
-  // where there is none), built from the .grad of t.params; then t is released.
+  // where there is none, or where the unit puts it in place itself once an
+  // asynchronous reduction ends), built from the .grad of t.params; then t is
+  // released.
   virtual std::vector<at::Tensor> ReduceGradients(UnitTensors& t) = 0;
 };
 
@@ -93,7 +102,7 @@ class LocalParameters : public UnitParameters {
  public:
   explicit LocalParameters(std::vector<at::Tensor> tensors) : tensors_(std::move(tensors)) {}
   std::vector<at::Tensor> Inputs() override { return {}; }
-  UnitTensors Gather() override { return {tensors_, {}}; }
+  UnitTensors Gather(UnitPass) override { return {tensors_, {}}; }
   void Free(UnitTensors&) override;    // not supported: throws
   void Refill(UnitTensors&) override;  // not supported: throws
   std::vector<at::Tensor> ReduceGradients(UnitTensors& t) override {
