@@ -12,6 +12,7 @@
 #include "backends/native/fsdp_backend.h"
 #include "backends/native/model/model_resolve.h"
 #include "backends/native/native_check.h"
+#include "backends/native/platform/torch_compat.h"
 #include "backends/native/share_backend.h"
 #include "fake_process_runner.h"
 #include "runner/base/text.h"
@@ -246,10 +247,11 @@ TEST_CASE("native check: the memory note compares with the stated GPU memory") {
     Plan plan = ParsePlan("{preset: llama2-7b}", cases, "40");
     CaseAdvice a = MakeNativeShareBackend()->Advise(plan, *plan.FindCase("big"));
     REQUIRE(a.warnings.size() == 1);
-    CHECK(StartsWith(a.warnings[0], "expected peak memory per GPU 54.72 GB exceeds the 40 GB of node 'rig0'"));
-    REQUIRE(a.notes.size() == 1);
-    CHECK(StartsWith(a.notes[0], "expected peak memory per GPU: 54.72 GB of 40 GB; FSDP FULL_SHARD over W = 2 (each "
-                                 "of 8 groups), bf16; micro-batch 1 x 128 tokens, checkpoint_every 1\n54.72 GB = "));
+    CHECK(StartsWith(a.warnings[0], "expected peak memory per GPU 54.89 GB exceeds the 40 GB of node 'rig0'"));
+    REQUIRE(a.notes.size() == 2);  // the memory, and what crosses between the two nodes
+    CHECK(StartsWith(a.notes[1], "between nodes: nothing in a step"));
+    CHECK(StartsWith(a.notes[0], "expected peak memory per GPU: 54.89 GB of 40 GB; FSDP FULL_SHARD over W = 2 (each "
+                                 "of 8 groups), bf16; micro-batch 1 x 128 tokens, checkpoint_every 1\n54.89 GB = "));
     // On CPU: per rank process, float32, compared with nothing.
     CaseAdvice c = MakeNativeShareBackend()->Advise(plan, *plan.FindCase("cpu"));
     CHECK(c.warnings.empty());
@@ -265,7 +267,7 @@ TEST_CASE("native check: the memory note compares with the stated GPU memory") {
     Plan plan = ParsePlan("{preset: llama2-7b}", cases, "0");
     CaseAdvice a = MakeNativeShareBackend()->Advise(plan, *plan.FindCase("big"));
     CHECK(a.warnings.empty());
-    REQUIRE(a.notes.size() == 1);
+    REQUIRE(a.notes.size() == 2);
     CHECK(a.notes[0].find("(GPU memory not stated in cluster.nodes[].gpu_memory_gb: not compared)") != std::string::npos);
   }
 }
@@ -310,6 +312,51 @@ TEST_CASE("native check: a preset takes the tokenizer's vocabulary; a tokenizer 
     CHECK(MakeNativeShareBackend()->Check(plan, *plan.FindCase("i")) == std::vector<std::string>{refusal});
   }
   fs::remove_all(root);
+}
+
+}  // namespace protocol
+
+namespace protocol {
+
+TEST_CASE("native check: hybrid sharding is an fsdp setting; a bfloat16 reduction needs a Gloo that has it") {
+  Plan plan = ParsePlan("{preset: tiny, init: random}",
+                        "      - {id: share, backend: share, workload: pretrain, steps: 5, topology: 'rig0:2x1 rig1:2x1',\n"
+                        "         training: {sharding: hybrid}}\n"
+                        "      - {id: cpu, backend: fsdp, workload: pretrain, steps: 5, nodes: 2,\n"
+                        "         training: {device: cpu, ranks_per_node: 2, reduce_dtype: bfloat16}}\n"
+                        "      - {id: gpu, backend: fsdp, workload: pretrain, steps: 5, nodes: 2,\n"
+                        "         training: {reduce_dtype: bfloat16}}\n");
+  const std::vector<std::string> share = MakeNativeShareBackend()->Check(plan, *plan.FindCase("share"));
+  REQUIRE(share.size() == 1);
+  CHECK(share[0].find("training.sharding: hybrid is an fsdp setting") != std::string::npos);
+  const std::string cpu = native::native_run_refusal(plan, *plan.FindCase("cpu"), native::NativeRole::kFsdp);
+  if (native::compat::GlooReducesBfloat16()) CHECK(cpu.empty());
+  else CHECK(StartsWith(cpu, "training.reduce_dtype: bfloat16 on CPU ranks: Gloo in this build"));
+  // On the GPUs NCCL reduces bfloat16 (accelerate's policy does it there by default).
+  CHECK(native::native_run_refusal(plan, *plan.FindCase("gpu"), native::NativeRole::kFsdp).empty());
+}
+
+TEST_CASE("native check: a two-node training case says what crosses between the nodes") {
+  Plan plan = ParsePlan("{preset: llama2-7b}",
+                        "      - {id: full, backend: fsdp, workload: pretrain, steps: 5, nodes: 2}\n"
+                        "      - {id: hybrid, backend: fsdp, workload: pretrain, steps: 5, nodes: 2,\n"
+                        "         training: {sharding: hybrid}}\n"
+                        "      - {id: one, backend: fsdp, workload: pretrain, steps: 5, nodes: 1}\n"
+                        "      - {id: share, backend: share, workload: pretrain, steps: 10, topology: 'rig0:4x2 rig1:4x2',\n"
+                        "         training: {sync_every: 4}}\n");
+  CHECK(plan.FindCase("hybrid")->system == "fsdp-hybrid");
+  const std::string full = native::native_case_traffic(plan, *plan.FindCase("full"), native::NativeRole::kFsdp);
+  CHECK(StartsWith(full, "between nodes per step: 74.82 GB (full sharding: one ring of 16 ranks crosses between the 2 "
+                         "nodes at 2 ranks, each sending 37.41 GB per step); hybrid sharding would send 26.95 GB"));
+  const std::string hybrid = native::native_case_traffic(plan, *plan.FindCase("hybrid"), native::NativeRole::kFsdp);
+  CHECK(StartsWith(hybrid, "between nodes per step: 26.95 GB (hybrid sharding: every rank all-reduces"));
+  CHECK(native::native_case_traffic(plan, *plan.FindCase("one"), native::NativeRole::kFsdp).empty());
+  const std::string share = native::native_case_traffic(plan, *plan.FindCase("share"), native::NativeRole::kShare);
+  CHECK(share.find("nothing in a step") != std::string::npos);
+  CHECK(share.find("3 merge(s) in 10 steps") != std::string::npos);  // after steps 4 and 8, and the last
+  // validate shows it among the case's notes.
+  const CaseAdvice advice = MakeNativeFsdpBackend()->Advise(plan, *plan.FindCase("full"));
+  CHECK(std::find(advice.notes.begin(), advice.notes.end(), full) != advice.notes.end());
 }
 
 }  // namespace protocol

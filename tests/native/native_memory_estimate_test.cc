@@ -107,6 +107,7 @@ TEST_CASE("memory estimate: FSDP FULL_SHARD training of the tiny preset, W = 2, 
   s.config = Tiny();
   s.world = 2;
   s.sharded = true;
+  s.prefetch = false;  // the synchronous order first; prefetch's terms at the end
   s.micro_batch = 2;
   s.seq_len = 16;
   s.checkpoint_every = 1;
@@ -140,13 +141,14 @@ TEST_CASE("memory estimate: FSDP FULL_SHARD training of the tiny preset, W = 2, 
   CHECK(kept.peak_bytes == 12 * 983904 + 2755200 + 2 * 520192 + 3148800);
   // With a vocabulary of 8192 the embedding and the head are 1572864 and 1573056
   // elements: the embedding's backward (every other gradient slice, 3146112 + 4·787200
-  // bytes, and the gathered embedding with its gradients, 8·1572864) is the peak ...
+  // bytes, and its gradients with their flat float32 copy, 8·1572864: it is not
+  // gathered, its backward reads no weight) is the peak ...
   TrainingMemoryShape wide_vocab = s;
   wide_vocab.config.vocab_size = 8192;
   MemoryEstimate embed = estimate_training_memory(wide_vocab);
   CHECK(embed.peak_phase == "backward of the embedding");
   CHECK(Term(embed.at_peak, "gradients") == 4 * 786528 + 4 * 4 * 196800);
-  CHECK(Term(embed.at_peak, "gathered embedding + its gradients") == 8 * 1572864);
+  CHECK(Term(embed.at_peak, "embedding gradients (no gather: its backward reads no weight)") == 8 * 1572864);
   // ... and with 4 times the tokens, the head's: its loss, four graphs, the gathered head.
   wide_vocab.micro_batch = 8;
   MemoryEstimate wide = estimate_training_memory(wide_vocab);
@@ -172,6 +174,23 @@ TEST_CASE("memory estimate: FSDP FULL_SHARD training of the tiny preset, W = 2, 
   CHECK(o.peak_phase == "optimizer step");
   CHECK(Term(o.at_peak, "gradients") == 2 * N);
   CHECK(Term(o.at_peak, "AdamW temporaries") == 8 * 1024 * 192);
+
+  // Prefetch (fsdp_schedule.h): a layer's backward also holds the next unit
+  // gathered (layer l−1: 4·393600; nothing for the embedding) and the previous
+  // unit's float32 flat gradient in flight (layer l+1: 4·393600; the head:
+  // 4·196800). Layer 1 becomes the peak: formed gradients 393600 + 2·787200,
+  // two checkpointed inputs 2·24576, the gathered layer and its gradients
+  // 3148800, its activations 520192, plus 1574400 + 1574400.
+  s.checkpoint_every = 1;
+  s.prefetch = true;
+  MemoryEstimate ahead = estimate_training_memory(s);
+  CHECK(ahead.peak_phase == "backward of decoder layer 1");
+  CHECK(Term(ahead.at_peak, "next unit prefetched") == 4 * 393600);
+  CHECK(Term(ahead.at_peak, "previous unit's gradient in flight") == 4 * 393600);
+  CHECK(ahead.peak_bytes == 12 * 983904 + 393600 + 2 * 787200 + 2 * 24576 + 3148800 + 520192 + 2 * 1574400);
+  // A bf16 reduction halves the gradient in flight.
+  s.reduce_bytes = 2;
+  CHECK(Term(estimate_training_memory(s).at_peak, "previous unit's gradient in flight") == 2 * 393600);
 }
 
 TEST_CASE("memory estimate: 4-bit QLoRA training, sharded and in one process") {
@@ -184,6 +203,7 @@ TEST_CASE("memory estimate: 4-bit QLoRA training, sharded and in one process") {
   s.dtype_bytes = 4;
   s.nf4 = true;
   s.lora_rank = 8;
+  s.prefetch = false;  // prefetch's terms at the end
   MemoryEstimate m = estimate_training_memory(s);
   const ModelConfig t = Tiny();
   CHECK(Term(m.resident, "NF4 projections (1/2 of the records)") == 4 * nf4_layer_shard_bytes(t, false, 2));
@@ -206,6 +226,14 @@ TEST_CASE("memory estimate: 4-bit QLoRA training, sharded and in one process") {
   CHECK(Term(peak.at_peak, "gathered NF4 layer") == 6144 * 36);
   CHECK(Term(peak.at_peak, "one projection dequantized") == 8 * 512 * 192);
   CHECK(Term(peak.at_peak, "one layer's activations") == 16256 * 16);
+  // With prefetch the next layer's records are gathered too, and the previous
+  // layer's adapter gradients (a quarter of the adapters, float32) in flight.
+  s.prefetch = true;
+  MemoryEstimate ahead = estimate_training_memory(s);
+  CHECK(ahead.peak_phase == "backward of decoder layer 3");
+  CHECK(Term(ahead.at_peak, "next NF4 layer prefetched") == 6144 * 36);
+  CHECK(Term(ahead.at_peak, "previous layer's adapter gradients in flight") == 4 * adapters / 4);
+  CHECK(ahead.peak_bytes == peak.peak_bytes + 6144 * 36 + adapters);
   // One process: the NF4 storage of every projection; its load phase holds the
   // projections in float32 before they are quantized.
   s.sharded = false;

@@ -124,12 +124,18 @@ MemoryEstimate FullPrecisionTraining(const TrainingMemoryShape& s, const Trainin
     return e * units[u] + std::max<int64_t>(e, 4) * padded;
   };
   const bool accum = s.grad_accum > 1;
+  // Prefetch (sharded only): unit u's gather issued ahead, and unit u's flat
+  // gradient while its reduction is in flight.
+  const bool ahead = sharded && s.prefetch;
+  auto prefetched = [&](size_t u) -> int64_t { return u == 0 ? 0 : e * shard_elements(units[u], W) * W; };
+  auto in_flight = [&](size_t u) -> int64_t { return s.reduce_bytes * shard_elements(units[u], W) * W; };
   std::vector<Phase> phases;
   {
     Phase p{"backward of the head (logits, loss)", {}};
     if (accum) p.terms.push_back({"gradients", grads_all});
     p.terms.push_back({"activations", q.kept_all});
     if (sharded) p.terms.push_back({"gathered head + its gradients", gathered(units.size() - 1)});
+    if (ahead) p.terms.push_back({"next unit prefetched", prefetched(units.size() - 2)});
     p.terms.push_back({"logits and cross-entropy", q.loss});
     phases.push_back(std::move(p));
   }
@@ -140,6 +146,10 @@ MemoryEstimate FullPrecisionTraining(const TrainingMemoryShape& s, const Trainin
     p.terms.push_back({"gradients", accum ? grads_all : formed});
     p.terms.push_back({"activations", q.kept_through[static_cast<size_t>(l)]});
     if (sharded) p.terms.push_back({"gathered layer + its gradients", gathered(static_cast<size_t>(1 + l))});
+    if (ahead) {
+      p.terms.push_back({"next unit prefetched", prefetched(static_cast<size_t>(l))});
+      p.terms.push_back({"previous unit's gradient in flight", in_flight(static_cast<size_t>(2 + l))});
+    }
     p.terms.push_back({"one layer's activations", q.layer_act});
     phases.push_back(std::move(p));
     formed += grad[static_cast<size_t>(1 + l)];
@@ -147,7 +157,8 @@ MemoryEstimate FullPrecisionTraining(const TrainingMemoryShape& s, const Trainin
   {
     Phase p{"backward of the embedding", {}};
     p.terms.push_back({"gradients", accum ? grads_all : formed});
-    if (sharded) p.terms.push_back({"gathered embedding + its gradients", gathered(0)});
+    if (sharded) p.terms.push_back({"embedding gradients (no gather: its backward reads no weight)", gathered(0)});
+    if (ahead && units.size() > 2) p.terms.push_back({"previous unit's gradient in flight", in_flight(1)});
     phases.push_back(std::move(p));
   }
   phases.push_back({"optimizer step", {{"gradients", grads_all}, {"AdamW temporaries", 8 * largest}}});
@@ -183,11 +194,14 @@ MemoryEstimate Nf4LoraTraining(const TrainingMemoryShape& s, const TrainingQuant
   resident.push_back({"LoRA adapters, their gradients, AdamW m, v", 4 * adapters + 12 * trained});
   const int64_t dequant = dequantize_workspace_bytes(q.largest_projection);
   const int64_t head_gathered = sharded ? e * shard_elements(C + V * C, W) * W : 0;
+  const int64_t nf4_layer = shard_elements(nf4_layer_records(c, s.double_quant), W) * W * nf4_record_bytes(s.double_quant);
+  const bool ahead = sharded && s.prefetch;
   std::vector<Phase> phases;
   {
     Phase p{"backward of the head (logits, loss)", {}};
     p.terms.push_back({"activations", q.kept_all});
     if (sharded) p.terms.push_back({"gathered head", head_gathered});
+    if (ahead && L > 0) p.terms.push_back({"next NF4 layer prefetched", nf4_layer});
     p.terms.push_back({"logits and cross-entropy", q.loss});
     phases.push_back(std::move(p));
   }
@@ -195,9 +209,11 @@ MemoryEstimate Nf4LoraTraining(const TrainingMemoryShape& s, const TrainingQuant
     // The largest of the layer phases is the last layer's: every activation is still kept.
     Phase p{fmt::format("backward of decoder layer {}", L - 1), {}};
     p.terms.push_back({"activations", q.kept_all});
-    if (sharded)
-      p.terms.push_back({"gathered NF4 layer", shard_elements(nf4_layer_records(c, s.double_quant), W) * W *
-                                                   nf4_record_bytes(s.double_quant)});
+    if (sharded) p.terms.push_back({"gathered NF4 layer", nf4_layer});
+    if (ahead && L > 1) {
+      p.terms.push_back({"next NF4 layer prefetched", nf4_layer});
+      p.terms.push_back({"previous layer's adapter gradients in flight", s.reduce_bytes * trained / std::max<int64_t>(1, L)});
+    }
     p.terms.push_back({"one projection dequantized", dequant});
     p.terms.push_back({"one layer's activations", q.layer_act});
     phases.push_back(std::move(p));

@@ -14,8 +14,9 @@
 //
 // Letters (model_config.h): N parameters, L layers, C width, F MLP width,
 // V vocabulary, NH / NKV query / key-value heads, HD head dim; B sequences per
-// rank per forward (micro-batch), T sequence length, W ranks of one FSDP group
-// (fsdp: all ranks of the case; share: K, the ranks of one group), k =
+// rank per forward (micro-batch), T sequence length, W the ranks a unit is
+// sharded over (fsdp: all ranks of the case, or with hybrid sharding the
+// ranks of one node; share: K, the ranks of one group), k =
 // training.checkpoint_every, e = bytes of the compute dtype (2: bf16 on CUDA,
 // 4: float32 on CPU), f = 1 when e ≠ 4 else 0 (a float32 copy exists only when
 // the compute dtype is not float32). ⌈a/b⌉ is a ceiling.
@@ -50,6 +51,11 @@
 //   layer l  the same for the layer unit, plus one layer's activations a·B·T
 //            (recomputed when checkpointed; its gradients otherwise)
 //   step     all gradients, plus AdamW's temporaries: 8·(largest slice or tensor)
+// With prefetch (fsdp_schedule.h), the head's and each layer's phase also
+// hold the next unit of the backward gathered (e·Ŝ of layer l−1; nothing
+// for the embedding, which is not gathered for its backward) and the previous
+// unit's flat gradient while its reduce-scatter is in flight (r·Ŝ of unit
+// l+1, r the reduce dtype's bytes).
 // (one process: nothing is gathered; the head/layer phases keep only the loss
 // and a·B·T.)
 // peak = resident + max over phases.
@@ -67,7 +73,9 @@
 //   process) + one projection being dequantized (nf4.cc: the float32 result,
 //   on CUDA with its int32 table index and its compute-dtype copy: 8 bytes per
 //   weight of the largest projection, F·C) + a·B·T; head: the gathered head (e·Ŝ, no gradient) + the
-//   loss.
+//   loss. With prefetch both also hold the next layer's gathered NF4 records
+//   (R·r_b), and the layer phase the previous layer's adapter gradients in
+//   flight (r per adapter parameter of a layer).
 //
 // ---- inference -----------------------------------------------------------
 // The weights (compute dtype; NF4 projections + norms in the compute dtype
@@ -160,6 +168,10 @@ struct TrainingMemoryShape {
   bool double_quant = false;
   int64_t lora_rank = 8;
   bool lora_freeze_a = false;
+  // training.prefetch (fsdp_schedule.h): in a unit's backward the next unit's
+  // gather and the previous unit's gradient reduction are in flight too.
+  bool prefetch = true;
+  int64_t reduce_bytes = 4;      // r: bytes per element of the gradient reductions
 };
 MemoryEstimate estimate_training_memory(const TrainingMemoryShape& shape);
 

@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <filesystem>
 #include <optional>
+#include <set>
 
 #include "backends/native/dist_backend.h"
 #include "backends/native/memory_estimate.h"
 #include "backends/native/model/model_config.h"
 #include "backends/native/model/model_resolve.h"
+#include "backends/native/platform/torch_compat.h"
+#include "backends/native/traffic.h"
 #include "runner/base/text.h"
 
 namespace protocol {
@@ -112,15 +115,29 @@ struct PeakEstimate {
   std::string terms;
 };
 
-// Training: FSDP FULL_SHARD over the case's ranks (share: over one group) or
-// one process (memory_estimate.h).
+// The ranks a unit is sharded over: the group (fsdp: every rank of the case;
+// share: one group), or with hybrid sharding the group's ranks on one node.
+int ShardWorld(const CaseSpec& spec, NativeRole role, const DistLayout& layout) {
+  if (role != NativeRole::kFsdp || spec.training.sharding != Sharding::kHybrid || layout.rank_nodes.empty())
+    return layout.group_size;
+  const std::string& first = layout.rank_nodes.front();
+  return static_cast<int>(std::count(layout.rank_nodes.begin(), layout.rank_nodes.begin() + layout.group_size, first));
+}
+
+// Training: FSDP over the case's ranks (share: over one group; hybrid: over
+// one node's) or one process (memory_estimate.h).
 PeakEstimate TrainingPeak(const CaseSpec& spec, NativeRole role, const ModelSpec& ms, const ModelConfig& config,
                           const DistLayout& layout, bool gpu) {
   TrainingMemoryShape s;
   s.config = config;
   const int world = layout.world();
-  s.world = role == NativeRole::kShare ? layout.group_size : world;
+  const int shard_world = ShardWorld(spec, role, layout);
+  s.world = shard_world;
   s.sharded = role == NativeRole::kShare || world > 1;
+  s.prefetch = spec.training.prefetch;
+  s.reduce_bytes = spec.training.reduce_dtype == ReduceDtype::kFloat32 ? 4
+                   : spec.training.reduce_dtype == ReduceDtype::kBfloat16 ? 2
+                                                                          : (gpu ? 2 : 4);
   const int64_t per_rank = spec.training.batch_size / std::max(1, world);
   s.micro_batch = std::max<int64_t>(1, per_rank / std::max<int64_t>(1, spec.training.grad_accum));
   s.seq_len = spec.training.seq_len;
@@ -137,10 +154,14 @@ PeakEstimate TrainingPeak(const CaseSpec& spec, NativeRole role, const ModelSpec
   out.peak_bytes = m.peak_bytes;
   out.terms = m.Describe();
   out.what = fmt::format("{}, {}{}; micro-batch {} x {} tokens, checkpoint_every {}",
-                         s.sharded ? fmt::format("FSDP FULL_SHARD over W = {}{}", s.world,
-                                                 role == NativeRole::kShare
-                                                     ? fmt::format(" (each of {})", Plural(layout.groups, "group"))
-                                                     : "")
+                         s.sharded ? (shard_world < layout.group_size
+                                          ? fmt::format("FSDP HYBRID_SHARD over W = {} per node, {} replicas",
+                                                        shard_world, layout.group_size / shard_world)
+                                          : fmt::format("FSDP FULL_SHARD over W = {}{}", s.world,
+                                                        role == NativeRole::kShare
+                                                            ? fmt::format(" (each of {})",
+                                                                          Plural(layout.groups, "group"))
+                                                            : ""))
                                    : "one process",
                          gpu ? "bf16" : "float32",
                          s.nf4 ? fmt::format(", 4-bit NF4{} + LoRA rank {}", ms.double_quant ? " (double quant)" : "",
@@ -239,6 +260,18 @@ std::vector<CaseIssue> native_case_issues(const Plan& plan, const CaseSpec& spec
                                     p.node, p.groups, p.ranks_per_group, ranks, p.node, node->gpus)});
     }
   }
+  if (training && role == NativeRole::kShare && spec.training.sharding == Sharding::kHybrid)
+    issues.push_back({CaseIssueKind::kError,
+                      "training.sharding: hybrid is an fsdp setting (shard within each node, replicate across "
+                      "nodes); a share group runs on one node, where it is full sharding: remove it"});
+  if (training && spec.training.reduce_dtype == ReduceDtype::kBfloat16 && !compat::GlooReducesBfloat16()) {
+    auto layout = role == NativeRole::kFsdp ? FsdpLayout(plan, spec) : ShareLayout(plan, spec);
+    if (layout.ok() && layout->world() > 1 && !OnGpu(spec, CaseNodes(plan, spec, *layout)))
+      issues.push_back({CaseIssueKind::kRefusal,
+                        fmt::format("training.reduce_dtype: bfloat16 on CPU ranks: Gloo in this build (libtorch {}) "
+                                    "cannot reduce bfloat16 tensors; use auto (float32 on a CPU)",
+                                    compat::TorchVersion())});
+  }
   const std::string path = plan.ResolvePath(ms.path);
   if (native_weights_source(spec.workload, nf4, ms.init_random, path) == WeightsSource::kMissing)
     issues.push_back(MissingWeights(ms, path, spec.workload, nf4));
@@ -295,6 +328,80 @@ CaseAdvice native_case_memory(const Plan& plan, const CaseSpec& spec, NativeRole
   return advice;
 }
 
+namespace {
+
+// The shape of a training step of `spec` for traffic.h.
+FsdpTrafficShape FsdpTraffic(const CaseSpec& spec, const ModelSpec& ms, const ModelConfig& config,
+                             const DistLayout& layout, bool gpu) {
+  FsdpTrafficShape t;
+  t.config = config;
+  t.nodes = static_cast<int64_t>(std::set<std::string>(layout.rank_nodes.begin(), layout.rank_nodes.end()).size());
+  t.ranks_per_node = layout.world() / std::max<int64_t>(1, t.nodes);
+  t.hybrid = spec.training.sharding == Sharding::kHybrid;
+  t.grad_accum = spec.training.grad_accum;
+  t.dtype_bytes = gpu ? 2 : 4;
+  t.reduce_bytes = spec.training.reduce_dtype == ReduceDtype::kFloat32    ? 4
+                   : spec.training.reduce_dtype == ReduceDtype::kBfloat16 ? 2
+                                                                          : t.dtype_bytes;
+  t.reduce_scatter_is_all_reduce = !gpu && !compat::GlooHasFlatCollectives();
+  t.nf4 = IsNf4(ms);
+  t.double_quant = ms.double_quant;
+  t.lora_rank = spec.training.LoraRank();
+  t.lora_freeze_a = spec.training.lora_freeze_a;
+  return t;
+}
+
+// The merges of a share case of `steps` steps: every sync_every steps before
+// the last, and the last.
+int64_t ShareMerges(const CaseSpec& spec) {
+  if (!spec.length || spec.length->unit != Length::Unit::kSteps) return 0;
+  const int64_t steps = spec.length->count, every = spec.training.sync_every;
+  return (every > 0 ? (steps - 1) / every : 0) + 1;
+}
+
+}  // namespace
+
+std::string native_case_traffic(const Plan& plan, const CaseSpec& spec, NativeRole role) {
+  if (spec.workload == Workload::kInference) return "";
+  auto model = plan.models.find(spec.model);
+  if (model == plan.models.end()) return "";
+  std::optional<ModelConfig> config = Dimensions(plan, model->second);
+  auto layout = role == NativeRole::kFsdp ? FsdpLayout(plan, spec) : ShareLayout(plan, spec);
+  if (!config || !layout.ok()) return "";
+  const int64_t nodes =
+      static_cast<int64_t>(std::set<std::string>(layout->rank_nodes.begin(), layout->rank_nodes.end()).size());
+  if (nodes < 2) return "";
+  const bool gpu = OnGpu(spec, CaseNodes(plan, spec, *layout));
+  if (role == NativeRole::kShare) {
+    ShareTrafficShape t;
+    t.config = *config;
+    t.nodes = nodes;
+    t.groups = layout->groups;
+    t.ranks_per_group = layout->group_size;
+    t.nf4 = IsNf4(model->second);
+    t.lora_rank = spec.training.LoraRank();
+    t.lora_freeze_a = spec.training.lora_freeze_a;
+    const int64_t merges = ShareMerges(spec);
+    return fmt::format("between nodes: nothing in a step (each group trains on its node); {} per merge{}",
+                       FormatBytes(share_merge_between_nodes(t)),
+                       merges > 0 ? fmt::format(", {} merge(s) in {}", merges, spec.length->ToString()) : "");
+  }
+  FsdpTrafficShape t = FsdpTraffic(spec, model->second, *config, *layout, gpu);
+  const StepTraffic mine = fsdp_step_traffic(t);
+  t.hybrid = !t.hybrid;
+  const StepTraffic other = fsdp_step_traffic(t);
+  const bool hybrid = !t.hybrid;
+  return fmt::format("between nodes per step: {} ({}: {}); {} sharding would send {} ({:.3g}x)", FormatBytes(mine.between_nodes),
+                     hybrid ? "hybrid sharding" : "full sharding",
+                     hybrid ? fmt::format("every rank all-reduces its gradient slices with its replicas on the other "
+                                          "node(s); gathers and reduce-scatters stay within a node")
+                            : fmt::format("one ring of {} ranks crosses between the {} nodes at {} ranks, each "
+                                          "sending {} per step",
+                                          layout->world(), nodes, nodes, FormatBytes(mine.per_rank)),
+                     hybrid ? "full" : "hybrid", FormatBytes(other.between_nodes),
+                     mine.between_nodes > 0 ? static_cast<double>(other.between_nodes) / static_cast<double>(mine.between_nodes) : 0.0);
+}
+
 std::vector<std::string> native_check_errors(const Plan& plan, const CaseSpec& spec, NativeRole role) {
   std::vector<std::string> errors;
   for (CaseIssue& i : native_case_issues(plan, spec, role))
@@ -304,6 +411,7 @@ std::vector<std::string> native_check_errors(const Plan& plan, const CaseSpec& s
 
 CaseAdvice native_advise(const Plan& plan, const CaseSpec& spec, NativeRole role) {
   CaseAdvice advice = native_case_memory(plan, spec, role);
+  if (std::string traffic = native_case_traffic(plan, spec, role); !traffic.empty()) advice.notes.push_back(traffic);
   std::vector<std::string> refusals;
   for (CaseIssue& i : native_case_issues(plan, spec, role))
     if (i.kind == CaseIssueKind::kRefusal) refusals.push_back("a run fails: " + i.message);

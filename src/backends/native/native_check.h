@@ -68,6 +68,11 @@ std::string native_run_refusal(const Plan& plan, const CaseSpec& spec, NativeRol
 // unknown (no preset, no readable config.json).
 CaseAdvice native_case_memory(const Plan& plan, const CaseSpec& spec, NativeRole role);
 
+// A two-node (or more) training case: what crosses between the nodes, by
+// traffic.h's formulas: fsdp per step, with the other sharding's figure
+// beside it; share per merge. "" otherwise.
+std::string native_case_traffic(const Plan& plan, const CaseSpec& spec, NativeRole role);
+
 // What the case computes on (coverage.h): its rank processes, its nodes, and
 // its devices — "16 GPUs" on GPUs, else "2 CPU threads per host" or "every CPU
 // thread of each host" (training.threads, split over the ranks on a host). nullopt when its layout is invalid.

@@ -22,6 +22,7 @@
 #include "backends/native/model/model_config.h"
 #include "backends/native/model/safetensors.h"
 #include "backends/native/share_backend.h"
+#include "backends/native/traffic.h"
 #include "backends/native/platform/torch_compat.h"
 #include "runner/base/text.h"
 
@@ -120,6 +121,7 @@ struct Variant {
 
 struct CaseBytes {
   int64_t all = 0, between_nodes = 0;
+  int64_t step_per_rank = 0, step_between_nodes = 0;  // one training step's share of them
 };
 
 // What the ranks of a 3-step fsdp case send, exactly (torch_compat.h's ring
@@ -151,15 +153,18 @@ CaseBytes ExpectedBytes(const Variant& v, native::Model& m, int64_t eval_batches
   }
   const int64_t rs = native::compat::GlooHasFlatCollectives() ? 4 : 8;
   auto small = [](int64_t n) { return 2 * (n - 1) * 8 / n; };  // an 8-byte all-reduce over n ranks
-  const int64_t shard = 3 * v.grad_accum * ((Ws - 1) * all * 4 + (Ws - 1) * backward * 4 + rs * (Ws - 1) * all) +
-                        3 * small(Ws) + eval_batches * (Ws - 1) * all * 4 + (Ws - 1) * all * 4;
+  const int64_t step_shard = v.grad_accum * ((Ws - 1) * all * 4 + (Ws - 1) * backward * 4 + rs * (Ws - 1) * all) +
+                             small(Ws);
+  const int64_t shard = 3 * step_shard + eval_batches * (Ws - 1) * all * 4 + (Ws - 1) * all * 4;
   const int64_t group = 3 * small(W) + small(W);
   CaseBytes b;
   b.all = W * (shard + group + replica);
+  b.step_per_rank = step_shard + small(W) + replica / 3;
   if (v.nodes > 1) {
     // Full sharding: one ring of all W ranks, crossing at two ranks. Hybrid:
     // shard rings within a node; every replica ring crosses at each rank.
     b.between_nodes = v.hybrid ? W * replica + 2 * group : 2 * (shard + group);
+    b.step_between_nodes = v.hybrid ? W * replica / 3 + 2 * small(W) : 2 * b.step_per_rank;
   }
   return b;
 }
@@ -269,6 +274,17 @@ TEST_CASE("dist fsdp: 2 and 4 ranks on CPU, full and hybrid sharding, prefetch o
     CHECK(*Find(o2, "bytes_between_groups")->value == 0);
     REQUIRE(Find(o2, metric::kBytesBetweenNodes));
     CHECK(*Find(o2, metric::kBytesBetweenNodes)->value == static_cast<double>(want.between_nodes));
+    // validate's figure for a step (traffic.h) is this test's.
+    native::FsdpTrafficShape shape;
+    shape.config = fx.config;
+    shape.nodes = v.nodes;
+    shape.ranks_per_node = v.ranks_per_node;
+    shape.hybrid = v.hybrid;
+    shape.grad_accum = v.grad_accum;
+    shape.reduce_scatter_is_all_reduce = !native::compat::GlooHasFlatCollectives();
+    const native::StepTraffic step = native::fsdp_step_traffic(shape);
+    CHECK(step.per_rank == want.step_per_rank);
+    CHECK(step.between_nodes == want.step_between_nodes);
     // How it sharded and communicated, as the case's facts say.
     const std::string sharding = FactOf(o2, fact::kSharding);
     CHECK(sharding == (v.hybrid && v.nodes > 1 ? fmt::format("hybrid: {} rank(s) per node x {} nodes (sharded within a node, replicated across)", v.ranks_per_node, v.nodes)

@@ -23,6 +23,7 @@
 
 #include "backends/native/fsdp_backend.h"
 #include "backends/native/distributed/fsdp_qlora.h"
+#include "backends/native/traffic.h"
 #include "backends/native/quant/lora.h"
 #include "backends/native/model/model.h"
 #include "backends/native/model/model_config.h"
@@ -331,6 +332,20 @@ TEST_CASE("dist qlora: 2 and 4 ranks, full and hybrid sharding, prefetch on and 
     const int64_t between = v.nodes == 1 ? 0 : v.hybrid ? W * 3 * replica + 2 * (3 * small(W) + small(W)) : 2 * per_rank;
     REQUIRE(Find(o2, metric::kBytesBetweenNodes));
     CHECK(*Find(o2, metric::kBytesBetweenNodes)->value == static_cast<double>(between));
+    // validate's figure for a step (traffic.h) is this test's.
+    FsdpTrafficShape shape;
+    shape.config = fx.config;
+    shape.nodes = v.nodes;
+    shape.ranks_per_node = v.ranks_per_node;
+    shape.hybrid = v.hybrid;
+    shape.grad_accum = v.grad_accum;
+    shape.reduce_scatter_is_all_reduce = !native::compat::GlooHasFlatCollectives();
+    shape.nf4 = true;
+    shape.double_quant = v.double_quant;
+    shape.lora_rank = 4;
+    const StepTraffic step = fsdp_step_traffic(shape);
+    CHECK(step.per_rank == v.grad_accum * micro + adapters + small(W));
+    CHECK(step.between_nodes == (v.nodes == 1 ? 0 : v.hybrid ? W * replica + 2 * small(W) : 2 * step.per_rank));
     for (int r = 0; r < v.world(); ++r) {
       const Measurement* above = Find(o2, fmt::format("{}_rank{}", metric::kPeakHostRssAboveBaseline, r));
       REQUIRE(above);

@@ -101,6 +101,7 @@ std::string BuildFeatures() {
 }
 
 bool GlooHasFlatCollectives() { return PROTOCOL_GLOO_FLAT; }
+bool GlooReducesBfloat16() { return PROTOCOL_TORCH_2; }
 
 bool CudaAvailable() { return at::hasCUDA(); }
 

@@ -97,6 +97,11 @@ struct CommStore;
 struct CommGroup;
 struct CommWork;
 
+// Whether Gloo is taken to reduce bfloat16 tensors: false on libtorch 1.13
+// (its all-reduce fails with "Invalid scalar type", seen here); true on 2.x
+// (not run here: where its Gloo refuses too, the case fails with that message).
+bool GlooReducesBfloat16();
+
 // True where Gloo has the flat collectives (_allgather_base, _reduce_scatter_base):
 // libtorch 2.6 and later. Then ReduceScatterSum is a real reduce-scatter.
 bool GlooHasFlatCollectives();

@@ -1,0 +1,123 @@
+// traffic.h: the bytes a step and a merge send between nodes, by formula.
+// The fsdp figures are also checked against the byte counters of real runs
+// (tests/native/distributed/dist_fsdp_test.cc, dist_qlora_test.cc); here, the
+// arithmetic on its own and the ratios it implies at the rigs' sizes.
+#include <doctest/doctest.h>
+
+#include "backends/native/memory_estimate.h"
+#include "backends/native/model/model_config.h"
+#include "backends/native/traffic.h"
+
+namespace protocol {
+namespace native {
+namespace {
+
+ModelConfig Preset(const char* name) {
+  auto c = PresetConfig(name);
+  REQUIRE(c.ok());
+  return *c;
+}
+
+ModelConfig Small() {
+  ModelConfig c;
+  c.dim = 8;
+  c.n_layers = 2;
+  c.n_heads = 2;
+  c.n_kv_heads = 1;
+  c.hidden_dim = 16;
+  c.vocab_size = 10;
+  c.max_seq_len = 16;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("traffic: full sharding over 2 nodes of 1 rank, every term by hand") {
+  // Units: embedding 80, layers 8·8 + 2·8·4 + 8·8 + 3·8·16 + 16 = 592 each, head 8 + 80 = 88.
+  FsdpTrafficShape s;
+  s.config = Small();
+  s.nodes = 2;
+  s.ranks_per_node = 1;
+  REQUIRE(unit_parameter_counts(s.config) == std::vector<int64_t>{80, 592, 592, 88});
+  // W' = 2, S_u = 40, 296, 296, 44: forward all-gather 4·(40 + 296 + 296 + 44),
+  // backward all-gather of the layers 4·592, reduce-scatter 4·(80 + 592 + 592 + 88)/2,
+  // two 8-byte all-reduces (norm, loss) of 8 bytes each over 2 ranks.
+  const int64_t per_rank = 4 * 676 + 4 * 592 + 4 * 1352 / 2 + 8 + 8;
+  StepTraffic t = fsdp_step_traffic(s);
+  CHECK(t.per_rank == per_rank);
+  CHECK(t.between_nodes == 2 * per_rank);  // both ranks' next rank is on the other node
+  // Where Gloo has no reduce-scatter (an all-reduce instead) the gradients count twice.
+  s.reduce_scatter_is_all_reduce = true;
+  CHECK(fsdp_step_traffic(s).per_rank == per_rank + 4 * 1352 / 2);
+  // Hybrid over 1 rank per node is pure replication: the gradients all-reduced
+  // across the 2 replicas, 2·(1/2)·4·n_u per unit, and the loss.
+  s.reduce_scatter_is_all_reduce = false;
+  s.hybrid = true;
+  t = fsdp_step_traffic(s);
+  CHECK(t.per_rank == 4 * 1352 + 8);
+  CHECK(t.between_nodes == 2 * (4 * 1352) + 2 * 8);
+  // On one node there is nothing between nodes, hybrid or not.
+  s.nodes = 1;
+  s.ranks_per_node = 2;
+  CHECK(fsdp_step_traffic(s).between_nodes == 0);
+}
+
+TEST_CASE("traffic: hybrid sharding sends 2(R-1)/R of the gradients' bytes between nodes; full sharding about 6(W-1)/W") {
+  // Llama-2-7B in bf16 on 2 nodes: hybrid sends 2·b·P between them in all,
+  // full sharding about 2·3(W−1)/W·b·P (two all-gathers and a reduce-scatter,
+  // at two ranks of the ring): 1/(3·(W−1)/W) = 0.44 at 2×2 and 0.36 at 2×8.
+  // Full sharding here skips the backward gathers of the embedding and the
+  // head (FSDP keeps the head; the embedding's backward reads no weight), so
+  // its bytes are a little lower and the ratio a little higher.
+  FsdpTrafficShape s;
+  s.config = Preset("llama2-7b");
+  s.nodes = 2;
+  s.dtype_bytes = 2;
+  s.reduce_bytes = 2;
+  for (auto [ranks, ideal] : {std::pair<int64_t, double>{2, 1 / (3 * 3.0 / 4)}, {8, 1 / (3 * 15.0 / 16)}}) {
+    CAPTURE(ranks);
+    s.ranks_per_node = ranks;
+    s.hybrid = false;
+    const double full = static_cast<double>(fsdp_step_traffic(s).between_nodes);
+    s.hybrid = true;
+    const double hybrid = static_cast<double>(fsdp_step_traffic(s).between_nodes);
+    CHECK(hybrid / full >= ideal);
+    CHECK(hybrid / full < ideal * 1.03);
+  }
+}
+
+TEST_CASE("traffic: the 4-bit base never crosses with hybrid sharding: only the adapters' gradients do") {
+  FsdpTrafficShape s;
+  s.config = Preset("llama2-70b");
+  s.nodes = 2;
+  s.ranks_per_node = 8;
+  s.dtype_bytes = 2;
+  s.reduce_bytes = 2;
+  s.nf4 = true;
+  s.hybrid = true;
+  const StepTraffic t = fsdp_step_traffic(s);
+  // Each of the 16 ranks all-reduces its slice of every layer's adapter
+  // gradients with its replica: 2·(1/2)·2 bytes · P̂_l/8 each, over the 80 layers,
+  // plus the 8-byte loss at the ring's two crossings.
+  const int64_t P = adapter_parameter_count(s.config, 8), P_l = P / 80, padded = (P_l + 7) / 8 * 8;
+  CHECK(t.between_nodes == 16 * 80 * (2 * padded / 8) + 2 * (2 * 15 * 8 / 16));
+  s.hybrid = false;
+  CHECK(fsdp_step_traffic(s).between_nodes > 100 * t.between_nodes);  // the base, gathered twice a step
+}
+
+TEST_CASE("traffic: a share merge all-reduces every rank's shard over the groups, crossing at each node") {
+  ShareTrafficShape s;
+  s.config = Small();
+  s.nodes = 2;
+  s.groups = 2;
+  s.ranks_per_group = 1;
+  // One group per node, K = 1: each unit all-reduced whole, 2·(1/2)·4·n_u, at both ranks.
+  CHECK(share_merge_between_nodes(s) == 2 * 4 * (80 + 592 + 592 + 88));
+  s.ranks_per_group = 2;  // K = 2 rings of shards, each crossing twice
+  CHECK(share_merge_between_nodes(s) == 2 * 2 * 4 * (40 + 296 + 296 + 44));
+  s.nodes = 1;
+  CHECK(share_merge_between_nodes(s) == 0);
+}
+
+}  // namespace native
+}  // namespace protocol
