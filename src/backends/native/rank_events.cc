@@ -48,6 +48,7 @@ void RankEventCollector::Add(int rank, const WorkerEvent& e, double now) {
       within_ += e.bytes_within;
       between_ += e.bytes_between;
       between_nodes_ += e.bytes_between_nodes;
+      between_nodes_steps_ += e.bytes_between_nodes_steps;
       ++bytes_reports_;
       reported_.insert(rank);
       break;
@@ -153,6 +154,12 @@ void RankEventCollector::AddTrainingFigures(const DistLayout& layout, BackendOut
       fmt::format("of bytes_communicated, what the ranks sent to a rank on another node: in the ring model a rank's "
                   "bytes cross when the next rank of its ring is on another node; {} node(s), {} per step",
                   nodes.size(), FormatBytes(between_nodes_ / steps))));
+  out.measurements.push_back(MeasuredFigure(
+      metric::kBytesBetweenNodesPerStep, static_cast<double>(between_nodes_steps_) / static_cast<double>(steps),
+      "bytes",
+      fmt::format("the bytes between nodes of the {} training step(s) (evaluation and save left out), divided by "
+                  "the steps; `protocol validate` gives the same figure by formula",
+                  steps)));
   AddCommunication(layout, out);
 }
 

@@ -300,6 +300,8 @@ class RankTraining {
     if (g_.rank == 0) ReportCaseFigures(eval);
     ReportRankFigures();
   }
+  // Bytes this rank sent to a rank on another node during the training steps.
+  int64_t steps_between_nodes() const { return steps_between_nodes_; }
 
  private:
   void BuildData();
@@ -351,6 +353,7 @@ class RankTraining {
   std::string merge_kind_;  // how the merges combined the groups (4-bit), for the eval method
   std::vector<double> my_step_seconds_, my_work_seconds_;  // this rank's timed steps (stragglers.h)
   std::vector<double> my_exposed_seconds_, my_in_flight_seconds_;  // its communication in those steps
+  int64_t steps_between_nodes_ = 0;  // bytes this rank sent to another node during the training steps
 };
 
 void RankTraining::BuildData() {
@@ -531,6 +534,7 @@ double RankTraining::TrainStep(int64_t step) {
 void RankTraining::Loop() {
   timed_.emplace(wc_.warmup_steps, steps_);
   for (int64_t step = 0; step < steps_; ++step) TrainStep(step);
+  steps_between_nodes_ = g_.bytes_between_nodes();  // nothing was sent before the first step
 }
 
 // The last merge of the groups: the exact stack of the 4-bit groups' adapters
@@ -772,13 +776,20 @@ int RunWorker(const std::string& case_path) {
     ProcessGroups g = ConnectGroups(*env, request);
     if (env->rank == 0 && wc->workload != Workload::kInference) EmitShardingFacts(*wc, s.dtype, g);
     int code = 0;
-    if (wc->workload == Workload::kInference) code = RunInference(*wc, s, g, *env);
-    else RankTraining(*wc, s, g).Run();
+    int64_t steps_between_nodes = 0;
+    if (wc->workload == Workload::kInference) {
+      code = RunInference(*wc, s, g, *env);
+    } else {
+      RankTraining training(*wc, s, g);
+      training.Run();
+      steps_between_nodes = training.steps_between_nodes();
+    }
     WorkerEvent bytes;
     bytes.kind = WorkerEvent::Kind::kBytes;
     bytes.bytes_within = g.bytes_within();
     bytes.bytes_between = g.bytes_between();
     bytes.bytes_between_nodes = g.bytes_between_nodes();
+    bytes.bytes_between_nodes_steps = steps_between_nodes;
     Emit(bytes);
     if (!s.method_note.empty() && env->rank == 0) {
       WorkerEvent note;

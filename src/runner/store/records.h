@@ -69,6 +69,9 @@ inline constexpr const char* kBytesBetweenGroups = "bytes_between_groups"; // me
 // What the ranks sent to a rank on another node (ring model: a rank's bytes
 // cross when the next rank of its ring runs on another node; communicator.h).
 inline constexpr const char* kBytesBetweenNodes = "bytes_between_nodes";
+// Of them, those of the training steps (evaluation and save left out), per
+// step: the figure `protocol validate` predicts (traffic.h).
+inline constexpr const char* kBytesBetweenNodesPerStep = "bytes_between_nodes_per_step";
 // Communication time per training step (distributed native cases, after
 // warm-up), each rank's as NAME + "_rank<r>" and the mean over ranks as NAME:
 // the seconds a rank was stalled waiting for collectives (exposed), and the

@@ -285,6 +285,9 @@ TEST_CASE("dist fsdp: 2 and 4 ranks on CPU, full and hybrid sharding, prefetch o
     const native::StepTraffic step = native::fsdp_step_traffic(shape);
     CHECK(step.per_rank == want.step_per_rank);
     CHECK(step.between_nodes == want.step_between_nodes);
+    // ... and the counters of the training steps alone say the same.
+    REQUIRE(Find(o2, metric::kBytesBetweenNodesPerStep));
+    CHECK(*Find(o2, metric::kBytesBetweenNodesPerStep)->value == static_cast<double>(step.between_nodes));
     // How it sharded and communicated, as the case's facts say.
     const std::string sharding = FactOf(o2, fact::kSharding);
     CHECK(sharding == (v.hybrid && v.nodes > 1 ? fmt::format("hybrid: {} rank(s) per node x {} nodes (sharded within a node, replicated across)", v.ranks_per_node, v.nodes)

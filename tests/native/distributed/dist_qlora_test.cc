@@ -346,6 +346,9 @@ TEST_CASE("dist qlora: 2 and 4 ranks, full and hybrid sharding, prefetch on and 
     const StepTraffic step = fsdp_step_traffic(shape);
     CHECK(step.per_rank == v.grad_accum * micro + adapters + small(W));
     CHECK(step.between_nodes == (v.nodes == 1 ? 0 : v.hybrid ? W * replica + 2 * small(W) : 2 * step.per_rank));
+    // ... and the counters of the training steps alone say the same.
+    REQUIRE(Find(o2, metric::kBytesBetweenNodesPerStep));
+    CHECK(*Find(o2, metric::kBytesBetweenNodesPerStep)->value == static_cast<double>(step.between_nodes));
     for (int r = 0; r < v.world(); ++r) {
       const Measurement* above = Find(o2, fmt::format("{}_rank{}", metric::kPeakHostRssAboveBaseline, r));
       REQUIRE(above);

@@ -46,6 +46,7 @@ std::string EncodeEvent(const WorkerEvent& e) {
       j["within"] = e.bytes_within;
       j["between"] = e.bytes_between;
       j["between_nodes"] = e.bytes_between_nodes;
+      j["between_nodes_steps"] = e.bytes_between_nodes_steps;
       break;
     case WorkerEvent::Kind::kError:
       j["event"] = "error";
@@ -109,6 +110,7 @@ std::optional<WorkerEvent> DecodeEvent(std::string_view line) {
       e.bytes_within = j.at("within").get<int64_t>();
       e.bytes_between = j.at("between").get<int64_t>();
       e.bytes_between_nodes = j.value("between_nodes", int64_t{0});
+      e.bytes_between_nodes_steps = j.value("between_nodes_steps", int64_t{0});
     } else {
       return std::nullopt;
     }

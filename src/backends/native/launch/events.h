@@ -40,6 +40,7 @@ struct WorkerEvent {
   int64_t bytes_within = 0;    // kBytes: within the rank's group (FSDP collectives)
   int64_t bytes_between = 0;   // kBytes: between groups (merges)
   int64_t bytes_between_nodes = 0;  // kBytes: of all of them, those sent to a rank on another node
+  int64_t bytes_between_nodes_steps = 0;  // kBytes: of those, the ones sent during the training steps
 };
 
 // How often a rank sends a heartbeat; the supervisor calls a rank silent after
