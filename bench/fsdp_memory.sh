@@ -12,17 +12,20 @@
 # Environment: PROTOCOL (default build/protocol), OUT (default a new temp dir:
 # the database and the case logs), OMP_NUM_THREADS (default 1 here: one
 # intra-op thread per rank, the same for every W, and no OpenMP threads spinning
-# for a core on a shared machine). The ranks get MALLOC_MMAP_THRESHOLD_=65536
-# from the backend unless it is set here (docs/distributed.md).
+# for a core on a shared machine), MALLOC_MMAP_THRESHOLD_ (default 65536 here:
+# every block of 64 KiB or more is mapped and returned when freed, so that a
+# rank's RSS follows what it holds rather than what glibc keeps for reuse;
+# docs/distributed.md).
 set -eu
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+export MALLOC_MMAP_THRESHOLD_=${MALLOC_MMAP_THRESHOLD_:-65536}
 root=$(cd "$(dirname "$0")/.." && pwd)
 protocol=${PROTOCOL:-$root/build/protocol}
 out=${OUT:-$(mktemp -d)}
 db=$out/fsdp-memory.db
 status=0
 "$protocol" run "$root/bench/fsdp-memory.yaml" --db "$db" --logs "$out/logs" "$@" || status=$?
-echo "database: $db   logs: $out/logs   OMP_NUM_THREADS=$OMP_NUM_THREADS   load average now: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "database: $db   logs: $out/logs   OMP_NUM_THREADS=$OMP_NUM_THREADS   MALLOC_MMAP_THRESHOLD_=$MALLOC_MMAP_THRESHOLD_   load average now: $(cut -d' ' -f1-3 /proc/loadavg)"
 sqlite3 -header -column "$db" <<'SQL'
 WITH last AS (SELECT max(id) AS id FROM runs),
 c AS (SELECT cases.id AS row, case_id, topology, stage FROM cases, last WHERE cases.run_id = last.id AND cases.status = 'ok'),

@@ -26,6 +26,7 @@ set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 protocol=${PROTOCOL:-$root/build/protocol}
 out=${OUT:-$(mktemp -d)}
+mkdir -p "$out"
 db=$out/overlap.db
 rates=${RATES:-"1200mbit 600mbit 150mbit"}
 status=0

@@ -16,6 +16,7 @@ set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 protocol=${PROTOCOL:-$root/build/protocol}
 out=${OUT:-$(mktemp -d)}
+mkdir -p "$out"
 db=$out/sharding.db
 rate=${RATE:-300mbit}
 status=0

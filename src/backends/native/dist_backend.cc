@@ -266,11 +266,13 @@ Result<std::vector<RankLaunch>> PrepareLaunches(const BackendContext& ctx, const
              {"MASTER_PORT", std::to_string(*port)},
              {"PROTOCOL_NODE", l.node},
              {kInWorkerVariable, "1"}};
-    // glibc's malloc otherwise raises its mmap threshold as large blocks are
-    // freed and keeps later ones on the heap, which it rarely returns: with a
-    // fixed threshold, the gathered units FSDP frees go back to the system and
-    // a rank's RSS follows what it holds (unless the user set it).
-    if (!std::getenv("MALLOC_MMAP_THRESHOLD_")) l.env["MALLOC_MMAP_THRESHOLD_"] = "65536";
+    // glibc's malloc is left as PyTorch users run it: its dynamic mmap
+    // threshold keeps large freed blocks on the heap for reuse. A fixed small
+    // threshold (MALLOC_MMAP_THRESHOLD_=65536) makes a rank's RSS follow what
+    // it holds, for memory measurements (bench/fsdp_memory.sh sets it), but
+    // maps and faults in every large tensor anew: a tiny-preset training step
+    // took 5 times as long (docs/performance.md). The runner's environment,
+    // which every rank inherits, may set it.
     // Ranks sharing a CPU host share its threads (training.threads, ThreadsPerRank).
     l.env["OMP_NUM_THREADS"] = std::to_string(ThreadsPerRank(ctx.spec.training, per_host[host_of(l.node)]));
     request.ranks.push_back(std::move(l));
