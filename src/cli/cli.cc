@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <utility>
@@ -76,6 +77,9 @@ int CmdReport(Args& a) {
   options.model = a.model;
   options.baseline_system = a.baseline_system;
   options.candidate_system = a.candidate_system;
+  options.further_baselines.clear();
+  if (std::find(a.further_baselines.begin(), a.further_baselines.end(), "none") == a.further_baselines.end())
+    options.further_baselines = a.further_baselines;
   ReportInvocation invocation{options, format, a.template_path};
   if (!a.verify.empty()) {
     auto text = ReadFileText(a.verify);
@@ -250,6 +254,10 @@ const Command kCommands[] = {
        c->add_option("--baseline-system", a.baseline_system, "System in the baseline columns")
            ->capture_default_str();
        c->add_option("--candidate-system", a.candidate_system, "System in the share columns")
+           ->capture_default_str();
+       c->add_option("--further-baseline", a.further_baselines,
+                     "A further baseline system set against the candidate in its own table, beside the "
+                     "baseline (repeatable; 'none' for no such table)")
            ->capture_default_str();
        c->add_option("--verify", a.verify,
                      "Re-render REPORT_FILE from the database with the options it records and "

@@ -69,7 +69,8 @@ std::optional<Plan> LoadPlan(const std::string& path, const std::vector<std::str
       return entry ? entry->make()->Resources(plan, spec) : std::nullopt;
     };
     for (const auto& [case_id, w] :
-         UnequalSides(plan, TrainingCoverage(plan, kBaselineSystem, kCandidateSystem), kBaselineSystem, resources))
+         UnequalSides(plan, TrainingCoverage(plan, kBaselineSystem, kCandidateSystem, {kFurtherBaselineSystem}),
+                      kCandidateSystem, resources))
       warnings.push_back({plan.FindCase(case_id)->where, fmt::format("warning: case {}: {}", case_id, w), ""});
   }
   if (!problems.empty()) {
@@ -228,7 +229,9 @@ int CmdValidate(Args& a) {
                 plan->stages.size() == 1 ? "" : "s", cases, cases == 1 ? "" : "s");
     // A note's further lines (its terms) are indented under it.
     for (const std::string& note : notes) std::printf("  %s\n", Join(Split(note, '\n'), "\n      ").c_str());
-    std::fputs(RenderCoverage(TrainingCoverage(*plan, kBaselineSystem, kCandidateSystem)).c_str(), stdout);
+    std::fputs(
+        RenderCoverage(TrainingCoverage(*plan, kBaselineSystem, kCandidateSystem, {kFurtherBaselineSystem})).c_str(),
+        stdout);
   }
   return code;
 }

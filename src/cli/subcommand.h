@@ -36,6 +36,7 @@ struct Args {
   std::string out;
   std::string baseline_system = kBaselineSystem;
   std::string candidate_system = kCandidateSystem;
+  std::vector<std::string> further_baselines = {kFurtherBaselineSystem};  // report: "none" = no further baseline
   std::string import_file;
   std::string junit;                   // run, compare: JUnit XML here
   bool check = false;                  // run: check reference bands

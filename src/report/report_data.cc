@@ -31,6 +31,7 @@ ReportData ComputeReport(const ReportInput& input, const ReportOptions& options)
   ReportData data;
   data.baseline_system = options.baseline_system;
   data.candidate_system = options.candidate_system;
+  data.further_baseline_systems = FurtherBaselines(options);
 
   std::vector<const ReportRunInput*> runs;
   for (const auto& r : input.runs) {

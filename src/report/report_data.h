@@ -100,7 +100,8 @@ struct ReportRow {
 };
 
 struct ReportTable {
-  // "training" | "scaling" | "inference-single-stream" | "inference-multi" | "quality" | "metrics"
+  // "training" | "baselines" | "scaling" | "inference-single-stream" | "inference-multi" | "quality" |
+  // "metrics"
   std::string id;
   std::string title;  // "Training (minutes)", ...
   std::string unit;   // unit of every value row, or "" when rows differ
@@ -165,7 +166,8 @@ struct FailureEntry {
 // "Verdict"). The parts are kept apart so that a later pass can qualify a
 // line (append to `qualifiers`) before ComputeReport composes `text`.
 struct VerdictLine {
-  std::string table;  // the table id: "training" | "scaling" | "inference-single-stream" | "inference-multi"
+  // the table id: "training" | "baselines" | "scaling" | "inference-single-stream" | "inference-multi"
+  std::string table;
   std::string row;    // the row: "pretrain 1000 steps", "tokens per second"
   std::string scope;  // which columns: "1 node", "2 nodes (fsdp over 80G, share over 10G)", "share 1 → 2 nodes"
   // "share is 3.00× faster than fsdp", "scaling efficiency 0.67 (…)", or
@@ -206,8 +208,9 @@ struct ModelReport {
   std::string model;
   // One line per table row with a ratio (or a refused one), in table order.
   std::vector<VerdictLine> verdict;
-  std::vector<ReportTable> tables;      // training, scaling, inference-single-stream, inference-multi, quality, metrics (present ones)
-  std::vector<std::string> sentences;   // one per ratio with a value
+  // training, baselines, scaling, inference-single-stream, inference-multi, quality, metrics (present ones)
+  std::vector<ReportTable> tables;
+  std::vector<std::string> sentences;   // one per ratio with a value (or refused), the baseline's said once
   std::vector<AppendixEntry> appendix;  // one per cell with a stored figure
   // Every case of this model not ok, but for those superseded: a failure
   // older than its cell's newest ok run is not listed.
@@ -239,6 +242,9 @@ struct ReportData {
   std::string title = "Efficiency report";
   std::string baseline_system;
   std::string candidate_system;
+  // FurtherBaselines(options): the systems set against the candidate beside
+  // the baseline ("Against each baseline").
+  std::vector<std::string> further_baseline_systems;
   // The runs read, by id: those a figure shown or a failure listed comes
   // from (a selected run that gave neither is not named).
   std::vector<ReportRunSummary> runs;

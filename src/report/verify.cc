@@ -84,6 +84,10 @@ std::string InvocationText(const ReportInvocation& inv) {
     parts.push_back("--baseline-system " + EncodeValue(inv.options.baseline_system));
   if (inv.options.candidate_system != defaults.candidate_system)
     parts.push_back("--candidate-system " + EncodeValue(inv.options.candidate_system));
+  if (inv.options.further_baselines != defaults.further_baselines) {
+    if (inv.options.further_baselines.empty()) parts.push_back("--further-baseline none");
+    for (const std::string& s : inv.options.further_baselines) parts.push_back("--further-baseline " + EncodeValue(s));
+  }
   parts.push_back(std::string("--format ") + FormatName(inv.format));
   if (!inv.template_path.empty()) parts.push_back("--template " + EncodeValue(inv.template_path));
   return Join(parts, " ");
@@ -104,6 +108,7 @@ Result<ReportInvocation> ParseReportComment(const std::string& text) {
   for (const std::string& t : Split(body, ' '))
     if (!t.empty()) tokens.push_back(t);
   ReportInvocation inv;
+  bool further_named = false;  // the first --further-baseline replaces the default
   for (size_t i = 0; i < tokens.size(); ++i) {
     const std::string& flag = tokens[i];
     if (i + 1 >= tokens.size())
@@ -129,6 +134,10 @@ Result<ReportInvocation> ParseReportComment(const std::string& text) {
       inv.options.baseline_system = value;
     } else if (flag == "--candidate-system") {
       inv.options.candidate_system = value;
+    } else if (flag == "--further-baseline") {
+      if (!further_named) inv.options.further_baselines.clear();
+      further_named = true;
+      if (value != "none") inv.options.further_baselines.push_back(value);
     } else if (flag == "--format") {
       if (!ParseReportFormat(value, &inv.format))
         return Status::InvalidArgument(fmt::format("report comment: unknown format '{}'", value));

@@ -34,8 +34,9 @@ struct ReportInvocation {
 };
 
 // "--run 1 --run 3 --format md" (plus --history-through when set, --model /
-// --baseline-system / --candidate-system when not the defaults, --template
-// when given). Those values are percent-encoded (every byte outside
+// --baseline-system / --candidate-system when not the defaults, one
+// --further-baseline per further baseline when they are not the default ones
+// ("--further-baseline none" for none), --template when given). Those values are percent-encoded (every byte outside
 // [A-Za-z0-9._/:+,=@-] as %XX): a value is one token, spaces included, and no
 // value can end the comment ("x -->" is written "x%20--%3E").
 std::string InvocationText(const ReportInvocation& invocation);

@@ -195,3 +195,30 @@ TEST_CASE("cli: --log-level works before and after the subcommand") {
   CHECK(bad.exit_code == 2);
   CHECK(bad.err == "--log-level: loud not in {quiet,info,debug}\nRun with --help for more information.\n");
 }
+
+TEST_CASE("cli report: --further-baseline chooses the baselines set against share beside fsdp, and the comment keeps it") {
+  TempDir dir;
+  WriteFile(dir.path / "pub.yaml", R"yaml(source: "published table (test fixture)"
+results:
+  - {model: m, workload: pretrain, steps: 100, backend: fsdp, nodes: 2, network: 80G, metric: wall_minutes, value: 30}
+  - {model: m, workload: pretrain, steps: 100, backend: fsdp-hybrid, nodes: 2, network: 10G, metric: wall_minutes, value: 20}
+  - {model: m, workload: pretrain, steps: 100, backend: share, nodes: 2, network: 10G, metric: wall_minutes, value: 10}
+)yaml");
+  REQUIRE(Protocol({"import", "pub.yaml", "--db", "i.db"}, dir.path).exit_code == 0);
+  Output with = Protocol({"report", "--db", "i.db", "--out", "with.md"}, dir.path);
+  REQUIRE(with.exit_code == 0);
+  const std::string md = ReadAll(dir.path / "with.md");
+  CHECK(md.rfind("<!-- protocol report: --run 1 --format md -->\n", 0) == 0);
+  CHECK(md.find("| pretrain 100 steps — 2 nodes | 30.0 | 3.00 | – | 20.0 | 2.00 | – | 10.0 | – |") !=
+        std::string::npos);
+  Output without = Protocol({"report", "--db", "i.db", "--further-baseline", "none", "--out", "without.md"}, dir.path);
+  REQUIRE(without.exit_code == 0);
+  const std::string plain = ReadAll(dir.path / "without.md");
+  CHECK(plain.rfind("<!-- protocol report: --run 1 --further-baseline none --format md -->\n", 0) == 0);
+  CHECK(plain.find("against each baseline") == std::string::npos);
+  CHECK(plain.find("- pretrain 100 steps fsdp-hybrid 2 nodes (10G): newest ok result run 1") != std::string::npos);
+  for (const char* file : {"with.md", "without.md"}) {
+    Output verified = Protocol({"report", "--db", "i.db", "--verify", file}, dir.path);
+    CHECK(verified.exit_code == 0);
+  }
+}

@@ -32,6 +32,7 @@ TEST_CASE("cli: the two-node rehearsal runs over an unshaped and a 50 Mbit/s lin
                                      "--logs", (dir.path / "logs").string(), "--set",
                                      "defaults.output_dir=" + (dir.path / "models/{case_id}").string(),
                                      "--set", "stages[stage1].cases[r.1].steps=3", "--set",
+                                     "stages[stage1].cases[r.1-hybrid].steps=3", "--set",
                                      "stages[stage2].cases[r.2].steps=3"};
   Output unshaped = Protocol(common, src, "OMP_NUM_THREADS=1");
   INFO(unshaped.err);
@@ -69,6 +70,8 @@ TEST_CASE("cli: the two-node rehearsal runs over an unshaped and a 50 Mbit/s lin
   // traffic back is asserted in network_emulation_real_test.cc.)
   CHECK(measured(1, "r.1", "bytes_communicated") > 0);
   CHECK(measured(2, "r.1", "bytes_communicated") == measured(1, "r.1", "bytes_communicated"));
+  // Hybrid sharding with one rank per node: only its gradient all-reduce crosses the link.
+  CHECK(measured(1, "r.1-hybrid", "bytes_between_nodes") > 0);
   Output md = Protocol({"report", "--db", db}, src);
   CHECK(md.exit_code == 0);
   std::vector<std::string> headers;  // the header row of each table naming systems

@@ -450,7 +450,7 @@ TEST_CASE("cli: the quickstart plan runs natively end to end and writes both rep
   INFO(run.err);
   CHECK(run.exit_code == 0);
   auto cases = CasesOf(dir.path / "q.db", 1);
-  CHECK(cases.size() == 11);
+  CHECK(cases.size() == 12);
   for (const auto& c : cases) {
     INFO(c.case_id << ": " << c.reason);
     CHECK(c.status == CaseStatus::kOk);
@@ -463,7 +463,13 @@ TEST_CASE("cli: the quickstart plan runs natively end to end and writes both rep
   // Every system and node count has its column; the quality table is there.
   std::multiset<std::string> md = Lines(ReadAll(dir.path / "report.md"));
   CHECK(md.count("| | fsdp 1 node | share 1 node | fsdp 2 nodes | share 2 nodes |") == 1);
-  CHECK(md.count("| | eval loss | best group eval loss | final loss | bytes communicated | merge time (s) |") == 1);
+  CHECK(md.count("| | eval loss | best group eval loss | final loss | bytes communicated | bytes between nodes | "
+                 "merge time (s) |") == 1);
+  // The hybrid-sharded baseline is set against share beside fsdp, in a table of its own.
+  CHECK(md.count("### share against each baseline") == 1);
+  CHECK(md.count("| | fsdp (min) | fsdp / share | fsdp bytes between nodes | fsdp-hybrid (min) | fsdp-hybrid / share | "
+                 "fsdp-hybrid bytes between nodes | share (min) | share bytes between nodes |") == 1);
+  for (const std::string& line : md) CHECK(line.find("fsdp-hybrid 2 nodes: newest ok result") == std::string::npos);
   CHECK(md.count("### Inference, single-stream") == 1);
   // The HTML report draws the generation-time chart of the inference cases.
   CHECK(ReadAll(dir.path / "report.html")

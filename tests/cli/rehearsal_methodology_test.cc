@@ -1,8 +1,9 @@
 // plans/rehearsal-methodology.yaml through the real `protocol` binary: every
 // case shape of the methodology at tiny sizes on CPU must end ok — the 4-bit
 // (70B) shapes included: QLoRA continued pretraining and QLoRA finetune on the
-// FSDP baseline's 2 and 4 ranks and on the share protocol's groups, 4-bit
-// inference in one process and on share replicas.
+// FSDP baseline's 2 and 4 ranks (on 4 also with hybrid sharding) and on the
+// share protocol's groups, 4-bit inference in one process and on share
+// replicas.
 #include <doctest/doctest.h>
 
 #include <sys/wait.h>
@@ -47,7 +48,7 @@ TEST_CASE("rehearsal-methodology: every methodology case shape runs at tiny size
   REQUIRE(store.ok());
   auto cases = (*store)->CasesOfRun(1);
   REQUIRE(cases.ok());
-  CHECK(cases->size() == 22);
+  CHECK(cases->size() == 25);
   std::map<std::string, CaseRecord> by_id;
   for (const CaseRecord& c : *cases) by_id[c.case_id] = c;
   for (const CaseRecord& c : *cases) {
@@ -84,6 +85,19 @@ TEST_CASE("rehearsal-methodology: every methodology case shape runs at tiny size
         CHECK(m.method.find("QLoRA continued pretraining") != std::string::npos);
       }
     CHECK(found);
+  }
+  // The hybrid-sharded twins of the two-node baseline rows (the further baseline) report as
+  // fsdp-hybrid, and their gradient all-reduce crossed between the two nodes.
+  for (const char* id : {"r.1.1.2-hybrid", "r.1.1.4-hybrid", "r.1.2.2-hybrid"}) {
+    CAPTURE(id);
+    REQUIRE(by_id.count(id));
+    CHECK(by_id[id].system == "fsdp-hybrid");
+    auto ms = (*store)->MeasurementsOfCase(by_id[id].row_id);
+    REQUIRE(ms.ok());
+    double between_nodes = -1;
+    for (const Measurement& m : *ms)
+      if (m.name == "bytes_between_nodes" && m.value) between_nodes = *m.value;
+    CHECK(between_nodes > 0);
   }
   std::error_code ec;
   fs::remove_all(dir, ec);

@@ -156,6 +156,7 @@ Json ReportToJson(const ReportData& data) {
   j["title"] = data.title;
   j["baseline_system"] = data.baseline_system;
   j["candidate_system"] = data.candidate_system;
+  j["further_baseline_systems"] = data.further_baseline_systems;
   j["runs"] = Json::array();
   for (const auto& r : data.runs) {
     j["runs"].push_back({{"id", r.id}, {"kind", r.kind}, {"plan_name", r.plan_name},

@@ -32,6 +32,7 @@ ModelReport ModelBuilder::Build() {
     if (cell.Winning()) runs_shown_.insert(cell.WinningRun());
   for (const FailureEntry& f : out_.failures) runs_shown_.insert(f.run_id);
   BuildTraining();
+  BuildBaselines();
   BuildScaling();
   BuildInference();
   BuildExtras();
@@ -76,12 +77,12 @@ void ModelBuilder::AddVerdict(VerdictLine v, const std::vector<const ReportCell*
 void ModelBuilder::NoteRandomWeights() {
   if (random_.empty()) return;
   for (ReportTable& t : out_.tables) {
-    // Quality, metrics and scaling cells repeat figures of the main tables' cells.
-    if (t.id == "quality" || t.id == "metrics" || t.id == "scaling") continue;
+    // Quality, metrics and scaling cells (and most of the baselines table's)
+    // repeat figures of the main tables' cells.
     std::vector<std::string> cells;
     for (const ReportRow& row : t.rows)
       for (const ReportCell& cell : row.cells)
-        if (OnRandomWeights(cell)) cells.push_back(row.label + " — " + cell.column);
+        if (!RepeatsFigure(t, cell) && OnRandomWeights(cell)) cells.push_back(row.label + " — " + cell.column);
     if (cells.empty()) continue;
     const std::string line = fmt::format("Random weights: {} measured on seeded random weights (the plan says "
                                          "init: random), not on a trained model's: {}.",

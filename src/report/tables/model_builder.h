@@ -8,6 +8,7 @@
 //
 //   model_builder.cc            the cells, failures, verdict qualifiers, Build
 //   model_builder_training.cc   the training and scaling tables
+//   model_builder_baselines.cc  the candidate against each baseline (further baselines)
 //   model_builder_inference.cc  the two inference tables
 //   model_builder_extras.cc     the quality & cost and additional metrics tables
 //   model_builder_appendix.cc   the appendix, provenance and ratio lists
@@ -20,6 +21,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -47,6 +49,33 @@ struct Placed {
 };
 
 struct ExtraSpec;  // a column of the quality or metrics table (model_builder_extras.cc)
+
+// Training rows in the report's order: pretrain before finetune, steps before epochs.
+inline int WorkloadOrder(const std::string& w) { return w == "pretrain" ? 0 : w == "finetune" ? 1 : 2; }
+inline int UnitOrder(const std::string& u) { return u == "steps" ? 0 : u == "epochs" ? 1 : 2; }
+// "pretrain 1000 steps".
+inline std::string TrainingRowLabel(const std::string& workload, const std::string& unit, int64_t count) {
+  return workload + " " + LengthText(unit, count);
+}
+
+// A column group of the baselines table: one system on one network and variant.
+struct SideColumn {
+  std::string system;
+  std::string network;
+  std::string variant;
+  // "fsdp (80G)", "share [exact]"; with the node count, as the training table
+  // names a column: "fsdp 2 nodes (80G)".
+  std::string Label() const {
+    return system + (network.empty() ? "" : " (" + network + ")") + (variant.empty() ? "" : " [" + variant + "]");
+  }
+  std::string LabelOn(int nodes) const {
+    return system + " " + NodesText(nodes) + (network.empty() ? "" : " (" + network + ")") +
+           (variant.empty() ? "" : " [" + variant + "]");
+  }
+  bool operator<(const SideColumn& o) const {
+    return std::tie(system, network, variant) < std::tie(o.system, o.network, o.variant);
+  }
+};
 
 class ModelBuilder {
  public:
@@ -98,7 +127,8 @@ class ModelBuilder {
   // A speed-up is read next to the held-out loss: ", but its held-out loss is
   // 3.1000 vs 2.9500 for fsdp" when the candidate's is worse (higher, and
   // different at 4 decimals); "" otherwise.
-  std::string WorseLossClause(const CellResults* base, const CellResults* cand, double ratio) const;
+  std::string WorseLossClause(const CellResults* base, const CellResults* cand, double ratio,
+                              const std::string& baseline_name) const;
 
   // Whether a figure of the cell was measured on declared random weights.
   bool OnRandomWeights(const ReportCell& cell) const;
@@ -114,6 +144,36 @@ class ModelBuilder {
   // efficiency T1 / (N · TN), and TGS on 1 and on N nodes. The 1-node side is
   // the same row and system on 1 node, same variant (no network preferred).
   void BuildScaling();
+
+  // The candidate against each baseline (docs/report.md, "Against each
+  // baseline"): one row per training row and node count where a further
+  // baseline (ReportOptions::further_baselines) has a result; per baseline
+  // column its time, the ratio baseline / candidate and its bytes between
+  // nodes, then the candidate's time and bytes between nodes. Nothing when no
+  // further baseline has a training result.
+  void BuildBaselines();
+
+  // The sentences of the further baselines' ratios of one row, and the
+  // row's verdict line: the candidate's speed-up against every baseline
+  // column with a ratio (or why there is none), held-out losses, bytes
+  // between nodes. Nothing when no further baseline's ratio has a value or
+  // was refused.
+  struct BaselineSide {
+    const SideColumn* column;
+    const CellResults* cell;  // the baseline's
+    const ReportCell* time;   // its time, as shown
+    const CellResults* partner_cell;  // the candidate's it is compared with; null when none
+    const ReportCell* partner_time;
+    const SideColumn* partner;
+    const ReportCell* ratio;
+  };
+  void SayBaselines(const std::string& row_label, int nodes, const std::vector<BaselineSide>& sides);
+
+  // Whether the figure of `cell` in table `t` repeats one another table
+  // shows (quality, metrics, scaling; in the baselines table every cell but
+  // a further baseline's time): such cells get no appendix, provenance or
+  // random-weights line of their own.
+  bool RepeatsFigure(const ReportTable& t, const ReportCell& cell) const;
 
   // T1 / (N · TN), marked * and † as a ratio; "–" when a side is missing,
   // refused when the sides ran on different machines or did different work.
@@ -185,6 +245,7 @@ class ModelBuilder {
   std::set<std::pair<int64_t, std::string>> random_;  // (run, case) measured on declared random weights
   std::vector<std::pair<CellKey, FailureEntry>> failures_;
   std::set<CellKey> tabulated_;
+  std::set<std::string> further_time_columns_;  // the baselines table's columns of further baselines' times
   std::vector<Placed> placed_;
   std::vector<std::pair<std::string, const CellResults*>> series_;  // winning cells with requests
   std::map<CellKey, std::map<int64_t, std::vector<CaseEntry>>> history_;  // ok results by run, all runs read

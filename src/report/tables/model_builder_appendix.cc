@@ -6,11 +6,11 @@ namespace protocol {
 
 void ModelBuilder::BuildAppendix() {
   for (const auto& t : out_.tables) {
-    // Quality, metrics and scaling cells repeat figures of the main tables' cells.
-    if (t.id == "quality" || t.id == "metrics" || t.id == "scaling") continue;
     for (const auto& row : t.rows) {
       for (const auto& cell : row.cells) {
-        if (cell.origin.empty()) continue;
+        // Quality, metrics and scaling cells (and most of the baselines
+        // table's) repeat figures of the main tables' cells.
+        if (cell.origin.empty() || RepeatsFigure(t, cell)) continue;
         out_.appendix.push_back({t.title, row.label, cell.column, cell.origin});
       }
     }
@@ -22,6 +22,8 @@ void ModelBuilder::BuildProvenance() {
     if (t.id == "scaling") continue;  // its cells repeat training and metrics cells
     for (const auto& row : t.rows) {
       for (const auto& cell : row.cells) {
+        // The baselines table: only a further baseline's time is its own figure.
+        if (t.id == "baselines" && RepeatsFigure(t, cell)) continue;
         for (const auto& src : cell.sources) out_.provenance.push_back({t.title, row.label, cell.column, src});
       }
     }

@@ -22,12 +22,16 @@ const ExtraSpec kQuality[] = {
     {metric::kBestGroupEvalLoss, "best group eval loss", FormatLoss, true},
     {metric::kFinalLoss, "final loss", FormatLoss},
     {metric::kBytesCommunicated, "bytes communicated", FormatBinaryBytes},
+    // Multi-node cases: the part of bytes communicated that crossed between nodes.
+    {metric::kBytesBetweenNodes, "bytes between nodes", FormatBinaryBytes, true},
     {metric::kMergeSeconds, "merge time (s)", FormatSeconds, true},
 };
 const ExtraSpec kMetrics[] = {
     {metric::kTgs, "TGS (tokens/GPU/s)", FormatOne},
     {metric::kTflops, "TFLOP/s per device", FormatOne},
     {metric::kMfu, "MFU (%)", FormatMfu},
+    // Distributed training: the share of communication time computation hid (comm_hidden_share × 100).
+    {metric::kCommHiddenShare, "communication hidden (%)", FormatMfu, true},
     {metric::kSamplesPerSecond, "samples/s", FormatTwo},
     {metric::kPeakDeviceMemory, "peak device memory (GiB)", FormatGiB},
     {metric::kPeakHostRss, "peak host RSS (GiB)", FormatGiB},

@@ -26,11 +26,8 @@ struct RowSpec {
   std::string workload;
   std::string unit;
   int64_t count;
-  std::string Label() const { return workload + " " + LengthText(unit, count); }
+  std::string Label() const { return TrainingRowLabel(workload, unit, count); }
 };
-
-int WorkloadOrder(const std::string& w) { return w == "pretrain" ? 0 : w == "finetune" ? 1 : 2; }
-int UnitOrder(const std::string& u) { return u == "steps" ? 0 : u == "epochs" ? 1 : 2; }
 
 }  // namespace
 
@@ -69,10 +66,10 @@ void ModelBuilder::SayTrainingRatio(const std::string& row_label, const Column& 
   }
   const std::vector<std::pair<std::string, const ReportCell*>> inputs = {{bs, base.second}, {cs, cand.second}};
   out_.sentences.push_back(Sentence(cs, bs + " on " + NodesText(col.nodes), ratio, row_label, Join(nets, ", "),
-                                    inputs, WorseLossClause(base.first, cand.first, *ratio.value)));
+                                    inputs, WorseLossClause(base.first, cand.first, *ratio.value, bs)));
   v.claim = SpeedClaim(cs, bs, *ratio.value);
   v.quality = HeldOutLossPhrase(base.first, cand.first, bs, cs);
-  v.bytes = BytesMovedPhrase(base.first, cand.first, bs);
+  v.bytes = BytesMovedPhrase(base.first, cand.first, bs, col.nodes > 1);
   if (col.nodes > 1) {
     std::string host = OneHostQualifier(runs_, col.nodes, inputs);
     if (!host.empty()) v.qualifiers.push_back(host);
@@ -81,7 +78,8 @@ void ModelBuilder::SayTrainingRatio(const std::string& row_label, const Column& 
   AddVerdict(std::move(v), {base.second, cand.second});
 }
 
-std::string ModelBuilder::WorseLossClause(const CellResults* base, const CellResults* cand, double ratio) const {
+std::string ModelBuilder::WorseLossClause(const CellResults* base, const CellResults* cand, double ratio,
+                                          const std::string& baseline_name) const {
   auto eval = [](const CaseEntry& e) { return NamedFigure(e, metric::kEvalLoss); };
   ResolvedCell eb = Resolve(base, eval, 1.0, "", FormatLoss);
   ResolvedCell es = Resolve(cand, eval, 1.0, "", FormatLoss);
@@ -89,7 +87,7 @@ std::string ModelBuilder::WorseLossClause(const CellResults* base, const CellRes
     return "";
   return fmt::format(ratio >= 1 || FormatRatio(ratio) == "1.00" ? ", but its held-out loss is {} vs {} for {}"
                                                                : ", and its held-out loss is also worse: {} vs {} for {}",
-                     FormatLoss(*es.value), FormatLoss(*eb.value), o_.baseline_system);
+                     FormatLoss(*es.value), FormatLoss(*eb.value), baseline_name);
 }
 
 void ModelBuilder::BuildTraining() {

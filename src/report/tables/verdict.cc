@@ -32,21 +32,88 @@ std::string HeldOutLossPhrase(const CellResults* baseline, const CellResults* ca
 }
 
 std::string BytesMovedPhrase(const CellResults* baseline, const CellResults* candidate,
-                             const std::string& baseline_name) {
+                             const std::string& baseline_name, bool between_nodes) {
   std::optional<double> within = CellMedian(candidate, metric::kBytesWithinGroups);
   std::optional<double> between = CellMedian(candidate, metric::kBytesBetweenGroups);
   std::optional<double> total = CellMedian(candidate, metric::kBytesCommunicated);
+  std::optional<double> nodes = between_nodes ? CellMedian(candidate, metric::kBytesBetweenNodes) : std::nullopt;
   std::string s;
   if (within && between) {
     s = fmt::format("moving {} within groups and {} between groups", FormatBinaryBytes(*within),
                     FormatBinaryBytes(*between));
   } else if (total) {
     s = fmt::format("moving {}, not split by group", FormatBinaryBytes(*total));
+  } else if (nodes) {
+    s = fmt::format("moving {} between nodes", FormatBinaryBytes(*nodes));
+    nodes.reset();
   } else {
     s = "bytes moved not stored";
   }
-  if (std::optional<double> base = CellMedian(baseline, metric::kBytesCommunicated))
+  if (nodes) s += fmt::format(", {} of it between nodes", FormatBinaryBytes(*nodes));
+  std::optional<double> base = CellMedian(baseline, metric::kBytesCommunicated);
+  std::optional<double> base_nodes = between_nodes ? CellMedian(baseline, metric::kBytesBetweenNodes) : std::nullopt;
+  if (base && base_nodes) {
+    s += fmt::format(" ({} {}, {} of it between nodes)", baseline_name, FormatBinaryBytes(*base),
+                     FormatBinaryBytes(*base_nodes));
+  } else if (base) {
     s += fmt::format(" ({} {})", baseline_name, FormatBinaryBytes(*base));
+  } else if (base_nodes) {
+    s += fmt::format(" ({} {} between nodes)", baseline_name, FormatBinaryBytes(*base_nodes));
+  }
+  return s;
+}
+
+std::string BetweenNodesText(const CellResults* cell) {
+  const std::vector<CaseEntry>* winning = cell ? cell->Winning() : nullptr;
+  if (!winning) return "";
+  // The figure is the whole run's: read at the case's own length.
+  auto own = [](const CaseEntry& e) {
+    CaseEntry at_own = e;
+    at_own.length_unit.clear();
+    at_own.length_count = 0;
+    return NamedFigure(at_own, metric::kBytesBetweenNodes);
+  };
+  std::optional<double> v = Resolve(cell, own, 1.0, "", FormatBinaryBytes).value;
+  if (!v) return "";
+  const CaseEntry& first = winning->front();
+  if (first.length_unit.empty()) return FormatBinaryBytes(*v);
+  return fmt::format("{} over its own {}", FormatBinaryBytes(*v),
+                     LengthText(first.c->record.length_unit, first.c->record.length_count));
+}
+
+std::string HeldOutLossAgainst(const CellResults* candidate, const std::string& candidate_name,
+                               const std::vector<std::pair<std::string, const CellResults*>>& baselines) {
+  std::optional<double> c = CellMedian(candidate, metric::kEvalLoss);
+  std::vector<std::string> with, without;
+  for (const auto& [name, cell] : baselines) {
+    std::optional<double> b = CellMedian(cell, metric::kEvalLoss);
+    if (!b) {
+      without.push_back(name);
+    } else if (c) {
+      with.push_back(*b != 0 ? fmt::format("{} for {} ({})", FormatLoss(*b), name,
+                                           FormatSignedPercent((*c - *b) / *b * 100))
+                             : fmt::format("{} for {}", FormatLoss(*b), name));
+    }
+  }
+  if (!c) return without.size() == baselines.size() ? "no held-out loss stored"
+                                                    : fmt::format("held-out loss of {} not stored", candidate_name);
+  if (with.empty()) return fmt::format("held-out loss of {} not stored", Join(without, " and "));
+  std::string s = fmt::format("held-out loss {} vs {}", FormatLoss(*c), Join(with, " and "));
+  if (!without.empty()) s += ", not stored for " + Join(without, " and ");
+  return s;
+}
+
+std::string BetweenNodesPhrase(const CellResults* candidate, const std::string& candidate_name,
+                               const std::vector<std::pair<std::string, const CellResults*>>& baselines) {
+  const std::string c = BetweenNodesText(candidate);
+  std::string s = c.empty() ? fmt::format("bytes between nodes of {} not stored", candidate_name)
+                            : fmt::format("moving {} between nodes", c);
+  std::vector<std::string> sides;
+  for (const auto& [name, cell] : baselines) {
+    const std::string b = BetweenNodesText(cell);
+    sides.push_back(name + " " + (b.empty() ? "not stored" : b));
+  }
+  if (!sides.empty()) s += " (" + Join(sides, ", ") + ")";
   return s;
 }
 

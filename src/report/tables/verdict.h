@@ -28,8 +28,33 @@ std::string HeldOutLossPhrase(const CellResults* baseline, const CellResults* ca
 // between groups" (bytes_within_groups, bytes_between_groups), "moving 15.01
 // MiB, not split by group" (bytes_communicated only), or "bytes moved not
 // stored"; then the baseline's total when it stored one: " (fsdp 375.33 MiB)".
+// With `between_nodes` (a row on more than one node), each side's
+// bytes_between_nodes where stored, as the part of its total that crossed
+// between nodes: "…, 15.01 MiB of it between nodes (fsdp 375.33 MiB, 187.67
+// MiB of it between nodes)".
 std::string BytesMovedPhrase(const CellResults* baseline, const CellResults* candidate,
-                             const std::string& baseline_name);
+                             const std::string& baseline_name, bool between_nodes = false);
+
+// A cell's bytes_between_nodes (median of the winning run's cases), binary
+// units: "15.01 MiB"; at a row length not the cases' own (a figure computed
+// from the first steps of a longer run, or extrapolated) the figure of their
+// own length, said so: "40.00 MiB over its own 100 steps". "" when not stored.
+std::string BetweenNodesText(const CellResults* cell);
+
+// The candidate's held-out loss against several baselines', each a cell's
+// median: "held-out loss 3.1000 vs 2.9500 for fsdp (+5.08 %) and 3.0000 for
+// fsdp-hybrid (+3.33 %)"; a baseline without one: ", not stored for
+// fsdp-hybrid"; "no held-out loss stored" when no side has one, "held-out
+// loss of share not stored" when the candidate has none.
+std::string HeldOutLossAgainst(const CellResults* candidate, const std::string& candidate_name,
+                               const std::vector<std::pair<std::string, const CellResults*>>& baselines);
+
+// The bytes between nodes of the candidate and of each baseline
+// (BetweenNodesText): "moving 15.01 MiB between nodes (fsdp 375.33 MiB,
+// fsdp-hybrid 40.00 MiB over its own 100 steps)", "bytes between nodes of
+// share not stored (fsdp not stored, …)".
+std::string BetweenNodesPhrase(const CellResults* candidate, const std::string& candidate_name,
+                               const std::vector<std::pair<std::string, const CellResults*>>& baselines);
 
 // The qualifier of a row whose sides ran their N nodes on one host:
 // "the 2 nodes of fsdp and share are one host (localhost)". `sides` are

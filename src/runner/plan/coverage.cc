@@ -54,17 +54,25 @@ std::string WhyEmpty(const std::vector<const CaseSpec*>& cases, const TableColum
 
 }  // namespace
 
-std::vector<TableColumn> TrainingColumnsOf(std::vector<TableColumn> combinations, const std::string& baseline) {
+std::vector<TableColumn> TrainingColumnsOf(std::vector<TableColumn> combinations, const std::string& baseline,
+                                           const std::vector<std::string>& further) {
   std::map<std::pair<std::string, int>, std::set<std::string>> networks;
   for (const TableColumn& c : combinations) networks[{c.system, c.nodes}].insert(c.network);
-  std::map<std::tuple<int, int, std::string, std::string>, TableColumn> ordered;
+  // 0: the baseline, 1 + i: the i-th further baseline, after them every other system (by name).
+  auto rank = [&](const std::string& system) {
+    if (system == baseline) return 0;
+    const auto f = std::find(further.begin(), further.end(), system);
+    return f == further.end() ? static_cast<int>(further.size()) + 1 : static_cast<int>(f - further.begin()) + 1;
+  };
+  std::map<std::tuple<int, int, std::string, std::string, std::string>, TableColumn> ordered;
   for (TableColumn c : combinations) {
-    const bool show_network = !c.network.empty() && ((c.system == baseline && c.nodes > 1) ||
+    const bool a_baseline = rank(c.system) <= static_cast<int>(further.size());
+    const bool show_network = !c.network.empty() && ((a_baseline && c.nodes > 1) ||
                                                      networks[{c.system, c.nodes}].size() > 1);
     c.label = c.system + " " + NodesText(c.nodes);
     if (show_network) c.label += " (" + c.network + ")";
     if (!c.variant.empty()) c.label += " [" + c.variant + "]";
-    ordered[{c.nodes, c.system == baseline ? 0 : 1, c.network, c.variant}] = c;
+    ordered[{c.nodes, rank(c.system), c.system, c.network, c.variant}] = c;
   }
   std::vector<TableColumn> out;
   for (auto& [key, c] : ordered) out.push_back(c);
@@ -76,12 +84,13 @@ std::string NodesText(int nodes) { return fmt::format("{} {}", nodes, nodes == 1
 std::string CoverageRow::Label() const { return workload + " " + length.ToString(); }
 
 std::vector<CoverageTable> TrainingCoverage(const Plan& plan, const std::string& baseline,
-                                            const std::string& candidate) {
+                                            const std::string& candidate, const std::vector<std::string>& further) {
   std::vector<std::string> models;
   std::map<std::string, std::vector<const CaseSpec*>> by_model;
   for (const CaseSpec* c : plan.Cases()) {
     const std::string system = SystemOf(*c);
-    if (!IsTraining(*c) || (system != baseline && system != candidate)) continue;
+    const bool further_baseline = std::find(further.begin(), further.end(), system) != further.end();
+    if (!IsTraining(*c) || (system != baseline && system != candidate && !further_baseline)) continue;
     if (!by_model.count(c->model)) models.push_back(c->model);
     by_model[c->model].push_back(c);
   }
@@ -97,7 +106,7 @@ std::vector<CoverageTable> TrainingCoverage(const Plan& plan, const std::string&
       for (const auto& [l, fill] : LengthsOf(*c))
         row_keys.insert({c->workload == Workload::kPretrain ? 0 : 1, static_cast<int>(l.unit), l.count});
     }
-    t.columns = TrainingColumnsOf(combinations, baseline);
+    t.columns = TrainingColumnsOf(combinations, baseline, further);
     for (const auto& [workload, unit, count] : row_keys) {
       CoverageRow row;
       row.workload = workload == 0 ? "pretrain" : "finetune";
@@ -155,7 +164,7 @@ std::string CaseResources::Text() const {
 
 std::vector<std::pair<std::string, std::string>> UnequalSides(const Plan& plan,
                                                               const std::vector<CoverageTable>& tables,
-                                                              const std::string& baseline,
+                                                              const std::string& candidate,
                                                               const ResourcesOf& resources) {
   std::vector<std::pair<std::string, std::string>> out;
   std::set<std::pair<std::string, std::string>> said;  // (baseline case, candidate case)
@@ -163,11 +172,11 @@ std::vector<std::pair<std::string, std::string>> UnequalSides(const Plan& plan,
     for (const CoverageRow& row : t.rows) {
       for (size_t b = 0; b < t.columns.size(); ++b) {
         const CoverageCell& base = row.cells[b];
-        if (t.columns[b].system != baseline || !base.fill || *base.fill == CellFill::kNotProvided) continue;
+        if (t.columns[b].system == candidate || !base.fill || *base.fill == CellFill::kNotProvided) continue;
         for (size_t c = 0; c < t.columns.size(); ++c) {
           const CoverageCell& cand = row.cells[c];
           const TableColumn& col = t.columns[c];
-          if (col.system == baseline || col.nodes != t.columns[b].nodes || !cand.fill ||
+          if (col.system != candidate || col.nodes != t.columns[b].nodes || !cand.fill ||
               *cand.fill == CellFill::kNotProvided || !said.insert({base.case_id, cand.case_id}).second)
             continue;
           std::optional<CaseResources> x = resources(*plan.FindCase(base.case_id));

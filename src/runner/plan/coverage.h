@@ -26,6 +26,10 @@ namespace protocol {
 // otherwise (`protocol report --baseline-system/--candidate-system`).
 inline constexpr const char* kBaselineSystem = "fsdp";
 inline constexpr const char* kCandidateSystem = "share";
+// The further baseline a report sets against the candidate unless told
+// otherwise (`protocol report --further-baseline`): PyTorch FSDP's
+// HYBRID_SHARD, beside the methodology's baseline.
+inline constexpr const char* kFurtherBaselineSystem = kHybridFsdpSystem;
 
 enum class CellFill { kMeasured, kPrefix, kExtrapolated, kNotProvided };
 
@@ -45,10 +49,13 @@ struct TableColumn {
 };
 
 // The report's columns for the given (system, nodes, network, variant)
-// combinations (labels filled in): by node count, `baseline` before the
-// others, then network and variant; the network is named for the baseline
-// on several nodes and wherever one system has several on a node count.
-std::vector<TableColumn> TrainingColumnsOf(std::vector<TableColumn> combinations, const std::string& baseline);
+// combinations (labels filled in): by node count, `baseline` first, then the
+// `further` baselines in their order, then the others (the candidate), each
+// by network and variant; the network is named for a baseline (the
+// methodology's or a further one) on several nodes and wherever one system
+// has several on a node count.
+std::vector<TableColumn> TrainingColumnsOf(std::vector<TableColumn> combinations, const std::string& baseline,
+                                           const std::vector<std::string>& further = {});
 
 struct CoverageCell {
   std::optional<CellFill> fill;  // nullopt: empty
@@ -69,10 +76,12 @@ struct CoverageTable {
   std::vector<CoverageRow> rows;  // pretrain before finetune, steps before epochs, longest first
 };
 
-// One table per model with training cases of `baseline` or `candidate`, in
-// the order the models' first cases appear.
+// One table per model with training cases of `baseline`, a `further`
+// baseline or `candidate`, in the order the models' first cases appear; a
+// further baseline's columns follow the baseline's (TrainingColumnsOf).
 std::vector<CoverageTable> TrainingCoverage(const Plan& plan, const std::string& baseline,
-                                            const std::string& candidate);
+                                            const std::string& candidate,
+                                            const std::vector<std::string>& further = {});
 
 // The tables as `protocol validate` prints them, then one line per empty cell
 // with its reason.
@@ -88,15 +97,17 @@ struct CaseResources {
 };
 using ResourcesOf = std::function<std::optional<CaseResources>(const CaseSpec&)>;
 
-// One warning per pair of cases that fill the baseline and candidate cells of
-// a row on the same node count (same variant or none) with different
-// processes or devices: "pretrain 1000 steps, 1 node: fsdp (case 2.1.1.1) runs
-// 1 rank on 1 node, 2 CPU threads; share (case 2.2.1.1) runs 2 ranks on 1 node,
-// 2 CPU threads: the two sides of the ratio differ in ranks". Cases
-// `resources` knows nothing of are not compared. Each warning comes with the
-// candidate case's id (where validate locates it).
+// One warning per pair of cases that fill a baseline cell (the methodology's
+// or a further baseline's: every column not of `candidate`) and a candidate
+// cell of a row on the same node count with different processes or devices:
+// "pretrain 1000 steps, 1 node: fsdp (case 2.1.1.1) runs 1 rank on 1 node, 2
+// CPU threads; share (case 2.2.1.1) runs 2 ranks on 1 node, 2 CPU threads: the
+// two sides of the ratio differ in ranks". Cases `resources` knows nothing of
+// are not compared. Each warning comes with the candidate case's id (where
+// validate locates it).
 std::vector<std::pair<std::string, std::string>> UnequalSides(const Plan& plan, const std::vector<CoverageTable>& tables,
-                                      const std::string& baseline, const ResourcesOf& resources);
+                                                              const std::string& candidate,
+                                                              const ResourcesOf& resources);
 
 }  // namespace protocol
 

@@ -1,6 +1,8 @@
 #include "runner/store/export.h"
 
 #include <algorithm>
+#include <iterator>
+#include <optional>
 #include <vector>
 
 #include "runner/base/json.h"
@@ -89,6 +91,36 @@ std::string HowText(const Measurement& m) {
   if (!m.marker.empty()) out += " [" + m.marker + "]";
   if (!m.length_unit.empty()) out += " (at " + LengthText(m.length_unit, m.length_count) + ")";
   return out;
+}
+
+// Bytes in binary units: "512 B", "1.50 KiB", "3.25 MiB", "1.00 GiB".
+std::string BinaryBytes(double bytes) {
+  if (bytes < 1024) return fmt::format("{:.0f} B", bytes);
+  const char* const units[] = {"KiB", "MiB", "GiB"};
+  size_t i = 0;
+  for (bytes /= 1024; bytes >= 1024 && i + 1 < std::size(units); ++i) bytes /= 1024;
+  return fmt::format("{:.2f} {}", bytes, units[i]);
+}
+
+// A distributed training case's communication in one line, from its
+// case-level figures (records.h): "12.50 MiB between nodes; per step 0.0123 s
+// exposed of 0.0456 s in flight (73.0 % hidden)". The parts not stored are
+// left out; "" when none is.
+std::string CommunicationText(const std::vector<Measurement>& ms) {
+  auto find = [&ms](const char* name) -> std::optional<double> {
+    for (const Measurement& m : ms)
+      if (m.name == name && m.length_unit.empty()) return m.value;
+    return std::nullopt;
+  };
+  std::vector<std::string> parts;
+  if (auto bytes = find(metric::kBytesBetweenNodes)) parts.push_back(BinaryBytes(*bytes) + " between nodes");
+  auto exposed = find(metric::kCommExposedSeconds), in_flight = find(metric::kCommInFlightSeconds);
+  auto hidden = find(metric::kCommHiddenShare);
+  std::string step;
+  if (exposed && in_flight) step = fmt::format("per step {:.4g} s exposed of {:.4g} s in flight", *exposed, *in_flight);
+  if (hidden) step += fmt::format("{}{:.1f} % hidden{}", step.empty() ? "" : " (", *hidden * 100, step.empty() ? "" : ")");
+  if (!step.empty()) parts.push_back(step);
+  return Join(parts, "; ");
 }
 
 // "100 steps" / "100 steps, reported as 1000 steps" / "" for inference.
@@ -288,10 +320,11 @@ Result<std::string> CaseText(Store& store, const CaseRecord& c) {
   auto ran_on = store.FactsOfCase(c.row_id);
   if (!ran_on.ok()) return ran_on.status();
   for (const auto& [key, value] : *ran_on) add(key, value);
-  out += facts.Render("    ");
-
   auto ms = store.MeasurementsOfCase(c.row_id);
   if (!ms.ok()) return ms.status();
+  add("communication", CommunicationText(*ms));
+  out += facts.Render("    ");
+
   if (ms->empty()) {
     out += "    no measurements\n";
     return out;

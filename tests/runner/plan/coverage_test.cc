@@ -89,7 +89,7 @@ TEST_CASE("coverage: the two sides of a row on the same node count must have the
     if (c.backend == "fsdp") return CaseResources{c.nodes == 1 ? 1 : 16, c.nodes, c.nodes == 1 ? "1 GPU" : "16 GPUs"};
     return CaseResources{8 * c.nodes, c.nodes, fmt::format("{} GPUs", 8 * c.nodes)};
   };
-  auto warnings = UnequalSides(plan, tables, "fsdp", resources);
+  auto warnings = UnequalSides(plan, tables, "share", resources);
   REQUIRE(warnings.size() == 1);
   CHECK(warnings[0].first == "c1");
   CHECK(warnings[0].second ==
@@ -99,5 +99,43 @@ TEST_CASE("coverage: the two sides of a row on the same node count must have the
   ResourcesOf equal = [](const CaseSpec& c) -> std::optional<CaseResources> {
     return CaseResources{8 * c.nodes, c.nodes, fmt::format("{} GPUs", 8 * c.nodes)};
   };
-  CHECK(UnequalSides(plan, tables, "fsdp", equal).empty());
+  CHECK(UnequalSides(plan, tables, "share", equal).empty());
+}
+
+TEST_CASE("coverage: a further baseline's columns follow the baseline's, and its sides are checked against the candidate") {
+  Plan plan = ParseCases(std::string(kCases) +
+                         "      - {id: h2, backend: fsdp, workload: pretrain, nodes: 2, network: 10G, steps: 100,\n"
+                         "         report_as: 1000, training: {sharding: hybrid}}\n");
+  // Without the further baseline its case fills no column (as before).
+  std::vector<CoverageTable> plain = TrainingCoverage(plan, "fsdp", "share");
+  REQUIRE(plain.size() == 1);
+  CHECK(plain[0].columns.size() == 4);
+  std::vector<CoverageTable> tables = TrainingCoverage(plan, "fsdp", "share", {"fsdp-hybrid"});
+  REQUIRE(tables.size() == 1);
+  const CoverageTable& t = tables[0];
+  std::vector<std::string> labels;
+  for (const TableColumn& c : t.columns) labels.push_back(c.label);
+  // Named with its network like the baseline on two nodes; never among the candidate's columns.
+  CHECK(labels == std::vector<std::string>{"fsdp 1 node", "share 1 node", "fsdp 2 nodes (80G)",
+                                           "fsdp-hybrid 2 nodes (10G)", "share 2 nodes"});
+  REQUIRE(t.rows.size() == 3);
+  CHECK(*t.rows[0].cells[3].fill == CellFill::kMeasured);
+  CHECK(t.rows[0].cells[3].case_id == "h2");
+  CHECK(*t.rows[1].cells[3].fill == CellFill::kExtrapolated);
+  CHECK(t.rows[2].cells[3].why_empty == "no fsdp-hybrid 2 nodes (10G) finetune case");
+  const std::string text = RenderCoverage(tables);
+  INFO(text);
+  CHECK(text.find("fsdp 2 nodes (80G)  fsdp-hybrid 2 nodes (10G)  share 2 nodes") != std::string::npos);
+
+  // The further baseline's case is one side of a ratio with the candidate: a difference in ranks is said.
+  ResourcesOf resources = [](const CaseSpec& c) -> std::optional<CaseResources> {
+    if (c.id == "h2") return CaseResources{2, 2, "2 GPUs"};
+    return CaseResources{8 * c.nodes, c.nodes, fmt::format("{} GPUs", 8 * c.nodes)};
+  };
+  auto warnings = UnequalSides(plan, tables, "share", resources);
+  REQUIRE(warnings.size() == 1);
+  CHECK(warnings[0].first == "c2");
+  CHECK(warnings[0].second ==
+        "pretrain 1000 steps, 2 nodes: fsdp-hybrid (case h2) runs 2 ranks on 2 nodes, 2 GPUs; share (case c2) runs "
+        "16 ranks on 2 nodes, 16 GPUs: the two sides of the ratio differ in ranks and devices");
 }

@@ -48,8 +48,10 @@ std::string Describe(const Row& r) {
 const std::vector<Row> k70b = {
     {"2.1.1.1", "llama2-70b", "pretrain", "fsdp", 1, "", "", "1000 steps", ""},
     {"2.1.1.2", "llama2-70b", "pretrain", "fsdp", 2, "", "80G", "100 steps", ""},
+    {"2.1.1.2-hybrid", "llama2-70b", "pretrain", "fsdp-hybrid", 2, "", "10G", "100 steps", ""},
     {"2.1.1.3", "llama2-70b", "finetune", "fsdp", 1, "", "", "500 steps", ""},
     {"2.1.1.4", "llama2-70b", "finetune", "fsdp", 2, "", "80G", "100 steps", ""},
+    {"2.1.1.4-hybrid", "llama2-70b", "finetune", "fsdp-hybrid", 2, "", "10G", "100 steps", ""},
     {"2.1.1.5", "llama2-70b", "inference", "fsdp", 1, "", "", "", ""},
     {"2.2.1.1", "llama2-70b", "pretrain", "share", 2, "rig0:2x4 rig1:2x4", "10G", "1000 steps", ""},
     {"2.2.1.1-1n", "llama2-70b", "pretrain", "share", 1, "rig0:2x4", "", "1000 steps", ""},
@@ -62,8 +64,10 @@ const std::vector<Row> k70b = {
 const std::vector<Row> k7b = {
     {"2.1.2.1", "llama2-7b", "pretrain", "fsdp", 1, "", "", "1000 steps", ""},
     {"2.1.2.2", "llama2-7b", "pretrain", "fsdp", 2, "", "80G", "100 steps", ""},
+    {"2.1.2.2-hybrid", "llama2-7b", "pretrain", "fsdp-hybrid", 2, "", "10G", "100 steps", ""},
     {"2.1.2.3", "llama2-7b", "finetune", "fsdp", 1, "", "", "1 epoch", ""},
     {"2.1.2.3-2n", "llama2-7b", "finetune", "fsdp", 2, "", "80G", "1 epoch", ""},
+    {"2.1.2.3-2n-hybrid", "llama2-7b", "finetune", "fsdp-hybrid", 2, "", "10G", "1 epoch", ""},
     {"2.1.2.4", "llama2-7b", "inference", "fsdp", 1, "", "", "", ""},
     {"2.2.2.1", "llama2-7b", "pretrain", "share", 2, "rig0:4x2 rig1:4x2", "10G", "2000 steps", ""},
     {"2.2.2.1-1n", "llama2-7b", "pretrain", "share", 1, "rig0:4x2", "", "2000 steps", ""},
@@ -72,6 +76,12 @@ const std::vector<Row> k7b = {
     {"2.2.2.3", "llama2-7b", "inference", "share", 2, "rig0:5x2 rig1:5x2", "10G", "", "multi-inference"},
     {"2.2.2.3-1n", "llama2-7b", "inference", "share", 1, "rig0:1x8", "", "", "single-stream"},
 };
+
+// The system a case of the native plans reports as: its backend, or
+// fsdp-hybrid for an fsdp case with hybrid sharding.
+std::string SystemOfBackend(const CaseSpec& c) {
+  return c.backend == "fsdp" && c.training.sharding == Sharding::kHybrid ? kHybridFsdpSystem : c.backend;
+}
 
 // Checks the plan's cases against the rows, in order, and what all share.
 void CheckRows(const Plan& plan, const std::vector<Row>& rows) {
@@ -118,22 +128,24 @@ TEST_CASE("shipped plans: llama70b.yaml holds the methodology's 70B cases") {
   Plan plan = Load("llama70b.yaml");
   CheckRows(plan, k70b);
   CHECK(plan.models.at("llama2-70b").quantization == Quantization::kNf4);
-  for (const auto* c : plan.Cases()) CHECK(c->backend == c->system);
+  for (const auto* c : plan.Cases()) CHECK(c->system == SystemOfBackend(*c));
 }
 
 TEST_CASE("shipped plans: llama7b.yaml holds the methodology's 7B cases") {
   Plan plan = Load("llama7b.yaml");
   CheckRows(plan, k7b);
   CHECK(plan.models.at("llama2-7b").quantization == Quantization::kNone);
-  for (const auto* c : plan.Cases()) CHECK(c->backend == c->system);
+  for (const auto* c : plan.Cases()) CHECK(c->system == SystemOfBackend(*c));
 }
 
 namespace {
 
 // The methodology's training tables as two 8-GPU rigs can fill them: per row,
-// the cells baseline 1 node | share 1 node | baseline 2 nodes (80G) | share 2
-// nodes ("m" measured, "*" computed, "X" not provided — the methodology's X,
-// the share protocol at few steps). The other-cloud column needs another cloud.
+// the cells baseline 1 node | share 1 node | baseline 2 nodes (80G) | the
+// further baseline, hybrid sharding, 2 nodes (10G) | share 2 nodes ("m"
+// measured, "*" computed, "X" not provided — the methodology's X, the share
+// protocol on two nodes at few steps). The other-cloud column needs another
+// cloud.
 struct ExpectedRow {
   std::string label;
   std::vector<std::string> cells;
@@ -151,11 +163,12 @@ std::string FillText(const CoverageCell& cell) {
 }
 
 void CheckCoverage(const Plan& plan, const std::vector<ExpectedRow>& rows) {
-  std::vector<CoverageTable> tables = TrainingCoverage(plan, "fsdp", "share");
+  std::vector<CoverageTable> tables = TrainingCoverage(plan, "fsdp", "share", {"fsdp-hybrid"});
   REQUIRE(tables.size() == 1);
   std::vector<std::string> columns;
   for (const TableColumn& c : tables[0].columns) columns.push_back(c.label);
-  CHECK(columns == std::vector<std::string>{"fsdp 1 node", "share 1 node", "fsdp 2 nodes (80G)", "share 2 nodes"});
+  CHECK(columns == std::vector<std::string>{"fsdp 1 node", "share 1 node", "fsdp 2 nodes (80G)",
+                                            "fsdp-hybrid 2 nodes (10G)", "share 2 nodes"});
   std::vector<std::string> got, want;
   for (const CoverageRow& r : tables[0].rows) {
     std::vector<std::string> cells;
@@ -169,26 +182,27 @@ void CheckCoverage(const Plan& plan, const std::vector<ExpectedRow>& rows) {
 }  // namespace
 
 TEST_CASE("shipped plans: one run of llama70b.yaml fills every cell of the methodology's 70B training table") {
-  CheckCoverage(Load("llama70b.yaml"), {{"pretrain 100 steps", {"*", "X", "m", "X"}},
-                                        {"pretrain 1000 steps", {"m", "m", "*", "m"}},
-                                        {"finetune 100 steps", {"*", "X", "m", "X"}},
-                                        {"finetune 500 steps", {"m", "m", "*", "m"}}});
+  CheckCoverage(Load("llama70b.yaml"), {{"pretrain 100 steps", {"*", "*", "m", "m", "X"}},
+                                        {"pretrain 1000 steps", {"m", "m", "*", "*", "m"}},
+                                        {"finetune 100 steps", {"*", "*", "m", "m", "X"}},
+                                        {"finetune 500 steps", {"m", "m", "*", "*", "m"}}});
 }
 
 TEST_CASE("shipped plans: one run of llama7b.yaml fills every cell of the methodology's 7B training table") {
-  CheckCoverage(Load("llama7b.yaml"), {{"pretrain 100 steps", {"*", "X", "m", "X"}},
-                                       {"pretrain 1000 steps", {"m", "*", "*", "*"}},
-                                       {"pretrain 2000 steps", {"*", "m", "*", "m"}},
-                                       {"finetune 1 epoch", {"m", "m", "m", "m"}}});
+  CheckCoverage(Load("llama7b.yaml"), {{"pretrain 100 steps", {"*", "*", "m", "m", "X"}},
+                                       {"pretrain 1000 steps", {"m", "*", "*", "*", "*"}},
+                                       {"pretrain 2000 steps", {"*", "m", "*", "*", "m"}},
+                                       {"finetune 1 epoch", {"m", "m", "m", "m", "m"}}});
 }
 
 TEST_CASE("shipped plans: methodology-commands.yaml runs the same cases through the command backend") {
   Plan plan = Load("methodology-commands.yaml");
   std::vector<Row> rows;
+  // The methodology's launch commands have no hybrid-sharded baseline, nor a 2-node 7B finetune.
   for (const auto& r : k70b)
-    if (StartsWith(r.id, "2.1.")) rows.push_back(r);
-  for (const auto& r : k7b)  // the methodology's launch commands have no 2-node 7B finetune
-    if (StartsWith(r.id, "2.1.") && r.id != "2.1.2.3-2n") rows.push_back(r);
+    if (StartsWith(r.id, "2.1.") && !EndsWith(r.id, "-hybrid")) rows.push_back(r);
+  for (const auto& r : k7b)
+    if (StartsWith(r.id, "2.1.") && r.id != "2.1.2.3-2n" && !EndsWith(r.id, "-hybrid")) rows.push_back(r);
   for (const auto& r : k70b)
     if (StartsWith(r.id, "2.2.")) rows.push_back(r);
   for (const auto& r : k7b)
@@ -241,5 +255,49 @@ TEST_CASE("shipped plans: every methodology case fits 80 GB GPUs by the memory e
       if (two_node_training) CHECK(StartsWith(advice.notes[1], "between nodes"));
       for (const std::string& w : advice.warnings) CHECK(w.find("expected peak memory") == std::string::npos);
     }
+  }
+}
+
+TEST_CASE("shipped plans: every two-node fsdp training row has a hybrid-sharded twin doing the same work") {
+  // plans/quickstart.yaml stays cheap: its pretrain only.
+  for (const char* name : {"llama70b.yaml", "llama7b.yaml", "rehearsal-methodology.yaml", "rehearsal.yaml",
+                           "quickstart.yaml"}) {
+    CAPTURE(name);
+    Plan plan = Load(name);
+    int twins = 0;
+    for (const CaseSpec* c : plan.Cases()) {
+      if (c->system != "fsdp" || c->nodes != 2 || c->workload == Workload::kInference) continue;
+      CAPTURE(c->id);
+      const CaseSpec* h = plan.FindCase(c->id + "-hybrid");
+      if (std::string(name) == "quickstart.yaml" && c->workload == Workload::kFinetune) {
+        CHECK(h == nullptr);
+        continue;
+      }
+      REQUIRE(h != nullptr);
+      ++twins;
+      CHECK(h->system == kHybridFsdpSystem);
+      CHECK(h->backend == "fsdp");
+      CHECK(h->training.sharding == Sharding::kHybrid);
+      CHECK(c->training.sharding == Sharding::kFull);
+      CHECK(h->title.find("HYBRID_SHARD") != std::string::npos);
+      CHECK(h->stage == c->stage);
+      // The same work (the report's "Ratios between the same work") and the same lengths.
+      CHECK(h->model == c->model);
+      CHECK(WorkloadName(h->workload) == std::string(WorkloadName(c->workload)));
+      CHECK(h->dataset == c->dataset);
+      CHECK(h->nodes == c->nodes);
+      REQUIRE(h->length.has_value());
+      CHECK(*h->length == *c->length);
+      CHECK(h->report_as == c->report_as);
+      CHECK(h->not_provided == c->not_provided);
+      CHECK(h->training.batch_size == c->training.batch_size);
+      CHECK(h->training.seq_len == c->training.seq_len);
+      CHECK(h->training.grad_accum == c->training.grad_accum);
+      CHECK(h->training.ranks_per_node == c->training.ranks_per_node);
+      // On the rigs: the share protocol's link (the cluster's 10G), not the baseline's 80G fabric.
+      if (c->network == "80G") CHECK(h->network == "10G");
+      else CHECK(h->network == c->network);
+    }
+    CHECK(twins > 0);
   }
 }

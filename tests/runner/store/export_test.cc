@@ -219,6 +219,49 @@ cases (1)
 )");
 }
 
+TEST_CASE("RenderRunDetails sums up a distributed case's communication in one line") {
+  auto store = std::move(OpenStore(":memory:")).value();
+  RunRecord run;
+  run.plan_name = "quickstart";
+  run.started_at = "2024-05-01T10:00:00Z";
+  run.status = "ok";
+  const int64_t id = *store->CreateRun(run);
+  CaseRecord c;
+  c.run_id = id;
+  c.case_id = "qn.1.2-hybrid";
+  c.model = "tiny";
+  c.workload = "pretrain";
+  c.backend = "fsdp";
+  c.system = "fsdp-hybrid";
+  c.nodes = 2;
+  c.length_unit = "steps";
+  c.length_count = 12;
+  CaseResult ok;
+  ok.facts = {{"sharding", "hybrid: 1 rank(s) per node x 2 nodes (sharded within a node, replicated across)"},
+              {"prefetch", "on"}};
+  ok.measurements = {{"wall_seconds", 3.25, "s", Provenance::kMeasured, "", "", ""},
+                     {"bytes_between_nodes", 13107200, "bytes", Provenance::kMeasured, "", "", ""},
+                     {"comm_exposed_seconds_rank0", 0.01, "s", Provenance::kMeasured, "", "", ""},
+                     {"comm_exposed_seconds", 0.0125, "s", Provenance::kMeasured, "", "", ""},
+                     {"comm_in_flight_seconds", 0.05, "s", Provenance::kMeasured, "", "", ""},
+                     {"comm_hidden_share", 0.75, "", Provenance::kMeasured, "", "", ""}};
+  REQUIRE(store->FinishCase(*store->BeginCase(c), ok).ok());
+  // A one-process case stores none of them: no line.
+  c.case_id = "n.1";
+  c.system = "fsdp";
+  c.nodes = 1;
+  CaseResult plain;
+  plain.measurements = {{"wall_seconds", 1.5, "s", Provenance::kMeasured, "", "", ""}};
+  REQUIRE(store->FinishCase(*store->BeginCase(c), plain).ok());
+  auto text = RenderRunDetails(*store, id, false);
+  REQUIRE(text.ok());
+  INFO(*text);
+  CHECK(text->find("    communication  12.50 MiB between nodes; per step 0.0125 s exposed of 0.05 s in flight (75.0 % "
+                   "hidden)\n"
+                   "    measurements\n") != std::string::npos);
+  CHECK(text->find("communication") == text->rfind("communication"));
+}
+
 TEST_CASE("RenderRunDetails of a missing run is not found") {
   auto store = SmallStore();
   auto text = RenderRunDetails(*store, 9, false);
