@@ -48,6 +48,11 @@
 #else
 #define PROTOCOL_WITH_NCCL 0
 #endif
+// scripts/check-cuda-headers.sh compiles this file against CUDA libtorch
+// headers and asks for the CUDA and NCCL paths to be the ones compiled.
+#if defined(PROTOCOL_REQUIRE_NCCL) && !PROTOCOL_WITH_NCCL
+#error "PROTOCOL_REQUIRE_NCCL: the CUDA runtime, c10/cuda and NCCL headers were not all found"
+#endif
 
 namespace protocol {
 namespace native {
