@@ -15,7 +15,7 @@
 #   exposed on / in flight on / hidden share: prefetch on, per step, the
 #               ranks' means and comm_hidden_share
 #
-#   sudo bench/overlap.sh                      # rates 1200mbit 600mbit 150mbit (~5 min on an idle 2-core machine)
+#   sudo bench/overlap.sh                      # rates 10gbit 1200mbit 600mbit 300mbit 150mbit (~2 min idle)
 #   RATES="300mbit" sudo bench/overlap.sh      # other rates (tc units, docs/plan-format.md)
 #
 # Needs root (network namespaces). Environment: PROTOCOL (default
@@ -28,7 +28,7 @@ protocol=${PROTOCOL:-$root/build/protocol}
 out=${OUT:-$(mktemp -d)}
 mkdir -p "$out"
 db=$out/overlap.db
-rates=${RATES:-"1200mbit 600mbit 150mbit"}
+rates=${RATES:-"10gbit 1200mbit 600mbit 300mbit 150mbit"}
 status=0
 for rate in $rates; do
   "$protocol" run "$root/bench/overlap.yaml" --db "$db" --logs "$out/logs" \

@@ -32,16 +32,16 @@ c AS (SELECT cases.id AS row, case_id, stage, system, length_count AS steps FROM
       WHERE cases.run_id = last.id AND cases.status = 'ok'),
 f AS (
   SELECT c.case_id, c.stage, c.system, c.steps,
-    (SELECT value FROM measurements m WHERE m.case_row = c.row AND m.name = 'bytes_between_nodes_per_step') AS between,
+    (SELECT value FROM measurements m WHERE m.case_row = c.row AND m.name = 'bytes_between_nodes_per_step') AS per_step,
     (SELECT value FROM measurements m WHERE m.case_row = c.row AND m.name = 'bytes_between_nodes') AS whole,
     (SELECT value FROM measurements m WHERE m.case_row = c.row AND m.name = 'step_seconds_mean') AS step,
     (SELECT value FROM measurements m WHERE m.case_row = c.row AND m.name = 'comm_exposed_seconds') AS exposed,
     (SELECT value FROM measurements m WHERE m.case_row = c.row AND m.name = 'contention') AS contention
   FROM c)
 SELECT f.case_id AS "case", f.system,
-       printf('%.4f', f.between / 1e6) AS "between nodes MB/step",
+       printf('%.4f', f.per_step / 1e6) AS "between nodes MB/step",
        printf('%.2f', f.whole / 1e6) AS "whole case MB",
-       printf('%.3f', f.between / (SELECT full.between FROM f full WHERE full.stage = f.stage AND full.system = 'fsdp'))
+       printf('%.3f', f.per_step / (SELECT ref.per_step FROM f ref WHERE ref.stage = f.stage AND ref.system = 'fsdp'))
          AS "of full sharding's",
        printf('%.3f', f.step) AS "step s", printf('%.3f', f.exposed) AS "waiting s/step",
        printf('%.2f', f.contention) AS contention
