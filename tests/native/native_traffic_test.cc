@@ -2,7 +2,7 @@
 // The fsdp figures are also checked against the byte counters of real runs
 // (tests/native/distributed/dist_fsdp_test.cc, dist_qlora_test.cc); here, the
 // arithmetic on its own and the ratios it implies at the rigs' sizes.
-#include <doctest/doctest.h>
+#include "native_test_support.h"
 
 #include "backends/native/memory_estimate.h"
 #include "backends/native/model/model_config.h"
@@ -18,44 +18,36 @@ ModelConfig Preset(const char* name) {
   return *c;
 }
 
-ModelConfig Small() {
-  ModelConfig c;
-  c.dim = 8;
-  c.n_layers = 2;
-  c.n_heads = 2;
-  c.n_kv_heads = 1;
-  c.hidden_dim = 16;
-  c.vocab_size = 10;
-  c.max_seq_len = 16;
-  return c;
-}
+// The native tests' tiny model with a vocabulary of 10 and 2 layers: units of
+// 320 (embedding), 9280 (each layer: q, o 32·32, k, v 32·16, gate, up, down
+// 32·64, two norms of 32) and 352 (final norm + lm_head) elements.
+ModelConfig Small() { return protocol::testing::TinyTestConfig(10, 2); }
 
 }  // namespace
 
 TEST_CASE("traffic: full sharding over 2 nodes of 1 rank, every term by hand") {
-  // Units: embedding 80, layers 8·8 + 2·8·4 + 8·8 + 3·8·16 + 16 = 592 each, head 8 + 80 = 88.
   FsdpTrafficShape s;
   s.config = Small();
   s.nodes = 2;
   s.ranks_per_node = 1;
-  REQUIRE(unit_parameter_counts(s.config) == std::vector<int64_t>{80, 592, 592, 88});
-  // W' = 2, S_u = 40, 296, 296, 44: forward all-gather 4·(40 + 296 + 296 + 44),
-  // backward all-gather of the layers 4·592, reduce-scatter 4·(80 + 592 + 592 + 88)/2,
-  // two 8-byte all-reduces (norm, loss) of 8 bytes each over 2 ranks.
-  const int64_t per_rank = 4 * 676 + 4 * 592 + 4 * 1352 / 2 + 8 + 8;
+  REQUIRE(unit_parameter_counts(s.config) == std::vector<int64_t>{320, 9280, 9280, 352});
+  // W' = 2, S_u = 160, 4640, 4640, 176 (Σ 9616): forward all-gather 4·9616,
+  // backward all-gather of the layers 4·9280, reduce-scatter 4·19232/2, two
+  // 8-byte all-reduces (norm, loss) of 8 bytes each over 2 ranks.
+  const int64_t per_rank = 4 * 9616 + 4 * 9280 + 4 * 19232 / 2 + 8 + 8;
   StepTraffic t = fsdp_step_traffic(s);
   CHECK(t.per_rank == per_rank);
   CHECK(t.between_nodes == 2 * per_rank);  // both ranks' next rank is on the other node
   // Where Gloo has no reduce-scatter (an all-reduce instead) the gradients count twice.
   s.reduce_scatter_is_all_reduce = true;
-  CHECK(fsdp_step_traffic(s).per_rank == per_rank + 4 * 1352 / 2);
+  CHECK(fsdp_step_traffic(s).per_rank == per_rank + 4 * 19232 / 2);
   // Hybrid over 1 rank per node is pure replication: the gradients all-reduced
   // across the 2 replicas, 2·(1/2)·4·n_u per unit, and the loss.
   s.reduce_scatter_is_all_reduce = false;
   s.hybrid = true;
   t = fsdp_step_traffic(s);
-  CHECK(t.per_rank == 4 * 1352 + 8);
-  CHECK(t.between_nodes == 2 * (4 * 1352) + 2 * 8);
+  CHECK(t.per_rank == 4 * 19232 + 8);
+  CHECK(t.between_nodes == 2 * (4 * 19232) + 2 * 8);
   // On one node there is nothing between nodes, hybrid or not.
   s.nodes = 1;
   s.ranks_per_node = 2;
@@ -112,9 +104,9 @@ TEST_CASE("traffic: a share merge all-reduces every rank's shard over the groups
   s.groups = 2;
   s.ranks_per_group = 1;
   // One group per node, K = 1: each unit all-reduced whole, 2·(1/2)·4·n_u, at both ranks.
-  CHECK(share_merge_between_nodes(s) == 2 * 4 * (80 + 592 + 592 + 88));
+  CHECK(share_merge_between_nodes(s) == 2 * 4 * 19232);
   s.ranks_per_group = 2;  // K = 2 rings of shards, each crossing twice
-  CHECK(share_merge_between_nodes(s) == 2 * 2 * 4 * (40 + 296 + 296 + 44));
+  CHECK(share_merge_between_nodes(s) == 2 * 2 * 4 * 9616);
   s.nodes = 1;
   CHECK(share_merge_between_nodes(s) == 0);
 }

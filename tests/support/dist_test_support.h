@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "backends/native/dist_backend.h"
+#include "backends/native/platform/torch_compat.h"
+#include "backends/native/traffic.h"
 #include "runner/base/text.h"
 #include "runner/exec/backend.h"
 #include "test_files.h"
@@ -65,6 +67,20 @@ inline std::string FactOf(const BackendOutcome& out, const std::string& key) {
   for (const auto& [k, v] : out.facts)
     if (k == key) return v;
   return "";
+}
+
+// traffic.h's shape of a step of `nodes` × `ranks_per_node` ranks of `config`
+// on this build's Gloo (float32).
+inline native::FsdpTrafficShape TrafficShape(const native::ModelConfig& config, int nodes, int ranks_per_node,
+                                             bool hybrid, int64_t grad_accum) {
+  native::FsdpTrafficShape shape;
+  shape.config = config;
+  shape.nodes = nodes;
+  shape.ranks_per_node = ranks_per_node;
+  shape.hybrid = hybrid;
+  shape.grad_accum = grad_accum;
+  shape.reduce_scatter_is_all_reduce = !native::compat::GlooHasFlatCollectives();
+  return shape;
 }
 
 using protocol::testing::ReadAll;

@@ -275,14 +275,8 @@ TEST_CASE("dist fsdp: 2 and 4 ranks on CPU, full and hybrid sharding, prefetch o
     REQUIRE(Find(o2, metric::kBytesBetweenNodes));
     CHECK(*Find(o2, metric::kBytesBetweenNodes)->value == static_cast<double>(want.between_nodes));
     // validate's figure for a step (traffic.h) is this test's.
-    native::FsdpTrafficShape shape;
-    shape.config = fx.config;
-    shape.nodes = v.nodes;
-    shape.ranks_per_node = v.ranks_per_node;
-    shape.hybrid = v.hybrid;
-    shape.grad_accum = v.grad_accum;
-    shape.reduce_scatter_is_all_reduce = !native::compat::GlooHasFlatCollectives();
-    const native::StepTraffic step = native::fsdp_step_traffic(shape);
+    const native::StepTraffic step =
+        native::fsdp_step_traffic(TrafficShape(fx.config, v.nodes, v.ranks_per_node, v.hybrid, v.grad_accum));
     CHECK(step.per_rank == want.step_per_rank);
     CHECK(step.between_nodes == want.step_between_nodes);
     // ... and the counters of the training steps alone say the same.

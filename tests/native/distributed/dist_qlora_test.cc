@@ -333,13 +333,7 @@ TEST_CASE("dist qlora: 2 and 4 ranks, full and hybrid sharding, prefetch on and 
     REQUIRE(Find(o2, metric::kBytesBetweenNodes));
     CHECK(*Find(o2, metric::kBytesBetweenNodes)->value == static_cast<double>(between));
     // validate's figure for a step (traffic.h) is this test's.
-    FsdpTrafficShape shape;
-    shape.config = fx.config;
-    shape.nodes = v.nodes;
-    shape.ranks_per_node = v.ranks_per_node;
-    shape.hybrid = v.hybrid;
-    shape.grad_accum = v.grad_accum;
-    shape.reduce_scatter_is_all_reduce = !native::compat::GlooHasFlatCollectives();
+    FsdpTrafficShape shape = TrafficShape(fx.config, v.nodes, v.ranks_per_node, v.hybrid, v.grad_accum);
     shape.nf4 = true;
     shape.double_quant = v.double_quant;
     shape.lora_rank = 4;
