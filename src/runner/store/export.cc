@@ -103,9 +103,9 @@ std::string BinaryBytes(double bytes) {
 }
 
 // A distributed training case's communication in one line, from its
-// case-level figures (records.h): "12.50 MiB between nodes; per step 0.0123 s
-// exposed of 0.0456 s in flight (73.0 % hidden)". The parts not stored are
-// left out; "" when none is.
+// case-level figures (records.h): "12.50 MiB between nodes (1.50 MiB a
+// training step); per step 0.0123 s exposed of 0.0456 s in flight (73.0 %
+// hidden)". The parts not stored are left out; "" when none is.
 std::string CommunicationText(const std::vector<Measurement>& ms) {
   auto find = [&ms](const char* name) -> std::optional<double> {
     for (const Measurement& m : ms)
@@ -113,7 +113,11 @@ std::string CommunicationText(const std::vector<Measurement>& ms) {
     return std::nullopt;
   };
   std::vector<std::string> parts;
-  if (auto bytes = find(metric::kBytesBetweenNodes)) parts.push_back(BinaryBytes(*bytes) + " between nodes");
+  if (auto bytes = find(metric::kBytesBetweenNodes)) {
+    const auto per_step = find(metric::kBytesBetweenNodesPerStep);
+    parts.push_back(BinaryBytes(*bytes) + " between nodes" +
+                    (per_step ? " (" + BinaryBytes(*per_step) + " a training step)" : ""));
+  }
   auto exposed = find(metric::kCommExposedSeconds), in_flight = find(metric::kCommInFlightSeconds);
   auto hidden = find(metric::kCommHiddenShare);
   std::string step;

@@ -241,6 +241,7 @@ TEST_CASE("RenderRunDetails sums up a distributed case's communication in one li
               {"prefetch", "on"}};
   ok.measurements = {{"wall_seconds", 3.25, "s", Provenance::kMeasured, "", "", ""},
                      {"bytes_between_nodes", 13107200, "bytes", Provenance::kMeasured, "", "", ""},
+                     {"bytes_between_nodes_per_step", 1048576, "bytes", Provenance::kMeasured, "", "", ""},
                      {"comm_exposed_seconds_rank0", 0.01, "s", Provenance::kMeasured, "", "", ""},
                      {"comm_exposed_seconds", 0.0125, "s", Provenance::kMeasured, "", "", ""},
                      {"comm_in_flight_seconds", 0.05, "s", Provenance::kMeasured, "", "", ""},
@@ -256,8 +257,8 @@ TEST_CASE("RenderRunDetails sums up a distributed case's communication in one li
   auto text = RenderRunDetails(*store, id, false);
   REQUIRE(text.ok());
   INFO(*text);
-  CHECK(text->find("    communication  12.50 MiB between nodes; per step 0.0125 s exposed of 0.05 s in flight (75.0 % "
-                   "hidden)\n"
+  CHECK(text->find("    communication  12.50 MiB between nodes (1.00 MiB a training step); per step 0.0125 s exposed "
+                   "of 0.05 s in flight (75.0 % hidden)\n"
                    "    measurements\n") != std::string::npos);
   CHECK(text->find("communication") == text->rfind("communication"));
 }
