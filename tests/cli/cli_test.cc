@@ -476,3 +476,33 @@ TEST_CASE("cli: the quickstart plan runs natively end to end and writes both rep
             .find("<svg width=\"900\" height=\"360\" viewBox=\"0 0 900 360\" role=\"img\" "
                   "aria-label=\"generation time (s) against answer length (tokens)\">") != std::string::npos);
 }
+
+TEST_CASE("cli: a run whose program file is replaced midway still starts its ranks (from the running binary)") {
+  // A rebuild during a long run removes the file the runner was started from.
+  // Its ranks must still start: they run the runner's own binary.
+  TempDir dir;
+  const fs::path bin = dir.path / "bin";
+  fs::create_directories(bin);
+  for (const char* name : {"protocol", "protocol-native"})
+    fs::copy_file(fs::path(PROTOCOL_BINARY).parent_path() / name, bin / name);
+  fs::path src = PROTOCOL_SOURCE_DIR;
+  WriteFile(dir.path / "plan.yaml",
+            "protocol: 1\nname: swap\n"
+            "models: {tiny: {preset: tiny, path: " + (src / "data/quickstart").string() + ", init: random}}\n"
+            "datasets: {corpus: {format: text, path: " + (src / "data/quickstart/corpus.txt").string() + "}}\n"
+            "stages:\n  - name: s\n    cases:\n"
+            "      - {id: wait, backend: command, system: fsdp, workload: inference, model: tiny,\n"
+            "         inference: {prompt: hi, max_new_tokens: [1]}, command: {argv: [sleep, '2']}}\n"
+            "      - {id: ranks, backend: fsdp, workload: pretrain, model: tiny, dataset: corpus, steps: 2,\n"
+            "         training: {batch_size: 4, seq_len: 16, device: cpu, ranks_per_node: 2}}\n");
+  const std::string cmd = "cd " + ShellQuote(dir.path.string()) + " && (" + ShellQuote((bin / "protocol").string()) +
+                          " run plan.yaml --db q.db >out.txt 2>&1 &) && sleep 1 && rm " +
+                          ShellQuote((bin / "protocol-native").string()) + " && sleep 12";
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  auto cases = CasesOf(dir.path / "q.db", 1);
+  REQUIRE(cases.size() == 2);
+  INFO(ReadAll(dir.path / "out.txt"));
+  INFO(cases[1].reason);
+  CHECK(cases[1].case_id == "ranks");
+  CHECK(cases[1].status == CaseStatus::kOk);
+}

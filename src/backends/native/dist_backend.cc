@@ -29,10 +29,15 @@ namespace fs = std::filesystem;
 // Set in every rank's environment; RunDistributed refuses to run where it is set.
 constexpr const char* kInWorkerVariable = "PROTOCOL_IN_WORKER";
 
+// This program's file. When it was replaced while the runner runs (a rebuild
+// during a long run: the link reads "... (deleted)"), /proc/self/exe itself,
+// which still opens the running binary on this host: ranks run the runner's
+// own version, not a newer one, and not nothing.
 std::string SelfProgram() {
   std::error_code ec;
   fs::path p = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? "/proc/self/exe" : p.string();
+  if (ec || !fs::exists(p, ec)) return "/proc/self/exe";
+  return p.string();
 }
 
 const NodeSpec* FindNode(const Plan& plan, const std::string& name) {
