@@ -138,6 +138,9 @@ TEST_CASE("native fsdp: pretrain trains, reports each step, measures, and saves 
   CHECK(h.events.lines[0].rfind("step 1/4 loss ", 0) == 0);
   REQUIRE(Find(out, metric::kFinalLoss));
   CHECK(Find(out, metric::kFinalLoss)->value == h.events.steps[3].loss);
+  // One read back from the device per step: the loss and the gradient norm together.
+  REQUIRE(Find(out, metric::kHostReadsPerStep));
+  CHECK(Find(out, metric::kHostReadsPerStep)->value == 1);
   CHECK(Find(out, metric::kEvalLoss));
   // 3 timed steps (one warm-up) of 32 tokens, 1 s each on the ticking clock.
   REQUIRE(Find(out, metric::kTrainTokensPerSecond));

@@ -169,11 +169,16 @@ TEST_CASE("memory estimate: FSDP FULL_SHARD training of the tiny preset, W = 2, 
   CHECK(Term(o.resident, "weights (2 B/param)") == 2 * N);
   CHECK(Term(o.resident, "float32 master copy") == 4 * N);
   CHECK(Term(o.resident, "AdamW m, v") == 8 * N);
-  // Peak: the optimizer step with every bf16 gradient and AdamW's float32 temporaries of
-  // the largest tensor (V·C), against layer 0's backward (most gradients, small activations).
+  // Peak: the optimizer step with every bf16 gradient and AdamW's float32 temporaries
+  // (√v̂ + ε and the float32 copy of a bf16 gradient) of its largest run: the whole
+  // model, N < 2^24 elements, against layer 0's backward (most gradients, small activations).
   CHECK(o.peak_phase == "optimizer step");
   CHECK(Term(o.at_peak, "gradients") == 2 * N);
-  CHECK(Term(o.at_peak, "AdamW temporaries") == 8 * 1024 * 192);
+  CHECK(Term(o.at_peak, "AdamW temporaries") == 8 * N);
+  // In float32 only √v̂ + ε: 4 per element.
+  one.dtype_bytes = 4;
+  CHECK(Term(estimate_training_memory(one).phases, "optimizer step") == 4 * N + 4 * N);
+  one.dtype_bytes = 2;
 
   // Prefetch (fsdp_schedule.h): a layer's backward also holds the next unit
   // gathered (layer l−1: 4·393600; nothing for the embedding) and the previous
@@ -272,6 +277,64 @@ TEST_CASE("memory estimate: inference places the weights and the KV cache per de
   InferenceMemoryEstimate q = estimate_inference_memory(s);
   CHECK(inference_layer_bytes(Tiny(), 4, true, false) == nf4_expected_weight_bytes(Tiny(), false) / 4 + 4 * 2 * 192);
   CHECK(q.devices[0].peak_phase == "load (full precision before quantization)");
+}
+
+}  // namespace native
+}  // namespace protocol
+
+namespace protocol {
+namespace native {
+
+TEST_CASE("memory estimate: a share merge's outer state on the device or the host, and its flat buffer") {
+  // Tiny over W = 2: P_m = Σ ⌈n_u/2⌉ = 98304 + 4·196800 + 98400 = 983904, the
+  // largest merged tensor a layer's slice ⌈393600/2⌉ = 196800.
+  TrainingMemoryShape s;
+  s.config = Tiny();
+  s.world = 2;
+  s.merges = true;
+  s.merge_bytes = 4;
+  const int64_t P = 983904, largest = 196800;
+  SUBCASE("plain float32 averaging: no state, the flat buffer only") {
+    MemoryEstimate m = estimate_training_memory(s);
+    CHECK(m.host_bytes == 0);
+    for (const MemoryTerm& t : m.resident) CHECK(t.name.find("outer") == std::string::npos);
+    CHECK(m.Describe().find("on the host") == std::string::npos);
+  }
+  SUBCASE("DiLoCo's settings: θ_global and the momentum, 4·P_m each") {
+    s.outer_lr = 0.7;
+    s.outer_momentum = 0.9;
+    const MemoryEstimate host = estimate_training_memory(s);
+    CHECK(host.host_bytes == 8 * P);
+    CHECK(host.Describe().find("; on the host: outer state 7.9 MB") != std::string::npos);
+    s.outer_state_on_device = true;
+    const MemoryEstimate device = estimate_training_memory(s);
+    CHECK(device.host_bytes == 0);
+    CHECK(Term(device.resident, "outer θ_global (float32)") == 4 * P);
+    CHECK(Term(device.resident, "outer momentum (float32)") == 4 * P);
+    CHECK(device.peak_bytes == host.peak_bytes + 8 * P);  // the peak phase is the same; the state is on top
+  }
+  SUBCASE("a bfloat16 merge of plain averaging sends the pseudo-gradient: θ_global kept, no momentum") {
+    s.merge_bytes = 2;
+    s.outer_state_on_device = true;
+    s.seq_len = 4;  // small activations: the merge becomes the peak phase
+    s.micro_batch = 1;
+    const MemoryEstimate m = estimate_training_memory(s);
+    CHECK(Term(m.resident, "outer θ_global (float32)") == 4 * P);
+    bool momentum = false;
+    for (const MemoryTerm& t : m.resident) momentum = momentum || t.name == "outer momentum (float32)";
+    CHECK_FALSE(momentum);
+  }
+  SUBCASE("the merge phase: the flat buffer in the merge dtype and one tensor's temporaries") {
+    s.outer_lr = 0.7;
+    for (int64_t m : {4, 2}) {
+      s.merge_bytes = m;
+      const MemoryEstimate e = estimate_training_memory(s);
+      CHECK(Term(e.phases, "merge (outer step)") == m * P + 12 * largest);
+    }
+    s.outer_lr = 1.0;
+    s.merge_bytes = 4;  // plain float32 averaging: the buffer only
+    CHECK(Term(estimate_training_memory(s).phases, "merge (outer step)") == 4 * P);
+  }
 }
 
 }  // namespace native

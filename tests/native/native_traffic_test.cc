@@ -107,6 +107,12 @@ TEST_CASE("traffic: a share merge all-reduces every rank's shard over the groups
   CHECK(share_merge_between_nodes(s) == 2 * 4 * 19232);
   s.ranks_per_group = 2;  // K = 2 rings of shards, each crossing twice
   CHECK(share_merge_between_nodes(s) == 2 * 2 * 4 * 9616);
+  s.merge_bytes = 2;  // training.merge_dtype: bfloat16 halves it
+  CHECK(share_merge_between_nodes(s) == 2 * 2 * 2 * 9616);
+  s.groups = 4;  // one flat all-reduce over 4 groups: 2·(3/4)·m·P_m per rank, 2 nodes × 2 ranks crossing
+  CHECK(share_merge_between_nodes(s) == 2 * 2 * (2 * 3 * 2 * 9616 / 4));
+  s.groups = 2;
+  s.merge_bytes = 4;
   s.nodes = 1;
   CHECK(share_merge_between_nodes(s) == 0);
 }

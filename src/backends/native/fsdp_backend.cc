@@ -305,6 +305,7 @@ class NativeFsdpBackend : public Backend {
     EpochStream stream(split.train, /*groups=*/1, /*group=*/0, static_cast<uint64_t>(ts.seed));
     TimedSteps timed(spec.warmup_steps, steps);
     double last_loss = 0;
+    const int64_t reads0 = compat::HostReads();
     for (int64_t step = 0; step < steps; ++step) {
       if (auto stop = ShouldStop(ctx, start, fmt::format("at step {} of {}", step, steps))) return *stop;
       std::vector<const Sequence*> batch = stream.Next(ts.batch_size);
@@ -329,6 +330,13 @@ class NativeFsdpBackend : public Backend {
 
     // ---- results --------------------------------------------------------------
     BackendOutcome out;
+    if (steps > 0)
+      out.measurements.push_back(MeasuredFigure(
+          metric::kHostReadsPerStep, static_cast<double>(compat::HostReads() - reads0) / static_cast<double>(steps),
+          "reads",
+          fmt::format("device values read back on the host (compat::ReadToHost), each a wait for the device, per "
+                      "training step over {} step(s)",
+                      steps)));
     out.measurements.push_back(MeasuredFigure(metric::kFinalLoss, last_loss, "", "training loss of the last step"));
     if (auto ev = eval_loss(model, split.eval, ts.batch_size))
       out.measurements.push_back(MeasuredFigure(metric::kEvalLoss, *ev, "",

@@ -12,6 +12,7 @@ constexpr int64_t kBlock = 64;           // NF4 weights per block (nf4.h kNf4Blo
 constexpr int64_t kDqGroup = 256;        // blocks per double-quantization group (kNf4DqGroupSize)
 constexpr int64_t kRecordBytes = 36;     // 32 code bytes + float32 absmax (kNf4RecordBytes)
 constexpr int64_t kDqRecordBytes = 8456; // 256·33 + 8 (kNf4DqRecordBytes)
+constexpr int64_t kAdamwChunk = int64_t{1} << 24;  // train.h kAdamwChunkElements
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t F32Copy(int64_t e) { return e != 4 ? 1 : 0; }  // f
@@ -46,6 +47,7 @@ MemoryEstimate Finish(std::vector<MemoryTerm> resident, const std::vector<Phase>
     out.at_peak = best->terms;
   }
   out.peak_bytes = Sum(out.resident) + Sum(out.at_peak);
+  for (const Phase& p : phases) out.phases.push_back({p.name, Sum(p.terms)});
   return out;
 }
 
@@ -91,7 +93,13 @@ TrainingQuantities TrainingQuantitiesOf(const TrainingMemoryShape& s) {
 // Full precision: resident weights, master copy and AdamW state (or their FSDP
 // slices); phases: the head's, each layer's (last to first) and the
 // embedding's backward, then the optimizer step.
-MemoryEstimate FullPrecisionTraining(const TrainingMemoryShape& s, const TrainingQuantities& q) {
+// The terms of an estimate before its peak is chosen.
+struct Breakdown {
+  std::vector<MemoryTerm> resident;
+  std::vector<Phase> phases;
+};
+
+Breakdown FullPrecisionTraining(const TrainingMemoryShape& s, const TrainingQuantities& q) {
   const int64_t e = q.e, W = q.W;
   const bool sharded = s.sharded;
   const std::vector<int64_t>& units = q.units;
@@ -115,7 +123,9 @@ MemoryEstimate FullPrecisionTraining(const TrainingMemoryShape& s, const Trainin
     resident.push_back({fmt::format("weights ({} B/param)", e), e * q.N});
     if (F32Copy(e)) resident.push_back({"float32 master copy", 4 * q.N});
     resident.push_back({"AdamW m, v", 8 * q.N});
-    largest = q.V * q.C;  // the largest tensor: embedding / lm_head
+    // AdamW steps runs of at most kAdamwChunk elements (or one larger tensor):
+    // the embedding / lm_head (V·C), or a run of smaller tensors up to the chunk.
+    largest = std::min(q.N, std::max(q.V * q.C, kAdamwChunk));
   }
   // Gathered unit u in backward: e·n + max(e,4)·Ŝ (sharded); nothing in one process.
   auto gathered = [&](size_t u) -> int64_t {
@@ -161,15 +171,19 @@ MemoryEstimate FullPrecisionTraining(const TrainingMemoryShape& s, const Trainin
     if (ahead && units.size() > 2) p.terms.push_back({"previous unit's gradient in flight", in_flight(1)});
     phases.push_back(std::move(p));
   }
-  phases.push_back({"optimizer step", {{"gradients", grads_all}, {"AdamW temporaries", 8 * largest}}});
-  return Finish(std::move(resident), phases);
+  // Per element of a run: √v̂ + ε in float32, and a float32 copy of a
+  // non-float32 gradient (one process on CUDA; FSDP's gradient slices are float32
+  // already, counted 8 as the estimate always has).
+  const int64_t temporaries = sharded ? 8 : 4 * (1 + F32Copy(e));
+  phases.push_back({"optimizer step", {{"gradients", grads_all}, {"AdamW temporaries", temporaries * largest}}});
+  return {std::move(resident), std::move(phases)};
 }
 
 // 4-bit base + LoRA: resident NF4 projections (or their record slices), the
 // frozen rest in the compute dtype, the adapters with their gradients and
 // AdamW state; phases: the head's and the last layer's backward, and (one
 // process) the load before quantization.
-MemoryEstimate Nf4LoraTraining(const TrainingMemoryShape& s, const TrainingQuantities& q) {
+Breakdown Nf4LoraTraining(const TrainingMemoryShape& s, const TrainingQuantities& q) {
   const ModelConfig& c = s.config;
   const int64_t e = q.e, W = q.W, L = q.L, C = q.C, V = q.V;
   const bool sharded = s.sharded;
@@ -218,6 +232,9 @@ MemoryEstimate Nf4LoraTraining(const TrainingMemoryShape& s, const TrainingQuant
     p.terms.push_back({"one layer's activations", q.layer_act});
     phases.push_back(std::move(p));
   }
+  // The adapters' AdamW step: √v̂ + ε of one run of float32 adapters (train.h).
+  phases.push_back({"optimizer step (adapters)",
+                    {{"AdamW temporaries", 4 * std::min(trained, std::max(kAdamwChunk, s.lora_rank * std::max({C, c.hidden_dim, c.n_heads * c.HeadDim()})))}}});
   if (!sharded) {
     // One process loads the model in the compute dtype and quantizes it projection by projection.
     int64_t full = 0, packed = 0;
@@ -229,7 +246,7 @@ MemoryEstimate Nf4LoraTraining(const TrainingMemoryShape& s, const TrainingQuant
                       {{"projections in the compute dtype", L * (full - packed)},
                        {"quantization workspace", quantize_workspace_bytes(q.largest_projection)}}});
   }
-  return Finish(std::move(resident), phases);
+  return {std::move(resident), std::move(phases)};
 }
 
 }  // namespace
@@ -323,12 +340,40 @@ std::string FormatBytes(int64_t bytes) {
 std::string MemoryEstimate::Describe() const {
   std::string out = fmt::format("{} = {}", FormatBytes(peak_bytes), Terms(resident));
   if (!at_peak.empty()) out += fmt::format("; at the peak ({}): {}", peak_phase, Terms(at_peak));
+  if (host_bytes > 0) out += fmt::format("; on the host: outer state {}", FormatBytes(host_bytes));
   return out;
 }
 
 MemoryEstimate estimate_training_memory(const TrainingMemoryShape& s) {
   const TrainingQuantities q = TrainingQuantitiesOf(s);
-  return s.nf4 ? Nf4LoraTraining(s, q) : FullPrecisionTraining(s, q);
+  Breakdown b = s.nf4 ? Nf4LoraTraining(s, q) : FullPrecisionTraining(s, q);
+  int64_t host = 0;
+  if (s.merges) {
+    // The merged elements of a rank (outer_step.h): its float32 slices, or its trained adapters.
+    int64_t merged = 0, largest = 0;
+    if (s.nf4) {
+      const int64_t adapters = adapter_parameter_count(s.config, s.lora_rank);
+      merged = s.lora_freeze_a ? adapters - adapter_a_parameter_count(s.config, s.lora_rank) : adapters;
+      largest = s.lora_rank * std::max({q.C, s.config.hidden_dim, s.config.n_heads * s.config.HeadDim()});
+    } else {
+      for (int64_t n : q.units) {
+        merged += shard_elements(n, q.W);
+        largest = std::max(largest, shard_elements(n, q.W));
+      }
+    }
+    const bool pseudo = !(s.outer_lr == 1.0 && s.outer_momentum == 0.0) || s.merge_bytes != 4;
+    std::vector<MemoryTerm> state;
+    if (pseudo) state.push_back({"outer θ_global (float32)", 4 * merged});
+    if (pseudo && s.outer_momentum > 0) state.push_back({"outer momentum (float32)", 4 * merged});
+    if (s.outer_state_on_device) b.resident.insert(b.resident.end(), state.begin(), state.end());
+    else host = Sum(state);
+    b.phases.push_back({"merge (outer step)",
+                        {{fmt::format("flat merge buffer ({} B/element)", s.merge_bytes), s.merge_bytes * merged},
+                         {"one tensor's float32 temporaries", (pseudo ? 12 : 0) * largest}}});
+  }
+  MemoryEstimate out = Finish(std::move(b.resident), b.phases);
+  out.host_bytes = host;
+  return out;
 }
 
 int64_t inference_layer_bytes(const ModelConfig& c, int64_t e, bool nf4, bool double_quant) {

@@ -50,7 +50,10 @@
 //            (4·Ŝ): e·n + max(e, 4)·Ŝ, Ŝ = W·S_u; plus the loss
 //   layer l  the same for the layer unit, plus one layer's activations a·B·T
 //            (recomputed when checkpointed; its gradients otherwise)
-//   step     all gradients, plus AdamW's temporaries: 8·(largest slice or tensor)
+//   step     all gradients, plus AdamW's temporaries: sharded 8·(largest
+//            slice); one process (1 + f)·4 per element of its largest run
+//            (train.h: runs of at most 2^24 elements, or one larger tensor):
+//            (1 + f)·4·min(N, max(V·C, 2^24))
 // With prefetch (fsdp_schedule.h), the head's and each layer's phase also
 // hold the next unit of the backward gathered (e·Ŝ of layer l−1; nothing
 // for the embedding, which is not gathered for its backward) and the previous
@@ -69,6 +72,8 @@
 //   LoRA adapters (rank r, lora.h) replicated on every rank in float32 with
 //   their gradients and AdamW moments: 16 bytes per adapter parameter
 //   (lora_freeze_a: 4 for each A, 16 for each B).
+// The adapters' optimizer step: AdamW's temporaries of its largest run,
+//   4·min(trained adapters, 2^24) (float32 √v̂ + ε; train.h).
 // Phases: layer: the gathered NF4 layer (R·r_b; nothing gathered in one
 //   process) + one projection being dequantized (nf4.cc: the float32 result,
 //   on CUDA with its int32 table index and its compute-dtype copy: 8 bytes per
@@ -76,6 +81,16 @@
 //   loss. With prefetch both also hold the next layer's gathered NF4 records
 //   (R·r_b), and the layer phase the previous layer's adapter gradients in
 //   flight (r per adapter parameter of a layer).
+//
+// ---- the share protocol's merges (outer_step.h) ---------------------------
+// P_m: the elements a rank merges (full precision: its slices Σ S_u; 4-bit:
+// its trained adapters), n_m the largest of its merged tensors, m the merge
+// dtype's bytes. Unless plain float32 averaging (η = 1, μ = 0, m = 4):
+//   θ_global 4·P_m, and with μ > 0 the velocity 4·P_m; resident on the
+//   device with training.outer_state: device, else on the host (said apart,
+//   not in the peak).
+// Merge phase (gradients freed, no activations): the flat buffer m·P_m and
+//   one tensor's float32 temporaries 12·n_m (none for plain float32 averaging).
 //
 // ---- inference -----------------------------------------------------------
 // The weights (compute dtype; NF4 projections + norms in the compute dtype
@@ -150,6 +165,8 @@ struct MemoryEstimate {
   std::string peak_phase;            // the phase at the peak, e.g. "backward of decoder layer 79"
   std::vector<MemoryTerm> at_peak;   // what that phase holds on top of the resident terms
   int64_t peak_bytes = 0;            // Σ resident + Σ at_peak
+  int64_t host_bytes = 0;            // host memory of the rank not in the peak (a merge's outer state kept there)
+  std::vector<MemoryTerm> phases;    // every candidate phase: its name and what it holds on top of the resident terms
   // "9.12 GB: NF4 projections 4.81 GB + ... ; at the peak (backward of the head): ..."
   std::string Describe() const;
 };
@@ -172,6 +189,12 @@ struct TrainingMemoryShape {
   // gather and the previous unit's gradient reduction are in flight too.
   bool prefetch = true;
   int64_t reduce_bytes = 4;      // r: bytes per element of the gradient reductions
+  // share with more than one group: the merges (outer_step.h).
+  bool merges = false;
+  double outer_lr = 1.0;             // η
+  double outer_momentum = 0.0;       // μ
+  bool outer_state_on_device = false;  // training.outer_state: device
+  int64_t merge_bytes = 4;           // m: bytes per element a merge sends
 };
 MemoryEstimate estimate_training_memory(const TrainingMemoryShape& shape);
 

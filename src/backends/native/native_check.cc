@@ -113,7 +113,19 @@ struct PeakEstimate {
   int64_t peak_bytes = 0;
   std::string what;
   std::string terms;
+  std::string first_hint;  // a remedy specific to the case, named before the general ones
 };
+
+// Bytes per element of a collective in `dtype` (reduce_dtype, merge_dtype):
+// `auto` is the compute dtype (case_device.h ResolveReduceDtype): bf16 on a GPU.
+int64_t CommunicationBytes(ReduceDtype dtype, bool gpu) {
+  switch (dtype) {
+    case ReduceDtype::kFloat32: return 4;
+    case ReduceDtype::kBfloat16: return 2;
+    case ReduceDtype::kAuto: break;
+  }
+  return gpu ? 2 : 4;
+}
 
 // The ranks a unit is sharded over: the group (fsdp: every rank of the case;
 // share: one group), or with hybrid sharding the group's ranks on one node.
@@ -135,9 +147,7 @@ PeakEstimate TrainingPeak(const CaseSpec& spec, NativeRole role, const ModelSpec
   s.world = shard_world;
   s.sharded = role == NativeRole::kShare || world > 1;
   s.prefetch = spec.training.prefetch;
-  s.reduce_bytes = spec.training.reduce_dtype == ReduceDtype::kFloat32 ? 4
-                   : spec.training.reduce_dtype == ReduceDtype::kBfloat16 ? 2
-                                                                          : (gpu ? 2 : 4);
+  s.reduce_bytes = CommunicationBytes(spec.training.reduce_dtype, gpu);
   const int64_t per_rank = spec.training.batch_size / std::max(1, world);
   s.micro_batch = std::max<int64_t>(1, per_rank / std::max<int64_t>(1, spec.training.grad_accum));
   s.seq_len = spec.training.seq_len;
@@ -149,10 +159,20 @@ PeakEstimate TrainingPeak(const CaseSpec& spec, NativeRole role, const ModelSpec
   s.double_quant = ms.double_quant;
   s.lora_rank = spec.training.LoraRank();
   s.lora_freeze_a = spec.training.lora_freeze_a;
+  s.merges = role == NativeRole::kShare && layout.groups > 1;
+  s.outer_lr = spec.training.outer_lr;
+  s.outer_momentum = spec.training.outer_momentum;
+  s.outer_state_on_device = spec.training.outer_state == OuterState::kDevice;
+  s.merge_bytes = CommunicationBytes(spec.training.merge_dtype, gpu);
   MemoryEstimate m = estimate_training_memory(s);
   PeakEstimate out;
   out.peak_bytes = m.peak_bytes;
   out.terms = m.Describe();
+  for (const MemoryTerm& t : m.resident)
+    if (t.name.rfind("outer ", 0) == 0) {
+      out.first_hint = "keep the merges' outer state on the host (training.outer_state: host), ";
+      break;
+    }
   out.what = fmt::format("{}, {}{}; micro-batch {} x {} tokens, checkpoint_every {}",
                          s.sharded ? (shard_world < layout.group_size
                                           ? fmt::format("FSDP HYBRID_SHARD over W = {} per node, {} replicas",
@@ -264,13 +284,18 @@ std::vector<CaseIssue> native_case_issues(const Plan& plan, const CaseSpec& spec
     issues.push_back({CaseIssueKind::kError,
                       "training.sharding: hybrid is an fsdp setting (shard within each node, replicate across "
                       "nodes); a share group runs on one node, where it is full sharding: remove it"});
-  if (training && spec.training.reduce_dtype == ReduceDtype::kBfloat16 && !compat::GlooReducesBfloat16()) {
+  // bfloat16 collectives on CPU ranks: the gradient reductions, and a share case's merges.
+  const std::pair<const char*, bool> bf16_settings[] = {
+      {"reduce_dtype", spec.training.reduce_dtype == ReduceDtype::kBfloat16},
+      {"merge_dtype", role == NativeRole::kShare && spec.training.merge_dtype == ReduceDtype::kBfloat16}};
+  for (const auto& [setting, bf16] : bf16_settings) {
+    if (!training || !bf16 || compat::GlooReducesBfloat16()) continue;
     auto layout = role == NativeRole::kFsdp ? FsdpLayout(plan, spec) : ShareLayout(plan, spec);
     if (layout.ok() && layout->world() > 1 && !OnGpu(spec, CaseNodes(plan, spec, *layout)))
       issues.push_back({CaseIssueKind::kRefusal,
-                        fmt::format("training.reduce_dtype: bfloat16 on CPU ranks: Gloo in this build (libtorch {}) "
+                        fmt::format("training.{}: bfloat16 on CPU ranks: Gloo in this build (libtorch {}) "
                                     "cannot reduce bfloat16 tensors; use auto (float32 on a CPU)",
-                                    compat::TorchVersion())});
+                                    setting, compat::TorchVersion())});
   }
   const std::string path = plan.ResolvePath(ms.path);
   if (native_weights_source(spec.workload, nf4, ms.init_random, path) == WeightsSource::kMissing)
@@ -321,10 +346,10 @@ CaseAdvice native_case_memory(const Plan& plan, const CaseSpec& spec, NativeRole
                                      estimate.what, estimate.terms));
   if (gpu && limit.gb > 0 && static_cast<double>(peak) > limit.gb * 1e9)
     advice.warnings.push_back(fmt::format(
-        "expected peak memory per GPU {} exceeds the {} GB of node '{}' (cluster.nodes[].gpu_memory_gb); lower "
+        "expected peak memory per GPU {} exceeds the {} GB of node '{}' (cluster.nodes[].gpu_memory_gb); {}lower "
         "training.batch_size or seq_len, checkpoint more layers (checkpoint_every: 1), or spread the model over "
         "more ranks",
-        FormatBytes(peak), limit.gb, limit.node));
+        FormatBytes(peak), limit.gb, limit.node, estimate.first_hint));
   return advice;
 }
 
@@ -340,9 +365,7 @@ FsdpTrafficShape FsdpTraffic(const CaseSpec& spec, const ModelSpec& ms, const Mo
   t.hybrid = spec.training.sharding == Sharding::kHybrid;
   t.grad_accum = spec.training.grad_accum;
   t.dtype_bytes = gpu ? 2 : 4;
-  t.reduce_bytes = spec.training.reduce_dtype == ReduceDtype::kFloat32    ? 4
-                   : spec.training.reduce_dtype == ReduceDtype::kBfloat16 ? 2
-                                                                          : t.dtype_bytes;
+  t.reduce_bytes = CommunicationBytes(spec.training.reduce_dtype, gpu);
   t.reduce_scatter_is_all_reduce = !gpu && !compat::GlooHasFlatCollectives();
   t.nf4 = IsNf4(ms);
   t.double_quant = ms.double_quant;
@@ -381,6 +404,7 @@ std::string native_case_traffic(const Plan& plan, const CaseSpec& spec, NativeRo
     t.nf4 = IsNf4(model->second);
     t.lora_rank = spec.training.LoraRank();
     t.lora_freeze_a = spec.training.lora_freeze_a;
+    t.merge_bytes = CommunicationBytes(spec.training.merge_dtype, gpu);
     const int64_t merges = ShareMerges(spec);
     return fmt::format("between nodes: nothing in a step (each group trains on its node); {} per merge{}",
                        FormatBytes(share_merge_between_nodes(t)),

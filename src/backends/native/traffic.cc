@@ -89,14 +89,14 @@ StepTraffic fsdp_step_traffic(const FsdpTrafficShape& s) {
 int64_t share_merge_between_nodes(const ShareTrafficShape& s) {
   if (s.nodes <= 1 || s.groups <= 1) return 0;
   const int64_t G = s.groups, K = std::max<int64_t>(1, s.ranks_per_group);
-  int64_t per_rank = 0;  // one merge: an all-reduce over the G groups per merged tensor
+  int64_t merged = 0;  // the elements a rank merges
   if (s.nf4) {
-    for (int64_t n : LayerAdapterTensors(s.config, s.lora_rank, s.lora_freeze_a))
-      per_rank += s.config.n_layers * AllReduceBytes(G, 4 * n);
+    for (int64_t n : LayerAdapterTensors(s.config, s.lora_rank, s.lora_freeze_a)) merged += s.config.n_layers * n;
   } else {
-    for (int64_t n : unit_parameter_counts(s.config)) per_rank += AllReduceBytes(G, 4 * shard_elements(n, K));
+    for (int64_t n : unit_parameter_counts(s.config)) merged += shard_elements(n, K);
   }
-  return s.nodes * K * per_rank;
+  // One merge: one flat all-reduce over the G groups per rank (outer_step.h).
+  return s.nodes * K * AllReduceBytes(G, s.merge_bytes * merged);
 }
 
 }  // namespace native

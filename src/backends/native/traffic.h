@@ -36,9 +36,10 @@
 // replica all-reduce across, and N ranks the group's 8-byte loss.
 //
 // The share protocol's groups each sit on one node: a step sends nothing
-// between nodes; a merge all-reduces every rank's float32 shard (or the
-// trainable adapters) over the G groups' cross rings, one ring per rank of a
-// group, each crossing at N of its G ranks: N·K·2(G−1)/G·4·shard bytes.
+// between nodes; a merge all-reduces every rank's merged elements P_m (its
+// shard, or its trainable adapters) as one flat buffer of the merge dtype (m
+// bytes) over the G groups' cross rings, one ring per rank of a group, each
+// crossing at N of its G ranks: N·K·⌊2(G−1)·m·P_m/G⌋ bytes.
 
 #include <cstdint>
 #include <string>
@@ -79,6 +80,7 @@ struct ShareTrafficShape {
   bool nf4 = false;             // merges average (or stack) the trainable adapters
   int64_t lora_rank = 8;
   bool lora_freeze_a = false;
+  int64_t merge_bytes = 4;      // m: training.merge_dtype's bytes
 };
 // Bytes one merge of the share protocol sends between nodes (an averaging
 // merge: the all-reduce above; the last merge of 4-bit groups with A trained

@@ -152,7 +152,18 @@ void EmitShardingFacts(const WorkerCase& wc, at::ScalarType compute_dtype, const
       {fact::kSharding, sharding},
       {fact::kPrefetch, wc.training.prefetch ? "on" : "off"},
       {fact::kReduceDtype, compat::DtypeName(ResolveReduceDtype(wc.training.reduce_dtype, compute_dtype))}};
-  for (const auto& [key, value] : facts) {
+  std::vector<std::pair<const char*, std::string>> all(std::begin(facts), std::end(facts));
+  if (g.groups > 1) {  // share: what a merge sends and where its state lives (outer_step.h)
+    const TrainingSettings& t = wc.training;
+    const at::ScalarType merge = ResolveReduceDtype(t.merge_dtype, compute_dtype);
+    const bool pseudo = SendsPseudoGradient(t.outer_lr, t.outer_momentum, merge);
+    all.emplace_back(fact::kMerge,
+                     fmt::format("one flat {} all-reduce of {}; outer state {}", compat::DtypeName(merge),
+                                 pseudo ? "the pseudo-gradient" : "the parameters (plain averaging)",
+                                 pseudo ? (t.outer_state == OuterState::kHost ? "on the host" : "on the device")
+                                        : "none"));
+  }
+  for (const auto& [key, value] : all) {
     WorkerEvent e;
     e.kind = WorkerEvent::Kind::kFact;
     e.text = key;
@@ -257,7 +268,7 @@ std::optional<double> ShardedEvalLoss(const ShardedForward& forward, const std::
   for (const Sequence& s : seqs)
     for (uint8_t m : s.mask) counted += m;
   if (counted == 0) return std::nullopt;
-  double local = 0;
+  at::Tensor sum = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(device));  // NCCL: on the device
   {
     // No grad mode, but not InferenceMode: Gloo writes the gathered tensors
     // from its own threads, where inference tensors may not be modified.
@@ -269,12 +280,11 @@ std::optional<double> ShardedEvalLoss(const ShardedForward& forward, const std::
       std::vector<const Sequence*> part;
       for (size_t i = start + r * per; i < std::min(end, start + (r + 1) * per); ++i) part.push_back(&seqs[i]);
       BatchTensors b = batch_tensors(part, seq_len, device);
-      local += masked_loss(forward(b.inputs), b, counted).item<double>();
+      sum += masked_loss(forward(b.inputs), b, counted).to(at::kDouble);
     }
   }
-  at::Tensor sum = at::full({1}, local, at::TensorOptions().dtype(at::kDouble).device(device));  // NCCL: on the device
   g.group_comm->AllReduceSum(sum);
-  return sum.item<double>();
+  return compat::ReadToHost(sum)[0];
 }
 
 // One rank's training, in the order every rank runs it: the data (its group's
@@ -309,7 +319,7 @@ class RankTraining {
   void BuildQlora(const ShardedParams::Fill& fill);
   void Loop();
   double TrainStep(int64_t step);
-  double Update(double lr);
+  at::Tensor Update(double lr);
   void TimedMerge(const std::function<void()>& combine);
   void Merge();
   void LateMerge();
@@ -354,6 +364,7 @@ class RankTraining {
   std::vector<double> my_step_seconds_, my_work_seconds_;  // this rank's timed steps (stragglers.h)
   std::vector<double> my_exposed_seconds_, my_in_flight_seconds_;  // its communication in those steps
   int64_t steps_between_nodes_ = 0;  // bytes this rank sent to another node during the training steps
+  int64_t host_reads_ = 0, host_read_steps_ = 0;  // compat::ReadToHost calls in the training steps
 };
 
 void RankTraining::BuildData() {
@@ -418,7 +429,14 @@ void RankTraining::BuildModel() {
     merged_tensors_ = full_->shards();
     memory_text_ = fmt::format("the rank holds {} float32 shard elements", full_->shard_elements());
   }
-  if (g_.groups > 1) outer_step_.emplace(merged_tensors_, ts_.outer_lr, ts_.outer_momentum);
+  if (g_.groups > 1) {
+    OuterStepOptions outer;
+    outer.lr = ts_.outer_lr;
+    outer.momentum = ts_.outer_momentum;
+    outer.state_on_host = ts_.outer_state == OuterState::kHost;
+    outer.merge_dtype = ResolveReduceDtype(ts_.merge_dtype, s_.dtype);
+    outer_step_.emplace(merged_tensors_, outer);
+  }
 }
 
 void RankTraining::BuildQlora(const ShardedParams::Fill& fill) {
@@ -449,9 +467,9 @@ void RankTraining::BuildQlora(const ShardedParams::Fill& fill) {
 // After the step's backward passes: clip and update (AdamW on this rank's
 // slices, or on the adapters, whose gradients the last backward summed over
 // the group).
-double RankTraining::Update(double lr) {
+at::Tensor RankTraining::Update(double lr) {
   if (full_) return full_->Step(lr);
-  const double norm = grad_clip_norm(adapter_optimizer_->params(), options_.grad_clip);
+  at::Tensor norm = grad_clip_norm(adapter_optimizer_->params(), options_.grad_clip);
   adapter_optimizer_->step(lr);
   adapter_optimizer_->zero_grad();
   return norm;
@@ -467,13 +485,13 @@ void RankTraining::TimedMerge(const std::function<void()>& combine) {
   ++merges_;
 }
 
-// The outer step (outer_step.h) over the merged tensors: one all-reduce across
-// groups per tensor, SUM then divide (1.13 Gloo has no AVG).
+// The outer step (outer_step.h) over the merged tensors: one flat all-reduce
+// across groups in the merge dtype, SUM then divide (1.13 Gloo has no AVG).
 void RankTraining::Merge() {
   TimedMerge([&] {
-    Status st = outer_step_->Merge(merged_tensors_, [&](at::Tensor& t) {
-      g_.cross_comm->AllReduceSum(t);
-      t.div_(static_cast<double>(g_.groups));
+    Status st = outer_step_->Merge(merged_tensors_, [&](at::Tensor& flat) {
+      g_.cross_comm->AllReduceSum(flat);
+      flat.div_(static_cast<double>(g_.groups));
     });
     if (!st.ok()) throw Failure(st.message());
   });
@@ -488,6 +506,7 @@ double RankTraining::TrainStep(int64_t step) {
   for (const Sequence* q : group_seqs)
     for (uint8_t m : q->mask) counted += m;
   const double t0 = Now(), exposed0 = g_.ExposedSeconds(), in_flight0 = g_.InFlightSeconds();
+  const int64_t reads0 = compat::HostReads();
   if (step_delay_ > 0) std::this_thread::sleep_for(std::chrono::duration<double>(step_delay_));
   at::Tensor loss_sum = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(s_.device));
   const int64_t micro = std::max<int64_t>(1, local_batch_ / std::max<int64_t>(1, ts_.grad_accum));
@@ -497,15 +516,19 @@ double RankTraining::TrainStep(int64_t step) {
     SetGradientSync(start + micro >= local_batch_);  // the step's last micro-batch completes its gradients
     at::Tensor loss = masked_loss(Forward(b.inputs), b, std::max(counted, 1.0));
     loss.backward();  // each unit's gradient is reduced as the backward leaves it (fsdp_schedule.h)
-    loss_sum += loss.item<double>();
+    loss_sum += loss.detach().to(at::kDouble);
   }
   const double lr = lr_at_step(step, steps_, options_);
-  const double grad_norm = Update(lr);
+  const at::Tensor norm = Update(lr);
   g_.group_comm->AllReduceSum(loss_sum);
   if (ts_.sync_every > 0 && (step + 1) % ts_.sync_every == 0 && step + 1 < steps_ && g_.groups > 1) Merge();
   compat::DeviceSynchronize(s_.device);
   const double seconds = Now() - t0;
-  const double loss = loss_sum.item<double>();
+  // The step's one read back from the device: its loss and gradient norm together.
+  const std::vector<double> read = compat::ReadToHost(at::cat({loss_sum, norm.reshape({1}).to(loss_sum.device())}));
+  const double loss = read[0], grad_norm = read[1];
+  host_reads_ += compat::HostReads() - reads0;
+  ++host_read_steps_;
   if (!std::isfinite(loss)) throw Failure(fmt::format("loss became {} at step {} (group {})", loss, step + 1, g_.group));
   last_loss_ = loss;
   const int64_t tokens = ts_.batch_size * ts_.seq_len;  // every group's sequences
@@ -628,6 +651,13 @@ void RankTraining::ReportCaseFigures(const std::optional<double>& eval) {
 void RankTraining::ReportRankFigures() {
   EmitRankStepTimes(g_, my_step_seconds_, my_work_seconds_, wc_.warmup_steps);
   EmitRankCommunication(g_, my_exposed_seconds_, my_in_flight_seconds_, wc_.warmup_steps, s_.device.is_cuda());
+  if (host_read_steps_ > 0)
+    EmitMeasurement(metric::kHostReadsPerStep, static_cast<double>(host_reads_) / static_cast<double>(host_read_steps_),
+                    "reads",
+                    fmt::format("rank {} of {}: device values read back on the host (compat::ReadToHost), each a wait "
+                                "for the device, per training step over {} step(s), merges included",
+                                g_.rank, g_.world, host_read_steps_),
+                    g_.rank);
   const int64_t peak_rss = PeakRssBytes();
   const char* mmap_threshold = std::getenv("MALLOC_MMAP_THRESHOLD_");
   const std::string rss_how = fmt::format(

@@ -49,6 +49,13 @@ const std::vector<VocabularyEntry<ReduceDtype>>& Vocabulary<ReduceDtype>() {
   return names;
 }
 
+template <>
+const std::vector<VocabularyEntry<OuterState>>& Vocabulary<OuterState>() {
+  static const std::vector<VocabularyEntry<OuterState>> names = {{OuterState::kHost, "host"},
+                                                                  {OuterState::kDevice, "device"}};
+  return names;
+}
+
 namespace {
 
 // "12.5Mbit" -> 12.5 times the factor of its unit in `units` (lower case;

@@ -64,7 +64,8 @@ enum class Workload { kPretrain, kFinetune, kInference };  // "pretrain" | "fine
 enum class Quantization { kNone, kNf4 };                   // models[].quantization: "none" | "nf4"
 enum class DeviceChoice { kAuto, kCpu, kCuda };            // training.device: "auto" | "cpu" | "cuda"
 enum class Sharding { kFull, kHybrid };                     // training.sharding: "full" | "hybrid"
-enum class ReduceDtype { kAuto, kFloat32, kBfloat16 };      // training.reduce_dtype: "auto" | "float32" | "bfloat16"
+enum class ReduceDtype { kAuto, kFloat32, kBfloat16 };      // training.reduce_dtype, merge_dtype: "auto" | "float32" | "bfloat16"
+enum class OuterState { kHost, kDevice };                   // training.outer_state: "host" | "device"
 template <>
 const std::vector<VocabularyEntry<Workload>>& Vocabulary<Workload>();
 template <>
@@ -75,6 +76,8 @@ template <>
 const std::vector<VocabularyEntry<Sharding>>& Vocabulary<Sharding>();
 template <>
 const std::vector<VocabularyEntry<ReduceDtype>>& Vocabulary<ReduceDtype>();
+template <>
+const std::vector<VocabularyEntry<OuterState>>& Vocabulary<OuterState>();
 
 // The system an fsdp case with `training.sharding: hybrid` reports as when it
 // names none: a baseline column of its own beside the methodology's `fsdp`.
@@ -246,6 +249,15 @@ struct TrainingSettings {
   // The dtype gradients are reduced in; `auto` = the compute dtype (bf16 on a
   // GPU, float32 on a CPU), as accelerate's bf16 policy does.
   ReduceDtype reduce_dtype;
+  // share: where a merge's outer state lives (θ_global and the outer
+  // momentum, float32, one copy of the rank's merged slice each): on the host
+  // (torchft's and PrimeIntellect's DiLoCo; copied to and from the device only
+  // at a merge) or on the device.
+  OuterState outer_state;
+  // share: the dtype a merge sends (one flat all-reduce of the pseudo-gradient
+  // θ_global − θ, or of θ itself for plain float32 averaging); `auto` = the
+  // compute dtype (bfloat16 on a GPU, float32 on a CPU).
+  ReduceDtype merge_dtype;
   int64_t LoraRank() const { return lora_rank; }
   double LoraAlpha() const { return lora_alpha; }
 };

@@ -66,6 +66,12 @@ const std::vector<TrainingField>& TrainingFields() {
       Row("reduce_dtype", &S::reduce_dtype, ReduceDtype::kAuto,
           "dtype of the gradient reductions: `auto` = the compute dtype (bfloat16 on a GPU, float32 on a CPU), "
           "`float32`, `bfloat16`"),
+      Row("outer_state", &S::outer_state, OuterState::kHost,
+          "share: where a merge's outer state (theta_global, the outer momentum: float32 copies of the rank's merged "
+          "slice) lives: `host` (as torchft's DiLoCo; copied only at a merge) or `device`"),
+      Row("merge_dtype", &S::merge_dtype, ReduceDtype::kAuto,
+          "share: dtype of a merge's one flat all-reduce (the pseudo-gradient theta_global - theta): `auto` = the "
+          "compute dtype (bfloat16 on a GPU, float32 on a CPU), `float32`, `bfloat16`"),
   };
   return rows;
 }

@@ -37,15 +37,16 @@ namespace protocol {
 using TrainingMember =
     std::variant<int64_t TrainingSettings::*, int TrainingSettings::*, double TrainingSettings::*,
                  bool TrainingSettings::*, DeviceChoice TrainingSettings::*, Sharding TrainingSettings::*,
-                 ReduceDtype TrainingSettings::*>;
+                 ReduceDtype TrainingSettings::*, OuterState TrainingSettings::*>;
 // A setting's value, of its member's type.
-using TrainingValue = std::variant<int64_t, int, double, bool, DeviceChoice, Sharding, ReduceDtype>;
+using TrainingValue = std::variant<int64_t, int, double, bool, DeviceChoice, Sharding, ReduceDtype, OuterState>;
 
 // True for the members that are a closed vocabulary (plan.h's Vocabulary<E>):
 // they are read, written and carried as their names.
 template <typename T>
 inline constexpr bool kIsVocabularySetting =
-    std::is_same_v<T, DeviceChoice> || std::is_same_v<T, Sharding> || std::is_same_v<T, ReduceDtype>;
+    std::is_same_v<T, DeviceChoice> || std::is_same_v<T, Sharding> || std::is_same_v<T, ReduceDtype> ||
+    std::is_same_v<T, OuterState>;
 
 // Accepted values of an integer or a number: [min, max], or (min, max] when
 // open_min. max infinite: no upper bound (integers: their type's largest).

@@ -81,6 +81,9 @@ inline constexpr const char* kCommInFlightSeconds = "comm_in_flight_seconds";
 // 1 − Σ exposed / Σ in flight over the ranks: the share of communication time
 // that computation hid (0: none, every collective waited at once).
 inline constexpr const char* kCommHiddenShare = "comm_hidden_share";
+// Per rank (NAME + "_rank<r>"): device values the training step read back on
+// the host per step (compat::ReadToHost): each a wait for the device.
+inline constexpr const char* kHostReadsPerStep = "host_reads_per_step";
 inline constexpr const char* kBestGroupEvalLoss = "best_group_eval_loss";  // share: best single group
 inline constexpr const char* kMergeSeconds = "merge_seconds";              // share: moving + merging results
 // Rank processes of a distributed case (dist_backend.cc), each name + "_rank<r>":
@@ -136,6 +139,7 @@ inline constexpr const char* kDecoding = "decoding";              // inference: 
 inline constexpr const char* kSharding = "sharding";          // "full over 4 ranks", "hybrid: 2 ranks per node x 2 nodes"
 inline constexpr const char* kPrefetch = "prefetch";          // "on" | "off"
 inline constexpr const char* kReduceDtype = "reduce_dtype";   // the gradient reductions' dtype: "float32", "bfloat16"
+inline constexpr const char* kMerge = "merge";                 // share: "one flat bfloat16 all-reduce of the pseudo-gradient; outer state on the host"
 }  // namespace fact
 
 // One training step, as the backend reports it.

@@ -292,6 +292,9 @@ TEST_CASE("dist fsdp: 2 and 4 ranks on CPU, full and hybrid sharding, prefetch o
     for (int r = 0; r < v.world(); ++r) {
       REQUIRE(Find(o2, fmt::format("{}_rank{}", metric::kCommExposedSeconds, r)));
       REQUIRE(Find(o2, fmt::format("{}_rank{}", metric::kCommInFlightSeconds, r)));
+      // One read back from the device per step: the loss and the gradient norm together.
+      REQUIRE(Find(o2, fmt::format("{}_rank{}", metric::kHostReadsPerStep, r)));
+      CHECK(*Find(o2, fmt::format("{}_rank{}", metric::kHostReadsPerStep, r))->value == 1);
     }
     {
       REQUIRE(Find(o2, metric::kCommHiddenShare));
@@ -350,6 +353,38 @@ TEST_CASE("dist share: 2 groups of 1 rank train on their own data, merge, and st
   const int64_t S = ShardElements(merged, 1);
   CHECK(*Find(out, "bytes_between_groups")->value == static_cast<double>(2 /*ranks*/ * 2 /*merges*/ * 4 * S));
   CHECK(*Find(out, "bytes_within_groups")->value == 0);  // groups of one rank talk to nobody
+}
+
+// On CPU ranks the device is the host, so this checks the setting end to end
+// (its fact, its bytes, the same arithmetic); the copies between host and
+// device are what a GPU adds (outer_step.cc copies tensor by tensor at a merge).
+TEST_CASE("dist share: DiLoCo's outer step gives the same merged model with its state on the host or the device") {
+  Fixture fx;
+  Plan plan = fx.MakePlan();
+  std::vector<native::Model> merged;
+  for (const char* state : {"host", "device"}) {
+    CAPTURE(state);
+    CaseSpec spec = Training("share", 4);
+    spec.topology.parts = {{"rig0", 2, 1}};
+    spec.training.sync_every = 2;
+    spec.training.outer_lr = 0.7;
+    spec.training.outer_momentum = 0.9;
+    spec.training.outer_state = std::string(state) == "host" ? OuterState::kHost : OuterState::kDevice;
+    Harness h;
+    auto backend = MakeNativeShareBackend(Options());
+    const fs::path log = fx.root / fmt::format("diloco_{}.log", state);
+    BackendOutcome out = h.Run(*backend, plan, spec, (fx.root / fmt::format("diloco_{}", state)).string(), log.string());
+    INFO(out.reason);
+    INFO(ReadAll(log));
+    REQUIRE(out.status == CaseStatus::kOk);
+    CHECK(FactOf(out, fact::kMerge) == fmt::format("one flat float32 all-reduce of the pseudo-gradient; outer state on the {}", state));
+    merged.push_back(Load(fx.config, fx.root / fmt::format("diloco_{}", state)));
+    // The same bytes as plain averaging: one flat float32 buffer of every parameter per merge.
+    const int64_t S = ShardElements(merged.back(), 1);
+    CHECK(*Find(out, "bytes_between_groups")->value == static_cast<double>(2 /*ranks*/ * 2 /*merges*/ * 4 * S));
+  }
+  auto a = native::model_parameters(merged[0]), b = native::model_parameters(merged[1]);
+  for (size_t i = 0; i < a.size(); ++i) CHECK(at::equal(*a[i].tensor, *b[i].tensor));
 }
 
 TEST_CASE("dist share: 2 groups of 2 ranks shard within each group, merge their shards, and evaluate together") {

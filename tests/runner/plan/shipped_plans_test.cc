@@ -301,3 +301,42 @@ TEST_CASE("shipped plans: every two-node fsdp training row has a hybrid-sharded 
     CHECK(twins > 0);
   }
 }
+
+TEST_CASE("shipped plans: llama7b.yaml with DiLoCo's outer settings fits with the outer state on the host") {
+  // DiLoCo's own settings: outer lr 0.7, Nesterov momentum 0.9, a merge every 500 steps.
+  PlanParseOptions options;
+  options.overrides = {"defaults.training.outer_momentum=0.9", "defaults.training.outer_lr=0.7",
+                       "defaults.training.sync_every=500"};
+  for (const char* state : {"host", "device"}) {
+    CAPTURE(state);
+    PlanParseOptions with = options;
+    with.overrides.push_back(fmt::format("defaults.training.outer_state={}", state));
+    PlanParseResult r = ParsePlanFile(PlanPath("llama7b.yaml"), with);
+    REQUIRE(r.ok());
+    const CaseSpec* c = nullptr;
+    for (const CaseSpec* each : r.plan->Cases())
+      if (each->id == "2.2.2.1") c = each;
+    REQUIRE(c);
+    CaseAdvice advice = MakeNativeShareBackend()->Advise(*r.plan, *c);
+    REQUIRE(!advice.notes.empty());
+    const std::string& memory = advice.notes[0];
+    CAPTURE(memory);
+    bool over = false, hint = false;
+    for (const std::string& w : advice.warnings) {
+      over = over || w.find("expected peak memory") != std::string::npos;
+      hint = hint || w.find("keep the merges' outer state on the host (training.outer_state: host)") != std::string::npos;
+    }
+    if (std::string(state) == "host") {
+      // θ_global and the momentum, float32 copies of the rank's slice, stay off the GPU.
+      CHECK_FALSE(over);
+      CHECK(memory.find("on the host: outer state") != std::string::npos);
+      CHECK(memory.find("outer θ_global") == std::string::npos);
+    } else {
+      // On the device they are two float32 copies of the slice more: over 80 GB, named, and the remedy said.
+      CHECK(over);
+      CHECK(hint);
+      CHECK(memory.find("outer θ_global (float32)") != std::string::npos);
+      CHECK(memory.find("outer momentum (float32)") != std::string::npos);
+    }
+  }
+}

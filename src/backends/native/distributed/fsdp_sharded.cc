@@ -185,7 +185,9 @@ Result<std::unique_ptr<ShardedParams>> ShardedParams::Create(const ModelConfig& 
     for (const FlatUnit::Entry& e : u->layout.entries) {
       if (e.shape.size() < 2) continue;  // RMSNorm gains are not decayed
       const int64_t b = std::max(begin, e.offset), f = std::min(end, e.offset + e.numel);
-      if (f > b) u->decay.push_back({b - begin, f - begin});
+      if (f <= b) continue;
+      if (!u->decay.empty() && u->decay.back().second == b - begin) u->decay.back().second = f - begin;  // adjacent
+      else u->decay.push_back({b - begin, f - begin});
     }
     sp->schedule_.Add(*u);
     sp->masters_.push_back(u->master);
@@ -222,23 +224,23 @@ at::Tensor ShardedParams::Forward(const at::Tensor& tokens) {
   return unit_apply(head, x, units_.back(), UnitMode::kKeepGraph);
 }
 
-double ShardedParams::Step(double lr) {
+at::Tensor ShardedParams::Step(double lr) {
   c10::NoGradGuard no_grad;
   std::vector<at::Tensor> grads;
   for (const auto& u : units_)
     grads.push_back(u->master.grad().defined() ? u->master.grad() : at::zeros_like(u->master));
   // Global norm: Σ over ranks of each slice's squared norm (padding is zero),
   // each slice's sum in float32 as train.h's grad_clip_norm takes it (one
-  // slice-sized temporary at a time), the sum over slices and ranks in float64.
+  // slice-sized temporary at a time), the sum over slices and ranks in float64;
+  // clipped as grad_clip_norm clips, on the device: nothing is read back here.
   at::Tensor sum_sq = at::zeros({1}, grads[0].options().dtype(at::kDouble));
   for (const at::Tensor& g : grads) sum_sq += g.pow(2).sum().to(at::kDouble);
   setup_.shard->AllReduceSum(sum_sq);
-  const double norm = std::sqrt(sum_sq.item<double>());
-  if (options_.grad_clip > 0 && norm > options_.grad_clip) {
-    const double scale = options_.grad_clip / (norm + 1e-6);
-    for (at::Tensor& g : grads) g.mul_(scale);
-  }
-  // AdamW, exactly as train.h's, on the slices.
+  const at::Tensor norm = sum_sq.sqrt().squeeze(0);
+  if (options_.grad_clip > 0)
+    compat::ForeachMulByScalarTensor(grads, (options_.grad_clip / (norm + 1e-6)).clamp_max(1.0).to(at::kFloat));
+  // AdamW, exactly as train.h's, on each unit's slice: one flat buffer a unit,
+  // weight decay on its matrix elements (one or two ranges a unit).
   ++t_;
   const double b1 = options_.beta1, b2 = options_.beta2;
   const double bias1 = 1.0 - std::pow(b1, static_cast<double>(t_));

@@ -155,8 +155,9 @@ class ShardedParams {
   void SetGradientSync(bool on) { schedule_.set_gradient_sync(on); }
   // Clipping and AdamW on the slices from the gradients the backward passes
   // since the last Step accumulated. Returns the global gradient norm before
-  // clipping; frees the gradient slices.
-  double Step(double lr);
+  // clipping, a float64 scalar tensor on the device (nothing is read back);
+  // frees the gradient slices.
+  at::Tensor Step(double lr);
   // Gathers every unit (no grad) and, on the rank with `write`, saves the
   // model as model_save does (config.json + one model.safetensors in the
   // compute dtype), one unit at a time. Every rank of the group must call it.

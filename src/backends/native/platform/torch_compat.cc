@@ -151,6 +151,30 @@ void DeviceSynchronize(const at::Device& device) {
 #endif
 }
 
+void ForeachMulByScalarTensor(const std::vector<at::Tensor>& tensors, const at::Tensor& factor) {
+  if (tensors.empty()) return;
+#if PROTOCOL_TORCH_AT_LEAST(2, 1)
+  at::_foreach_mul_(tensors, factor);
+#else
+  for (const at::Tensor& t : tensors) const_cast<at::Tensor&>(t).mul_(factor);
+#endif
+}
+
+// ---- host reads ---------------------------------------------------------------
+
+namespace {
+std::atomic<int64_t> host_reads{0};
+}  // namespace
+
+std::vector<double> ReadToHost(const at::Tensor& t) {
+  ++host_reads;
+  at::Tensor host = t.detach().to(at::kCPU, at::kDouble).contiguous().view({-1});
+  const double* p = host.data_ptr<double>();
+  return std::vector<double>(p, p + host.numel());
+}
+
+int64_t HostReads() { return host_reads.load(); }
+
 // ---- storage ------------------------------------------------------------------
 // StorageImpl::set_data_ptr_noswap and set_nbytes(size_t) exist in 1.13 and 2.x.
 

@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace protocol {
 namespace native {
@@ -43,6 +44,23 @@ std::optional<int64_t> CudaPeakMemoryBytes();
 void CudaResetPeakMemory();
 // Waits for queued device work, so that a clock read after it is meaningful. No-op on CPU.
 void DeviceSynchronize(const at::Device& device);
+
+// In place: every tensor of `tensors` times the one-element tensor `factor`
+// (on their device), without reading it back: one multi-tensor kernel where
+// libtorch has it (2.1 on: _foreach_mul_ with a tensor), one kernel per tensor
+// on 1.13.
+void ForeachMulByScalarTensor(const std::vector<at::Tensor>& tensors, const at::Tensor& factor);
+
+// ---- reading device values on the host -------------------------------------
+// Every value a training step reads back from its tensors goes through here. A
+// read waits for the device (on a GPU the host cannot run ahead past it), so
+// the count of reads is the count of such stalls: a step reads its loss and
+// gradient norm in one read, and nothing per tensor.
+//
+// The values of `t` (a few elements, any dtype, any device) as doubles, in one copy.
+std::vector<double> ReadToHost(const at::Tensor& t);
+// ReadToHost calls so far in this process (tests and benchmarks count them per step).
+int64_t HostReads();
 
 // ---- storage of a gathered buffer -----------------------------------------
 // FSDP frees a unit's gathered parameters after forward while the autograd

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <c10/core/GradMode.h>
 
+#include "backends/native/platform/torch_compat.h"
 #include "backends/native/training/unit_function.h"
 
 namespace protocol {
@@ -80,18 +81,35 @@ at::Tensor loss_forward(const Model& model, const std::vector<const Sequence*>& 
   return masked_loss(train_forward(model, b.inputs, checkpoint_every), b, denominator);
 }
 
-double grad_clip_norm(const std::vector<at::Tensor>& params, double max_norm) {
+at::Tensor clip_gradients(const std::vector<at::Tensor>& grads, double max_norm) {
   c10::NoGradGuard no_grad;
-  double sum_sq = 0;
-  for (const at::Tensor& p : params)
-    if (p.grad().defined()) sum_sq += p.grad().to(at::kFloat).pow(2).sum().item<double>();
-  const double norm = std::sqrt(sum_sq);
-  if (max_norm > 0 && norm > max_norm) {
-    const double scale = max_norm / (norm + 1e-6);
-    for (const at::Tensor& p : params)
-      if (p.grad().defined()) p.grad().mul_(scale);
+  std::vector<at::Tensor> defined;
+  for (const at::Tensor& g : grads)
+    if (g.defined()) defined.push_back(g);
+  if (defined.empty()) return at::zeros({}, at::TensorOptions().dtype(at::kDouble));
+  // Each gradient's L2 norm in float32 — the float32 ones in one multi-tensor
+  // kernel, any other accumulated in float32 by its own kernel (no float32
+  // copy of it, and no norm rounded to bf16) — then √Σ norm² in float64.
+  std::vector<at::Tensor> wide, norms;
+  for (const at::Tensor& g : defined) {
+    if (g.scalar_type() == at::kFloat) wide.push_back(g);
+    else norms.push_back(at::linalg_vector_norm(g, 2, c10::nullopt, false, at::kFloat));
+  }
+  if (!wide.empty())
+    for (const at::Tensor& n : at::_foreach_norm(wide, 2)) norms.push_back(n);
+  const at::Tensor norm = at::stack(norms).to(at::kDouble).pow(2).sum().sqrt();
+  if (max_norm > 0) {
+    // min(1, max_norm / (norm + 1e-6)): 1 leaves a gradient's bits unchanged.
+    const at::Tensor coefficient = (max_norm / (norm + 1e-6)).clamp_max(1.0).to(at::kFloat);
+    compat::ForeachMulByScalarTensor(defined, coefficient);
   }
   return norm;
+}
+
+at::Tensor grad_clip_norm(const std::vector<at::Tensor>& params, double max_norm) {
+  std::vector<at::Tensor> grads;
+  for (const at::Tensor& p : params) grads.push_back(p.grad());
+  return clip_gradients(grads, max_norm);
 }
 
 AdamW::AdamW(std::vector<at::Tensor> params, const TrainOptions& options)
@@ -115,18 +133,38 @@ void AdamW::step(double lr) {
   const double b1 = options_.beta1, b2 = options_.beta2;
   const double bias1 = 1.0 - std::pow(b1, static_cast<double>(t_));
   const double bias2 = 1.0 - std::pow(b2, static_cast<double>(t_));
-  for (size_t i = 0; i < params_.size(); ++i) {
-    at::Tensor& p = params_[i];
-    if (!p.grad().defined()) continue;
-    at::Tensor theta = master_[i].defined() ? master_[i] : p.detach();
-    at::Tensor g = p.grad().to(at::kFloat);
-    m_[i].mul_(b1).add_(g, 1.0 - b1);
-    v_[i].mul_(b2).addcmul_(g, g, 1.0 - b2);
-    if (p.dim() >= 2 && options_.weight_decay > 0) theta.mul_(1.0 - lr * options_.weight_decay);
-    at::Tensor denom = (v_[i] / bias2).sqrt_().add_(options_.eps);
-    theta.addcdiv_(m_[i], denom, -lr / bias1);
-    if (master_[i].defined()) p.detach().copy_(theta);
+  // The parameters with a gradient, in order, cut into runs of at most
+  // kAdamwChunkElements (a larger tensor is a run of its own): one run's
+  // temporaries exist at a time.
+  size_t i = 0;
+  while (i < params_.size()) {
+    std::vector<at::Tensor> theta, grad, m, v, decayed;
+    int64_t elements = 0;
+    for (; i < params_.size(); ++i) {
+      const at::Tensor& p = params_[i];
+      if (!p.grad().defined()) continue;
+      if (!theta.empty() && elements + p.numel() > kAdamwChunkElements) break;
+      elements += p.numel();
+      theta.push_back(master_[i].defined() ? master_[i] : p.detach());
+      grad.push_back(p.grad().scalar_type() == at::kFloat ? p.grad() : p.grad().to(at::kFloat));
+      m.push_back(m_[i]);
+      v.push_back(v_[i]);
+      if (p.dim() >= 2 && options_.weight_decay > 0) decayed.push_back(theta.back());
+    }
+    if (theta.empty()) break;
+    at::_foreach_mul_(m, b1);
+    at::_foreach_add_(m, grad, 1.0 - b1);
+    at::_foreach_mul_(v, b2);
+    at::_foreach_addcmul_(v, grad, grad, 1.0 - b2);
+    grad.clear();
+    if (!decayed.empty()) at::_foreach_mul_(decayed, 1.0 - lr * options_.weight_decay);
+    std::vector<at::Tensor> denom = at::_foreach_div(v, bias2);
+    at::_foreach_sqrt_(denom);
+    at::_foreach_add_(denom, options_.eps);
+    at::_foreach_addcdiv_(theta, m, denom, -lr / bias1);
   }
+  for (size_t k = 0; k < params_.size(); ++k)
+    if (master_[k].defined() && params_[k].grad().defined()) params_[k].detach().copy_(master_[k]);
 }
 
 std::vector<at::Tensor> model_trainable(Model& model) {
@@ -147,17 +185,22 @@ StepStats train_step(Model& model, AdamW& optimizer, const std::vector<const Seq
     for (uint8_t m : s->mask) counted += m;
   const double denominator = std::max(counted, 1.0);
   optimizer.zero_grad();
+  at::Tensor loss_sum;  // on the device: read once, with the norm, at the end
   const size_t micro = std::max<size_t>(1, batch.size() / static_cast<size_t>(std::max<int64_t>(1, o.grad_accum)));
   for (size_t start = 0; start < batch.size(); start += micro) {
     std::vector<const Sequence*> part(batch.begin() + static_cast<std::ptrdiff_t>(start),
                                       batch.begin() + static_cast<std::ptrdiff_t>(std::min(batch.size(), start + micro)));
     at::Tensor loss = loss_forward(model, part, denominator, o.checkpoint_every);
     loss.backward();
-    stats.loss += loss.item<double>();
+    const at::Tensor part_loss = loss.detach().to(at::kDouble);  // summed in float64, as before
+    loss_sum = loss_sum.defined() ? loss_sum + part_loss : part_loss;
     stats.tokens += static_cast<int64_t>(part.size() * part[0]->mask.size());
   }
-  stats.grad_norm = grad_clip_norm(optimizer.params(), o.grad_clip);
+  const at::Tensor norm = grad_clip_norm(optimizer.params(), o.grad_clip);
   optimizer.step(lr);
+  const std::vector<double> read = compat::ReadToHost(at::stack({loss_sum, norm.to(loss_sum.device())}));
+  stats.loss = read[0];
+  stats.grad_norm = read[1];
   return stats;
 }
 
@@ -167,14 +210,15 @@ std::optional<double> eval_loss(const Model& model, const std::vector<Sequence>&
   for (const Sequence& s : seqs)
     for (uint8_t m : s.mask) counted += m;
   if (counted == 0) return std::nullopt;
-  double total = 0;
+  at::Tensor sum;  // on the device: read once at the end
   const size_t bs = static_cast<size_t>(std::max<int64_t>(1, batch_size));
   for (size_t start = 0; start < seqs.size(); start += bs) {
     std::vector<const Sequence*> part;
     for (size_t i = start; i < std::min(seqs.size(), start + bs); ++i) part.push_back(&seqs[i]);
-    total += loss_forward(model, part, counted).item<double>();
+    at::Tensor loss = loss_forward(model, part, counted).to(at::kDouble);
+    sum = sum.defined() ? sum + loss : loss;
   }
-  return total;
+  return compat::ReadToHost(sum)[0];
 }
 
 }  // namespace native

@@ -72,9 +72,15 @@ at::Tensor train_forward(const Model& model, const at::Tensor& tokens, int64_t c
 at::Tensor loss_forward(const Model& model, const std::vector<const Sequence*>& batch, double denominator,
                         int64_t checkpoint_every = 0);
 
-// Scales the gradients so that their global L2 norm is at most max_norm.
-// Returns the norm before clipping.
-double grad_clip_norm(const std::vector<at::Tensor>& params, double max_norm);
+// Scales the gradients so that their global L2 norm is at most max_norm, as
+// torch.nn.utils.clip_grad_norm_ does: one multi-tensor norm over every
+// gradient (each tensor's norm in float32, √Σ norm² in float64) and a
+// clipping coefficient min(1, max_norm / (norm + 1e-6)) applied on the device,
+// so nothing is read back. Returns the norm before clipping, a float64 scalar
+// tensor on the gradients' device (ReadToHost it with the step's loss).
+at::Tensor grad_clip_norm(const std::vector<at::Tensor>& params, double max_norm);
+// The same over gradient tensors given directly (undefined ones are skipped).
+at::Tensor clip_gradients(const std::vector<at::Tensor>& grads, double max_norm);
 
 // AdamW (Loshchilov & Hutter 2019). For each parameter θ with gradient g:
 //   m = β1·m + (1−β1)·g          first moment
@@ -83,6 +89,14 @@ double grad_clip_norm(const std::vector<at::Tensor>& params, double max_norm);
 //   θ = θ − lr·(m̂/(√v̂ + ε) + λ·θ)   decoupled weight decay (λ only on matrices)
 // Moments, and a master copy of any non-float32 parameter (bf16 on CUDA), are
 // kept in float32; the parameter is refreshed from its master after each step.
+// With libtorch's multi-tensor (foreach) ops, as torch.optim.AdamW's default
+// does: a handful of kernels per run of parameters, not per tensor (the 70B
+// LoRA adapters, ~1,100 tensors, are a few runs). A run holds at most
+// kAdamwChunkElements elements (or one larger tensor), so the temporaries —
+// √v̂ + ε and a float32 copy of a non-float32 gradient: 8 bytes per element —
+// are bounded by one run (memory_estimate.h "AdamW temporaries"). Same
+// arithmetic, in the same order, as a loop over the tensors.
+inline constexpr int64_t kAdamwChunkElements = int64_t{1} << 24;
 class AdamW {
  public:
   AdamW(std::vector<at::Tensor> params, const TrainOptions& options);
@@ -103,7 +117,7 @@ std::vector<at::Tensor> model_trainable(Model& model);
 
 struct StepStats {
   double loss = 0;        // mean loss over the counted targets of the batch
-  double grad_norm = 0;   // before clipping
+  double grad_norm = 0;   // before clipping (read back with the loss: one host read per step)
   double lr = 0;
   int64_t tokens = 0;     // input tokens processed (batch · seq_len)
 };
