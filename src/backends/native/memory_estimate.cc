@@ -126,6 +126,7 @@ Breakdown FullPrecisionTraining(const TrainingMemoryShape& s, const TrainingQuan
     // AdamW steps runs of at most kAdamwChunk elements (or one larger tensor):
     // the embedding / lm_head (V·C), or a run of smaller tensors up to the chunk.
     largest = std::min(q.N, std::max(q.V * q.C, kAdamwChunk));
+    resident.push_back({"AdamW workspace (√v̂ + ε of its largest run)", 4 * largest});
   }
   // Gathered unit u in backward: e·n + max(e,4)·Ŝ (sharded); nothing in one process.
   auto gathered = [&](size_t u) -> int64_t {
@@ -171,10 +172,10 @@ Breakdown FullPrecisionTraining(const TrainingMemoryShape& s, const TrainingQuan
     if (ahead && units.size() > 2) p.terms.push_back({"previous unit's gradient in flight", in_flight(1)});
     phases.push_back(std::move(p));
   }
-  // Per element of a run: √v̂ + ε in float32, and a float32 copy of a
-  // non-float32 gradient (one process on CUDA; FSDP's gradient slices are float32
-  // already, counted 8 as the estimate always has).
-  const int64_t temporaries = sharded ? 8 : 4 * (1 + F32Copy(e));
+  // FSDP's step on a slice: its √v̂ + ε and a temporary of the slice. One
+  // process: the float32 copies of a run's non-float32 gradients (√v̂ + ε is
+  // in the resident workspace).
+  const int64_t temporaries = sharded ? 8 : 4 * F32Copy(e);
   phases.push_back({"optimizer step", {{"gradients", grads_all}, {"AdamW temporaries", temporaries * largest}}});
   return {std::move(resident), std::move(phases)};
 }
@@ -206,6 +207,8 @@ Breakdown Nf4LoraTraining(const TrainingMemoryShape& s, const TrainingQuantities
   const int64_t adapters_a = adapter_a_parameter_count(c, s.lora_rank);
   const int64_t trained = s.lora_freeze_a ? adapters - adapters_a : adapters;
   resident.push_back({"LoRA adapters, their gradients, AdamW m, v", 4 * adapters + 12 * trained});
+  // AdamW's workspace: √v̂ + ε of its largest run of float32 adapters (train.h).
+  resident.push_back({"AdamW workspace (√v̂ + ε of its largest run)", 4 * std::min(trained, kAdamwChunk)});
   const int64_t dequant = dequantize_workspace_bytes(q.largest_projection);
   const int64_t head_gathered = sharded ? e * shard_elements(C + V * C, W) * W : 0;
   const int64_t nf4_layer = shard_elements(nf4_layer_records(c, s.double_quant), W) * W * nf4_record_bytes(s.double_quant);
@@ -232,9 +235,6 @@ Breakdown Nf4LoraTraining(const TrainingMemoryShape& s, const TrainingQuantities
     p.terms.push_back({"one layer's activations", q.layer_act});
     phases.push_back(std::move(p));
   }
-  // The adapters' AdamW step: √v̂ + ε of one run of float32 adapters (train.h).
-  phases.push_back({"optimizer step (adapters)",
-                    {{"AdamW temporaries", 4 * std::min(trained, std::max(kAdamwChunk, s.lora_rank * std::max({C, c.hidden_dim, c.n_heads * c.HeadDim()})))}}});
   if (!sharded) {
     // One process loads the model in the compute dtype and quantizes it projection by projection.
     int64_t full = 0, packed = 0;

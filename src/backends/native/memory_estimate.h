@@ -51,9 +51,10 @@
 //   layer l  the same for the layer unit, plus one layer's activations a·B·T
 //            (recomputed when checkpointed; its gradients otherwise)
 //   step     all gradients, plus AdamW's temporaries: sharded 8·(largest
-//            slice); one process (1 + f)·4 per element of its largest run
-//            (train.h: runs of at most 2^24 elements, or one larger tensor):
-//            (1 + f)·4·min(N, max(V·C, 2^24))
+//            slice); one process the float32 copies of a run's bf16
+//            gradients, f·4·R with R = min(N, max(V·C, 2^24)) its largest
+//            run (train.h: runs of at most 2^24 elements, or one larger
+//            tensor); resident besides: AdamW's workspace 4·R (√v̂ + ε)
 // With prefetch (fsdp_schedule.h), the head's and each layer's phase also
 // hold the next unit of the backward gathered (e·Ŝ of layer l−1; nothing
 // for the embedding, which is not gathered for its backward) and the previous
@@ -72,8 +73,8 @@
 //   LoRA adapters (rank r, lora.h) replicated on every rank in float32 with
 //   their gradients and AdamW moments: 16 bytes per adapter parameter
 //   (lora_freeze_a: 4 for each A, 16 for each B).
-// The adapters' optimizer step: AdamW's temporaries of its largest run,
-//   4·min(trained adapters, 2^24) (float32 √v̂ + ε; train.h).
+// Resident too: AdamW's workspace for the adapters, 4·min(trained, 2^24)
+//   (float32 √v̂ + ε of its largest run; train.h).
 // Phases: layer: the gathered NF4 layer (R·r_b; nothing gathered in one
 //   process) + one projection being dequantized (nf4.cc: the float32 result,
 //   on CUDA with its int32 table index and its compute-dtype copy: 8 bytes per

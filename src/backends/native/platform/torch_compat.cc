@@ -160,6 +160,15 @@ void ForeachMulByScalarTensor(const std::vector<at::Tensor>& tensors, const at::
 #endif
 }
 
+void ForeachCopy(const std::vector<at::Tensor>& dst, const std::vector<at::Tensor>& src) {
+  if (dst.empty()) return;
+#if PROTOCOL_TORCH_AT_LEAST(2, 2)
+  at::_foreach_copy_(dst, src);
+#else
+  for (size_t i = 0; i < dst.size(); ++i) const_cast<at::Tensor&>(dst[i]).copy_(src[i]);
+#endif
+}
+
 // ---- host reads ---------------------------------------------------------------
 
 namespace {

@@ -50,6 +50,9 @@ void DeviceSynchronize(const at::Device& device);
 // libtorch has it (2.1 on: _foreach_mul_ with a tensor), one kernel per tensor
 // on 1.13.
 void ForeachMulByScalarTensor(const std::vector<at::Tensor>& tensors, const at::Tensor& factor);
+// In place: dst[i] = src[i] (same shapes): one multi-tensor kernel from 2.2 on
+// (_foreach_copy_), one copy per tensor before.
+void ForeachCopy(const std::vector<at::Tensor>& dst, const std::vector<at::Tensor>& src);
 
 // ---- reading device values on the host -------------------------------------
 // Every value a training step reads back from its tensors goes through here. A

@@ -92,9 +92,10 @@ at::Tensor clip_gradients(const std::vector<at::Tensor>& grads, double max_norm)
 // With libtorch's multi-tensor (foreach) ops, as torch.optim.AdamW's default
 // does: a handful of kernels per run of parameters, not per tensor (the 70B
 // LoRA adapters, ~1,100 tensors, are a few runs). A run holds at most
-// kAdamwChunkElements elements (or one larger tensor), so the temporaries —
-// √v̂ + ε and a float32 copy of a non-float32 gradient: 8 bytes per element —
-// are bounded by one run (memory_estimate.h "AdamW temporaries"). Same
+// kAdamwChunkElements elements (or one larger tensor): √v̂ + ε of a run is
+// formed in a float32 workspace of the largest run, allocated at the first
+// step and kept (memory_estimate.h "AdamW workspace"), and a non-float32
+// gradient's float32 copy exists for one run ("AdamW temporaries"). Same
 // arithmetic, in the same order, as a loop over the tensors.
 inline constexpr int64_t kAdamwChunkElements = int64_t{1} << 24;
 class AdamW {
@@ -108,6 +109,7 @@ class AdamW {
 
  private:
   std::vector<at::Tensor> params_, master_, m_, v_;
+  at::Tensor workspace_;  // float32, the largest run's elements: √v̂ + ε
   TrainOptions options_;
   int64_t t_ = 0;
 };
