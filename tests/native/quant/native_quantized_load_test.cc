@@ -20,6 +20,8 @@ namespace protocol {
 namespace native {
 namespace {
 
+using testing::TempDir;
+
 // 2 layers, C 24, 4 query heads of 6 sharing 2 kv heads, F 40: k and v
 // (12·24 = 288 weights) and o end inside a block of 64, so the padded
 // last block is covered too.

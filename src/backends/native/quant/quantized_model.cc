@@ -61,6 +61,7 @@ Status model_fill_nf4(Model& model, const ParameterFill& fill, bool double_quant
       continue;
     }
     const auto [layer, slot] = found->second;
+    *p.tensor = at::Tensor();  // the model never holds it in full precision; the transient below does
     // In the layer's dtype and on its device, as the model's own tensor would be.
     at::Tensor transient = at::empty(p.shape, model.layers[layer].input_norm.options());
     if (Status s = fill({{p.name, &transient, p.shape}}); !s.ok()) return s;
