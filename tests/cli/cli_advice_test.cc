@@ -1,6 +1,7 @@
 // `protocol validate` and `protocol run --dry-run` show the backends' advice:
-// warnings located at the case (exit 0) and each case's memory note. The real
-// binary in a temporary directory.
+// warnings located at the case (exit 0) and each case's memory note, with
+// whether the case fits the stated GPU memory. The real binary in a
+// temporary directory, or on a shipped plan.
 #include <doctest/doctest.h>
 
 #include <sys/wait.h>
@@ -9,6 +10,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -48,12 +51,47 @@ stages:
   CHECK(v.err.find("p.yaml:14:9: warning: case p: expected peak memory per GPU ") != std::string::npos);
   CHECK(v.err.find(" exceeds the 1 GB of node 'rig0' (cluster.nodes[].gpu_memory_gb)") != std::string::npos);
   CHECK(v.out.find("p.yaml: ok (1 stage, 1 case)\n  p: expected peak memory per GPU: ") != std::string::npos);
-  CHECK(v.out.find(" of 1 GB; FSDP FULL_SHARD over W = 8, bf16, 4-bit NF4 + LoRA rank 8; micro-batch 1 x 128 "
-                   "tokens, checkpoint_every 1\n      ") != std::string::npos);
+  CHECK(v.out.find(" of 1 GB (does not fit); FSDP FULL_SHARD over W = 8, bf16, 4-bit NF4 + LoRA rank 8; micro-batch "
+                   "1 x 128 tokens, checkpoint_every 1\n      ") != std::string::npos);
   Output d = Protocol({"run", "p.yaml", "--dry-run"}, dir.path);
   INFO(d.err);
   CHECK(d.exit_code == 0);
   CHECK(d.err.find("would run p pretrain fsdp nodes=1 3 steps (repeat 1/1)") != std::string::npos);
   CHECK(d.err.find("  warning: cannot check the weights of model 'm7' here") != std::string::npos);
   CHECK(d.err.find("  expected peak memory per GPU: ") != std::string::npos);
+}
+
+TEST_CASE("cli: validate with --set gpu_memory_gb=24 says which of llama70b.yaml's cases fit a 24 GB GPU") {
+  // A 4-bit model loads one projection at a time (docs/memory.md): inference
+  // over 8 GPUs and every training case fit; 2.2.1.3's replicas of 2 GPUs hold
+  // 40 NF4 layers each and one 70B projection being quantized: 24.32 GB.
+  Output v = Protocol({"validate", "plans/llama70b.yaml", "--set", "cluster.nodes[rig0].gpu_memory_gb=24", "--set",
+                       "cluster.nodes[rig1].gpu_memory_gb=24"},
+                      PROTOCOL_SOURCE_DIR);
+  INFO(v.err);
+  INFO(v.out);
+  CHECK(v.exit_code == 0);
+  std::map<std::string, std::string> verdict;  // case id -> "fits" | "does not fit"
+  std::istringstream out(v.out);
+  const std::string marker = ": expected peak memory per GPU: ";
+  for (std::string line; std::getline(out, line);) {
+    const size_t at = line.find(marker);
+    if (line.rfind("  ", 0) != 0 || at == std::string::npos) continue;
+    const std::string id = line.substr(2, at - 2);
+    CHECK(line.find(" of 24 GB (") != std::string::npos);
+    verdict[id] = line.find(" of 24 GB (fits); ") != std::string::npos ? "fits" : "does not fit";
+    if (id == "2.2.1.3") CHECK(line.find(marker + "24.32 GB of 24 GB (does not fit); ") != std::string::npos);
+  }
+  CHECK(verdict.size() == 13);
+  for (const auto& [id, fits] : verdict) {
+    CAPTURE(id);
+    CHECK(fits == (id == "2.2.1.3" ? "does not fit" : "fits"));
+  }
+  // The one case over is warned about, located at its line; no other.
+  CHECK(v.err.find("warning: case 2.2.1.3: expected peak memory per GPU 24.32 GB exceeds the 24 GB of node") !=
+        std::string::npos);
+  size_t warned = 0;
+  const std::string over = "exceeds the 24 GB";
+  for (size_t at = v.err.find(over); at != std::string::npos; at = v.err.find(over, at + 1)) ++warned;
+  CHECK(warned == 1);
 }

@@ -372,7 +372,8 @@ TEST_CASE("native fsdp: a 4-bit model: pretrain is QLoRA continued pretraining, 
     CHECK(loaded->layers[1][6].b.abs().sum().item<double>() > 0);  // trained
     std::ifstream in(log);
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    CHECK(text.find("fsdp: weights loaded from " + base_dir + "\n") != std::string::npos);
+    CHECK(text.find("fsdp: weights loaded from " + base_dir + " (each projection quantized to NF4 as it is read)\n") !=
+          std::string::npos);
     CHECK(text.find("fsdp: " + method + " (10368 bytes of 4-bit projection weights)\n") != std::string::npos);
   }
 

@@ -204,7 +204,7 @@ TEST_CASE("memory estimate: 4-bit QLoRA training, sharded and in one process") {
   s.config = Tiny();
   s.world = 2;
   s.sharded = true;
-  s.micro_batch = 1;
+  s.micro_batch = 8;  // enough tokens that a layer's backward outweighs the load
   s.seq_len = 16;
   s.dtype_bytes = 4;
   s.nf4 = true;
@@ -221,17 +221,17 @@ TEST_CASE("memory estimate: 4-bit QLoRA training, sharded and in one process") {
   const int64_t a_part = adapter_a_parameter_count(t, 8);
   CHECK(Term(estimate_training_memory(s).resident, "LoRA adapters, their gradients, AdamW m, v") ==
         4 * adapters + 12 * (adapters - a_part));
-  // The peak is the last layer's backward: every activation kept (16 checkpointed inputs
+  // The peak is the last layer's backward: every activation kept (8·16 checkpointed inputs
   // of 4·192 bytes a layer), the gathered NF4 layer (all 6144 records of 36 bytes), the
   // largest projection (gate/up/down, 512·192) dequantized, one layer's activations.
   s.lora_freeze_a = false;
   MemoryEstimate peak = estimate_training_memory(s);
   CHECK(peak.peak_phase == "backward of decoder layer 3");
-  CHECK(Term(peak.at_peak, "activations") == 4 * 4 * 192 * 16);
+  CHECK(Term(peak.at_peak, "activations") == 4 * 4 * 192 * 8 * 16);
   CHECK(nf4_layer_records(t, false) == 6144);
   CHECK(Term(peak.at_peak, "gathered NF4 layer") == 6144 * 36);
   CHECK(Term(peak.at_peak, "one projection dequantized") == 8 * 512 * 192);
-  CHECK(Term(peak.at_peak, "one layer's activations") == 16256 * 16);
+  CHECK(Term(peak.at_peak, "one layer's activations") == 16256 * 8 * 16);
   // With prefetch the next layer's records are gathered too, and the previous
   // layer's adapter gradients (a quarter of the adapters, float32) in flight.
   s.prefetch = true;
@@ -240,14 +240,86 @@ TEST_CASE("memory estimate: 4-bit QLoRA training, sharded and in one process") {
   CHECK(Term(ahead.at_peak, "next NF4 layer prefetched") == 6144 * 36);
   CHECK(Term(ahead.at_peak, "previous layer's adapter gradients in flight") == 4 * adapters / 4);
   CHECK(ahead.peak_bytes == peak.peak_bytes + 6144 * 36 + adapters);
-  // One process: the NF4 storage of every projection; its load phase holds the
-  // projections in float32 before they are quantized.
+  // One process: the NF4 storage of every projection.
   s.sharded = false;
   s.world = 1;
   s.seq_len = 16;
   MemoryEstimate one = estimate_training_memory(s);
   CHECK(Term(one.resident, "NF4 projections") == nf4_expected_weight_bytes(t, false));
   CHECK(Term(one.resident, "frozen embedding, norms, lm_head") == 4 * (2 * 1024 * 192 + 192 + 2 * 4 * 192));
+}
+
+TEST_CASE("memory estimate: a 4-bit model loads one projection at a time, not the whole model") {
+  // One sequence: the load (the largest projection, 512·192 weights, in float32
+  // and its quantization workspace of 17 bytes per weight) is the peak.
+  const ModelConfig t = Tiny();
+  const int64_t largest = 512 * 192;
+  TrainingMemoryShape s;
+  s.config = t;
+  s.micro_batch = 1;
+  s.seq_len = 16;
+  s.dtype_bytes = 4;
+  s.nf4 = true;
+  s.lora_rank = 8;
+  // One process: on top of the NF4 projections made so far, the frozen rest and the adapters.
+  s.sharded = false;
+  s.world = 1;
+  MemoryEstimate one = estimate_training_memory(s);
+  CHECK(one.peak_phase == "load (one projection at a time)");
+  REQUIRE(one.at_peak.size() == 2);
+  CHECK(Term(one.at_peak, "one projection in the compute dtype") == 4 * largest);
+  CHECK(Term(one.at_peak, "quantization workspace") == 17 * largest);
+  const int64_t resident = nf4_expected_weight_bytes(t, false) + 4 * (2 * 1024 * 192 + 192 + 2 * 4 * 192) +
+                           16 * lora_parameter_count(t, 8);
+  CHECK(one.peak_bytes == resident + 21 * largest);
+  // Sharded over 2 ranks: also the layer's NF4 records (6144 of 36 bytes) before they are cut.
+  s.sharded = true;
+  s.world = 2;
+  MemoryEstimate sharded = estimate_training_memory(s);
+  CHECK(sharded.peak_phase == "load (one projection at a time)");
+  CHECK(Term(sharded.at_peak, "the layer's NF4 before sharding") == 6144 * 36);
+  CHECK(sharded.peak_bytes == 4 * nf4_layer_shard_bytes(t, false, 2) + 4 * (98304 + 4 * 192 + 98400) +
+                                  16 * lora_parameter_count(t, 8) + 21 * largest + 6144 * 36);
+  // bf16 on a GPU (e = 2): 2 + 17 bytes per weight of the largest projection.
+  s.dtype_bytes = 2;
+  s.sharded = false;
+  s.world = 1;
+  MemoryEstimate bf16 = estimate_training_memory(s);
+  CHECK(bf16.peak_phase == "load (one projection at a time)");
+  CHECK(Term(bf16.at_peak, "one projection in the compute dtype") == 2 * largest);
+}
+
+TEST_CASE("memory estimate: Llama-2-70B 4-bit inference on replicas of 2 GPUs loads in about its NF4 bytes") {
+  // plans/llama70b.yaml's 2.2.1.3: bf16, 40 layers a GPU, the prompt bound 64 tokens, 400 new.
+  const ModelConfig c = *PresetConfig("llama2-70b");  // C 8192, L 80, NH 64, NKV 8, F 28672, V 32000
+  InferenceMemoryShape s;
+  s.config = c;
+  s.devices = 2;
+  s.dtype_bytes = 2;
+  s.attention_probs_kept = false;
+  s.nf4 = true;
+  s.prompt_tokens = 64;
+  s.max_new_tokens = 400;
+  InferenceMemoryEstimate m = estimate_inference_memory(s);
+  CHECK(m.placement.device_layers == std::vector<int>{40, 40});
+  REQUIRE(m.peak_device == 1);
+  const MemoryEstimate& d = m.devices[1];
+  // A layer: NF4 of its seven projections (4·8192·8192·... written out: q, o 8192², k, v
+  // 1024·8192, gate, up, down 28672·8192; 36 bytes per 64 weights), its two bf16 norms.
+  const int64_t weights = 2 * 8192 * 8192 + 2 * 1024 * 8192 + 3 * 28672 * 8192;
+  const int64_t layer = weights / 64 * 36 + 2 * 2 * 8192;
+  const int64_t head = 2 * (8192 + 32000 * 8192);
+  const int64_t kv = 40 * 2 * 8 * 128 * (64 + 400) * 2;
+  const int64_t largest = 28672 * 8192;
+  CHECK(d.peak_phase == "load (one projection at a time)");
+  CHECK(Term(d.at_peak, "one projection in the compute dtype") == 2 * largest);
+  CHECK(Term(d.at_peak, "quantization workspace") == 17 * largest);
+  CHECK(d.peak_bytes == 40 * layer + head + kv + 19 * largest);
+  // 24.32 GB: the NF4 weights (19.85 GB with the head and the KV cache) and one projection
+  // being quantized (4.46 GB), where loading the 40 layers in bf16 first took 73.05 GB.
+  CHECK(FormatBytes(m.peak_bytes) == "24.32 GB");
+  // Less than three bf16 layers on top of the NF4 weights (the whole-model load held all 40).
+  CHECK(m.peak_bytes - (40 * layer + head + kv) < 3 * 2 * (weights + 2 * 8192));
 }
 
 TEST_CASE("memory estimate: inference places the weights and the KV cache per device") {
@@ -273,11 +345,20 @@ TEST_CASE("memory estimate: inference places the weights and the KV cache per de
         10 * (4 * (2 * 192 + 10 * 32) + 4 * 192 + 16 * 512) + 2 * 4 * 6 * 32 * 40 + 4 * 6 * 10 * 40);
   CHECK(Term(est.devices[1].at_peak, "prompt logits") == 10 * 1024 * 4);
   CHECK(est.peak_bytes == std::max(est.devices[0].peak_bytes, est.devices[1].peak_bytes));
-  // 4-bit: NF4 projections + the two norms per layer; the load phase holds the float32 layers.
+  // 4-bit: NF4 projections + the two norms per layer; the load phase holds one projection
+  // in float32 (the largest, 512·192) and its quantization workspace, never a whole layer.
   s.nf4 = true;
   InferenceMemoryEstimate q = estimate_inference_memory(s);
-  CHECK(inference_layer_bytes(Tiny(), 4, true, false) == nf4_expected_weight_bytes(Tiny(), false) / 4 + 4 * 2 * 192);
-  CHECK(q.devices[0].peak_phase == "load (full precision before quantization)");
+  const int64_t nf4_layer = inference_layer_bytes(Tiny(), 4, true, false);
+  CHECK(nf4_layer == nf4_expected_weight_bytes(Tiny(), false) / 4 + 4 * 2 * 192);
+  CHECK(q.devices[0].peak_phase == "load (one projection at a time)");
+  REQUIRE(q.devices[0].at_peak.size() == 2);
+  CHECK(Term(q.devices[0].at_peak, "one projection in the compute dtype") == 4 * 512 * 192);
+  CHECK(Term(q.devices[0].at_peak, "quantization workspace") == 17 * 512 * 192);
+  REQUIRE(q.placement.embed_device == 0);
+  const int64_t layers0 = q.placement.device_layers[0];
+  CHECK(q.devices[0].peak_bytes ==
+        layers0 * (nf4_layer + 2 * 2 * 32 * 40 * 4) + 4 * 1024 * 192 + 21 * 512 * 192);
 }
 
 }  // namespace native

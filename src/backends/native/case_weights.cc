@@ -1,8 +1,11 @@
 #include "backends/native/case_weights.h"
 
 #include <filesystem>
+#include <memory>
+#include <utility>
 
 #include "backends/native/model/safetensors.h"
+#include "backends/native/quant/quantized_model.h"
 #include "runner/base/text.h"
 
 namespace protocol {
@@ -24,6 +27,35 @@ Status LoadOrInitWeights(Model& model, const CaseWeights& weights, const std::st
   if (weights.source == WeightsSource::kPath) return model_load_weights(model, path);
   model_init_random(model, static_cast<uint64_t>(seed));
   return Status::Ok();
+}
+
+Result<ParameterFill> CaseWeightsFill(const CaseWeights& weights, const std::string& path, int64_t seed) {
+  if (weights.source == WeightsSource::kPath) {
+    auto opened = WeightsReader::Open(path);
+    if (!opened.ok()) return opened.status();
+    auto reader = std::make_shared<WeightsReader>(std::move(*opened));
+    return ParameterFill([reader](const std::vector<NamedParameter>& run) -> Status {
+      for (const NamedParameter& p : run)
+        if (Status s = reader->Read(p); !s.ok()) return s;
+      return Status::Ok();
+    });
+  }
+  auto gen = std::make_shared<at::Generator>(init_generator(static_cast<uint64_t>(seed)));
+  return ParameterFill([gen](const std::vector<NamedParameter>& run) -> Status {
+    parameters_init_random(run, *gen);
+    return Status::Ok();
+  });
+}
+
+ProjectionTensors CaseProjectionTensors(bool nf4) {
+  return nf4 ? ProjectionTensors::kLeaveUndefined : ProjectionTensors::kAllocate;
+}
+
+Status LoadOrInitNf4Weights(Model& model, const CaseWeights& weights, const std::string& path, int64_t seed,
+                            bool double_quant) {
+  auto fill = CaseWeightsFill(weights, path, seed);
+  if (!fill.ok()) return fill.status();
+  return model_fill_nf4(model, *fill, double_quant);
 }
 
 Status SaveTrainedWeights(const std::string& dir, const TrainedWeights& what, const std::string& tokenizer_path,

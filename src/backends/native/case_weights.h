@@ -36,6 +36,25 @@ Result<CaseWeights> DecideWeights(Workload workload, bool nf4, bool init_random,
 // a random source: model_init_random with `seed`.
 Status LoadOrInitWeights(Model& model, const CaseWeights& weights, const std::string& path, int64_t seed);
 
+// The same weights as a ParameterFill (model.h): the path's tensors read one
+// at a time (its files opened here), or a seeded initialisation continuing
+// one generator from `seed`, so that any grouping of the parameters into runs
+// gives LoadOrInitWeights' weights. Errors: the path's weights cannot be
+// opened (WeightsReader::Open's).
+Result<ParameterFill> CaseWeightsFill(const CaseWeights& weights, const std::string& path, int64_t seed);
+
+// How a case's model is created (model_create, model_create_placed): a 4-bit
+// model without its projections, which LoadOrInitNf4Weights fills.
+ProjectionTensors CaseProjectionTensors(bool nf4);
+
+// LoadOrInitWeights and model_quantize_nf4 in one pass, one tensor at a time
+// (model_fill_nf4): the same codes and scales, and the load never holds more
+// than one projection in full precision.
+// REQUIRES: `model` created with ProjectionTensors::kLeaveUndefined.
+// Errors: those of CaseWeightsFill and of the fill (a missing tensor, a shape).
+Status LoadOrInitNf4Weights(Model& model, const CaseWeights& weights, const std::string& path, int64_t seed,
+                            bool double_quant);
+
 // What a trained case saves: its LoRA adapters (lora_save, naming `base_path`
 // as their base) when set, else the model through `save_model(dir)` (for
 // sharded parameters a collective every rank of the group calls).

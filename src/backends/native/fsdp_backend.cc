@@ -230,9 +230,12 @@ class NativeFsdpBackend : public Backend {
     }
     const LayerPlacement placement = inference_placement(setup.config, c10::elementSize(setup.dtype), nf4,
                                                          ms.double_quant, static_cast<int>(devices.size()));
+    // A 4-bit model is created without its projections: each is read, quantized and freed in turn.
+    const ProjectionTensors projections = CaseProjectionTensors(nf4);
     Model model = placement.devices > 1
-                      ? model_create_placed(setup.config, setup.dtype, devices, placement)
-                      : model_create(setup.config, at::TensorOptions().dtype(setup.dtype).device(setup.device));
+                      ? model_create_placed(setup.config, setup.dtype, devices, placement, projections)
+                      : model_create(setup.config, at::TensorOptions().dtype(setup.dtype).device(setup.device),
+                                     projections);
     setup.devices_text = setup.device.str();
     if (placement.devices > 1) {
       setup.devices_text = fmt::format("{} GPUs (model placed balanced, whole layers)", placement.devices);
@@ -244,12 +247,15 @@ class NativeFsdpBackend : public Backend {
     auto weights = DecideWeights(spec.workload, nf4, ms.init_random, ms.path, spec.training.seed, ms.name);
     // Check refuses a case without weights first; never run on weights nobody asked for.
     if (!weights.ok()) return Status::InvalidArgument(native_run_refusal(ctx.plan, spec, NativeRole::kFsdp));
-    if (Status s = LoadOrInitWeights(model, *weights, ms.path, spec.training.seed); !s.ok()) return s;
+    if (Status s = nf4 ? LoadOrInitNf4Weights(model, *weights, ms.path, spec.training.seed, ms.double_quant)
+                       : LoadOrInitWeights(model, *weights, ms.path, spec.training.seed);
+        !s.ok())
+      return s;
     weights_note = weights->note;
-    if (weights->source == WeightsSource::kPath) log.Line("fsdp: weights loaded from {}", ms.path);
-    else log.Line("fsdp: weights: seeded random initialisation (seed {})", spec.training.seed);
+    const char* as_read = nf4 ? " (each projection quantized to NF4 as it is read)" : "";
+    if (weights->source == WeightsSource::kPath) log.Line("fsdp: weights loaded from {}{}", ms.path, as_read);
+    else log.Line("fsdp: weights: seeded random initialisation (seed {}){}", spec.training.seed, as_read);
     if (!nf4) return model;
-    model_quantize_nf4(model, ms.double_quant);
     if (spec.workload == Workload::kInference) {
       quant_note = nf4_prepare_inference(model, setup.device, setup.dtype, ms.double_quant);
     } else {

@@ -182,8 +182,8 @@ Breakdown FullPrecisionTraining(const TrainingMemoryShape& s, const TrainingQuan
 
 // 4-bit base + LoRA: resident NF4 projections (or their record slices), the
 // frozen rest in the compute dtype, the adapters with their gradients and
-// AdamW state; phases: the head's and the last layer's backward, and (one
-// process) the load before quantization.
+// AdamW state; phases: the head's and the last layer's backward, and the
+// load (one projection in full precision at a time).
 Breakdown Nf4LoraTraining(const TrainingMemoryShape& s, const TrainingQuantities& q) {
   const ModelConfig& c = s.config;
   const int64_t e = q.e, W = q.W, L = q.L, C = q.C, V = q.V;
@@ -235,16 +235,16 @@ Breakdown Nf4LoraTraining(const TrainingMemoryShape& s, const TrainingQuantities
     p.terms.push_back({"one layer's activations", q.layer_act});
     phases.push_back(std::move(p));
   }
-  if (!sharded) {
-    // One process loads the model in the compute dtype and quantizes it projection by projection.
-    int64_t full = 0, packed = 0;
-    for (int64_t n : pn) {
-      full += e * n;
-      packed += nf4_bytes(n, s.double_quant);
-    }
-    phases.push_back({"load (full precision before quantization)",
-                      {{"projections in the compute dtype", L * (full - packed)},
-                       {"quantization workspace", quantize_workspace_bytes(q.largest_projection)}}});
+  {
+    // Each projection is read, quantized and freed before the next (model_fill_nf4; sharded:
+    // ShardedQlora::Create, which keeps the layer's NF4 projections until it cuts this rank's
+    // shard of their records). An upper bound: the adapters' gradients and AdamW moments,
+    // counted in the resident terms, do not exist yet.
+    Phase p{"load (one projection at a time)", {}};
+    p.terms.push_back({"one projection in the compute dtype", e * q.largest_projection});
+    p.terms.push_back({"quantization workspace", quantize_workspace_bytes(q.largest_projection)});
+    if (sharded) p.terms.push_back({"the layer's NF4 before sharding", nf4_layer});
+    phases.push_back(std::move(p));
   }
   return {std::move(resident), std::move(phases)};
 }
@@ -418,9 +418,10 @@ InferenceMemoryEstimate estimate_inference_memory(const InferenceMemoryShape& s)
       phases.push_back(std::move(p));
     }
     if (s.nf4 && layers > 0) {
-      // Loading: the layers arrive in the compute dtype and are quantized one projection at a time.
-      Phase p{"load (full precision before quantization)", {}};
-      p.terms.push_back({"layers in the compute dtype", layers * (e * layer_parameter_count(c) - layer)});
+      // Loading (model_fill_nf4): each projection is read in the compute dtype, quantized and
+      // freed before the next; the device never holds more than one in full precision.
+      Phase p{"load (one projection at a time)", {}};
+      p.terms.push_back({"one projection in the compute dtype", e * largest_projection});
       p.terms.push_back({"quantization workspace", quantize_workspace_bytes(largest_projection)});
       phases.push_back(std::move(p));
     }

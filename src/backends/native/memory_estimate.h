@@ -82,6 +82,12 @@
 //   loss. With prefetch both also hold the next layer's gathered NF4 records
 //   (R·r_b), and the layer phase the previous layer's adapter gradients in
 //   flight (r per adapter parameter of a layer).
+// Load: each projection is read, quantized and freed before the next
+//   (model_fill_nf4; ShardedQlora::Create): beyond the NF4 already made, one
+//   projection in the compute dtype and its quantization workspace,
+//   (e + 17)·F·C; sharded, also the layer's NF4 records before they are cut
+//   to the rank's shard (R·r_b). An upper bound: the adapters' gradients and
+//   AdamW moments do not exist yet while the model loads.
 //
 // ---- the share protocol's merges (outer_step.h) ---------------------------
 // P_m: the elements a rank merges (full precision: its slices Σ S_u; 4-bit:
@@ -103,10 +109,12 @@
 //   prompt·(e·(2·C + (NH + 2·NKV)·HD) + 4·C + 4·e·F) + 2·e·NH·HD·S (k, v
 //   repeated over S = prompt + max_new_tokens positions) + (CPU) 4·NH·prompt·S,
 // the logits of the prefill on the last device (prompt·V·e), and for a 4-bit
-// model one projection being dequantized (8·F·C). A 4-bit model is loaded in
-// the compute dtype and quantized projection by projection: the load phase
-// holds the device's full-precision share plus the quantization workspace of
-// the largest projection (17 bytes per weight).
+// model one projection being dequantized (8·F·C). A 4-bit model is read one
+// projection at a time, each quantized and freed before the next is read
+// (model_fill_nf4): the load phase holds, beyond the NF4 weights already made,
+// one projection in the compute dtype and its quantization workspace,
+// (e + 17)·F·C for the largest (17 bytes per weight: nf4_quantize's float32
+// copy, normalised values, int64 level indices and codes).
 //
 // Not counted: the CUDA context and allocator slack (about 0.5–1 GB per GPU),
 // the process's own code and libraries (the CPU baseline of a rank, ~0.3 GB),

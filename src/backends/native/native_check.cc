@@ -339,7 +339,9 @@ CaseAdvice native_case_memory(const Plan& plan, const CaseSpec& spec, NativeRole
                                     : InferencePeak(plan, spec, role, ms, *config, *layout, gpu);
   const int64_t peak = estimate.peak_bytes;
   std::string against;
-  if (gpu && limit.gb > 0) against = fmt::format(" of {} GB", limit.gb);
+  if (gpu && limit.gb > 0)
+    against = fmt::format(" of {} GB ({})", limit.gb,
+                          static_cast<double>(peak) > limit.gb * 1e9 ? "does not fit" : "fits");
   else if (gpu) against = " (GPU memory not stated in cluster.nodes[].gpu_memory_gb: not compared)";
   else against = " (not compared: the plan states no host memory)";
   advice.notes.push_back(fmt::format("expected peak memory {}: {}{}; {}\n{}", per, FormatBytes(peak), against,

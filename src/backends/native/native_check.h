@@ -63,7 +63,8 @@ std::string native_weights_note(WeightsSource source, int64_t seed);
 std::string native_run_refusal(const Plan& plan, const CaseSpec& spec, NativeRole role);
 
 // Notes: one line with the expected peak memory per device (GPU) or per rank
-// process (CPU) and its terms; warnings: the peak exceeds the stated
+// process (CPU) and its terms, against the stated GPU memory with whether the
+// case fits ("9.89 GB of 24 GB (fits)", "(does not fit)"); warnings: the peak exceeds the stated
 // cluster.nodes[].gpu_memory_gb. Nothing when the model's dimensions are
 // unknown (no preset, no readable config.json).
 CaseAdvice native_case_memory(const Plan& plan, const CaseSpec& spec, NativeRole role);

@@ -248,10 +248,17 @@ CaseWeights DecideRankWeights(const WorkerCase& wc, bool nf4, Setup& s) {
 
 Model LoadModel(const WorkerCase& wc, Setup& s, const std::vector<at::Device>& devices = {},
                 const LayerPlacement& placement = {}) {
-  Model model = placement.devices > 1 ? model_create_placed(s.config, s.dtype, devices, placement)
-                                      : model_create(s.config, at::TensorOptions().dtype(s.dtype).device(s.device));
-  const CaseWeights weights = DecideRankWeights(wc, wc.quantization != Quantization::kNone, s);
-  if (Status st = LoadOrInitWeights(model, weights, wc.model_path, wc.training.seed); !st.ok()) throw Failure(st.message());
+  // A 4-bit model: each projection read, quantized and freed in turn (case_weights.h).
+  const bool nf4 = wc.quantization == Quantization::kNf4;
+  const ProjectionTensors projections = CaseProjectionTensors(nf4);
+  Model model = placement.devices > 1
+                    ? model_create_placed(s.config, s.dtype, devices, placement, projections)
+                    : model_create(s.config, at::TensorOptions().dtype(s.dtype).device(s.device), projections);
+  const CaseWeights weights = DecideRankWeights(wc, nf4, s);
+  if (Status st = nf4 ? LoadOrInitNf4Weights(model, weights, wc.model_path, wc.training.seed, wc.double_quant)
+                      : LoadOrInitWeights(model, weights, wc.model_path, wc.training.seed);
+      !st.ok())
+    throw Failure(st.message());
   return model;
 }
 
@@ -705,7 +712,6 @@ Model LoadReplica(const WorkerCase& wc, Setup& s, const ProcessGroups& g, const 
         placement.devices, devices.front().str(), Join(counts, "/"));
   }
   if (nf4) {
-    model_quantize_nf4(model, wc.double_quant);
     // Every measurement says what ran (the runner appends the note event to each).
     s.AddNote(nf4_prepare_inference(model, devices.front(), s.dtype, wc.double_quant));
   }

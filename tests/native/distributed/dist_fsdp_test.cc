@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -481,6 +482,43 @@ TEST_CASE("dist share: multi-inference serves the schedule round-robin over 2 re
     CHECK(m.method.find("weights: random weights (init: random, seed 1234)") != std::string::npos);
   }
   CHECK_FALSE(Find(out, metric::kBytesCommunicated));  // replicas issue no counted collectives
+}
+
+TEST_CASE("dist share: 4-bit multi-inference: each replica loads its model one projection at a time, the same codes") {
+  Fixture fx;
+  Plan plan = fx.MakePlan();
+  plan.models["mini"].init_random = true;  // the fixture's model has no weights
+  plan.models["mini"].quantization = Quantization::kNf4;
+  CaseSpec spec;
+  spec.id = "d.inf4";
+  spec.workload = Workload::kInference;
+  spec.backend = "share";
+  spec.model = "mini";
+  spec.topology.parts = {{"rig0", 2, 1}};
+  spec.inference.prompt = "Can there be life";
+  spec.inference.max_new_tokens = {3, 5, 4, 5};
+  spec.inference.ignore_eos = true;
+  spec.training.device = DeviceChoice::kCpu;
+  spec.training.collective_timeout = 60;
+  spec.timeout_seconds = 120;
+  Harness h;
+  auto backend = MakeNativeShareBackend(Options());
+  BackendOutcome out = h.Run(*backend, plan, spec, "", (fx.root / "inf4.log").string());
+  INFO(out.reason);
+  REQUIRE(out.status == CaseStatus::kOk);
+  REQUIRE(h.events.requests.size() == 4);
+  // Greedy decoding of one prompt: every answer is a prefix of the longest, on either
+  // replica, so the two processes quantized the same weights to the same codes.
+  std::vector<int> longest;
+  for (const RequestSample& r : h.events.requests) {
+    REQUIRE(r.token_ids.has_value());
+    CHECK(r.generated_tokens == r.max_new_tokens);
+    if (r.token_ids->size() > longest.size()) longest = *r.token_ids;
+  }
+  for (const RequestSample& r : h.events.requests)
+    CHECK(std::equal(r.token_ids->begin(), r.token_ids->end(), longest.begin()));
+  REQUIRE(Find(out, metric::kTokensPerSecond));
+  CHECK(Find(out, metric::kTokensPerSecond)->method.find("4-bit NF4 weights") != std::string::npos);
 }
 
 TEST_CASE("dist fsdp: a rank killed with signal 9 fails the case within the timeout; no worker survives") {

@@ -14,6 +14,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -120,13 +121,15 @@ double MaxAdapterDiff(LoraAdapters& a, LoraAdapters& b) {
 struct RankResult {
   std::string error;
   int64_t layer_shard_bytes = 0, base_bytes = 0, bytes = 0;
+  size_t largest_layer_fill = 0;  // the most tensors of a decoder layer one fill call set
   std::vector<std::vector<Nf4Tensor>> layers;
   at::Tensor logits;
 };
 
 }  // namespace
 
-TEST_CASE("fsdp qlora: per-rank NF4 bytes by formula; gathered codes bit-identical to one-process quantization; same logits") {
+TEST_CASE("fsdp qlora: per-rank NF4 bytes by formula; gathered codes bit-identical to one-process quantization; same "
+          "logits; a layer read one tensor at a time") {
   Fixture fx;
   const at::Tensor tokens = at::randint(0, fx.config.vocab_size, {2, 12}, at::TensorOptions().dtype(at::kLong));
   for (bool dq : {false, true}) {
@@ -158,8 +161,11 @@ TEST_CASE("fsdp qlora: per-rank NF4 bytes by formula; gathered codes bit-identic
             auto reader = WeightsReader::Open((fx.root / "model").string());
             if (!reader.ok()) throw std::runtime_error(reader.status().message());
             auto fill = [&](const std::vector<NamedParameter>& unit) -> Status {
-              for (const NamedParameter& p : unit)
+              for (const NamedParameter& p : unit) {
+                if (p.name.find(".layers.") != std::string::npos)
+                  out.largest_layer_fill = std::max(out.largest_layer_fill, unit.size());
                 if (Status s = reader->Read(p); !s.ok()) return s;
+              }
               return Status::Ok();
             };
             Communicator comm(group);
@@ -198,6 +204,8 @@ TEST_CASE("fsdp qlora: per-rank NF4 bytes by formula; gathered codes bit-identic
       for (const RankResult& r : results) {
         INFO(r.error);
         REQUIRE(r.error.empty());
+        // A layer's tensors are read one at a time: one projection in full precision at once.
+        CHECK(r.largest_layer_fill == 1);
         CHECK(r.layer_shard_bytes == layer_bytes);
         CHECK(r.base_bytes == base);
         REQUIRE(r.layers.size() == static_cast<size_t>(fx.config.n_layers));

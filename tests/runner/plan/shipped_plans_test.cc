@@ -251,7 +251,7 @@ TEST_CASE("shipped plans: every methodology case fits 80 GB GPUs by the memory e
       const bool two_node_training = c->nodes > 1 && c->workload != Workload::kInference;
       REQUIRE(advice.notes.size() == (two_node_training ? 2u : 1u));
       CHECK(StartsWith(advice.notes[0], "expected peak memory per GPU: "));
-      CHECK(advice.notes[0].find(" of 80 GB; ") != std::string::npos);
+      CHECK(advice.notes[0].find(" of 80 GB (fits); ") != std::string::npos);
       if (two_node_training) CHECK(StartsWith(advice.notes[1], "between nodes"));
       for (const std::string& w : advice.warnings) CHECK(w.find("expected peak memory") == std::string::npos);
     }

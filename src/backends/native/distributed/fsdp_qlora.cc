@@ -241,20 +241,28 @@ Result<std::unique_ptr<ShardedQlora>> ShardedQlora::Create(const ModelConfig& co
   for (size_t l = 0; l < sq->model_.layers.size(); ++l) {
     std::vector<NamedParameter> params(all.begin() + static_cast<std::ptrdiff_t>(1 + l * per_layer),
                                        all.begin() + static_cast<std::ptrdiff_t>(1 + (l + 1) * per_layer));
-    for (NamedParameter& p : params) *p.tensor = at::empty(p.shape, at::kFloat);
-    if (Status s = fill(params); !s.ok()) return s;
     auto u = std::make_shared<Nf4LayerUnit>(sq->schedule_, fmt::format("layer {}", l), sq->setup_);
     sq->schedule_.Add(*u);
     u->layout = sq->layout_;
     LayerWeights& w = sq->model_.layers[l];
+    // One tensor at a time, in order: a projection is quantized from the
+    // compute dtype on the device, as model_quantize_nf4 quantizes a model
+    // loaded in that dtype, and its full-precision copies are freed before
+    // the next is filled.
+    std::vector<Nf4Tensor> q(static_cast<size_t>(kProjectionCount));
+    for (NamedParameter& p : params) {
+      *p.tensor = at::empty(p.shape, at::kFloat);
+      if (Status s = fill({p}); !s.ok()) return s;
+      for (int k = 0; k < kProjectionCount; ++k) {
+        if (p.tensor != &layer_projection(w, static_cast<Projection>(k))) continue;
+        q[static_cast<size_t>(k)] = nf4_quantize(p.tensor->to(device, dtype), double_quant);
+        *p.tensor = at::Tensor();
+      }
+    }
     u->input_norm = w.input_norm.to(device, dtype, false, true);
     u->post_norm = w.post_norm.to(device, dtype, false, true);
-    // Quantized from the compute dtype on the device, as model_quantize_nf4
-    // quantizes a model loaded in that dtype.
-    std::vector<Nf4Tensor> q;
-    for (int p = 0; p < kProjectionCount; ++p)
-      q.push_back(nf4_quantize(layer_projection(w, static_cast<Projection>(p)).to(device, dtype), double_quant));
-    for (NamedParameter& p : params) *p.tensor = at::Tensor();
+    w.input_norm = at::Tensor();
+    w.post_norm = at::Tensor();
     auto flat = nf4_unit_flatten(q, u->layout);
     if (!flat.ok()) return flat.status();
     q.clear();

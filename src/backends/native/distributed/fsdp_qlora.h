@@ -79,16 +79,20 @@ class Nf4Projections;
 
 class ShardedQlora {
  public:
-  // As ShardedParams::Fill (fsdp_sharded.h): sets the full float32 CPU tensors
-  // of one unit (embedding; a decoder layer's nine tensors; [norm, lm_head]),
-  // called for each unit in model_parameters order.
+  // As ShardedParams::Fill (fsdp_sharded.h): sets full float32 CPU tensors,
+  // called in model_parameters order: the embedding; each tensor of a decoder
+  // layer on its own (one call per tensor); [norm, lm_head]. A fill that reads
+  // its source in order or continues one generator gives the same weights
+  // however the calls group the tensors.
   using Fill = UnitFill;
 
-  // Builds this rank's shards unit by unit: a layer's seven projections are
-  // converted to `dtype` on `device` and quantized there exactly as
-  // model_quantize_nf4 quantizes a model of that dtype (so the gathered codes
-  // are bit-identical to one-process quantization), flattened into records
-  // and cut to this rank's shard; the rest of the unit is dropped. `lora`:
+  // Builds this rank's shards unit by unit: each of a layer's seven
+  // projections is filled, converted to `dtype` on `device` and quantized
+  // there exactly as model_quantize_nf4 quantizes a model of that dtype (so
+  // the gathered codes are bit-identical to one-process quantization) and
+  // freed before the next is filled, so that no more than one projection is
+  // held in full precision; the layer's NF4 projections are then flattened
+  // into records and cut to this rank's shard; the rest of the unit is dropped. `lora`:
   // the adapters the forward adds (every rank creates them from the same seed).
   // Every rank of `group` calls it and every method below in the same order.
   static Result<std::unique_ptr<ShardedQlora>> Create(const ModelConfig& config, at::ScalarType dtype,

@@ -154,9 +154,22 @@ std::vector<NamedParameter> model_parameters(Model& m) {
   return out;
 }
 
-Model model_create(const ModelConfig& config, const at::TensorOptions& options) {
+namespace {
+
+// Whether p is one of the seven projections of a decoder layer of m.
+bool is_projection(Model& m, const NamedParameter& p) {
+  for (LayerWeights& w : m.layers)
+    for (int i = 0; i < kProjectionCount; ++i)
+      if (p.tensor == &layer_projection(w, static_cast<Projection>(i))) return true;
+  return false;
+}
+
+}  // namespace
+
+Model model_create(const ModelConfig& config, const at::TensorOptions& options, ProjectionTensors projections) {
   Model m = model_create_unallocated(config, options.device());
-  for (NamedParameter& p : model_parameters(m)) *p.tensor = at::empty(p.shape, options);
+  for (NamedParameter& p : model_parameters(m))
+    if (projections == ProjectionTensors::kAllocate || !is_projection(m, p)) *p.tensor = at::empty(p.shape, options);
   return m;
 }
 
@@ -169,7 +182,7 @@ Model model_create_unallocated(const ModelConfig& config, const at::Device& devi
 }
 
 Model model_create_placed(const ModelConfig& config, at::ScalarType dtype, const std::vector<at::Device>& devices,
-                          const LayerPlacement& placement) {
+                          const LayerPlacement& placement, ProjectionTensors projections) {
   Model m;
   m.config = config;
   m.layers.resize(static_cast<size_t>(config.n_layers));
@@ -179,6 +192,7 @@ Model model_create_placed(const ModelConfig& config, at::ScalarType dtype, const
     if (p.name == "model.embed_tokens.weight") d = placement.embed_device;
     else if (p.name.compare(0, layer_prefix.size(), layer_prefix) == 0)
       d = placement.layer_device[std::stoul(p.name.substr(layer_prefix.size()))];
+    if (projections == ProjectionTensors::kLeaveUndefined && is_projection(m, p)) continue;
     *p.tensor = at::empty(p.shape, at::TensorOptions().dtype(dtype).device(devices[static_cast<size_t>(d)]));
   }
   rope_tables_set(m, devices[0]);

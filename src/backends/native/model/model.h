@@ -21,12 +21,14 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "backends/native/model/model_config.h"
 #include "backends/native/model/placement.h"
+#include "runner/base/status.h"
 
 namespace protocol {
 namespace native {
@@ -91,9 +93,15 @@ std::vector<NamedParameter> model_parameters(Model& model);
 // A decoder layer's nine tensors in Hugging Face order (input_norm, q, k, v, o,
 // post_norm, gate, up, down), the order model_parameters lists them.
 std::vector<at::Tensor*> layer_parameters(LayerWeights& w);
+// Which tensors model_create and model_create_placed allocate: all of them,
+// or all but the seven projections of every decoder layer (left undefined: a
+// 4-bit model reads and quantizes them one at a time, model_fill_nf4 in
+// quantized_model.h, and never holds them all in full precision).
+enum class ProjectionTensors { kAllocate, kLeaveUndefined };
 // Allocates a model with uninitialised weights of `options` (dtype, device).
 // REQUIRES: config.Validate() is empty.
-Model model_create(const ModelConfig& config, const at::TensorOptions& options);
+Model model_create(const ModelConfig& config, const at::TensorOptions& options,
+                   ProjectionTensors projections = ProjectionTensors::kAllocate);
 // The config and the rotary tables (on `device`) only; every parameter tensor
 // left undefined. FSDP keeps the weights sharded elsewhere and hands the stage
 // functions below the gathered tensors of one unit at a time.
@@ -108,7 +116,8 @@ Model model_create_unallocated(const ModelConfig& config, const at::Device& devi
 // (several at::kCPU entries give the plain model's results, token for token).
 // REQUIRES: placement is of config.n_layers layers over <= devices.size() devices.
 Model model_create_placed(const ModelConfig& config, at::ScalarType dtype, const std::vector<at::Device>& devices,
-                          const LayerPlacement& placement);
+                          const LayerPlacement& placement,
+                          ProjectionTensors projections = ProjectionTensors::kAllocate);
 // Seeded random initialisation as in HF (normal(0, 0.02) matrices, unit norms).
 // Drawn on the CPU in float32 and then copied, so the same seed gives the same
 // weights on every device and dtype.
@@ -120,6 +129,14 @@ void model_init_random(Model& model, uint64_t seed);
 // REQUIRES: every tensor is allocated.
 void parameters_init_random(const std::vector<NamedParameter>& params, at::Generator& gen);
 at::Generator init_generator(uint64_t seed);
+// Sets a run of parameters (each *p.tensor allocated; the values converted to
+// its dtype and device), called for the runs of a model in model_parameters
+// order: a source read in order (the path's safetensors, one tensor at a time)
+// or a seeded initialisation continuing one generator (parameters_init_random)
+// gives the same weights however the parameters are grouped into runs, one
+// parameter or the whole model. case_weights.h makes the fill of a case.
+// Errors: the source's (a missing tensor, a wrong shape).
+using ParameterFill = std::function<Status(const std::vector<NamedParameter>&)>;
 // Elements of the defined parameter tensors (a 4-bit model's projections,
 // held by its override, are not counted).
 int64_t model_parameter_count(Model& model);

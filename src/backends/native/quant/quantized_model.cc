@@ -3,6 +3,8 @@
 #include <c10/core/GradMode.h>
 
 #include <fstream>
+#include <map>
+#include <utility>
 
 #include "backends/native/quant/nf4_linear.h"
 #include "backends/native/model/safetensors.h"
@@ -42,6 +44,31 @@ void model_quantize_nf4(Model& model, bool double_quant) {
     }
   }
   model.projections = std::move(q);
+}
+
+Status model_fill_nf4(Model& model, const ParameterFill& fill, bool double_quant) {
+  c10::NoGradGuard no_grad;
+  auto q = std::make_shared<Nf4Projections>();
+  q->layers.resize(model.layers.size());
+  // Where each projection's tensor field is: (layer, slot in Projection order).
+  std::map<const at::Tensor*, std::pair<size_t, size_t>> projection;
+  for (size_t l = 0; l < model.layers.size(); ++l)
+    for (size_t k = 0; k < kProjectionCount; ++k) projection[&layer_projection(model.layers[l], kAll[k])] = {l, k};
+  for (const NamedParameter& p : model_parameters(model)) {
+    auto found = projection.find(p.tensor);
+    if (found == projection.end()) {  // the embedding, a norm, lm_head: the model's own tensor
+      if (Status s = fill({p}); !s.ok()) return s;
+      continue;
+    }
+    const auto [layer, slot] = found->second;
+    *p.tensor = at::Tensor();  // the model never holds it in full precision; the transient below does
+    // In the layer's dtype and on its device, as the model's own tensor would be.
+    at::Tensor transient = at::empty(p.shape, model.layers[layer].input_norm.options());
+    if (Status s = fill({{p.name, &transient, p.shape}}); !s.ok()) return s;
+    q->layers[layer][slot] = nf4_quantize(transient, double_quant);
+  }  // each transient is released here, before the next tensor is read
+  model.projections = std::move(q);
+  return Status::Ok();
 }
 
 const Nf4Projections* model_nf4(const Model& model) {

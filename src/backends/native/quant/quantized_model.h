@@ -59,6 +59,19 @@ class Nf4Projections : public ProjectionOverride {
 // tensors and installs the Nf4Projections override.
 // REQUIRES: the model's weights are set and it is not already quantized.
 void model_quantize_nf4(Model& model, bool double_quant = false);
+// Sets the weights of a 4-bit model one tensor at a time, so that the load
+// never holds more than one projection in full precision: every parameter
+// is set by `fill` in model_parameters order, one at a time; the embedding,
+// the norms and lm_head into the model's tensors, each decoder projection
+// into a transient of the model's dtype on its layer's device, which is
+// quantized (nf4_quantize) and released before the next is read. The result
+// is model_quantize_nf4 of the model filled whole: the same codes and scales.
+// Beyond the finished tensors the load holds one projection in the compute
+// dtype and its quantization workspace (docs/memory.md).
+// REQUIRES: `model` from model_create or model_create_placed with
+// ProjectionTensors::kLeaveUndefined. Errors: fill's (the model is then
+// incomplete and not 4-bit).
+Status model_fill_nf4(Model& model, const ParameterFill& fill, bool double_quant = false);
 // The model's NF4 projections; null when the model is not 4-bit.
 const Nf4Projections* model_nf4(const Model& model);
 // Bytes held by the NF4 projections: packed codes + absmax scales (or their
