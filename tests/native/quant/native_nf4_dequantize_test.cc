@@ -8,6 +8,7 @@
 #include "native_test_support.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <c10/core/InferenceMode.h>
 
 #include "backends/native/quant/nf4.h"
 
@@ -106,6 +107,15 @@ TEST_CASE("native nf4 dequantize: the lookup tables are made once per device and
   const at::Tensor dq = nf4_dq_level_table(cpu);
   CHECK(nf4_dq_level_table(cpu).data_ptr() == dq.data_ptr());
   CHECK(at::equal(dq, nf4_dq_levels()));
+}
+
+TEST_CASE("native nf4 dequantize: inside InferenceMode (generation) the tables stay ordinary tensors") {
+  c10::InferenceMode inference;
+  // Made here when this test runs first (alone: -tc); else made earlier and reused here.
+  CHECK(!nf4_pair_table(at::Device(at::kCPU)).is_inference());
+  CHECK(!nf4_dq_level_table(at::Device(at::kCPU)).is_inference());
+  const Nf4Tensor q = nf4_quantize(at::randn({4, 64}), true);
+  CHECK(at::equal(nf4_dequantize(q, at::kBFloat16), nf4_dequantize_aten(q, at::kBFloat16)));
 }
 
 }  // namespace native

@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 
 #include <c10/core/GradMode.h>
+#include <c10/core/InferenceMode.h>
 
 #include <algorithm>
 #include <cmath>
@@ -115,13 +116,16 @@ at::Tensor MakePairTable() {
 }
 
 // One table per device, made on first use from `make` (a CPU tensor), copied
-// to the device once. The maps are never destroyed: a CUDA tensor must not be
-// freed by a static destructor after the CUDA runtime has shut down.
+// to the device once. Made outside InferenceMode even when the first caller
+// is in it (generation), so that it is an ordinary tensor for every later
+// caller. The maps are never destroyed: a CUDA tensor must not be freed by a
+// static destructor after the CUDA runtime has shut down.
 at::Tensor CachedOnDevice(std::unordered_map<c10::Device, at::Tensor>& cache, std::mutex& mutex,
                           const at::Device& device, at::Tensor (*make)()) {
   std::lock_guard<std::mutex> lock(mutex);
   auto it = cache.find(device);
   if (it != cache.end()) return it->second;
+  c10::InferenceMode not_inference(false);
   c10::NoGradGuard no_grad;
   at::Tensor t = make().to(device);
   cache.emplace(device, t);
