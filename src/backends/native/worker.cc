@@ -460,10 +460,12 @@ void RankTraining::BuildQlora(const ShardedParams::Fill& fill) {
   const std::string method =
       qlora_method(*lora_, wc_.workload == Workload::kPretrain ? QloraKind::kContinuedPretraining : QloraKind::kFinetune,
                    wc_.double_quant, ts_.lora_freeze_a) +
-      (g_.replicas > 1 ? fmt::format("; base sharded over each node's {} rank(s), replicated over {} nodes, by whole NF4 "
-                                     "blocks",
+      (g_.replicas > 1 ? fmt::format("; base sharded over each node's {} rank(s), replicated over {} nodes, as equal "
+                                     "byte ranges of each layer's NF4 records",
                                      g_.shard_comm->size(), g_.replicas)
-                       : fmt::format("; base sharded over the group's {} rank(s) by whole NF4 blocks", g_.group_size));
+                       : fmt::format("; base sharded over the group's {} rank(s) as equal byte ranges of each layer's NF4 "
+                                     "records",
+                                     g_.group_size));
   s_.AddNote(method);
   memory_text_ = fmt::format("the rank holds {} bytes of the 4-bit base (its NF4 shards, embedding and head slices, "
                              "norms) and {} float32 adapter parameters",

@@ -128,8 +128,8 @@ struct RankResult {
 
 }  // namespace
 
-TEST_CASE("fsdp qlora: per-rank NF4 bytes by formula; gathered codes bit-identical to one-process quantization; same "
-          "logits; a layer read one tensor at a time") {
+TEST_CASE("fsdp qlora: per-rank NF4 bytes by formula; gathered codes bit-identical to one-process quantization and views "
+          "of the gathered buffer; same logits; a layer read one tensor at a time") {
   Fixture fx;
   const at::Tensor tokens = at::randint(0, fx.config.vocab_size, {2, 12}, at::TensorOptions().dtype(at::kLong));
   for (bool dq : {false, true}) {
@@ -210,9 +210,15 @@ TEST_CASE("fsdp qlora: per-rank NF4 bytes by formula; gathered codes bit-identic
         CHECK(r.base_bytes == base);
         REQUIRE(r.layers.size() == static_cast<size_t>(fx.config.n_layers));
         for (size_t l = 0; l < r.layers.size(); ++l) {
+          // The gathered layer is one buffer of W shards; every part of its projections a view of it.
+          const at::Tensor& gathered = r.layers[l][0].packed;
+          CHECK(static_cast<int64_t>(gathered.storage().nbytes()) == W * layer_bytes);
           for (size_t p = 0; p < kProjectionCount; ++p) {
             const Nf4Tensor& got = r.layers[l][p];
             const Nf4Tensor& exp = ref->layers[l][p];
+            for (const at::Tensor& t : {got.packed, dq ? got.absmax_codes : got.absmax})
+              CHECK(t.is_alias_of(gathered));
+            if (dq) CHECK(got.absmax_scales.is_alias_of(gathered));
             CHECK(at::equal(got.packed, exp.packed));
             if (dq) {
               CHECK(at::equal(got.absmax_codes, exp.absmax_codes));

@@ -1,10 +1,13 @@
-// NF4 units sharded by whole blocks (nf4_shard.h): what an all-gather of the
-// W uint8 shards returns rebuilds the unit bit for bit, each shard decodes on
-// its own, and a rank holds ceil(blocks/W)·36 bytes (double quantization:
-// ceil(groups/W)·8456).
+// NF4 units sharded as byte ranges of one flat buffer (nf4_shard.h): what an
+// all-gather of the W uint8 shards returns rebuilds the unit bit for bit, as
+// views of the gathered bytes (no copy), and a rank holds ceil(blocks/W)·36
+// bytes (double quantization: ceil(groups/W)·8456).
 #include "native_test_support.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+
+#include <algorithm>
+#include <utility>
 
 #include "backends/native/quant/lora.h"
 #include "backends/native/distributed/nf4_shard.h"
@@ -53,15 +56,32 @@ void CheckIdentical(const Nf4Tensor& a, const Nf4Tensor& b) {
   CHECK(at::equal(a.absmax_mean, b.absmax_mean));
 }
 
-// The unit's dequantized weights in layout order, each tensor padded with
-// zeros to its records (what the shards decode to, concatenated).
-at::Tensor PaddedValues(const std::vector<Nf4Tensor>& unit, const Nf4UnitLayout& l) {
-  std::vector<at::Tensor> parts;
-  for (size_t i = 0; i < unit.size(); ++i) {
-    at::Tensor v = nf4_dequantize(unit[i]).reshape({-1});
-    parts.push_back(at::constant_pad_nd(v, {0, l.records[i] * l.record_blocks * kNf4BlockSize - v.numel()}, 0));
+// Whether t's bytes lie within [begin, begin + bytes) of the same storage.
+bool Within(const at::Tensor& t, const at::Tensor& buffer) {
+  const auto* lo = static_cast<const uint8_t*>(buffer.data_ptr());
+  const auto* p = static_cast<const uint8_t*>(t.data_ptr());
+  return t.is_contiguous() && t.is_alias_of(buffer) && p >= lo &&
+         p + t.nbytes() <= lo + buffer.nbytes();
+}
+
+// Every tensor of the unit is a contiguous view inside `buffer`, none overlapping another.
+void CheckViewsOf(const std::vector<Nf4Tensor>& unit, const at::Tensor& buffer) {
+  std::vector<std::pair<const uint8_t*, const uint8_t*>> ranges;
+  for (const Nf4Tensor& q : unit) {
+    std::vector<at::Tensor> parts = {q.packed};
+    if (q.double_quant()) {
+      parts.insert(parts.end(), {q.absmax_codes, q.absmax_scales, q.absmax_mean});
+    } else {
+      parts.push_back(q.absmax);
+    }
+    for (const at::Tensor& t : parts) {
+      CHECK(Within(t, buffer));
+      const auto* p = static_cast<const uint8_t*>(t.data_ptr());
+      ranges.emplace_back(p, p + t.nbytes());
+    }
   }
-  return at::cat(parts);
+  std::sort(ranges.begin(), ranges.end());
+  for (size_t i = 1; i < ranges.size(); ++i) CHECK(ranges[i - 1].second <= ranges[i].first);
 }
 
 }  // namespace
@@ -95,17 +115,12 @@ TEST_CASE("native nf4 shard: gathered shards rebuild the unit bit-identically fo
       REQUIRE(rebuilt->size() == 7);
       for (size_t i = 0; i < unit.size(); ++i) CheckIdentical((*rebuilt)[i], unit[i]);
       CHECK(at::equal(nf4_dequantize((*rebuilt)[6]), nf4_dequantize(unit[6])));
-      // Each rank's shard decodes alone to its slice of the unit's weights.
-      at::Tensor values = PaddedValues(unit, layout);
-      const int64_t per_rank = nf4_shard_records(layout, world) * layout.record_blocks * kNf4BlockSize;
-      for (int rank = 0; rank < world; ++rank) {
-        at::Tensor own = nf4_shard_values(shards[static_cast<size_t>(rank)], layout);
-        REQUIRE(own.numel() == per_rank);
-        const int64_t begin = std::min<int64_t>(rank * per_rank, values.numel());
-        const int64_t count = std::min<int64_t>(per_rank, values.numel() - begin);
-        CHECK(at::allclose(own.narrow(0, 0, count), values.narrow(0, begin, count), 0, 1e-9));
-        CHECK(own.narrow(0, count, per_rank - count).abs().sum().item<double>() == 0);  // padding records
-      }
+      // Views of the gathered bytes: codes and scales share its storage, nothing copied.
+      CheckViewsOf(*rebuilt, gathered);
+      // Writing the gathered bytes changes what the tensors read (the storage is the buffer's).
+      const uint8_t first = (*rebuilt)[0].packed[0].item<uint8_t>();
+      gathered[0] = static_cast<uint8_t>(first ^ 0xff);
+      CHECK((*rebuilt)[0].packed[0].item<uint8_t>() == static_cast<uint8_t>(first ^ 0xff));
     }
   }
 }
@@ -156,7 +171,12 @@ TEST_CASE("native nf4 shard: mismatched units and gathered buffers are errors") 
   CHECK(nf4_unit_flatten(unit, layout).status().message() == "a unit of 6 NF4 tensors does not match a layout of 7");
   CHECK(nf4_unit_shard(*flat, layout, 2, 2).status().message() == "rank 2 is not one of 2 ranks");
   CHECK(nf4_unit_unflatten(flat->narrow(0, 0, 36 * 10), layout).status().message() ==
-        "gathered NF4 shards must be a whole number of 36-byte records, at least 8964 bytes of uint8; got 360 bytes");
+        "gathered NF4 shards must be a whole number of 36-byte records, at least 8964 bytes of contiguous uint8 "
+        "starting at a multiple of 4; got 360 bytes");
+  // Float32 views need 4-byte alignment: a buffer starting at an odd byte is refused, not misread.
+  at::Tensor odd = at::cat({at::zeros({1}, at::kByte), *flat, at::zeros({35}, at::kByte)}).narrow(0, 1, flat->numel());
+  CHECK(!nf4_unit_unflatten(odd, layout).ok());
+  CHECK(nf4_unit_unflatten(at::cat({*flat, *flat}).narrow(0, 0, flat->numel()), layout).ok());
 }
 
 }  // namespace native

@@ -89,12 +89,13 @@ std::array<Nf4Tensor, kProjectionCount> Nf4From(const std::vector<at::Tensor>& p
 
 }  // namespace
 
-// A frozen 4-bit decoder layer: this rank's shard of the layer's NF4 records
+// A frozen 4-bit decoder layer: this rank's shard of the layer's NF4 bytes
 // (uint8) and the two RMSNorm gains (replicated). Assemble lists
 // [input_norm, post_norm, then each projection's Nf4Parts], every NF4 part a
-// tensor owning its storage, so that it can be released and refilled. Its
-// gradient reduction is that of the layer's LoRA adapters (replicated on every
-// rank), on the last micro-batch of a step.
+// view of the gathered buffer (nf4_unit_unflatten: no copy), which is
+// released and refilled in place as one storage, like a FrozenSlicedUnit's.
+// Its gradient reduction is that of the layer's LoRA adapters (replicated on
+// every rank), on the last micro-batch of a step.
 class Nf4LayerUnit : public ScheduledUnit {
  public:
   Nf4LayerUnit(FsdpSchedule& schedule, std::string name, const FsdpSetup& setup)
@@ -108,7 +109,7 @@ class Nf4LayerUnit : public ScheduledUnit {
   std::vector<at::Tensor> Inputs() override { return {}; }
 
   // The layer's seven projections, from the all-gathered shards (each part a
-  // copy owning its storage; the gathered bytes are dropped).
+  // view of the gathered buffer, which they keep alive).
   std::vector<Nf4Tensor> GatherNf4() {
     InFlightGather g = IssueGather();
     g.collective.Wait();
@@ -125,23 +126,21 @@ class Nf4LayerUnit : public ScheduledUnit {
   }
   UnitTensors Assemble(const at::Tensor& buffer) override {
     UnitTensors t;
+    t.buffer = buffer;
     t.params = {input_norm, post_norm};
     for (const Nf4Tensor& q : Unflatten(buffer))
       for (const at::Tensor& part : Nf4Parts(q)) t.params.push_back(part);
     return t;
   }
-  InFlightGather IssueRefill(UnitTensors&) override { return IssueGather(); }
-  void AfterRefill(const at::Tensor& buffer, UnitTensors& resharded) override {
+  // Into the same storage: the views autograd saved read the refilled bytes.
+  InFlightGather IssueRefill(UnitTensors& resharded) override {
     c10::NoGradGuard no_grad;
-    std::vector<at::Tensor> fresh;
-    for (const Nf4Tensor& q : Unflatten(buffer))
-      for (const at::Tensor& part : Nf4Parts(q)) fresh.push_back(part);
-    for (size_t i = 2; i < resharded.params.size(); ++i)
-      compat::StorageRefill(resharded.params[i]).copy_(fresh[i - 2]);
+    InFlightGather g;
+    g.buffer = compat::StorageRefill(resharded.buffer);
+    g.collective = setup_.shard->AllGatherAsync(g.buffer, shard);
+    return g;
   }
-  void ReleaseStorage(UnitTensors& t) override {
-    for (size_t i = 2; i < t.params.size(); ++i) compat::StorageFree(t.params[i]);
-  }
+  void ReleaseStorage(UnitTensors& t) override { compat::StorageFree(t.buffer); }
   GradientReduction Reduction(UnitTensors&) override;
 
  private:

@@ -3,13 +3,13 @@
 
 // FSDP-QLoRA: a 4-bit model (quantized_model.h) whose LoRA adapters are
 // trained by the W ranks of one process group, the frozen base sharded at
-// rest by whole NF4 blocks (nf4_shard.h: the layout of Answer.AI's
-// fsdp_qlora and of torchao's NF4Tensor under FSDP2).
+// rest as byte ranges of each layer's flat NF4 bytes (nf4_shard.h: FSDP's
+// flat-parameter layout, as Answer.AI's fsdp_qlora shards NF4 codes).
 //
 // At rest rank i of W keeps, with e the bytes of the compute dtype (float32
 // on CPU, bf16 on CUDA):
 //   embedding            its slice of the V·C weights      ceil(V·C/W)·e bytes
-//   each decoder layer   its shard of the layer's NF4 records
+//   each decoder layer   its shard of the layer's NF4 bytes
 //                        (nf4_shard_bytes: ceil(blocks/W)·36, double quant
 //                        ceil(groups/W)·8456) and the layer's two RMSNorm
 //                        gains, replicated (2·C·e bytes)
@@ -20,10 +20,10 @@
 //
 // Forward, unit by unit (unit_function.h):
 //   embedding  all-gather, look up, free (no graph: nothing before it trains)
-//   layer l    all-gather the uint8 shards of its records, unflatten into the
-//              seven NF4 projections, compute through nf4_linear (which keeps
-//              the 4-bit storage, never a dequantized weight) plus the LoRA
-//              adapters, free. A checkpointed layer (TrainOptions::
+//   layer l    all-gather the uint8 shards of its records, take the seven NF4
+//              projections as views of the gathered buffer (no copy),
+//              compute through nf4_linear (which keeps the 4-bit storage,
+//              never a dequantized weight) plus the LoRA adapters, free. A checkpointed layer (TrainOptions::
 //              checkpoint_every) keeps its input only and is re-gathered and
 //              recomputed in backward; another keeps its graph, its gathered
 //              NF4 storage freed after the forward and re-gathered into the

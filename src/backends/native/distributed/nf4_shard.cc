@@ -22,12 +22,14 @@ int64_t Numel(const std::vector<int64_t>& shape) {
   return n;
 }
 
-// Reinterprets a float32 tensor's bytes as uint8 (n) -> (n, 4).
-at::Tensor FloatBytes(const at::Tensor& f) { return f.contiguous().view(at::kByte).view({-1, 4}); }
-// A contiguous copy that owns its memory (never a view of the gathered bytes).
-at::Tensor Own(const at::Tensor& t) { return t.clone(at::MemoryFormat::Contiguous); }
-// (n, 4) uint8 -> (n) float32, the same bytes, copied.
-at::Tensor BytesFloat(const at::Tensor& b) { return Own(b).view(at::kFloat).view({-1}); }
+// Reinterprets a float32 tensor's bytes as uint8: (n) -> (4n).
+at::Tensor FloatBytes(const at::Tensor& f) { return f.contiguous().view(at::kByte).view({-1}); }
+// The float32 values of bytes [offset, offset + 4n) of a contiguous uint8
+// tensor: a view of the same storage (offset and the tensor's storage offset
+// multiples of 4).
+at::Tensor FloatView(const at::Tensor& bytes, int64_t offset, int64_t n) {
+  return bytes.narrow(0, offset, 4 * n).view(at::kFloat);
+}
 
 // Pads a 1-D uint8 tensor with `value` up to n bytes.
 at::Tensor PadBytes(const at::Tensor& t, int64_t n, uint8_t value) {
@@ -80,18 +82,18 @@ Result<at::Tensor> nf4_unit_flatten(const std::vector<Nf4Tensor>& unit, const Nf
           "NF4 tensor {} has shape {}{}, the layout expects {}{}", i, ShapeText(q.shape),
           q.double_quant() ? " (double-quantized)" : "", ShapeText(layout.shapes[i]),
           layout.double_quant ? " (double-quantized)" : ""));
-    const int64_t blocks = q.blocks();
     if (!layout.double_quant) {
-      parts.push_back(at::cat({q.packed.view({blocks, kCodeBytes}), FloatBytes(q.absmax)}, 1));  // (blocks, 36)
+      parts.push_back(q.packed.reshape({-1}));   // 32·blocks
+      parts.push_back(FloatBytes(q.absmax));     // 4·blocks
       continue;
     }
-    const int64_t groups = Groups(blocks);
-    at::Tensor codes = PadBytes(q.packed, groups * kDqCodeBytes, kZeroCodes).view({groups, kDqCodeBytes});
-    at::Tensor absmax_codes = PadBytes(q.absmax_codes, groups * kNf4DqGroupSize, 0).view({groups, kNf4DqGroupSize});
-    at::Tensor mean = FloatBytes(q.absmax_mean).expand({groups, 4});
-    parts.push_back(at::cat({codes, absmax_codes, FloatBytes(q.absmax_scales), mean}, 1));  // (groups, 8456)
+    const int64_t groups = Groups(q.blocks());
+    parts.push_back(PadBytes(q.packed.reshape({-1}), groups * kDqCodeBytes, kZeroCodes));     // 8192·groups
+    parts.push_back(PadBytes(q.absmax_codes.reshape({-1}), groups * kNf4DqGroupSize, 0));  // 256·groups
+    parts.push_back(FloatBytes(q.absmax_scales));                                          // 4·groups
+    parts.push_back(PadBytes(FloatBytes(q.absmax_mean), 4 * groups, 0));                   // 4·groups
   }
-  return at::cat(parts, 0).view({-1});
+  return at::cat(parts, 0);
 }
 
 Result<at::Tensor> nf4_unit_shard(const at::Tensor& flat, const Nf4UnitLayout& layout, int rank, int world) {
@@ -108,59 +110,34 @@ Result<at::Tensor> nf4_unit_shard(const at::Tensor& flat, const Nf4UnitLayout& l
 
 Result<std::vector<Nf4Tensor>> nf4_unit_unflatten(const at::Tensor& gathered, const Nf4UnitLayout& layout) {
   const int64_t need = layout.total_records * layout.record_bytes;
-  if (gathered.scalar_type() != at::kByte || gathered.dim() != 1 || gathered.numel() < need ||
-      gathered.numel() % layout.record_bytes != 0)
+  if (gathered.scalar_type() != at::kByte || gathered.dim() != 1 || !gathered.is_contiguous() ||
+      gathered.storage_offset() % 4 != 0 || gathered.numel() < need || gathered.numel() % layout.record_bytes != 0)
     return Status::InvalidArgument(fmt::format(
-        "gathered NF4 shards must be a whole number of {}-byte records, at least {} bytes of uint8; got {} bytes",
+        "gathered NF4 shards must be a whole number of {}-byte records, at least {} bytes of contiguous uint8 "
+        "starting at a multiple of 4; got {} bytes",
         layout.record_bytes, need, gathered.numel()));
   c10::NoGradGuard no_grad;
-  at::Tensor records = gathered.narrow(0, 0, need).view({layout.total_records, layout.record_bytes});
   std::vector<Nf4Tensor> unit;
-  int64_t first = 0;
+  int64_t at = 0;  // the tensor's first byte
   for (size_t i = 0; i < layout.shapes.size(); ++i) {
-    at::Tensor rec = records.narrow(0, first, layout.records[i]);
-    first += layout.records[i];
     Nf4Tensor q;
     q.shape = layout.shapes[i];
     q.numel = Numel(q.shape);
     const int64_t blocks = q.blocks();
     if (!layout.double_quant) {
-      q.packed = Own(rec.narrow(1, 0, kCodeBytes)).view({-1});
-      q.absmax = BytesFloat(rec.narrow(1, kCodeBytes, 4));
+      q.packed = gathered.narrow(0, at, blocks * kCodeBytes);
+      q.absmax = FloatView(gathered, at + blocks * kCodeBytes, blocks);
     } else {
-      q.packed = Own(Own(rec.narrow(1, 0, kDqCodeBytes)).view({-1}).narrow(0, 0, blocks * kCodeBytes));
-      q.absmax_codes = Own(Own(rec.narrow(1, kDqCodeBytes, kNf4DqGroupSize)).view({-1}).narrow(0, 0, blocks));
-      q.absmax_scales = BytesFloat(rec.narrow(1, kDqCodeBytes + kNf4DqGroupSize, 4));
-      q.absmax_mean = BytesFloat(rec.narrow(0, 0, 1).narrow(1, kDqCodeBytes + kNf4DqGroupSize + 4, 4));
+      const int64_t groups = layout.records[i];
+      q.packed = gathered.narrow(0, at, blocks * kCodeBytes);
+      q.absmax_codes = gathered.narrow(0, at + groups * kDqCodeBytes, blocks);
+      q.absmax_scales = FloatView(gathered, at + groups * (kDqCodeBytes + kNf4DqGroupSize), groups);
+      q.absmax_mean = FloatView(gathered, at + groups * (kDqCodeBytes + kNf4DqGroupSize + 4), 1);
     }
+    at += layout.records[i] * layout.record_bytes;
     unit.push_back(std::move(q));
   }
   return unit;
-}
-
-at::Tensor nf4_shard_values(const at::Tensor& shard, const Nf4UnitLayout& layout) {
-  c10::NoGradGuard no_grad;
-  const int64_t n = shard.numel() / layout.record_bytes;
-  at::Tensor rec = shard.view({n, layout.record_bytes});
-  at::Tensor packed, absmax;  // (n·record_blocks·32), (n·record_blocks)
-  if (!layout.double_quant) {
-    packed = rec.narrow(1, 0, kCodeBytes).contiguous().view({-1});
-    absmax = BytesFloat(rec.narrow(1, kCodeBytes, 4));
-  } else {
-    packed = rec.narrow(1, 0, kDqCodeBytes).contiguous().view({-1});
-    at::Tensor codes = rec.narrow(1, kDqCodeBytes, kNf4DqGroupSize).to(at::kLong);               // (n, 256)
-    at::Tensor scales = BytesFloat(rec.narrow(1, kDqCodeBytes + kNf4DqGroupSize, 4)).unsqueeze(1);  // (n, 1)
-    at::Tensor means = BytesFloat(rec.narrow(1, kDqCodeBytes + kNf4DqGroupSize + 4, 4)).unsqueeze(1);
-    at::Tensor levels = nf4_dq_levels().to(shard.device());
-    absmax = (levels.index_select(0, codes.view({-1})).view({n, kNf4DqGroupSize}) * scales + means).view({-1});
-  }
-  // Every record's blocks as one NF4 tensor of whole blocks.
-  Nf4Tensor q;
-  q.packed = packed;
-  q.absmax = absmax;
-  q.numel = absmax.numel() * kNf4BlockSize;
-  q.shape = {q.numel};
-  return nf4_dequantize(q);
 }
 
 }  // namespace native

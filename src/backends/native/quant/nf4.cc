@@ -2,9 +2,13 @@
 
 #include <ATen/Parallel.h>
 
+#include <c10/core/GradMode.h>
+#include <c10/core/InferenceMode.h>
+
 #include <algorithm>
 #include <cmath>
-#include <c10/core/GradMode.h>
+#include <mutex>
+#include <unordered_map>
 
 namespace protocol {
 namespace native {
@@ -55,7 +59,7 @@ void DoubleQuantize(const at::Tensor& absmax, Nf4Tensor& q) {
                            .view({groups, kNf4DqGroupSize});
   q.absmax_scales = centred.abs().amax({1});  // (groups)
   at::Tensor normalized = centred / q.absmax_scales.clamp_min(1e-30).unsqueeze(1);
-  q.absmax_codes = NearestLevel(normalized, nf4_dq_levels().to(absmax.device())).view({-1}).narrow(0, 0, blocks).contiguous();
+  q.absmax_codes = NearestLevel(normalized, nf4_dq_level_table(absmax.device())).view({-1}).narrow(0, 0, blocks).contiguous();
 }
 
 }  // namespace
@@ -98,69 +102,118 @@ Nf4Tensor nf4_quantize(const at::Tensor& w, bool double_quant) {
   return q;
 }
 
+namespace {
+
+// (256, 2) float32 on the CPU: the two levels a packed byte holds, high nibble first.
+at::Tensor MakePairTable() {
+  at::Tensor t = at::empty({256, 2}, at::kFloat);
+  float* p = t.data_ptr<float>();
+  for (int b = 0; b < 256; ++b) {
+    p[2 * b] = kLevels[b >> 4];
+    p[2 * b + 1] = kLevels[b & 0x0f];
+  }
+  return t;
+}
+
+// One table per device, made on first use from `make` (a CPU tensor), copied
+// to the device once. Made outside InferenceMode even when the first caller
+// is in it (generation), so that it is an ordinary tensor for every later
+// caller. The maps are never destroyed: a CUDA tensor must not be freed by a
+// static destructor after the CUDA runtime has shut down.
+at::Tensor CachedOnDevice(std::unordered_map<c10::Device, at::Tensor>& cache, std::mutex& mutex,
+                          const at::Device& device, at::Tensor (*make)()) {
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache.find(device);
+  if (it != cache.end()) return it->second;
+  c10::InferenceMode not_inference(false);
+  c10::NoGradGuard no_grad;
+  at::Tensor t = make().to(device);
+  cache.emplace(device, t);
+  return t;
+}
+
+}  // namespace
+
+at::Tensor nf4_pair_table(const at::Device& device) {
+  static auto* cache = new std::unordered_map<c10::Device, at::Tensor>();
+  static auto* mutex = new std::mutex();
+  return CachedOnDevice(*cache, *mutex, device, &MakePairTable);
+}
+
+at::Tensor nf4_dq_level_table(const at::Device& device) {
+  static auto* cache = new std::unordered_map<c10::Device, at::Tensor>();
+  static auto* mutex = new std::mutex();
+  return CachedOnDevice(*cache, *mutex, device, &nf4_dq_levels);
+}
+
 at::Tensor nf4_absmax(const Nf4Tensor& q) {
   if (!q.double_quant()) return q.absmax;
   c10::NoGradGuard no_grad;
   const int64_t blocks = q.absmax_codes.size(0);
-  at::Tensor levels = nf4_dq_levels().to(q.absmax_codes.device());
-  at::Tensor values = levels.index_select(0, q.absmax_codes.to(at::kLong));                        // (blocks)
-  at::Tensor scales = q.absmax_scales.repeat_interleave(kNf4DqGroupSize).narrow(0, 0, blocks);  // (blocks)
+  const int64_t groups = q.absmax_scales.size(0);
+  at::Tensor levels = nf4_dq_level_table(q.absmax_codes.device());
+  at::Tensor values = levels.index_select(0, q.absmax_codes.to(at::kLong));  // (blocks)
+  // Each group's scale beside its blocks (an expanded view: no host-side repeat count).
+  at::Tensor scales = q.absmax_scales.unsqueeze(1).expand({groups, kNf4DqGroupSize}).reshape({-1}).narrow(0, 0, blocks);
   return values * scales + q.absmax_mean;
 }
 
 namespace {
 
-// (256, 2) float32: the two levels a packed byte holds, high nibble first.
-at::Tensor Nf4PairTable() {
-  static const at::Tensor table = [] {
-    at::Tensor t = at::empty({256, 2}, at::kFloat);
-    float* p = t.data_ptr<float>();
-    for (int b = 0; b < 256; ++b) {
-      p[2 * b] = kLevels[b >> 4];
-      p[2 * b + 1] = kLevels[b & 0x0f];
+// The CPU kernel: one pass over the packed bytes, blocks in parallel. Per
+// block the 16 levels are scaled in float32 and rounded once to T (the
+// conversion .to(dtype) does: round to nearest even), then each byte writes
+// its two weights from that table. `out` holds blocks·64 values of T.
+template <typename T>
+void DequantizeBlocks(const uint8_t* codes, const float* scale, int64_t blocks, T* out) {
+  at::parallel_for(0, blocks, kNf4DequantizeGrain, [&](int64_t begin, int64_t end) {
+    T level[16];
+    for (int64_t b = begin; b < end; ++b) {
+      const float s = scale[b];
+      for (int i = 0; i < 16; ++i) level[i] = static_cast<T>(kLevels[i] * s);
+      const uint8_t* c = codes + b * (kNf4BlockSize / 2);
+      T* o = out + b * kNf4BlockSize;
+      for (int64_t i = 0; i < kNf4BlockSize / 2; ++i) {
+        o[2 * i] = level[c[i] >> 4];
+        o[2 * i + 1] = level[c[i] & 0x0f];
+      }
     }
-    return t;
-  }();
-  return table;
+  });
 }
+
+// blocks·64 values → the tensor's shape (the last block's padding cut off).
+at::Tensor ToShape(const at::Tensor& out, const Nf4Tensor& q) { return out.view({-1}).narrow(0, 0, q.numel).view(q.shape); }
 
 }  // namespace
 
-// levels[code]·absmax per weight, the same float32 products either way:
-//   CPU   one pass over the packed bytes (two weights per byte through a
-//         256-entry table), blocks in parallel: no transient beyond the output.
-//   else  the table indexed by the bytes (an int32 index: 2 bytes per weight),
-//         then scaled in place.
-at::Tensor nf4_dequantize(const Nf4Tensor& q) {
+at::Tensor nf4_dequantize_aten(const Nf4Tensor& q, at::ScalarType dtype) {
+  c10::NoGradGuard no_grad;
+  const int64_t blocks = q.blocks();
+  at::Tensor absmax = nf4_absmax(q).unsqueeze(1);  // (blocks, 1)
+  at::Tensor table = nf4_pair_table(q.packed.device());
+  at::Tensor levels = table.index_select(0, q.packed.to(at::kInt)).view({blocks, kNf4BlockSize});  // float32
+  if (dtype == at::kFloat) return ToShape(levels.mul_(absmax), q);
+  at::Tensor out = at::empty({blocks, kNf4BlockSize}, levels.options().dtype(dtype));
+  at::mul_out(out, levels, absmax);  // float32 product, rounded once into dtype
+  return ToShape(out, q);
+}
+
+at::Tensor nf4_dequantize(const Nf4Tensor& q, at::ScalarType dtype) {
+  if (!q.packed.device().is_cpu()) return nf4_dequantize_aten(q, dtype);
+  if (dtype != at::kFloat && dtype != at::kBFloat16 && dtype != at::kHalf) return nf4_dequantize(q, at::kFloat).to(dtype);
   c10::NoGradGuard no_grad;
   const int64_t blocks = q.blocks();
   at::Tensor absmax = nf4_absmax(q).contiguous();
-  at::Tensor out;
-  if (q.packed.device().is_cpu()) {
-    out = at::empty({blocks * kNf4BlockSize}, at::TensorOptions().dtype(at::kFloat));
-    at::Tensor packed = q.packed.contiguous();
-    const uint8_t* codes = packed.data_ptr<uint8_t>();
-    const float* scale = absmax.data_ptr<float>();
-    const float* table = Nf4PairTable().data_ptr<float>();
-    float* dst = out.data_ptr<float>();
-    at::parallel_for(0, blocks, 256, [&](int64_t begin, int64_t end) {
-      for (int64_t b = begin; b < end; ++b) {
-        const float s = scale[b];
-        const uint8_t* c = codes + b * (kNf4BlockSize / 2);
-        float* o = dst + b * kNf4BlockSize;
-        for (int64_t i = 0; i < kNf4BlockSize / 2; ++i) {
-          const float* pair = table + 2 * c[i];
-          o[2 * i] = pair[0] * s;
-          o[2 * i + 1] = pair[1] * s;
-        }
-      }
-    });
-  } else {
-    at::Tensor table = Nf4PairTable().to(q.packed.device());
-    out = table.index_select(0, q.packed.to(at::kInt)).view({blocks, kNf4BlockSize});
-    out.mul_(absmax.unsqueeze(1));
+  at::Tensor packed = q.packed.contiguous();
+  at::Tensor out = at::empty({blocks * kNf4BlockSize}, at::TensorOptions().dtype(dtype));
+  const uint8_t* codes = packed.data_ptr<uint8_t>();
+  const float* scale = absmax.data_ptr<float>();
+  switch (dtype) {
+    case at::kFloat: DequantizeBlocks(codes, scale, blocks, out.data_ptr<float>()); break;
+    case at::kBFloat16: DequantizeBlocks(codes, scale, blocks, out.data_ptr<at::BFloat16>()); break;
+    default: DequantizeBlocks(codes, scale, blocks, out.data_ptr<at::Half>()); break;
   }
-  return out.view({-1}).narrow(0, 0, q.numel).view(q.shape);
+  return ToShape(out, q);
 }
 
 int64_t nf4_storage_bytes(int64_t numel, bool double_quant) {

@@ -44,6 +44,7 @@ namespace native {
 
 inline constexpr int64_t kNf4BlockSize = 64;     // weights per block (one absmax each)
 inline constexpr int64_t kNf4DqGroupSize = 256;  // blocks per group of double quantization
+inline constexpr int64_t kNf4DequantizeGrain = 256;  // blocks per task of the CPU kernel (at::parallel_for grain)
 
 struct Nf4Tensor {
   at::Tensor packed;             // uint8 (blocks·32): two 4-bit codes per byte
@@ -62,11 +63,39 @@ struct Nf4Tensor {
 // REQUIRES: w is a floating-point tensor (any device). Zero blocks stay zero.
 // double_quant: compress the absmax as described above.
 Nf4Tensor nf4_quantize(const at::Tensor& w, bool double_quant = false);
-// The float32 weight the codes stand for: level[code] · absmax of its block
-// (the reconstructed absmax when double-quantized). On q's device.
-at::Tensor nf4_dequantize(const Nf4Tensor& q);
-// float32 (blocks): the absmax the dequantization uses (stored, or reconstructed).
+// The weight the codes stand for, in `dtype`, on q's device: the float32
+// product level[code] · absmax of its block (the reconstructed absmax when
+// double-quantized), rounded once to `dtype` — bit-identical to the float32
+// result followed by .to(dtype). Written in one pass where it can be:
+//   CPU   float32, bfloat16, float16: one pass over the packed bytes, blocks in
+//         parallel (at::parallel_for); per block the 16 levels are scaled and
+//         rounded once, then each byte writes its two weights. Nothing but
+//         the output is allocated. Another dtype: float32, then converted.
+//   else  nf4_dequantize_aten below (there is no custom kernel in this project).
+at::Tensor nf4_dequantize(const Nf4Tensor& q, at::ScalarType dtype = at::kFloat);
+// The same values through ATen ops only, as on CUDA, on any device (tests run
+// it on CPU): the bytes widened to an int32 index into the cached pair table
+// (nf4_pair_table: no host-to-device copy per call), the float32 levels looked
+// up, then scaled by the absmax straight into the `dtype` output (at::mul_out
+// computes in float32 and rounds once). Three passes over the weights:
+//   uint8 → int32 index   0.5 + 2 bytes per weight read + written
+//   index_select          2 + 4
+//   mul_out into dtype    4 + e      (e = 2 for bf16; float32: in place, 4 + 4)
+// ~14.5 bytes per weight for bf16 (22.5 when the table was copied per call
+// and the float32 result converted after), against ~2.5 for a fused kernel
+// (bitsandbytes' dequantize_4bit). Workspace beside the output: the int32
+// index (2 bytes per weight) and the float32 levels (4), at most 6 bytes per
+// weight live at once.
+at::Tensor nf4_dequantize_aten(const Nf4Tensor& q, at::ScalarType dtype);
+// float32 (blocks): the absmax the dequantization uses (stored, or reconstructed
+// as level8[code]·group scale + mean, float32 multiply then add).
 at::Tensor nf4_absmax(const Nf4Tensor& q);
+// (256, 2) float32 on `device`: the two levels a packed byte holds, high
+// nibble first. Made once per device and cached for the life of the process
+// (the same tensor is returned on every call): read it, never write to it.
+at::Tensor nf4_pair_table(const at::Device& device);
+// nf4_dq_levels() on `device`, cached the same way.
+at::Tensor nf4_dq_level_table(const at::Device& device);
 // The 16 NF4 levels, ascending, -1 .. 1 (float32, CPU).
 at::Tensor nf4_levels();
 // The 256 levels of the 8-bit dynamic data type, ascending (float32, CPU):

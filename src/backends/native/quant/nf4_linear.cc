@@ -19,7 +19,7 @@ class Nf4LinearFunction : public torch::autograd::Function<Nf4LinearFunction> {
     ctx->save_for_backward({w.packed, w.absmax, w.absmax_codes, w.absmax_scales, w.absmax_mean});
     ctx->saved_data["shape"] = w.shape;
     ctx->saved_data["numel"] = w.numel;
-    return at::linear(x, nf4_dequantize(w).to(x.scalar_type()));
+    return at::linear(x, nf4_dequantize(w, x.scalar_type()));
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
@@ -33,7 +33,7 @@ class Nf4LinearFunction : public torch::autograd::Function<Nf4LinearFunction> {
     w.shape = ctx->saved_data["shape"].toIntVector();
     w.numel = ctx->saved_data["numel"].toInt();
     const at::Tensor& grad_y = grad_outputs[0];
-    at::Tensor grad_x = at::matmul(grad_y, nf4_dequantize(w).to(grad_y.scalar_type()));
+    at::Tensor grad_x = at::matmul(grad_y, nf4_dequantize(w, grad_y.scalar_type()));
     return {grad_x, at::Tensor()};  // x; the NF4 weight (not a tensor input: no gradient)
   }
 };

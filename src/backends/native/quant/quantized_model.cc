@@ -109,7 +109,7 @@ void nf4_keep_dequantized(Model& model, at::ScalarType dtype) {
   next->dequantized.resize(next->layers.size());
   for (size_t l = 0; l < next->layers.size(); ++l)
     for (size_t p = 0; p < kProjectionCount; ++p)
-      next->dequantized[l][p] = nf4_dequantize(next->layers[l][p]).to(dtype);  // as nf4_linear's forward
+      next->dequantized[l][p] = nf4_dequantize(next->layers[l][p], dtype);  // as nf4_linear's forward
   model.projections = std::move(next);
 }
 
