@@ -88,11 +88,14 @@ say "tests: $(grep -E 'tests passed|tests failed' "$OUT_DIR/ctest.log" | tail -1
 grep -E "\*\*\*(Failed|Skipped|Timeout)|Not Run" "$OUT_DIR/ctest.log" | tee -a "$summary" || true
 
 # ---- 3. benchmarks --------------------------------------------------------------
+# bench NAME [PROGRAM] ARGS...: PROGRAM is protocol_bench unless the first argument names another.
 bench() {
   local name=$1; shift
+  local program=protocol_bench
+  if [[ $1 == protocol_* ]]; then program=$1; shift; fi
   say ""
-  say "\$ build/protocol_bench $*"
-  if ! "$BUILD_DIR/protocol_bench" "$@" >"$OUT_DIR/bench-$name.log" 2>&1; then
+  say "\$ build/$program $*"
+  if ! "$BUILD_DIR/$program" "$@" >"$OUT_DIR/bench-$name.log" 2>&1; then
     tail -5 "$OUT_DIR/bench-$name.log" | tee -a "$summary"
     say "bench $name: FAILED"
     return 0
@@ -108,6 +111,10 @@ bench mfu-1b --device cuda --presets llama-1b --batch 4 --seq 2048 --warmup 2 --
 bench decode-7b --device cuda --presets llama2-7b --no-train --decode 256
 # 4-bit: a QLoRA step and 4-bit decode of the 7B shape.
 bench nf4-7b --device cuda --presets llama2-7b --quant nf4 --batch 4 --seq 512 --warmup 1 --steps "$steps" --decode 128
+# The waste proxies of docs/performance.md: NF4 dequantization against a copy of its output,
+# and the 70B LoRA adapters' optimizer step per tensor against multi-tensor (host reads per step).
+bench nf4-dequant protocol_nf4_bench --device cuda --shapes 8192x28672 --reps 5
+bench optimizer-70b-lora protocol_optimizer_bench --device cuda --steps "$steps"
 
 say ""
 say "logs: $OUT_DIR"

@@ -13,6 +13,7 @@ constexpr int64_t kDqGroup = 256;        // blocks per double-quantization group
 constexpr int64_t kRecordBytes = 36;     // 32 code bytes + float32 absmax (kNf4RecordBytes)
 constexpr int64_t kDqRecordBytes = 8456; // 256·33 + 8 (kNf4DqRecordBytes)
 constexpr int64_t kAdamwChunk = int64_t{1} << 24;  // train.h kAdamwChunkElements
+constexpr int64_t kQuantizeChunk = 16384 * 64;     // nf4.h kNf4QuantizeChunkBlocks blocks of 64
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t F32Copy(int64_t e) { return e != 4 ? 1 : 0; }  // f
@@ -325,7 +326,7 @@ int64_t loss_bytes(const ModelConfig& c, int64_t micro_batch, int64_t seq_len, i
 // also the int32 index of the byte table (2 per weight) and the copy in the
 // compute dtype (≤ 2 per weight for bf16): 8 bytes per weight bound both.
 int64_t dequantize_workspace_bytes(int64_t n) { return 8 * n; }
-int64_t quantize_workspace_bytes(int64_t n) { return 17 * n; }
+int64_t quantize_workspace_bytes(int64_t n) { return 17 * std::min(n, kQuantizeChunk); }
 
 int64_t checkpointed_layers(int64_t n_layers, int64_t k) { return k > 0 ? CeilDiv(n_layers, k) : 0; }
 

@@ -85,7 +85,7 @@
 // Load: each projection is read, quantized and freed before the next
 //   (model_fill_nf4; ShardedQlora::Create): beyond the NF4 already made, one
 //   projection in the compute dtype and its quantization workspace,
-//   (e + 17)·F·C; sharded, also the layer's NF4 records before they are cut
+//   e·F·C + 17·min(F·C, 2^20); sharded, also the layer's NF4 records before they are cut
 //   to the rank's shard (R·r_b). An upper bound: the adapters' gradients and
 //   AdamW moments do not exist yet while the model loads.
 //
@@ -113,8 +113,9 @@
 // projection at a time, each quantized and freed before the next is read
 // (model_fill_nf4): the load phase holds, beyond the NF4 weights already made,
 // one projection in the compute dtype and its quantization workspace,
-// (e + 17)·F·C for the largest (17 bytes per weight: nf4_quantize's float32
-// copy, normalised values, int64 level indices and codes).
+// e·F·C + 17·min(F·C, 2^20) for the largest (17 bytes per weight of the
+// 2^20 weights nf4_quantize works on at a time: their float32 copy,
+// normalised values, int64 level indices and codes).
 //
 // Not counted: the CUDA context and allocator slack (about 0.5–1 GB per GPU),
 // the process's own code and libraries (the CPU baseline of a rank, ~0.3 GB),
@@ -156,7 +157,8 @@ int64_t layer_activation_bytes_per_token(const ModelConfig& c, int64_t dtype_byt
                                          bool attention_probs_kept);
 // B·T·V·(12 + f·e).
 int64_t loss_bytes(const ModelConfig& c, int64_t micro_batch, int64_t seq_len, int64_t dtype_bytes);
-// Workspace of one projection of n weights being dequantized (8·n) / quantized (17·n).
+// Workspace of one projection of n weights being dequantized (8·n) / quantized
+// (17·min(n, 2^20): nf4_quantize works on 2^20 weights at a time).
 int64_t dequantize_workspace_bytes(int64_t n);
 int64_t quantize_workspace_bytes(int64_t n);
 // Decoder layers checkpointed by checkpoint_every k among L (those with l mod k = 0; none for k = 0).

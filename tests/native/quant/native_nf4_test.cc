@@ -46,6 +46,30 @@ TEST_CASE("native nf4: error is at most half the widest level gap of each block'
   CHECK(at::equal(nf4_dequantize(nf4_quantize(at::zeros({3, 64}))), at::zeros({3, 64})));
 }
 
+TEST_CASE("native nf4: quantizing chunk by chunk gives the codes and absmax of the whole tensor at once") {
+  // Two whole chunks, then 2 blocks and a partial one: every chunk boundary and the padding.
+  const int64_t n = (2 * kNf4QuantizeChunkBlocks + 2) * kNf4BlockSize + 17;
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(11);
+  for (at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    const at::Tensor w = (at::randn({n}, gen) * 0.02).to(dtype);
+    // The whole tensor at once, as nf4_quantize did before it worked in chunks.
+    const int64_t blocks = (n + kNf4BlockSize - 1) / kNf4BlockSize;
+    at::Tensor flat = at::constant_pad_nd(w.to(at::kFloat), {0, blocks * kNf4BlockSize - n}, 0).view({blocks, kNf4BlockSize});
+    const at::Tensor absmax = flat.abs().amax({1});
+    const at::Tensor levels = nf4_levels();
+    const at::Tensor midpoints = (levels.narrow(0, 0, 15) + levels.narrow(0, 1, 15)) / 2;
+    const at::Tensor codes = at::bucketize(flat / absmax.clamp_min(1e-30).unsqueeze(1), midpoints).to(at::kByte)
+                                 .view({blocks, kNf4BlockSize / 2, 2});
+    const at::Tensor packed = (codes.select(2, 0).__lshift__(4)).bitwise_or(codes.select(2, 1)).reshape({-1});
+    const Nf4Tensor q = nf4_quantize(w);
+    CHECK(at::equal(q.packed, packed));
+    CHECK(at::equal(q.absmax, absmax));
+    const Nf4Tensor dq = nf4_quantize(w, /*double_quant=*/true);
+    CHECK(at::equal(dq.packed, packed));
+    CHECK(dq.absmax_codes.numel() == blocks);
+  }
+}
+
 TEST_CASE("native nf4: the 8-bit dynamic levels of double quantization") {
   at::Tensor l = nf4_dq_levels();
   REQUIRE(l.numel() == 256);

@@ -87,13 +87,28 @@ Nf4Tensor nf4_quantize(const at::Tensor& w, bool double_quant) {
   q.shape = w.sizes().vec();
   q.numel = w.numel();
   const int64_t blocks = q.blocks();
-  // (blocks, 64) float32, zero-padded at the end.
-  at::Tensor flat = w.detach().to(at::kFloat).reshape({-1});
-  flat = at::constant_pad_nd(flat, {0, blocks * kNf4BlockSize - q.numel}, 0).view({blocks, kNf4BlockSize});
-  at::Tensor absmax = flat.abs().amax({1});                          // (blocks)
-  at::Tensor normalized = flat / absmax.clamp_min(1e-30).unsqueeze(1);  // in [-1, 1]
-  at::Tensor codes = NearestLevel(normalized, nf4_levels().to(w.device())).view({blocks, kNf4BlockSize / 2, 2});
-  q.packed = (codes.select(2, 0).__lshift__(4)).bitwise_or(codes.select(2, 1)).contiguous().view({-1});
+  const at::Tensor source = w.detach().reshape({-1});
+  const at::Tensor levels = nf4_levels().to(w.device());
+  at::Tensor absmax = at::empty({blocks}, w.options().dtype(at::kFloat));
+  // Every step is per block of 64, so quantizing kNf4QuantizeChunkBlocks
+  // blocks at a time gives the codes and absmax of the whole tensor at once;
+  // the workspace (float32 weights, normalized, bucket indices) is one chunk's.
+  for (int64_t first = 0; first < blocks; first += kNf4QuantizeChunkBlocks) {
+    const int64_t count = std::min(kNf4QuantizeChunkBlocks, blocks - first);
+    const int64_t start = first * kNf4BlockSize, length = std::min(count * kNf4BlockSize, q.numel - start);
+    // (count, 64) float32, the last block zero-padded.
+    at::Tensor chunk = source.narrow(0, start, length).to(at::kFloat);
+    chunk = at::constant_pad_nd(chunk, {0, count * kNf4BlockSize - length}, 0).view({count, kNf4BlockSize});
+    at::Tensor chunk_absmax = chunk.abs().amax({1});                              // (count)
+    at::Tensor normalized = chunk / chunk_absmax.clamp_min(1e-30).unsqueeze(1);  // in [-1, 1]
+    chunk = at::Tensor();
+    at::Tensor codes = NearestLevel(normalized, levels).view({count, kNf4BlockSize / 2, 2});
+    normalized = at::Tensor();
+    at::Tensor packed = (codes.select(2, 0).__lshift__(4)).bitwise_or(codes.select(2, 1)).reshape({-1});
+    if (!q.packed.defined()) q.packed = at::empty({blocks * kNf4BlockSize / 2}, packed.options());
+    q.packed.narrow(0, first * kNf4BlockSize / 2, count * kNf4BlockSize / 2).copy_(packed);
+    absmax.narrow(0, first, count).copy_(chunk_absmax);
+  }
   if (double_quant) {
     DoubleQuantize(absmax, q);
   } else {

@@ -62,7 +62,11 @@ struct Nf4Tensor {
 
 // REQUIRES: w is a floating-point tensor (any device). Zero blocks stay zero.
 // double_quant: compress the absmax as described above.
+// Works kNf4QuantizeChunkBlocks blocks at a time: beyond its result it holds
+// about 17 bytes per weight of one chunk (float32 weights, normalized values,
+// their bucket indices), never of the whole tensor (memory_estimate.h).
 Nf4Tensor nf4_quantize(const at::Tensor& w, bool double_quant = false);
+inline constexpr int64_t kNf4QuantizeChunkBlocks = 16384;  // 1 Mi weights
 // The weight the codes stand for, in `dtype`, on q's device: the float32
 // product level[code] · absmax of its block (the reconstructed absmax when
 // double-quantized), rounded once to `dtype` — bit-identical to the float32

@@ -90,17 +90,21 @@ at::Tensor clip_gradients(const std::vector<at::Tensor>& grads, double max_norm)
   // Each gradient's L2 norm in float32 — the float32 ones in one multi-tensor
   // kernel, any other accumulated in float32 by its own kernel (no float32
   // copy of it, and no norm rounded to bf16) — then √Σ norm² in float64.
+  // (float64 gradients, as the reference test trains, keep their own precision.)
   std::vector<at::Tensor> wide, norms;
   for (const at::Tensor& g : defined) {
     if (g.scalar_type() == at::kFloat) wide.push_back(g);
-    else norms.push_back(at::linalg_vector_norm(g, 2, c10::nullopt, false, at::kFloat));
+    else if (g.scalar_type() == at::kDouble) norms.push_back(at::linalg_vector_norm(g, 2));
+    else norms.push_back(at::linalg_vector_norm(g, 2, c10::nullopt, false, at::kFloat).to(at::kDouble));
   }
   if (!wide.empty())
-    for (const at::Tensor& n : at::_foreach_norm(wide, 2)) norms.push_back(n);
-  const at::Tensor norm = at::stack(norms).to(at::kDouble).pow(2).sum().sqrt();
+    for (const at::Tensor& n : at::_foreach_norm(wide, 2)) norms.push_back(n.to(at::kDouble));
+  const at::Tensor norm = at::stack(norms).pow(2).sum().sqrt();
   if (max_norm > 0) {
     // min(1, max_norm / (norm + 1e-6)): 1 leaves a gradient's bits unchanged.
-    const at::Tensor coefficient = (max_norm / (norm + 1e-6)).clamp_max(1.0).to(at::kFloat);
+    const at::Tensor coefficient = (max_norm / (norm + 1e-6))
+                                       .clamp_max(1.0)
+                                       .to(defined[0].scalar_type() == at::kDouble ? at::kDouble : at::kFloat);
     compat::ForeachMulByScalarTensor(defined, coefficient);
   }
   return norm;
