@@ -326,7 +326,9 @@ TEST_CASE("native check: hybrid sharding is an fsdp setting; a bfloat16 reductio
                         "      - {id: cpu, backend: fsdp, workload: pretrain, steps: 5, nodes: 2,\n"
                         "         training: {device: cpu, ranks_per_node: 2, reduce_dtype: bfloat16}}\n"
                         "      - {id: gpu, backend: fsdp, workload: pretrain, steps: 5, nodes: 2,\n"
-                        "         training: {reduce_dtype: bfloat16}}\n");
+                        "         training: {reduce_dtype: bfloat16}}\n"
+                        "      - {id: merge, backend: share, workload: pretrain, steps: 5, topology: 'rig0:2x1',\n"
+                        "         training: {device: cpu, merge_dtype: bfloat16}}\n");
   const std::vector<std::string> share = MakeNativeShareBackend()->Check(plan, *plan.FindCase("share"));
   REQUIRE(share.size() == 1);
   CHECK(share[0].find("training.sharding: hybrid is an fsdp setting") != std::string::npos);
@@ -335,6 +337,10 @@ TEST_CASE("native check: hybrid sharding is an fsdp setting; a bfloat16 reductio
   else CHECK(StartsWith(cpu, "training.reduce_dtype: bfloat16 on CPU ranks: Gloo in this build"));
   // On the GPUs NCCL reduces bfloat16 (accelerate's policy does it there by default).
   CHECK(native::native_run_refusal(plan, *plan.FindCase("gpu"), native::NativeRole::kFsdp).empty());
+  // A share case's merges in bfloat16 on CPU ranks: the same.
+  const std::string merge = native::native_run_refusal(plan, *plan.FindCase("merge"), native::NativeRole::kShare);
+  if (native::compat::GlooReducesBfloat16()) CHECK(merge.empty());
+  else CHECK(StartsWith(merge, "training.merge_dtype: bfloat16 on CPU ranks: Gloo in this build"));
 }
 
 TEST_CASE("native check: a two-node training case says what crosses between the nodes") {

@@ -443,21 +443,28 @@ TEST_CASE("dist fsdp: a 2-rank finetune reads the path's safetensors unit by uni
   CHECK(max_diff < 1e-7);
 }
 
-TEST_CASE("dist share: multi-inference serves the schedule round-robin over 2 replicas") {
-  Fixture fx;
-  Plan plan = fx.MakePlan();
-  plan.models["mini"].init_random = true;  // the fixture's model has no weights
+// A share multi-inference case on the fixture's model: 2 replicas of 1 rank on
+// the CPU, one request of the same prompt per max_new_tokens value.
+static CaseSpec MultiInference(const std::string& id, std::vector<int> max_new_tokens) {
   CaseSpec spec;
-  spec.id = "d.inf";
+  spec.id = id;
   spec.workload = Workload::kInference;
   spec.backend = "share";
   spec.model = "mini";
   spec.topology.parts = {{"rig0", 2, 1}};
   spec.inference.prompt = "Can there be life";
-  spec.inference.max_new_tokens = {3, 4, 5};
+  spec.inference.max_new_tokens = std::move(max_new_tokens);
   spec.training.device = DeviceChoice::kCpu;
   spec.training.collective_timeout = 60;
   spec.timeout_seconds = 120;
+  return spec;
+}
+
+TEST_CASE("dist share: multi-inference serves the schedule round-robin over 2 replicas") {
+  Fixture fx;
+  Plan plan = fx.MakePlan();
+  plan.models["mini"].init_random = true;  // the fixture's model has no weights
+  CaseSpec spec = MultiInference("d.inf", {3, 4, 5});
   Harness h;
   auto backend = MakeNativeShareBackend(Options());
   BackendOutcome out = h.Run(*backend, plan, spec, "", (fx.root / "inf.log").string());
@@ -489,18 +496,8 @@ TEST_CASE("dist share: 4-bit multi-inference: each replica loads its model one p
   Plan plan = fx.MakePlan();
   plan.models["mini"].init_random = true;  // the fixture's model has no weights
   plan.models["mini"].quantization = Quantization::kNf4;
-  CaseSpec spec;
-  spec.id = "d.inf4";
-  spec.workload = Workload::kInference;
-  spec.backend = "share";
-  spec.model = "mini";
-  spec.topology.parts = {{"rig0", 2, 1}};
-  spec.inference.prompt = "Can there be life";
-  spec.inference.max_new_tokens = {3, 5, 4, 5};
+  CaseSpec spec = MultiInference("d.inf4", {3, 5, 4, 5});
   spec.inference.ignore_eos = true;
-  spec.training.device = DeviceChoice::kCpu;
-  spec.training.collective_timeout = 60;
-  spec.timeout_seconds = 120;
   Harness h;
   auto backend = MakeNativeShareBackend(Options());
   BackendOutcome out = h.Run(*backend, plan, spec, "", (fx.root / "inf4.log").string());
