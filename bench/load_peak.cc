@@ -31,6 +31,7 @@
 #include <string>
 #include <c10/core/GradMode.h>
 
+#include "bench_args.h"
 #include "backends/native/case_weights.h"
 #include "backends/native/model/model.h"
 #include "backends/native/model/model_config.h"
@@ -144,21 +145,14 @@ int main(int argc, char** argv) {
   if (argc < 3) return Usage(2);
   o.command = argv[1];
   o.dir = argv[2];
-  for (int i = 3; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "%s needs a value\n", a.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (a == "--preset") o.preset = next();
-    else if (a == "--dtype") o.dtype = next();
-    else if (a == "--seed") o.seed = std::atoll(next().c_str());
-    else if (a == "--quant") o.quant = next();
+  for (BenchArgs args(argc, argv, 3); args.Next();) {
+    const std::string& a = args.flag();
+    if (a == "--preset") o.preset = args.Value();
+    else if (a == "--dtype") o.dtype = args.Value();
+    else if (a == "--seed") o.seed = std::atoll(args.Value().c_str());
+    else if (a == "--quant") o.quant = args.Value();
     else if (a == "--double-quant") o.double_quant = true;
-    else if (a == "--way") o.way = next();
+    else if (a == "--way") o.way = args.Value();
     else return Usage(2);
   }
   if ((o.dtype != "fp32" && o.dtype != "bf16") || (o.quant != "nf4" && o.quant != "none") ||

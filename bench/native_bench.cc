@@ -39,6 +39,7 @@
 #include <vector>
 #include <c10/core/GradMode.h>
 
+#include "bench_args.h"
 #include "backends/native/training/data.h"
 #include "backends/native/platform/device_peak.h"
 #include "backends/native/model/generate.h"
@@ -235,24 +236,17 @@ Figures BenchPreset(const std::string& preset, const Options& o, const at::Tenso
 
 int main(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "%s needs a value\n", a.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (a == "--presets") o.presets = Split(next(), ',');
-    else if (a == "--steps") o.steps = std::atoi(next().c_str());
-    else if (a == "--warmup") o.warmup = std::atoi(next().c_str());
-    else if (a == "--batch") o.batch = std::atoll(next().c_str());
-    else if (a == "--seq") o.seq = std::atoll(next().c_str());
-    else if (a == "--decode") o.decode = std::atoll(next().c_str());
-    else if (a == "--device") o.device = next();
-    else if (a == "--dtype") o.dtype = next();
-    else if (a == "--quant") o.quant = next();
+  for (BenchArgs args(argc, argv, 1); args.Next();) {
+    const std::string& a = args.flag();
+    if (a == "--presets") o.presets = Split(args.Value(), ',');
+    else if (a == "--steps") o.steps = std::atoi(args.Value().c_str());
+    else if (a == "--warmup") o.warmup = std::atoi(args.Value().c_str());
+    else if (a == "--batch") o.batch = std::atoll(args.Value().c_str());
+    else if (a == "--seq") o.seq = std::atoll(args.Value().c_str());
+    else if (a == "--decode") o.decode = std::atoll(args.Value().c_str());
+    else if (a == "--device") o.device = args.Value();
+    else if (a == "--dtype") o.dtype = args.Value();
+    else if (a == "--quant") o.quant = args.Value();
     else if (a == "--double-quant") o.double_quant = true;
     else if (a == "--no-train") o.train = false;
     else if (a == "--vs-fp32") o.vs_fp32 = true;

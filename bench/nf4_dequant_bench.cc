@@ -37,6 +37,7 @@
 #include <vector>
 #include <c10/core/GradMode.h>
 
+#include "bench_args.h"
 #include "backends/native/platform/torch_compat.h"
 #include "backends/native/quant/nf4.h"
 #include "runner/base/text.h"
@@ -112,21 +113,14 @@ std::vector<int64_t> ParseShape(const std::string& s) {
 
 int main(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "%s needs a value\n", a.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (a == "--shapes") o.shapes = Split(next(), ',');
-    else if (a == "--dtypes") o.dtypes = Split(next(), ',');
-    else if (a == "--device") o.device = next();
-    else if (a == "--reps") o.reps = std::max(1, std::atoi(next().c_str()));
+  for (BenchArgs args(argc, argv, 1); args.Next();) {
+    const std::string& a = args.flag();
+    if (a == "--shapes") o.shapes = Split(args.Value(), ',');
+    else if (a == "--dtypes") o.dtypes = Split(args.Value(), ',');
+    else if (a == "--device") o.device = args.Value();
+    else if (a == "--reps") o.reps = std::max(1, std::atoi(args.Value().c_str()));
     else if (a == "--double-quant") o.double_quant = true;
-    else if (a == "--threads") o.threads = std::atoi(next().c_str());
+    else if (a == "--threads") o.threads = std::atoi(args.Value().c_str());
     else {
       std::fprintf(stderr,
                    "usage: protocol_nf4_bench [--shapes RxC,...] [--dtypes bf16,fp16,fp32] [--reps N]\n"

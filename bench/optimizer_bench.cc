@@ -1,5 +1,5 @@
 // The optimizer step of a model's LoRA adapter set (by default Llama-2-70B's at
-// rank 8: 560 layers' worth of A and B, ~1,100 tensors), before and after the
+// rank 8: 80 layers × 7 projections, A and B each: 1,120 tensors), before and after the
 // multi-tensor path: clipping and AdamW one tensor at a time with a host read
 // per tensor (tests/support/reference_optimizer.h), against train.h's
 // clip_gradients + AdamW (multi-tensor, nothing read back). Prints the time
@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_args.h"
 #include "backends/native/model/model_config.h"
 #include "backends/native/platform/torch_compat.h"
 #include "backends/native/quant/lora.h"
@@ -52,19 +53,12 @@ void SetGradients(const std::vector<at::Tensor>& params) {
 int main(int argc, char** argv) {
   std::string preset = "llama2-70b", device_name = "cpu";
   int64_t rank = 8, steps = 5;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "%s needs a value\n", a.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (a == "--preset") preset = next();
-    else if (a == "--rank") rank = std::stoll(next());
-    else if (a == "--steps") steps = std::stoll(next());
-    else if (a == "--device") device_name = next();
+  for (BenchArgs args(argc, argv, 1); args.Next();) {
+    const std::string& a = args.flag();
+    if (a == "--preset") preset = args.Value();
+    else if (a == "--rank") rank = std::stoll(args.Value());
+    else if (a == "--steps") steps = std::stoll(args.Value());
+    else if (a == "--device") device_name = args.Value();
     else {
       std::fprintf(stderr, "usage: %s [--preset NAME] [--rank R] [--steps N] [--device cpu|cuda]\n", argv[0]);
       return 2;
