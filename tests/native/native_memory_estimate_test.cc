@@ -9,6 +9,7 @@
 #include "backends/native/model/model.h"
 #include "backends/native/distributed/nf4_shard.h"
 #include "backends/native/quant/quantized_model.h"
+#include "backends/native/training/train.h"
 
 namespace protocol {
 namespace native {
@@ -182,6 +183,14 @@ TEST_CASE("memory estimate: FSDP FULL_SHARD training of the tiny preset, W = 2, 
   one.dtype_bytes = 4;
   CHECK(Term(estimate_training_memory(one).phases, "optimizer step") == 4 * N);
   one.dtype_bytes = 2;
+  {
+    // A model larger than one run whose tensors are all smaller than it (layers-100m:
+    // V·C 786,432, N 100.7 M): the workspace is one run of train.h's kAdamwChunkElements.
+    TrainingMemoryShape big = one;
+    big.config = *PresetConfig("layers-100m");
+    CHECK(Term(estimate_training_memory(big).resident, "AdamW workspace (√v̂ + ε of its largest run)") ==
+          4 * kAdamwChunkElements);
+  }
 
   // Prefetch (fsdp_schedule.h): a layer's backward also holds the next unit
   // gathered (layer l−1: 4·393600; nothing for the embedding) and the previous

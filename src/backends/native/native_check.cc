@@ -5,6 +5,7 @@
 #include <optional>
 #include <set>
 
+#include "backends/native/case_device.h"
 #include "backends/native/dist_backend.h"
 #include "backends/native/memory_estimate.h"
 #include "backends/native/model/model_config.h"
@@ -119,12 +120,7 @@ struct PeakEstimate {
 // Bytes per element of a collective in `dtype` (reduce_dtype, merge_dtype):
 // `auto` is the compute dtype (case_device.h ResolveReduceDtype): bf16 on a GPU.
 int64_t CommunicationBytes(ReduceDtype dtype, bool gpu) {
-  switch (dtype) {
-    case ReduceDtype::kFloat32: return 4;
-    case ReduceDtype::kBfloat16: return 2;
-    case ReduceDtype::kAuto: break;
-  }
-  return gpu ? 2 : 4;
+  return static_cast<int64_t>(c10::elementSize(ResolveReduceDtype(dtype, gpu ? at::kBFloat16 : at::kFloat)));
 }
 
 // The ranks a unit is sharded over: the group (fsdp: every rank of the case;

@@ -5,6 +5,7 @@
 #include <c10/core/GradMode.h>
 
 #include "backends/native/model/safetensors.h"
+#include "backends/native/training/train.h"
 #include "backends/native/training/unit_function.h"
 #include "runner/base/text.h"
 
@@ -237,8 +238,7 @@ at::Tensor ShardedParams::Step(double lr) {
   for (const at::Tensor& g : grads) sum_sq += g.pow(2).sum().to(at::kDouble);
   setup_.shard->AllReduceSum(sum_sq);
   const at::Tensor norm = sum_sq.sqrt().squeeze(0);
-  if (options_.grad_clip > 0)
-    compat::ForeachMulByScalarTensor(grads, (options_.grad_clip / (norm + 1e-6)).clamp_max(1.0).to(at::kFloat));
+  scale_to_max_norm(grads, norm, options_.grad_clip);
   // AdamW, exactly as train.h's, on each unit's slice: one flat buffer a unit,
   // weight decay on its matrix elements (one or two ranges a unit).
   ++t_;

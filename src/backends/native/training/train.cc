@@ -100,14 +100,18 @@ at::Tensor clip_gradients(const std::vector<at::Tensor>& grads, double max_norm)
   if (!wide.empty())
     for (const at::Tensor& n : at::_foreach_norm(wide, 2)) norms.push_back(n.to(at::kDouble));
   const at::Tensor norm = at::stack(norms).pow(2).sum().sqrt();
-  if (max_norm > 0) {
-    // min(1, max_norm / (norm + 1e-6)): 1 leaves a gradient's bits unchanged.
-    const at::Tensor coefficient = (max_norm / (norm + 1e-6))
-                                       .clamp_max(1.0)
-                                       .to(defined[0].scalar_type() == at::kDouble ? at::kDouble : at::kFloat);
-    compat::ForeachMulByScalarTensor(defined, coefficient);
-  }
+  scale_to_max_norm(defined, norm, max_norm);
   return norm;
+}
+
+void scale_to_max_norm(const std::vector<at::Tensor>& grads, const at::Tensor& norm, double max_norm) {
+  if (max_norm <= 0 || grads.empty()) return;
+  c10::NoGradGuard no_grad;
+  // min(1, max_norm / (norm + 1e-6)): 1 leaves a gradient's bits unchanged.
+  const at::Tensor coefficient = (max_norm / (norm + 1e-6))
+                                     .clamp_max(1.0)
+                                     .to(grads[0].scalar_type() == at::kDouble ? at::kDouble : at::kFloat);
+  compat::ForeachMulByScalarTensor(grads, coefficient);
 }
 
 at::Tensor grad_clip_norm(const std::vector<at::Tensor>& params, double max_norm) {

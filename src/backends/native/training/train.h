@@ -81,6 +81,10 @@ at::Tensor loss_forward(const Model& model, const std::vector<const Sequence*>& 
 at::Tensor grad_clip_norm(const std::vector<at::Tensor>& params, double max_norm);
 // The same over gradient tensors given directly (undefined ones are skipped).
 at::Tensor clip_gradients(const std::vector<at::Tensor>& grads, double max_norm);
+// The clipping step alone, for a norm found elsewhere (FSDP's, summed over the
+// ranks): every gradient times min(1, max_norm / (norm + 1e-6)), on the
+// device. max_norm <= 0: nothing. REQUIRES: every tensor of grads defined.
+void scale_to_max_norm(const std::vector<at::Tensor>& grads, const at::Tensor& norm, double max_norm);
 
 // AdamW (Loshchilov & Hutter 2019). For each parameter θ with gradient g:
 //   m = β1·m + (1−β1)·g          first moment
