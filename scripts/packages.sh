@@ -9,6 +9,7 @@ BUILD_PACKAGES=(
   libspdlog-dev libfmt-dev doctest-dev libcli11-dev nlohmann-json3-dev
   libkainjow-mustache-dev
   libsentencepiece-dev sentencepiece       # tokenizer library; spm_train makes the tests' tokenizers
+  libsnappy-dev libzstd-dev zlib1g-dev      # the codecs of parquet pages (training/decompress.cc)
 )
 
 # What the test suite uses besides the build.

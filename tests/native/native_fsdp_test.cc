@@ -297,6 +297,42 @@ TEST_CASE("native fsdp: multi-node, stop, timeout and a missing tokenizer end th
   }
 }
 
+TEST_CASE("native fsdp: a parquet copy of a jsonl corpus trains to the same losses; validate checks its column") {
+  Fixture fx;
+  Plan plan = fx.MakePlan();
+  const std::string dir = std::string(PROTOCOL_SOURCE_DIR) + "/tests/data/parquet/";
+  plan.datasets["jsonl"] = DatasetSpec{"jsonl", "jsonl", dir + "corpus.jsonl", {}};
+  auto losses = [&](const std::string& dataset) {
+    CaseSpec spec = TrainingCase(Workload::kPretrain, dataset, 3);
+    Harness h;
+    BackendOutcome out = h.Run(plan, spec);
+    REQUIRE(out.status == CaseStatus::kOk);
+    std::vector<double> l;
+    for (const auto& s : h.events.steps) l.push_back(s.loss.value_or(-1));
+    l.push_back(*Find(out, metric::kEvalLoss)->value);
+    return l;
+  };
+  const std::vector<double> jsonl = losses("jsonl");
+  REQUIRE(jsonl.size() == 4);
+  for (const char* copy : {"dict-snappy-v1.parquet", "plain-gzip-v2.parquet", "nulls-snappy-v1.parquet", "folder"}) {
+    CAPTURE(std::string(copy));
+    plan.datasets["copy"] = DatasetSpec{"copy", "parquet", dir + copy, {}};
+    CHECK(losses("copy") == jsonl);  // bit for bit
+  }
+
+  // validate reads the footers: a column the files lack is an error before any run.
+  plan.datasets["copy"] = DatasetSpec{"copy", "parquet", dir + "folder", "body"};
+  CaseSpec spec = TrainingCase(Workload::kPretrain, "copy", 3);
+  auto problems = MakeNativeFsdpBackend()->Check(plan, spec);
+  REQUIRE(problems.size() == 1);
+  CHECK(problems[0] == "dataset 'copy': " + dir + "folder/part-00000.parquet: no column 'body' (the file has: id, text, "
+                                                  "url, score, token_count); set the dataset's `column:`");
+  plan.datasets["copy"] = DatasetSpec{"copy", "tokens", dir, {}};
+  problems = MakeNativeFsdpBackend()->Check(plan, spec);
+  REQUIRE(problems.size() == 1);
+  CHECK(problems[0] == "dataset 'copy' has format 'tokens', which the native backends cannot read (text, jsonl, parquet or dolly)");
+}
+
 TEST_CASE("native fsdp: Check names what a case lacks") {
   Plan plan;
   plan.models["x"] = ModelSpec{"x", "llama2-8b", "", Quantization::kNone, {}};
@@ -456,9 +492,9 @@ TEST_CASE("native quickstart: the shipped data, tokenizer and tiny preset fit to
   auto dolly = native::data_read_dolly(dir + "/dolly.jsonl");
   REQUIRE(dolly.ok());
   CHECK(dolly->size() == 30);
-  auto corpus = native::data_load(dir + "/corpus.txt", "text", **tok);
+  auto corpus = native::data_load({dir + "/corpus.txt", "text", ""}, **tok);
   REQUIRE(corpus.ok());
-  CHECK(corpus->at(0).tokens.size() > 2000);
+  CHECK(corpus->docs.at(0).tokens.size() > 2000);
   const std::string q = "Can there be life somewhere in the Solar System outside Earth?";
   CHECK((*tok)->Decode((*tok)->Encode(q)) == q);
 }

@@ -213,6 +213,7 @@ WorkerCase WorkerCaseOf(const BackendContext& ctx, NativeRole role, const DistLa
   if (spec.workload != Workload::kInference) {
     const DatasetSpec& ds = plan.datasets.at(spec.dataset);
     wc.dataset_format = ds.format;
+    wc.dataset_column = ds.column;
     wc.dataset_path = fs::absolute(plan.ResolvePath(ds.path)).lexically_normal().string();
     if (spec.length->unit == Length::Unit::kSteps) wc.steps = spec.length->count;
     else wc.epochs = spec.length->count;

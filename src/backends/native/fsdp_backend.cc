@@ -103,16 +103,7 @@ class NativeFsdpBackend : public Backend {
       auto ds = plan.datasets.find(spec.dataset);
       if (spec.dataset.empty() || ds == plan.datasets.end()) {
         problems.push_back(where + "a training workload needs a dataset");
-      } else if (ds->second.format != "text" && ds->second.format != "jsonl" && ds->second.format != "dolly") {
-        std::string hint =
-            ds->second.format == "parquet"
-                ? "; no parquet reader is packaged for Debian, so convert it to jsonl with a `text` "
-                  "field first, e.g. duckdb -c \"COPY (SELECT text FROM 'DIR/*.parquet') TO "
-                  "'out.jsonl' (FORMAT JSON)\" (docs/native.md)"
-                : "";
-        problems.push_back(where + "dataset '" + ds->first + "' has format '" + ds->second.format +
-                           "', which the fsdp backend cannot read (text, jsonl, dolly)" + hint);
-      }
+      }  // its format and contents: native_case_issues
       if (!spec.length || spec.length->count <= 0) problems.push_back(where + "a training workload needs a length");
       if (spec.training.batch_size <= 0 || spec.training.seq_len <= 0 || spec.training.grad_accum <= 0 ||
           spec.training.batch_size % spec.training.grad_accum != 0)
@@ -288,8 +279,7 @@ class NativeFsdpBackend : public Backend {
     // ---- data -------------------------------------------------------------
     DatasetSpec ds = ctx.plan.datasets.at(spec.dataset);
     TrainingDataRequest request;
-    request.path = ctx.plan.ResolvePath(ds.path);
-    request.format = ds.format;
+    request.dataset = {ctx.plan.ResolvePath(ds.path), ds.format, ds.column};
     request.count_every_token = setup.lora && spec.workload == Workload::kPretrain;  // QLoRA continued pretraining
     request.seq_len = ts.seq_len;
     request.batch_size = ts.batch_size;
@@ -300,8 +290,9 @@ class NativeFsdpBackend : public Backend {
     if (!data.ok()) return FailedOutcome(CaseStatus::kFailed, data.status().message());
     const DataSplit& split = data->split;
     const int64_t steps = data->steps;
-    log.Line("fsdp: dataset {} ({}): {} train / {} eval sequences of {} tokens; {} steps of {} sequences",
-             request.path, ds.format, split.train.size(), split.eval.size(), ts.seq_len, steps, ts.batch_size);
+    log.Line("fsdp: dataset {} ({}): read {}; {} train / {} eval sequences of {} tokens; {} steps of {} sequences",
+             request.dataset.path, ds.format, data->ReadNote(), split.train.size(), split.eval.size(), ts.seq_len,
+             steps, ts.batch_size);
 
     // ---- optimizer --------------------------------------------------------
     const TrainOptions o = train_options(ts, steps);

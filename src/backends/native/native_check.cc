@@ -12,6 +12,8 @@
 #include "backends/native/model/model_resolve.h"
 #include "backends/native/platform/torch_compat.h"
 #include "backends/native/traffic.h"
+#include "backends/native/training/data.h"
+#include "backends/native/training/parquet.h"
 #include "runner/base/text.h"
 
 namespace protocol {
@@ -252,6 +254,34 @@ PeakEstimate InferencePeak(const Plan& plan, const CaseSpec& spec, NativeRole ro
   return out;
 }
 
+// A training case's dataset: a format the backends read, and for parquet the
+// column, checked in every file's footer (parquet.h) where the path is here.
+void DatasetIssues(const Plan& plan, const CaseSpec& spec, std::vector<CaseIssue>* issues) {
+  auto ds = plan.datasets.find(spec.dataset);
+  if (ds == plan.datasets.end()) return;  // Check reports the missing dataset
+  const DatasetSpec& d = ds->second;
+  if (!data_format_supported(d.format)) {
+    issues->push_back({CaseIssueKind::kError, fmt::format("dataset '{}' has format '{}', which the native backends "
+                                                          "cannot read ({})",
+                                                          d.name, d.format, kNativeDatasetFormats)});
+    return;
+  }
+  if (d.format != "parquet") return;
+  const std::string path = plan.ResolvePath(d.path);
+  const std::string column = d.column.empty() ? kParquetDefaultColumn : d.column;
+  std::error_code ec;
+  if (!fs::exists(path, ec)) {
+    issues->push_back({CaseIssueKind::kUnchecked,
+                       fmt::format("cannot check dataset '{}' here: its path '{}' is not on this machine; a run "
+                                   "reads the column '{}' of its parquet files",
+                                   d.name, path, column)});
+    return;
+  }
+  auto reader = ParquetTextReader::Open(path, column);
+  if (!reader.ok())
+    issues->push_back({CaseIssueKind::kError, fmt::format("dataset '{}': {}", d.name, reader.status().message())});
+}
+
 }  // namespace
 
 int64_t prompt_token_bound(const std::string& prompt) { return static_cast<int64_t>(prompt.size()) + 2; }
@@ -293,6 +323,7 @@ std::vector<CaseIssue> native_case_issues(const Plan& plan, const CaseSpec& spec
                                     "cannot reduce bfloat16 tensors; use auto (float32 on a CPU)",
                                     setting, compat::TorchVersion())});
   }
+  if (training) DatasetIssues(plan, spec, &issues);
   const std::string path = plan.ResolvePath(ms.path);
   if (native_weights_source(spec.workload, nf4, ms.init_random, path) == WeightsSource::kMissing)
     issues.push_back(MissingWeights(ms, path, spec.workload, nf4));

@@ -20,8 +20,9 @@
 //               exceeds the device memory the plan states
 //
 // No libtorch here: validate runs on machines without the model or a GPU.
-// The filesystem is read (a model's config.json and weights) where the rule
-// needs it; a path that is not on this machine is reported as such.
+// The filesystem is read (a model's config.json and weights, a parquet
+// dataset's footers) where the rule needs it; a path that is not on this
+// machine is reported as such.
 
 #include <optional>
 #include <string>

@@ -21,10 +21,7 @@ class NativeShareBackend : public Backend {
     if (spec.workload != Workload::kInference) {
       auto ds = plan.datasets.find(spec.dataset);
       if (spec.dataset.empty() || ds == plan.datasets.end())
-        problems.push_back("a training workload needs a dataset");
-      else if (ds->second.format != "text" && ds->second.format != "jsonl" && ds->second.format != "dolly")
-        problems.push_back("dataset '" + ds->first + "' has format '" + ds->second.format +
-                           "', which the share backend cannot read (text, jsonl, dolly)");
+        problems.push_back("a training workload needs a dataset");  // its format and contents: native_case_issues
       if (!spec.length || spec.length->count <= 0) problems.push_back("a training workload needs a length");
     } else if (spec.inference.max_new_tokens.empty()) {
       problems.push_back("an inference workload needs max_new_tokens values");

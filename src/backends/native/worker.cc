@@ -376,8 +376,7 @@ class RankTraining {
 
 void RankTraining::BuildData() {
   TrainingDataRequest request;
-  request.path = wc_.dataset_path;
-  request.format = wc_.dataset_format;
+  request.dataset = {wc_.dataset_path, wc_.dataset_format, wc_.dataset_column};
   request.count_every_token = qlora_ && wc_.workload == Workload::kPretrain;  // QLoRA continued pretraining
   request.seq_len = ts_.seq_len;
   request.batch_size = ts_.batch_size;
@@ -395,9 +394,9 @@ void RankTraining::BuildData() {
     throw Failure(fmt::format("group {} has no training sequences ({} for {} groups)", g_.group, split_.train.size(),
                               g_.groups));
   if (g_.rank == 0)
-    Log("worker: {} train / {} eval sequences of {} tokens; {} steps; global batch {} = {} group(s) x {} rank(s) x {}; "
-        "grad_accum {}; checkpoint_every {}",
-        split_.train.size(), split_.eval.size(), ts_.seq_len, steps_, ts_.batch_size, g_.groups, g_.group_size,
+    Log("worker: read {}; {} train / {} eval sequences of {} tokens; {} steps; global batch {} = {} group(s) x {} "
+        "rank(s) x {}; grad_accum {}; checkpoint_every {}",
+        data->ReadNote(), split_.train.size(), split_.eval.size(), ts_.seq_len, steps_, ts_.batch_size, g_.groups, g_.group_size,
         local_batch_, ts_.grad_accum, ts_.checkpoint_every);
 }
 

@@ -36,6 +36,8 @@ class Status {
   const std::string& message() const { return message_; }
   // "invalid argument: <message>" style text for logs.
   std::string ToString() const;
+  // The same code with `prefix` before the message (where the error happened: "FILE: row group 2: ").
+  Status WithPrefix(const std::string& prefix) const { return ok() ? *this : Status(code_, prefix + message_); }
 
  private:
   Status(Code code, std::string msg) : code_(code), message_(std::move(msg)) {}

@@ -121,6 +121,7 @@ struct DatasetSpec {
   std::string name;    // key in `datasets:`
   std::string format;  // "text" | "jsonl" | "dolly" | "tokens" | "parquet"
   std::string path;
+  std::string column;  // parquet: the text column; "" = "text" (fineweb-edu's)
   SourceLocation where;
 };
 

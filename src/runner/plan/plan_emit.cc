@@ -170,6 +170,7 @@ std::string ResolvedText(const Plan& plan) {
   for (const auto& [name, d] : plan.datasets) {
     MapBuilder db;
     db.Add("format", Str(d.format)).Add("path", Str(d.path));
+    db.AddIf(!d.column.empty(), "column", Str(d.column));
     datasets.Add(name, db.node);
   }
   root.Add("datasets", datasets.node);

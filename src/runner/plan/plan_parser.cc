@@ -52,7 +52,7 @@ const std::vector<std::string> kCaseKeys = {
 const std::vector<std::string> kStageKeys = {"name", "title", "defaults", "cases"};
 const std::vector<std::string> kModelKeys = {"preset", "path", "quantization", "double_quant", "init"};
 const std::vector<std::string> kModelInits = {"weights", "random"};
-const std::vector<std::string> kDatasetKeys = {"format", "path"};
+const std::vector<std::string> kDatasetKeys = {"format", "path", "column"};
 const std::vector<std::string> kClusterKeys = {"launcher", "network", "nodes", "emulate"};
 const std::vector<std::string> kNodeKeys = {"name", "host", "gpus", "gpu_memory_gb"};
 const std::vector<std::string> kEmulateKeys = {"bandwidth", "delay"};
@@ -316,6 +316,14 @@ void PlanParser::ParseDatasets(const YamlNode& node) {
       if (auto v = r_.String(*n, "path")) d.path = *v;
     } else {
       r_.Error(key, fmt::format("dataset '{}' needs a path", d.name));
+    }
+    if (const YamlNode* n = value.Find("column")) {
+      if (auto v = r_.String(*n, "column")) d.column = *v;
+      if (!d.format.empty() && d.format != "parquet")
+        r_.Error(*n, fmt::format("dataset '{}': column applies to format parquet (a {} dataset's text is its {})",
+                                 d.name, d.format, d.format == "text" ? "files" : "records' fields"));
+      else if (d.column.empty())
+        r_.Error(*n, fmt::format("dataset '{}': column is empty (the default is text)", d.name));
     }
     plan_.datasets[d.name] = d;
   }

@@ -116,8 +116,8 @@ TEST_CASE("native data: readers name the file and line of a bad record") {
   CHECK(data_read_texts("/nonexistent/x.txt", "text").status().message() ==
         "/nonexistent/x.txt: no such dataset file or directory");
   ByteTokenizer tok;
-  CHECK(data_load(jsonl, "parquet", tok).status().message() ==
-        jsonl + ": dataset format 'parquet' is not supported by the native backend (use text, jsonl or dolly)");
+  CHECK(data_load({jsonl, "tokens", ""}, tok).status().message() ==
+        jsonl + ": dataset format 'tokens' is not supported by the native backend (use text, jsonl, parquet or dolly)");
 
   // A directory of text files: each file a document, in name order.
   TempDir texts("texts");

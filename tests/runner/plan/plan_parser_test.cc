@@ -568,6 +568,19 @@ TEST_CASE("plan: plan-level fields") {
         "p.yaml:13:12: a stage has no cases");
 }
 
+TEST_CASE("plan parser: a parquet dataset's column; column on another format is an error") {
+  const std::string head = "protocol: 1\nname: t\nmodels:\n  m: {preset: tiny}\ndatasets:\n";
+  const std::string tail =
+      "stages:\n  - name: s\n    cases: [{id: a, workload: pretrain, backend: fsdp, model: m, dataset: fw, steps: 1}]\n";
+  auto ok = ParsePlanString(head + "  fw: {format: parquet, path: /d/10BT, column: content}\n" + tail, "p.yaml");
+  REQUIRE_MESSAGE(ok.ok(), ErrorsOf(ok));
+  CHECK(ok.plan->datasets.at("fw").column == "content");
+  CHECK(ErrorsOf(ParsePlanString(head + "  fw: {format: jsonl, path: x.jsonl, column: body}\n" + tail, "p.yaml")) ==
+        "p.yaml:6:46: dataset 'fw': column applies to format parquet (a jsonl dataset's text is its records' fields)");
+  CHECK(ErrorsOf(ParsePlanString(head + "  fw: {format: parquet, path: d, column: ''}\n" + tail, "p.yaml")) ==
+        "p.yaml:6:42: dataset 'fw': column is empty (the default is text)");
+}
+
 // kHead with `cluster.emulate` on line 9 (values from column 24) and one case.
 std::string WithEmulate(const std::string& bandwidth, const std::string& delay) {
   std::string head = kHead;

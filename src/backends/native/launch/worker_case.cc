@@ -58,7 +58,7 @@ std::string EncodeWorkerCase(const WorkerCase& c) {
                 {"quantization", NameOf(c.quantization)},
                 {"double_quant", c.double_quant},
                 {"init_random", c.init_random}};
-  j["dataset"] = {{"format", c.dataset_format}, {"path", c.dataset_path}};
+  j["dataset"] = {{"format", c.dataset_format}, {"path", c.dataset_path}, {"column", c.dataset_column}};
   j["training"] = EncodeTraining(c.training);
   j["steps"] = c.steps;
   j["epochs"] = c.epochs;
@@ -92,6 +92,7 @@ Result<WorkerCase> DecodeWorkerCase(const std::string& text) {
     c.init_random = j.at("model").value("init_random", false);
     c.dataset_format = j.at("dataset").at("format").get<std::string>();
     c.dataset_path = j.at("dataset").at("path").get<std::string>();
+    c.dataset_column = j.at("dataset").value("column", std::string());
     c.training = DecodeTraining(j.at("training"));
     c.steps = j.at("steps").get<int64_t>();
     c.epochs = j.at("epochs").get<int64_t>();

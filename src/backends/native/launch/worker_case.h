@@ -33,6 +33,7 @@ struct WorkerCase {
   bool double_quant = false;                         // models[].double_quant
   bool init_random = false;                          // models[].init: random
   std::string dataset_format, dataset_path;          // training only
+  std::string dataset_column;                        // parquet: the text column ("" = text)
   TrainingSettings training;
   int64_t steps = 0;             // training: Length::kSteps count, or 0 with epochs > 0
   int64_t epochs = 0;            // training: Length::kEpochs count

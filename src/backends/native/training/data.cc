@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <sstream>
 
+#include "backends/native/training/parquet.h"
 #include "runner/base/json.h"
 #include "runner/base/text.h"
 
@@ -37,13 +39,16 @@ Result<std::vector<std::string>> DatasetFiles(const std::string& path, const std
   return files;
 }
 
-// Calls on_object(json, line_number) for each non-blank jsonl line.
+// Calls on_object(json, line_number) for each non-blank jsonl line, reading
+// the file line by line. It stops at the first error on_object returns, or
+// when `*more` (optional) turns false.
 template <typename F>
-Status ForEachJsonLine(const std::string& file, const std::string& text, F on_object) {
-  std::istringstream lines(text);
+Status ForEachJsonLine(const std::string& file, F on_object, const bool* more = nullptr) {
+  std::ifstream lines(file, std::ios::binary);
+  if (!lines) return Status::NotFound(fmt::format("{}: cannot open the dataset file", file));
   std::string line;
   int number = 0;
-  while (std::getline(lines, line)) {
+  while ((!more || *more) && std::getline(lines, line)) {
     ++number;
     if (Trim(line).empty()) continue;
     Json j;
@@ -66,28 +71,55 @@ void Append(Document& doc, const std::vector<int>& ids, uint8_t mask) {
 
 }  // namespace
 
-Result<std::vector<std::string>> data_read_texts(const std::string& path, const std::string& format) {
-  if (format != "text" && format != "jsonl")
-    return Status::InvalidArgument(fmt::format("{}: data_read_texts reads 'text' or 'jsonl', not '{}'", path, format));
-  auto files = DatasetFiles(path, format == "text" ? std::vector<std::string>{".txt"}
-                                                   : std::vector<std::string>{".jsonl"});
+const char* const kNativeDatasetFormats = "text, jsonl, parquet or dolly";
+
+bool data_format_supported(const std::string& format) {
+  return format == "text" || format == "jsonl" || format == "parquet" || format == "dolly";
+}
+
+Status data_for_each_text(const DatasetSource& source, const std::function<bool(std::string_view)>& on_text) {
+  const std::string& path = source.path;
+  if (source.format == "parquet") {
+    auto reader = ParquetTextReader::Open(path, source.column.empty() ? kParquetDefaultColumn : source.column);
+    if (!reader.ok()) return reader.status();
+    return reader->ForEach(on_text);
+  }
+  if (source.format != "text" && source.format != "jsonl")
+    return Status::InvalidArgument(
+        fmt::format("{}: data_for_each_text reads 'text', 'jsonl' or 'parquet', not '{}'", path, source.format));
+  auto files = DatasetFiles(path, source.format == "text" ? std::vector<std::string>{".txt"}
+                                                          : std::vector<std::string>{".jsonl"});
   if (!files.ok()) return files.status();
-  std::vector<std::string> texts;
   for (const std::string& file : *files) {
-    auto content = ReadFile(file);
-    if (!content.ok()) return content.status();
-    if (format == "text") {
-      texts.push_back(std::move(*content));
+    if (source.format == "text") {
+      auto content = ReadFile(file);
+      if (!content.ok()) return content.status();
+      if (!on_text(*content)) return Status::Ok();
       continue;
     }
-    Status s = ForEachJsonLine(file, *content, [&](const Json& j, int line) {
-      if (!j.contains("text") || !j["text"].is_string())
-        return Status::InvalidArgument(fmt::format("{}:{}: no \"text\" string field", file, line));
-      texts.push_back(j["text"].get<std::string>());
-      return Status::Ok();
-    });
+    bool more = true;
+    Status s = ForEachJsonLine(
+        file,
+        [&](const Json& j, int line) {
+          if (!j.contains("text") || !j["text"].is_string())
+            return Status::InvalidArgument(fmt::format("{}:{}: no \"text\" string field", file, line));
+          more = on_text(j["text"].get_ref<const std::string&>());
+          return Status::Ok();
+        },
+        &more);
     if (!s.ok()) return s;
+    if (!more) return Status::Ok();
   }
+  return Status::Ok();
+}
+
+Result<std::vector<std::string>> data_read_texts(const std::string& path, const std::string& format) {
+  std::vector<std::string> texts;
+  Status s = data_for_each_text({path, format, ""}, [&](std::string_view text) {
+    texts.emplace_back(text);
+    return true;
+  });
+  if (!s.ok()) return s;
   return texts;
 }
 
@@ -96,9 +128,7 @@ Result<std::vector<DollyRecord>> data_read_dolly(const std::string& path) {
   if (!files.ok()) return files.status();
   std::vector<DollyRecord> records;
   for (const std::string& file : *files) {
-    auto content = ReadFile(file);
-    if (!content.ok()) return content.status();
-    Status s = ForEachJsonLine(file, *content, [&](const Json& j, int line) {
+    Status s = ForEachJsonLine(file, [&](const Json& j, int line) {
       DollyRecord r;
       const std::pair<const char*, std::string*> fields[] = {
           {"instruction", &r.instruction}, {"context", &r.context}, {"response", &r.response}};
@@ -147,19 +177,30 @@ std::vector<Document> data_tokenize_dolly(const std::vector<DollyRecord>& record
   return docs;
 }
 
-Result<std::vector<Document>> data_load(const std::string& path, const std::string& format, const Tokenizer& tok) {
-  if (format == "text" || format == "jsonl") {
-    auto texts = data_read_texts(path, format);
-    if (!texts.ok()) return texts.status();
-    return data_tokenize_texts(*texts, tok);
-  }
-  if (format == "dolly") {
-    auto records = data_read_dolly(path);
+Result<DocumentsRead> data_load(const DatasetSource& source, const Tokenizer& tok, int64_t token_budget) {
+  DocumentsRead read;
+  auto keep = [&](std::vector<Document> one) {
+    for (Document& d : one) {
+      read.tokens += static_cast<int64_t>(d.tokens.size());
+      read.docs.push_back(std::move(d));
+    }
+    if (token_budget > 0 && read.tokens >= token_budget) read.whole_dataset = false;
+    return read.whole_dataset;
+  };
+  Status s;
+  if (source.format == "dolly") {
+    auto records = data_read_dolly(source.path);
     if (!records.ok()) return records.status();
-    return data_tokenize_dolly(*records, tok);
+    for (const DollyRecord& r : *records)
+      if (!keep(data_tokenize_dolly({r}, tok))) break;
+  } else if (data_format_supported(source.format)) {
+    s = data_for_each_text(source, [&](std::string_view text) { return keep(data_tokenize_texts({std::string(text)}, tok)); });
+  } else {
+    s = Status::InvalidArgument(fmt::format("{}: dataset format '{}' is not supported by the native backend (use {})",
+                                            source.path, source.format, kNativeDatasetFormats));
   }
-  return Status::InvalidArgument(fmt::format(
-      "{}: dataset format '{}' is not supported by the native backend (use text, jsonl or dolly)", path, format));
+  if (!s.ok()) return s;
+  return read;
 }
 
 std::vector<Sequence> data_pack(const std::vector<Document>& docs, int64_t seq_len, int pad_id) {
@@ -191,11 +232,15 @@ void data_shuffle(std::vector<Sequence>& seqs, uint64_t seed) {
   }
 }
 
+int64_t data_held_out(int64_t n, double eval_fraction) {
+  int64_t held = std::llround(eval_fraction * static_cast<double>(n));
+  if (eval_fraction > 0 && n >= 2) held = std::max<int64_t>(held, 1);
+  return std::min(held, n > 0 ? n - 1 : 0);
+}
+
 DataSplit data_split(std::vector<Sequence> seqs, double eval_fraction, uint64_t seed) {
   data_shuffle(seqs, seed);
-  size_t n_eval = static_cast<size_t>(std::llround(eval_fraction * static_cast<double>(seqs.size())));
-  if (eval_fraction > 0 && seqs.size() >= 2) n_eval = std::max<size_t>(n_eval, 1);
-  n_eval = std::min(n_eval, seqs.size() > 0 ? seqs.size() - 1 : 0);
+  const size_t n_eval = static_cast<size_t>(data_held_out(static_cast<int64_t>(seqs.size()), eval_fraction));
   DataSplit split;
   split.eval.assign(seqs.end() - static_cast<std::ptrdiff_t>(n_eval), seqs.end());
   seqs.resize(seqs.size() - n_eval);

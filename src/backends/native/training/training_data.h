@@ -6,6 +6,13 @@
 // seq_len + 1 tokens, split with kEvalFraction held out for eval_loss, and
 // the number of steps from the case's length; then each group's epoch stream
 // over its share of the training split. No libtorch.
+//
+// A length in steps reads only the start of the dataset it needs: the
+// smallest number n of sequences whose training part (n minus the held-out
+// share) is steps × batch_size, i.e. n·seq_len + 1 tokens, from the first
+// documents in file order; the n sequences are then shuffled and split as
+// they would be for the whole dataset. A corpus smaller than that is read
+// whole and repeated in epochs. A length in epochs reads the whole dataset.
 
 #include <cstdint>
 #include <string>
@@ -22,7 +29,7 @@ namespace native {
 inline constexpr double kEvalFraction = 0.05;
 
 struct TrainingDataRequest {
-  std::string path, format;  // the plan dataset (data_load)
+  DatasetSource dataset;  // the plan dataset (data_load)
   // QLoRA continued pretraining: the causal-LM loss counts every token (an
   // instruction dataset's prompt tokens too; text and jsonl count every token already).
   bool count_every_token = false;
@@ -36,7 +43,16 @@ struct TrainingData {
   DataSplit split;
   int64_t steps_per_epoch = 0;  // ceil(train sequences / batch_size)
   int64_t steps = 0;
+  int64_t documents_read = 0, tokens_read = 0;
+  bool whole_dataset = true;  // false: only the start the steps need was read
+  // "the whole dataset (1,234 documents)" or "the first 1,234 documents (2,048,017 tokens) the
+  // 1000 steps need": what a case's log and method say it trained on.
+  std::string ReadNote() const;
 };
+
+// The sequences a length in steps reads (see above): the smallest n >= 2 with
+// n - data_held_out(n) >= steps × batch_size. 0 when steps is 0 (read everything).
+int64_t SequencesForSteps(int64_t steps, int64_t batch_size);
 
 // Errors: those of data_load; kInvalidArgument "PATH: the dataset has no tokens"
 // when no training sequence remains. Padding is the tokenizer's EOS (0 without one).
