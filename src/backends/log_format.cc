@@ -119,195 +119,192 @@ struct LogFormat {
 #define KEY(k) "(?:^|[\\s,])" k
 
 // The formats. Every pattern here is shown with its lines in docs/backends.md.
-const std::vector<LogFormat>& Formats() {
-  static const std::vector<LogFormat> kFormats = {
-      {"xtuner",
-       {
-           // mmengine (XTuner 0.x): Iter(train) [ 20/720]  lr: 2.0e-05  eta: ...  time: 2.8037
-           //   data_time: 0.0107  memory: 31645  loss: 1.2342  tflops: 151.2  tokens_per_sec: 2401.9
-           {"Iter\\(train\\)\\s*\\[\\s*\\d+\\s*/",
-            LineKind::kStep,
-            "Iter\\(train\\)\\s*\\[\\s*(\\d+)\\s*/",
-            {{metric::kStepSeconds, KEY("time:\\s*") VALUE},
-             {metric::kFinalLoss, KEY("loss:\\s*") VALUE},
-             {metric::kTflops, KEY("tflops:\\s*") VALUE},
-             // XTuner's ThroughputHook divides the tokens by the world size: per GPU.
-             {metric::kTgs, KEY("tokens_per_sec:\\s*") VALUE},
-             {metric::kPeakDeviceMemory, KEY("memory:\\s*") VALUE, Conversion::kMebibytesToBytes}}},
-           // v1: ... Step 2/13 data_time: 0.0049 lr: 1e-05 time: 0.0515 text_tokens: 8192.0
-           //   total_loss: 10.779, reduced_llm_loss: 10.779, max_memory: 10.32 GB ... tflops: 80.1
-           //   tgs: 76934.8 e2e_tgs: 70512.3 (older v1: exp_tgs), neither of which is the step's TGS
-           {"(?:^|\\s)Step\\s+\\d+\\s*/\\s*\\d+",
-            LineKind::kStep,
-            "(?:^|\\s)Step\\s+(\\d+)\\s*/",
-            {{metric::kStepSeconds, KEY("time:\\s*") VALUE},
-             {metric::kFinalLoss, KEY("total_loss:\\s*") VALUE},
-             {metric::kTflops, KEY("tflops:\\s*") VALUE},
-             {metric::kTgs, KEY("tgs:\\s*") VALUE},
-             {metric::kPeakDeviceMemory, KEY("max_memory:\\s*") "([^\\s,]+)\\s*GB", Conversion::kGibibytesToBytes}}},
-       }},
-      {"internevo",
-       {
-           // tflops=189.3 step=10 loss=5.67 tgs (tokens/gpu/second)=3512.1 lr=... grad_norm={'0_default': 1.2}
-           // (older versions join the same keys with commas)
-           {"tgs \\(tokens/gpu/second\\)=",
-            LineKind::kStep,
-            KEY("step=(\\d+)"),
-            {{metric::kTflops, KEY("tflops=") VALUE},
-             {metric::kFinalLoss, KEY("loss=") VALUE},
-             {metric::kTgs, "tgs \\(tokens/gpu/second\\)=" VALUE}}},
-       }},
-      {"deepspeed",
-       {
-           // epoch=0/micro_step=40/global_step=10, RunningAvgSamplesPerSec=12.1, CurrSamplesPerSec=12.4,
-           //   MemAllocated=4.2GB, MaxMemAllocated=8.1GB
-           {"global_step=\\d+, (?:RunningAvg|Curr)SamplesPerSec=",
-            LineKind::kStep,
-            "global_step=(\\d+)",
-            {{metric::kSamplesPerSecond, "CurrSamplesPerSec=" VALUE},
-             {metric::kPeakDeviceMemory, "MaxMemAllocated=([^\\s,]+)GB", Conversion::kGibibytesToBytes}}},
-           // older: "0/40, RunningAvgSamplesPerSec=..., CurrSamplesPerSec=..., MemAllocated=...GB, ..."
-           // and oldest "0/40, SamplesPerSec=12.1": epoch / micro step
-           {"(?:^|\\s)\\d+/\\d+, (?:RunningAvg|Curr)?SamplesPerSec=",
-            LineKind::kStep,
-            "(?:^|\\s)\\d+/(\\d+), ",
-            {{metric::kSamplesPerSecond, "(?:CurrSamplesPerSec|[\\s,]SamplesPerSec)=" VALUE},
-             {metric::kPeakDeviceMemory, "MaxMemAllocated=([^\\s,]+)GB", Conversion::kGibibytesToBytes}}},
-           // time (ms) | fwd: 101.2 | bwd: 202.4 | bwd_inner: ... | step: 15.6
-           {"time \\(ms\\) \\| fwd: ",
-            LineKind::kStepDetail,
-            "",
-            {{"forward_seconds", KEY("fwd:\\s*") VALUE, Conversion::kMillisecondsToSeconds},
-             {"backward_seconds", KEY("bwd:\\s*") VALUE, Conversion::kMillisecondsToSeconds},
-             {"optimizer_step_seconds", KEY("step:\\s*") VALUE, Conversion::kMillisecondsToSeconds}}},
-       }},
-      {"megatron",
-       {
-           // iteration 43/ 100 | consumed samples: 5504 | elapsed time per iteration (ms): 5444.9 |
-           //   throughput per GPU (TFLOP/s/GPU): 239.8 | learning rate: 1.0E-05 | lm loss: 1.825991E+00 | ...
-           {"(?:^|\\s)iteration\\s+\\d+\\s*/",
-            LineKind::kStep,
-            "iteration\\s+(\\d+)\\s*/",
-            {{metric::kStepSeconds, "elapsed time per iteration \\(ms\\):\\s*" VALUE,
-              Conversion::kMillisecondsToSeconds},
-             {metric::kTflops, "throughput per GPU \\(TFLOP/s/GPU\\):\\s*" VALUE},
-             {metric::kFinalLoss, "lm loss:\\s*" VALUE}}},
-       }},
-      {"hf-trainer",
-       {
-           // {'loss': 2.3101, 'grad_norm': 1.52, 'learning_rate': 1e-05, 'epoch': 0.5} (newer: '2.3101')
-           {"\\{'loss': ", LineKind::kStep, "", {{metric::kFinalLoss, "\\{'loss': '?" VALUE}}},
-           // {'train_runtime': 5421.3, 'train_samples_per_second': 7.4, 'train_steps_per_second': 0.92,
-           //  'train_loss': 2.41, 'epoch': 1.0}
-           {"'train_runtime': ",
-            LineKind::kOnce,
-            "",
-            {{metric::kTrainRuntimeSeconds, "'train_runtime': '?" VALUE},
-             {metric::kSamplesPerSecond, "'train_samples_per_second': '?" VALUE},
-             {"steps_per_second", "'train_steps_per_second': '?" VALUE},
-             {"train_loss_mean", "'train_loss': '?" VALUE}}},
-           // ***** train metrics *****, then one "  key = value" line per figure
-           {"^\\s*train_(?:runtime|samples_per_second|steps_per_second|loss)\\s*=",
-            LineKind::kOnce,
-            "",
-            {{metric::kTrainRuntimeSeconds, "^\\s*train_runtime\\s*=\\s*(\\S+)", Conversion::kClockToSeconds},
-             {metric::kSamplesPerSecond, "^\\s*train_samples_per_second\\s*=\\s*(\\S+)"},
-             {"steps_per_second", "^\\s*train_steps_per_second\\s*=\\s*(\\S+)"},
-             {"train_loss_mean", "^\\s*train_loss\\s*=\\s*(\\S+)"}}},
-           // run_clm_no_trainer.py: epoch 0: perplexity: 25.31 eval_loss: 3.2311
-           {"epoch \\d+: perplexity:",
-            LineKind::kOnce,
-            "",
-            {{"perplexity", "perplexity:\\s*" VALUE}, {metric::kEvalLoss, "eval_loss:\\s*" VALUE}}},
-       }},
-      {"vllm-serving",
-       {
-           // The "Serving Benchmark Result" block: "Request throughput (req/s):   8.30", ...
-           {"^\\s*(?:Request|Output|Total|Mean|Median|P99|Benchmark)[^:]*\\((?:req/s|tok/s|ms|s)\\):",
-            LineKind::kOnce,
-            "",
-            {{metric::kRequestThroughput, "Request throughput \\(req/s\\):\\s*" VALUE},
-             {metric::kOutputTokensPerSecond, "Output token throughput \\(tok/s\\):\\s*" VALUE},
-             {metric::kTotalTokensPerSecond, "Total [Tt]oken throughput \\(tok/s\\):\\s*" VALUE},
-             {"benchmark_seconds", "Benchmark duration \\(s\\):\\s*" VALUE},
-             {metric::kTtftMeanSeconds, "Mean TTFT \\(ms\\):\\s*" VALUE, Conversion::kMillisecondsToSeconds},
-             {"ttft_median_seconds", "Median TTFT \\(ms\\):\\s*" VALUE, Conversion::kMillisecondsToSeconds},
-             {"ttft_p99_seconds", "P99 TTFT \\(ms\\):\\s*" VALUE, Conversion::kMillisecondsToSeconds},
-             {metric::kTpotMeanSeconds, "Mean TPOT \\(ms\\):\\s*" VALUE, Conversion::kMillisecondsToSeconds},
-             {"tpot_median_seconds", "Median TPOT \\(ms\\):\\s*" VALUE, Conversion::kMillisecondsToSeconds},
-             {"tpot_p99_seconds", "P99 TPOT \\(ms\\):\\s*" VALUE, Conversion::kMillisecondsToSeconds},
-             {metric::kItlMeanSeconds, "Mean ITL \\(ms\\):\\s*" VALUE, Conversion::kMillisecondsToSeconds},
-             {"itl_median_seconds", "Median ITL \\(ms\\):\\s*" VALUE, Conversion::kMillisecondsToSeconds},
-             {"itl_p99_seconds", "P99 ITL \\(ms\\):\\s*" VALUE, Conversion::kMillisecondsToSeconds}}},
-       }},
-      {"vllm-throughput",
-       {
-           // Throughput: 5.23 requests/s, 2345.67 total tokens/s, 1234.56 output tokens/s
-           // (older: "Throughput: 5.23 requests/s, 2345.67 tokens/s", prompt and output tokens together)
-           {"Throughput: \\S+ requests/s",
-            LineKind::kOnce,
-            "",
-            {{metric::kRequestThroughput, "Throughput: " VALUE " requests/s"},
-             {metric::kTotalTokensPerSecond, ", " VALUE " (?:total )?tokens/s"},
-             {metric::kOutputTokensPerSecond, ", " VALUE " output tokens/s"}}},
-       }},
-      {"vllm-latency",
-       {
-           // Avg latency: 1.2345 seconds; 50% percentile latency: 1.2301 seconds
-           {"(?:Avg|percentile) latency: ",
-            LineKind::kOnce,
-            "",
-            {{metric::kLatencyMeanSeconds, "Avg latency: " VALUE " seconds"},
-             {"latency_p50_seconds", "(?:^|\\s)50% percentile latency: " VALUE " seconds"},
-             {"latency_p90_seconds", "(?:^|\\s)90% percentile latency: " VALUE " seconds"},
-             {"latency_p99_seconds", "(?:^|\\s)99% percentile latency: " VALUE " seconds"}}},
-       }},
-      {"lightllm",
-       {
-           // Total time: 120.52 s / Throughput: 8.30 requests/s / Average latency: 12.31 s /
-           // Average latency per token: 0.0251 s / Average latency per output token: 0.0612 s
-           {"^\\s*(?:Total time|Throughput|Average latency[a-z ]*): ",
-            LineKind::kOnce,
-            "",
-            {{"benchmark_seconds", "Total time: " VALUE " s\\b"},
-             {metric::kRequestThroughput, "Throughput: " VALUE " requests/s"},
-             {metric::kLatencyMeanSeconds, "Average latency: " VALUE " s\\b"},
-             {"latency_per_token_mean_seconds", "Average latency per token: " VALUE " s\\b"},
-             {"latency_per_output_token_mean_seconds", "Average latency per output token: " VALUE " s\\b"}}},
-       }},
-      {"tgi",
-       {
-           // text-generation-benchmark's tables (the Average column):
-           // | Prefill        | 1          | 22.63 ms  | ...         (latency)
-           // | Decode (token) | 1          | 12.65 ms  | ...
-           // | Decode (total) | 1          | 1575.18 ms | ...
-           // | Prefill        | 1          | 44.18 tokens/secs | ...  (throughput)
-           // | Decode         | 1          | 79.06 tokens/secs | ...
-           {"^\\s*\\|\\s*(?:Prefill|Decode)",
-            LineKind::kOnce,
-            "",
-            {{"prefill_latency_mean_seconds", "^\\s*\\|\\s*Prefill\\s*\\|\\s*\\d+\\s*\\|\\s*([^\\s|]+) ms\\s*\\|",
-              Conversion::kMillisecondsToSeconds},
-             {"decode_token_latency_mean_seconds",
-              "^\\s*\\|\\s*Decode \\(token\\)\\s*\\|\\s*\\d+\\s*\\|\\s*([^\\s|]+) ms\\s*\\|",
-              Conversion::kMillisecondsToSeconds},
-             {"decode_total_latency_mean_seconds",
-              "^\\s*\\|\\s*Decode \\(total\\)\\s*\\|\\s*\\d+\\s*\\|\\s*([^\\s|]+) ms\\s*\\|",
-              Conversion::kMillisecondsToSeconds},
-             {"prefill_tokens_per_second",
-              "^\\s*\\|\\s*Prefill\\s*\\|\\s*\\d+\\s*\\|\\s*([^\\s|]+) tokens/secs\\s*\\|"},
-             {"decode_tokens_per_second",
-              "^\\s*\\|\\s*Decode(?: \\(token\\))?\\s*\\|\\s*\\d+\\s*\\|\\s*([^\\s|]+) tokens/secs\\s*\\|"}}},
-       }},
-  };
-  return kFormats;
-}
+const std::vector<LogFormat> kFormats = {
+    {"xtuner",
+     {
+         // mmengine (XTuner 0.x): Iter(train) [ 20/720]  lr: 2.0e-05  eta: ...  time: 2.8037
+         //   data_time: 0.0107  memory: 31645  loss: 1.2342  tflops: 151.2  tokens_per_sec: 2401.9
+         {"Iter\\(train\\)\\s*\\[\\s*\\d+\\s*/",
+          LineKind::kStep,
+          "Iter\\(train\\)\\s*\\[\\s*(\\d+)\\s*/",
+          {{metric::kStepSeconds, KEY("time:\\s*") VALUE},
+           {metric::kFinalLoss, KEY("loss:\\s*") VALUE},
+           {metric::kTflops, KEY("tflops:\\s*") VALUE},
+           // XTuner's ThroughputHook divides the tokens by the world size: per GPU.
+           {metric::kTgs, KEY("tokens_per_sec:\\s*") VALUE},
+           {metric::kPeakDeviceMemory, KEY("memory:\\s*") VALUE, Conversion::kMebibytesToBytes}}},
+         // v1: ... Step 2/13 data_time: 0.0049 lr: 1e-05 time: 0.0515 text_tokens: 8192.0
+         //   total_loss: 10.779, reduced_llm_loss: 10.779, max_memory: 10.32 GB ... tflops: 80.1
+         //   tgs: 76934.8 e2e_tgs: 70512.3 (older v1: exp_tgs), neither of which is the step's TGS
+         {"(?:^|\\s)Step\\s+\\d+\\s*/\\s*\\d+",
+          LineKind::kStep,
+          "(?:^|\\s)Step\\s+(\\d+)\\s*/",
+          {{metric::kStepSeconds, KEY("time:\\s*") VALUE},
+           {metric::kFinalLoss, KEY("total_loss:\\s*") VALUE},
+           {metric::kTflops, KEY("tflops:\\s*") VALUE},
+           {metric::kTgs, KEY("tgs:\\s*") VALUE},
+           {metric::kPeakDeviceMemory, KEY("max_memory:\\s*") "([^\\s,]+)\\s*GB", Conversion::kGibibytesToBytes}}},
+     }},
+    {"internevo",
+     {
+         // tflops=189.3 step=10 loss=5.67 tgs (tokens/gpu/second)=3512.1 lr=... grad_norm={'0_default': 1.2}
+         // (older versions join the same keys with commas)
+         {"tgs \\(tokens/gpu/second\\)=",
+          LineKind::kStep,
+          KEY("step=(\\d+)"),
+          {{metric::kTflops, KEY("tflops=") VALUE},
+           {metric::kFinalLoss, KEY("loss=") VALUE},
+           {metric::kTgs, "tgs \\(tokens/gpu/second\\)=" VALUE}}},
+     }},
+    {"deepspeed",
+     {
+         // epoch=0/micro_step=40/global_step=10, RunningAvgSamplesPerSec=12.1, CurrSamplesPerSec=12.4,
+         //   MemAllocated=4.2GB, MaxMemAllocated=8.1GB
+         {"global_step=\\d+, (?:RunningAvg|Curr)SamplesPerSec=",
+          LineKind::kStep,
+          "global_step=(\\d+)",
+          {{metric::kSamplesPerSecond, "CurrSamplesPerSec=" VALUE},
+           {metric::kPeakDeviceMemory, "MaxMemAllocated=([^\\s,]+)GB", Conversion::kGibibytesToBytes}}},
+         // older: "0/40, RunningAvgSamplesPerSec=..., CurrSamplesPerSec=..., MemAllocated=...GB, ..."
+         // and oldest "0/40, SamplesPerSec=12.1": epoch / micro step
+         {"(?:^|\\s)\\d+/\\d+, (?:RunningAvg|Curr)?SamplesPerSec=",
+          LineKind::kStep,
+          "(?:^|\\s)\\d+/(\\d+), ",
+          {{metric::kSamplesPerSecond, "(?:CurrSamplesPerSec|[\\s,]SamplesPerSec)=" VALUE},
+           {metric::kPeakDeviceMemory, "MaxMemAllocated=([^\\s,]+)GB", Conversion::kGibibytesToBytes}}},
+         // time (ms) | fwd: 101.2 | bwd: 202.4 | bwd_inner: ... | step: 15.6
+         {"time \\(ms\\) \\| fwd: ",
+          LineKind::kStepDetail,
+          "",
+          {{"forward_seconds", KEY("fwd:\\s*") VALUE, Conversion::kMillisecondsToSeconds},
+           {"backward_seconds", KEY("bwd:\\s*") VALUE, Conversion::kMillisecondsToSeconds},
+           {"optimizer_step_seconds", KEY("step:\\s*") VALUE, Conversion::kMillisecondsToSeconds}}},
+     }},
+    {"megatron",
+     {
+         // iteration 43/ 100 | consumed samples: 5504 | elapsed time per iteration (ms): 5444.9 |
+         //   throughput per GPU (TFLOP/s/GPU): 239.8 | learning rate: 1.0E-05 | lm loss: 1.825991E+00 | ...
+         {"(?:^|\\s)iteration\\s+\\d+\\s*/",
+          LineKind::kStep,
+          "iteration\\s+(\\d+)\\s*/",
+          {{metric::kStepSeconds, "elapsed time per iteration \\(ms\\):\\s*" VALUE,
+            Conversion::kMillisecondsToSeconds},
+           {metric::kTflops, "throughput per GPU \\(TFLOP/s/GPU\\):\\s*" VALUE},
+           {metric::kFinalLoss, "lm loss:\\s*" VALUE}}},
+     }},
+    {"hf-trainer",
+     {
+         // {'loss': 2.3101, 'grad_norm': 1.52, 'learning_rate': 1e-05, 'epoch': 0.5} (newer: '2.3101')
+         {"\\{'loss': ", LineKind::kStep, "", {{metric::kFinalLoss, "\\{'loss': '?" VALUE}}},
+         // {'train_runtime': 5421.3, 'train_samples_per_second': 7.4, 'train_steps_per_second': 0.92,
+         //  'train_loss': 2.41, 'epoch': 1.0}
+         {"'train_runtime': ",
+          LineKind::kOnce,
+          "",
+          {{metric::kTrainRuntimeSeconds, "'train_runtime': '?" VALUE},
+           {metric::kSamplesPerSecond, "'train_samples_per_second': '?" VALUE},
+           {"steps_per_second", "'train_steps_per_second': '?" VALUE},
+           {"train_loss_mean", "'train_loss': '?" VALUE}}},
+         // ***** train metrics *****, then one "  key = value" line per figure
+         {"^\\s*train_(?:runtime|samples_per_second|steps_per_second|loss)\\s*=",
+          LineKind::kOnce,
+          "",
+          {{metric::kTrainRuntimeSeconds, "^\\s*train_runtime\\s*=\\s*(\\S+)", Conversion::kClockToSeconds},
+           {metric::kSamplesPerSecond, "^\\s*train_samples_per_second\\s*=\\s*(\\S+)"},
+           {"steps_per_second", "^\\s*train_steps_per_second\\s*=\\s*(\\S+)"},
+           {"train_loss_mean", "^\\s*train_loss\\s*=\\s*(\\S+)"}}},
+         // run_clm_no_trainer.py: epoch 0: perplexity: 25.31 eval_loss: 3.2311
+         {"epoch \\d+: perplexity:",
+          LineKind::kOnce,
+          "",
+          {{"perplexity", "perplexity:\\s*" VALUE}, {metric::kEvalLoss, "eval_loss:\\s*" VALUE}}},
+     }},
+    {"vllm-serving",
+     {
+         // The "Serving Benchmark Result" block: "Request throughput (req/s):   8.30", ...
+         {"^\\s*(?:Request|Output|Total|Mean|Median|P99|Benchmark)[^:]*\\((?:req/s|tok/s|ms|s)\\):",
+          LineKind::kOnce,
+          "",
+          {{metric::kRequestThroughput, "Request throughput \\(req/s\\):\\s*" VALUE},
+           {metric::kOutputTokensPerSecond, "Output token throughput \\(tok/s\\):\\s*" VALUE},
+           {metric::kTotalTokensPerSecond, "Total [Tt]oken throughput \\(tok/s\\):\\s*" VALUE},
+           {"benchmark_seconds", "Benchmark duration \\(s\\):\\s*" VALUE},
+           {metric::kTtftMeanSeconds, "Mean TTFT \\(ms\\):\\s*" VALUE, Conversion::kMillisecondsToSeconds},
+           {"ttft_median_seconds", "Median TTFT \\(ms\\):\\s*" VALUE, Conversion::kMillisecondsToSeconds},
+           {"ttft_p99_seconds", "P99 TTFT \\(ms\\):\\s*" VALUE, Conversion::kMillisecondsToSeconds},
+           {metric::kTpotMeanSeconds, "Mean TPOT \\(ms\\):\\s*" VALUE, Conversion::kMillisecondsToSeconds},
+           {"tpot_median_seconds", "Median TPOT \\(ms\\):\\s*" VALUE, Conversion::kMillisecondsToSeconds},
+           {"tpot_p99_seconds", "P99 TPOT \\(ms\\):\\s*" VALUE, Conversion::kMillisecondsToSeconds},
+           {metric::kItlMeanSeconds, "Mean ITL \\(ms\\):\\s*" VALUE, Conversion::kMillisecondsToSeconds},
+           {"itl_median_seconds", "Median ITL \\(ms\\):\\s*" VALUE, Conversion::kMillisecondsToSeconds},
+           {"itl_p99_seconds", "P99 ITL \\(ms\\):\\s*" VALUE, Conversion::kMillisecondsToSeconds}}},
+     }},
+    {"vllm-throughput",
+     {
+         // Throughput: 5.23 requests/s, 2345.67 total tokens/s, 1234.56 output tokens/s
+         // (older: "Throughput: 5.23 requests/s, 2345.67 tokens/s", prompt and output tokens together)
+         {"Throughput: \\S+ requests/s",
+          LineKind::kOnce,
+          "",
+          {{metric::kRequestThroughput, "Throughput: " VALUE " requests/s"},
+           {metric::kTotalTokensPerSecond, ", " VALUE " (?:total )?tokens/s"},
+           {metric::kOutputTokensPerSecond, ", " VALUE " output tokens/s"}}},
+     }},
+    {"vllm-latency",
+     {
+         // Avg latency: 1.2345 seconds; 50% percentile latency: 1.2301 seconds
+         {"(?:Avg|percentile) latency: ",
+          LineKind::kOnce,
+          "",
+          {{metric::kLatencyMeanSeconds, "Avg latency: " VALUE " seconds"},
+           {"latency_p50_seconds", "(?:^|\\s)50% percentile latency: " VALUE " seconds"},
+           {"latency_p90_seconds", "(?:^|\\s)90% percentile latency: " VALUE " seconds"},
+           {"latency_p99_seconds", "(?:^|\\s)99% percentile latency: " VALUE " seconds"}}},
+     }},
+    {"lightllm",
+     {
+         // Total time: 120.52 s / Throughput: 8.30 requests/s / Average latency: 12.31 s /
+         // Average latency per token: 0.0251 s / Average latency per output token: 0.0612 s
+         {"^\\s*(?:Total time|Throughput|Average latency[a-z ]*): ",
+          LineKind::kOnce,
+          "",
+          {{"benchmark_seconds", "Total time: " VALUE " s\\b"},
+           {metric::kRequestThroughput, "Throughput: " VALUE " requests/s"},
+           {metric::kLatencyMeanSeconds, "Average latency: " VALUE " s\\b"},
+           {"latency_per_token_mean_seconds", "Average latency per token: " VALUE " s\\b"},
+           {"latency_per_output_token_mean_seconds", "Average latency per output token: " VALUE " s\\b"}}},
+     }},
+    {"tgi",
+     {
+         // text-generation-benchmark's tables (the Average column):
+         // | Prefill        | 1          | 22.63 ms  | ...         (latency)
+         // | Decode (token) | 1          | 12.65 ms  | ...
+         // | Decode (total) | 1          | 1575.18 ms | ...
+         // | Prefill        | 1          | 44.18 tokens/secs | ...  (throughput)
+         // | Decode         | 1          | 79.06 tokens/secs | ...
+         {"^\\s*\\|\\s*(?:Prefill|Decode)",
+          LineKind::kOnce,
+          "",
+          {{"prefill_latency_mean_seconds", "^\\s*\\|\\s*Prefill\\s*\\|\\s*\\d+\\s*\\|\\s*([^\\s|]+) ms\\s*\\|",
+            Conversion::kMillisecondsToSeconds},
+           {"decode_token_latency_mean_seconds",
+            "^\\s*\\|\\s*Decode \\(token\\)\\s*\\|\\s*\\d+\\s*\\|\\s*([^\\s|]+) ms\\s*\\|",
+            Conversion::kMillisecondsToSeconds},
+           {"decode_total_latency_mean_seconds",
+            "^\\s*\\|\\s*Decode \\(total\\)\\s*\\|\\s*\\d+\\s*\\|\\s*([^\\s|]+) ms\\s*\\|",
+            Conversion::kMillisecondsToSeconds},
+           {"prefill_tokens_per_second",
+            "^\\s*\\|\\s*Prefill\\s*\\|\\s*\\d+\\s*\\|\\s*([^\\s|]+) tokens/secs\\s*\\|"},
+           {"decode_tokens_per_second",
+            "^\\s*\\|\\s*Decode(?: \\(token\\))?\\s*\\|\\s*\\d+\\s*\\|\\s*([^\\s|]+) tokens/secs\\s*\\|"}}},
+     }},
+};
 
 #undef KEY
 #undef VALUE
 
 const LogFormat* FindFormat(const std::string& name) {
-  for (const LogFormat& f : Formats())
+  for (const LogFormat& f : kFormats)
     if (name == f.name) return &f;
   return nullptr;
 }
@@ -383,11 +380,13 @@ std::optional<int64_t> ParseWholeNumber(std::string_view text) {
 
 std::vector<std::string> LogFormatNames() {
   std::vector<std::string> names;
-  for (const LogFormat& f : Formats()) names.push_back(f.name);
+  for (const LogFormat& f : kFormats) names.push_back(f.name);
   return names;
 }
 
 bool IsLogFormat(const std::string& name) { return FindFormat(name) != nullptr; }
+
+namespace {
 
 // What the reader has gathered of one figure.
 struct FigureValues {
@@ -409,6 +408,8 @@ struct CompiledRule {
   std::vector<std::pair<const Field*, std::regex>> fields;
   int64_t lines_seen = 0;  // the count that numbers lines without a step number
 };
+
+}  // namespace
 
 struct LogFormatReader::State {
   const LogFormat* format;
