@@ -394,7 +394,7 @@ struct FigureValues {
   std::optional<double> last_step;  // the last per-step value (warm-up included)
   std::optional<double> largest;    // the largest per-step value (warm-up included)
   std::optional<double> once;       // the last one-off value
-  int64_t first_timed_step = 0;
+  int64_t first_timed_step = 0;  // the lowest and highest step number of `timed`
   int64_t last_timed_step = 0;
   int step_values = 0;  // per-step values read, warm-up included
   int malformed = 0;    // values that were not a finite number
@@ -514,8 +514,8 @@ void LogFormatReader::State::ReadRule(CompiledRule& rule, const std::string& lin
     f.last_step = *v;
     f.largest = f.largest ? std::max(*f.largest, *v) : *v;
     if (warmup) continue;
-    if (f.timed.empty()) f.first_timed_step = step;
-    f.last_timed_step = step;
+    f.first_timed_step = f.timed.empty() ? step : std::min(f.first_timed_step, step);
+    f.last_timed_step = f.timed.empty() ? step : std::max(f.last_timed_step, step);
     f.timed.push_back(*v);
   }
   if (kind != LineKind::kStep) return;
