@@ -14,6 +14,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -112,8 +113,9 @@ void SetEnding(const ProcessResult& r, const CaseSpec& spec, BackendOutcome* out
   }
 }
 
-// command.log_format: a known name, and not beside step_regex (both would
-// store the step samples).
+// command.log_format: a known name, no `metrics` name among its figures (two
+// figures of one name), and not beside step_regex (both would store the step
+// samples).
 std::vector<std::string> LogFormatProblems(const CommandSpec& c) {
   if (c.log_format.empty()) return {};
   std::vector<std::string> problems;
@@ -124,6 +126,12 @@ std::vector<std::string> LogFormatProblems(const CommandSpec& c) {
                                    guess.empty() ? "known: " + Join(known, ", ")
                                                  : fmt::format("did you mean '{}'?", guess)));
   }
+  const std::vector<std::string> figures = LogFormatFigures(c.log_format);
+  for (size_t i = 0; i < c.metrics.size(); ++i)
+    if (std::find(figures.begin(), figures.end(), c.metrics[i].name) != figures.end())
+      problems.push_back(fmt::format("command.metrics[{}] ({}): the log format {} stores a figure of that name; "
+                                     "give the metric a name of its own",
+                                     i, c.metrics[i].name, c.log_format));
   if (!c.step_regex.empty())
     problems.push_back(fmt::format("command.step_regex and command.log_format ({}) both read the step lines: "
                                    "keep one (an empty step_regex: \"\" removes an inherited one)",

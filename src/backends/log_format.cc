@@ -386,6 +386,19 @@ std::vector<std::string> LogFormatNames() {
 
 bool IsLogFormat(const std::string& name) { return FindFormat(name) != nullptr; }
 
+std::vector<std::string> LogFormatFigures(const std::string& format) {
+  std::vector<std::string> names;
+  const LogFormat* f = FindFormat(format);
+  if (!f) return names;
+  for (const FigureSpec& spec : kFigures) {
+    bool stored = false;
+    for (const LineRule& rule : f->lines)
+      for (const Field& field : rule.fields) stored = stored || std::string(field.figure) == spec.name;
+    if (stored) names.push_back(spec.name);
+  }
+  return names;
+}
+
 namespace {
 
 // What the reader has gathered of one figure.

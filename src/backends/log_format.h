@@ -47,6 +47,9 @@ std::optional<int64_t> ParseWholeNumber(std::string_view text);
 // Every format's name, in table order ("xtuner", "internevo", ...).
 std::vector<std::string> LogFormatNames();
 bool IsLogFormat(const std::string& name);
+// The canonical figures `format` may store, in the order Figures() stores
+// them; empty for a name that is not a format.
+std::vector<std::string> LogFormatFigures(const std::string& format);
 
 class LogFormatReader {
  public:

@@ -424,6 +424,11 @@ TEST_CASE("Command: Check knows the log formats, with a suggestion, and refuses 
                          "command.log_format: unknown format 'nemo' (known: xtuner, internevo, deepspeed, megatron, "
                          "hf-trainer, vllm-serving, vllm-throughput, vllm-latency, lightllm, tgi)"});
   f.spec.command.log_format = "megatron";
+  f.spec.command.metrics = {{"tokens", "tokens (\\d+)", ""}, {"final_loss", "loss (\\S+)", ""}};
+  CHECK(f.Check() == std::vector<std::string>{
+                         "command.metrics[1] (final_loss): the log format megatron stores a figure of that name; "
+                         "give the metric a name of its own"});
+  f.spec.command.metrics.clear();
   f.spec.command.step_regex = "step (\\d+)";
   CHECK(f.Check() == std::vector<std::string>{
                          "command.step_regex and command.log_format (megatron) both read the step lines: keep one "

@@ -75,6 +75,23 @@ TEST_CASE("log format: the names are the table's, and a name outside it is not a
   CHECK_FALSE(IsLogFormat(""));
 }
 
+TEST_CASE("log format: docs/backends.md shows every format and names every figure it stores") {
+  const std::string doc = protocol::testing::ReadTextFile(std::string(PROTOCOL_SOURCE_DIR) + "/docs/backends.md");
+  REQUIRE(!doc.empty());
+  for (const std::string& format : LogFormatNames()) {
+    CAPTURE(format);
+    CHECK(doc.find("#### `" + format + "`") != std::string::npos);
+    REQUIRE(!LogFormatFigures(format).empty());
+    for (const std::string& figure : LogFormatFigures(format)) {
+      CAPTURE(figure);
+      CHECK(doc.find("`" + figure + "`") != std::string::npos);
+    }
+  }
+  CHECK((LogFormatFigures("megatron") ==
+         std::vector<std::string>{metric::kTflops, metric::kStepSeconds, metric::kFinalLoss}));
+  CHECK(LogFormatFigures("nemo").empty());
+}
+
 TEST_CASE("log format: numbers are finite numbers filling the text") {
   CHECK(ParseFiniteNumber(" 1.5e3 ") == 1500);
   CHECK_FALSE(ParseFiniteNumber("12abc").has_value());
