@@ -10,19 +10,16 @@
 
 #include "backends/command_backend.h"
 
-#include "backends/log_format.h"
-
 #include <signal.h>
 
 #include <algorithm>
-#include <cmath>
-#include <cstdlib>
 #include <filesystem>
 #include <optional>
 #include <regex>
 #include <string>
 #include <vector>
 
+#include "backends/log_format.h"
 #include "runner/base/placeholders.h"
 #include "runner/base/text.h"
 #include "runner/plan/case_placeholders.h"
