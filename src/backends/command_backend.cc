@@ -1,23 +1,25 @@
 // The `command` backend (contract in command_backend.h, user guide in
 // docs/backends.md): placeholders → argv → ProcessRunner → outcome.
 //
-// Output lines are parsed as they arrive: each `metrics` pattern keeps the
-// value of its last match; `step_regex` turns a line into a StepSample whose
-// `seconds` is the time since the previous step line (or since launch for the
-// first one), read from context.clock.
+// Output lines are parsed as they arrive (OutputReader): each `metrics`
+// pattern keeps the value of its last match; `step_regex` turns a line into a
+// StepSample whose `seconds` is the time since the previous step line (or
+// since launch for the first one), read from context.clock; `log_format`
+// hands every line to a LogFormatReader (log_format.h), which knows the
+// system's lines and stores canonical figures.
 
 #include "backends/command_backend.h"
 
 #include <signal.h>
 
-#include <cmath>
-#include <cstdlib>
+#include <algorithm>
 #include <filesystem>
 #include <optional>
 #include <regex>
 #include <string>
 #include <vector>
 
+#include "backends/log_format.h"
 #include "runner/base/placeholders.h"
 #include "runner/base/text.h"
 #include "runner/plan/case_placeholders.h"
@@ -46,26 +48,6 @@ std::string SignalName(int sig) {
   for (const auto& s : kSignals)
     if (s.number == sig) return s.name;
   return "";
-}
-
-// A finite number filling all of `text` (surrounding blanks allowed); nullopt
-// otherwise ("12abc", "nan", "inf" and "" are not figures).
-std::optional<double> ParseNumber(const std::string& text) {
-  std::string t = Trim(text);
-  if (t.empty()) return std::nullopt;
-  char* end = nullptr;
-  double v = std::strtod(t.c_str(), &end);
-  if (end != t.c_str() + t.size() || !std::isfinite(v)) return std::nullopt;
-  return v;
-}
-
-std::optional<int64_t> ParseInteger(const std::string& text) {
-  std::string t = Trim(text);
-  if (t.empty()) return std::nullopt;
-  char* end = nullptr;
-  long long v = std::strtoll(t.c_str(), &end, 10);
-  if (end != t.c_str() + t.size()) return std::nullopt;
-  return static_cast<int64_t>(v);
 }
 
 // Compiles `pattern`; on failure returns nullopt and sets `error`.
@@ -128,6 +110,165 @@ void SetEnding(const ProcessResult& r, const CaseSpec& spec, BackendOutcome* out
   }
 }
 
+// command.log_format: a known name, no `metrics` name among its figures (two
+// figures of one name), and not beside step_regex (both would store the step
+// samples).
+std::vector<std::string> LogFormatProblems(const CommandSpec& c) {
+  if (c.log_format.empty()) return {};
+  std::vector<std::string> problems;
+  if (!IsLogFormat(c.log_format)) {
+    const std::vector<std::string> known = LogFormatNames();
+    std::string guess = DidYouMean(c.log_format, known);
+    problems.push_back(fmt::format("command.log_format: unknown format '{}' ({})", c.log_format,
+                                   guess.empty() ? "known: " + Join(known, ", ")
+                                                 : fmt::format("did you mean '{}'?", guess)));
+  }
+  const std::vector<std::string> figures = LogFormatFigures(c.log_format);
+  for (size_t i = 0; i < c.metrics.size(); ++i)
+    if (std::find(figures.begin(), figures.end(), c.metrics[i].name) != figures.end())
+      problems.push_back(fmt::format("command.metrics[{}] ({}): the log format {} stores a figure of that name; "
+                                     "give the metric a name of its own",
+                                     i, c.metrics[i].name, c.log_format));
+  if (!c.step_regex.empty())
+    problems.push_back(fmt::format("command.step_regex and command.log_format ({}) both read the step lines: "
+                                   "keep one (an empty step_regex: \"\" removes an inherited one)",
+                                   c.log_format));
+  return problems;
+}
+
+// The process to start: placeholders expanded, raw values for argv, env and
+// workdir (never parsed again), single-quoted values for the one string
+// /bin/sh -c reads.
+ProcessSpec LaunchSpec(const BackendContext& context) {
+  const CommandSpec& c = context.spec.command;
+  PlaceholderValues values = Values(context);
+  ProcessSpec process;
+  if (c.shell) {
+    PlaceholderValues quoted = values;
+    for (auto& entry : quoted) entry.second = ShellQuote(entry.second);
+    process.argv = {"/bin/sh", "-c", ExpandPlaceholders(c.argv[0], quoted)};
+  } else {
+    for (const auto& arg : c.argv) process.argv.push_back(ExpandPlaceholders(arg, values));
+  }
+  for (const auto& [key, value] : c.env) process.env[key] = ExpandPlaceholders(value, values);
+  process.workdir = ExpandPlaceholders(c.workdir, values);
+  process.log_path = context.log_path;
+  process.timeout_seconds = context.spec.timeout_seconds;
+  return process;
+}
+
+// The command's output, read as it arrives: each `metrics` pattern keeps the
+// value of its last match, `step_regex` or the `log_format` reader give step
+// samples, `request_regex` request samples. REQUIRES: Check() found no problem
+// (every regex compiles, the format is known).
+class OutputReader {
+ public:
+  explicit OutputReader(BackendContext& context) : context_(context), command_(context.spec.command) {
+    for (const auto& m : command_.metrics) metrics_.push_back({&m, std::regex(m.regex), std::nullopt});
+    if (!command_.step_regex.empty()) step_re_ = std::regex(command_.step_regex);
+    if (!command_.request_regex.empty()) request_re_ = std::regex(command_.request_regex);
+    if (!command_.log_format.empty()) log_format_.emplace(command_.log_format, context.spec.warmup_steps);
+    last_step_at_ = context.clock.NowSeconds();
+    const CaseSpec& spec = context.spec;
+    if (spec.length && spec.length->unit == Length::Unit::kSteps) of_total_ = "/" + std::to_string(spec.length->count);
+  }
+
+  void OnLine(std::string_view view) {
+    if (view.size() > kMaxMatchedLineBytes) return;
+    const std::string line(view);
+    if (log_format_)
+      for (const StepSample& step : log_format_->Feed(line, context_.clock.NowSeconds())) Step(step);
+    try {
+      std::smatch match;
+      for (auto& m : metrics_) {
+        if (std::regex_search(line, match, m.re) && match.size() > 1 && match[1].matched) {
+          if (auto v = ParseFiniteNumber(match[1].str())) m.last = v;
+        }
+      }
+      if (step_re_ && std::regex_search(line, match, *step_re_) && match.size() > 1) StepLine(match);
+      if (request_re_ && std::regex_search(line, match, *request_re_) && match.size() > 2) RequestLine(match);
+    } catch (const std::exception&) {
+      // std::regex may throw error_complexity / error_stack on odd input:
+      // the line is simply not a figure.
+    }
+  }
+
+  // The output ended: the figures into `outcome` (the log format's first,
+  // then the `metrics` patterns that matched).
+  void Finish(BackendOutcome& outcome) {
+    if (log_format_) {
+      for (const StepSample& step : log_format_->Finish()) Step(step);
+      for (Measurement& m : log_format_->Figures()) outcome.measurements.push_back(std::move(m));
+      outcome.facts.push_back({"log_format", log_format_->Summary()});
+    }
+    for (const auto& m : metrics_) {
+      if (!m.last) continue;
+      Measurement measurement;
+      measurement.name = m.pattern->name;
+      measurement.value = m.last;
+      measurement.unit = m.pattern->unit;
+      measurement.how = Provenance::kMeasured;
+      measurement.method = kParsedMethod;
+      outcome.measurements.push_back(std::move(measurement));
+    }
+  }
+
+ private:
+  struct Metric {
+    const MetricPattern* pattern;
+    std::regex re;
+    std::optional<double> last;
+  };
+
+  // A step_regex line: its seconds are the time since the previous one.
+  void StepLine(const std::smatch& match) {
+    std::optional<int64_t> number = ParseWholeNumber(match[1].str());
+    if (!number) return;
+    StepSample sample;
+    sample.step = *number;
+    if (match.size() > 2 && match[2].matched) sample.loss = ParseFiniteNumber(match[2].str());
+    double now = context_.clock.NowSeconds();
+    sample.seconds = now - last_step_at_;
+    last_step_at_ = now;
+    Step(sample);
+  }
+
+  void Step(const StepSample& sample) {
+    context_.events.OnStep(sample);
+    std::string status = fmt::format("step {}{}", sample.step, of_total_);
+    if (sample.loss) status += fmt::format(" loss {:.4g}", *sample.loss);
+    context_.events.OnStatusLine(status);
+  }
+
+  void RequestLine(const std::smatch& match) {
+    std::optional<int64_t> tokens = ParseWholeNumber(match[1].str());
+    std::optional<double> seconds = ParseFiniteNumber(match[2].str());
+    if (!tokens || !seconds) return;
+    const auto& schedule = context_.spec.inference.max_new_tokens;
+    RequestSample request;
+    request.index = requests_seen_;
+    // The i-th reported request is the schedule's i-th (the command serves them in order).
+    request.max_new_tokens = requests_seen_ < static_cast<int>(schedule.size()) ? schedule[requests_seen_]
+                                                                                : static_cast<int>(*tokens);
+    request.generated_tokens = static_cast<int>(*tokens);
+    request.seconds = *seconds;
+    ++requests_seen_;
+    context_.events.OnRequest(request);
+    context_.events.OnStatusLine(fmt::format("request {}/{}: {} tokens in {:.3g} s", requests_seen_,
+                                             schedule.size(), *tokens, *seconds));
+  }
+
+  BackendContext& context_;
+  const CommandSpec& command_;
+  std::vector<Metric> metrics_;
+  std::optional<std::regex> step_re_;
+  std::optional<std::regex> request_re_;
+  std::optional<LogFormatReader> log_format_;
+  int requests_seen_ = 0;
+  double last_step_at_ = 0;
+  std::string of_total_;
+};
+
 class CommandBackend : public Backend {
  public:
   std::vector<std::string> Check(const Plan& plan, const CaseSpec& spec) const override {
@@ -179,6 +320,7 @@ class CommandBackend : public Backend {
             "command.step_regex: regex '{}' has no capture group; group 1 is the step number",
             c.step_regex));
     }
+    for (std::string& problem : LogFormatProblems(c)) problems.push_back(std::move(problem));
     if (!c.request_regex.empty()) {
       std::string error;
       auto re = Compile(c.request_regex, &error);
@@ -197,7 +339,6 @@ class CommandBackend : public Backend {
 
   BackendOutcome Run(BackendContext& context) override {
     const CaseSpec& spec = context.spec;
-    const CommandSpec& c = spec.command;
     BackendOutcome outcome;
     // Run() REQUIRES a clean Check(); a broken case still ends as a stored failure.
     std::vector<std::string> problems = Check(context.plan, spec);
@@ -206,101 +347,11 @@ class CommandBackend : public Backend {
       outcome.reason = Join(problems, "; ");
       return outcome;
     }
-
-    // Placeholders: raw values for argv, env and workdir (never parsed again),
-    // single-quoted values for the one string /bin/sh -c reads.
-    PlaceholderValues values = Values(context);
-    ProcessSpec process;
-    if (c.shell) {
-      PlaceholderValues quoted = values;
-      for (auto& entry : quoted) entry.second = ShellQuote(entry.second);
-      process.argv = {"/bin/sh", "-c", ExpandPlaceholders(c.argv[0], quoted)};
-    } else {
-      for (const auto& arg : c.argv) process.argv.push_back(ExpandPlaceholders(arg, values));
-    }
-    for (const auto& [key, value] : c.env) process.env[key] = ExpandPlaceholders(value, values);
-    process.workdir = ExpandPlaceholders(c.workdir, values);
-    process.log_path = context.log_path;
-    process.timeout_seconds = spec.timeout_seconds;
-
-    // Parsers, compiled once (Check proved they compile).
-    struct Metric {
-      const MetricPattern* pattern;
-      std::regex re;
-      std::optional<double> last;
-    };
-    std::vector<Metric> metrics;
-    for (const auto& m : c.metrics) metrics.push_back({&m, std::regex(m.regex), std::nullopt});
-    std::optional<std::regex> step_re;
-    if (!c.step_regex.empty()) step_re = std::regex(c.step_regex);
-    std::optional<std::regex> request_re;
-    if (!c.request_regex.empty()) request_re = std::regex(c.request_regex);
-    int requests_seen = 0;
-    const auto& schedule = spec.inference.max_new_tokens;
-    double last_step_at = context.clock.NowSeconds();
-    std::string of_total;
-    if (spec.length && spec.length->unit == Length::Unit::kSteps)
-      of_total = "/" + std::to_string(spec.length->count);
-
-    auto on_line = [&](std::string_view view) {
-      if (view.size() > kMaxMatchedLineBytes) return;
-      const std::string line(view);
-      std::smatch match;
-      try {
-        for (auto& m : metrics) {
-          if (std::regex_search(line, match, m.re) && match.size() > 1 && match[1].matched) {
-            if (auto v = ParseNumber(match[1].str())) m.last = v;
-          }
-        }
-        if (step_re && std::regex_search(line, match, *step_re) && match.size() > 1) {
-          std::optional<int64_t> step = ParseInteger(match[1].str());
-          if (!step) return;
-          StepSample sample;
-          sample.step = *step;
-          if (match.size() > 2 && match[2].matched) sample.loss = ParseNumber(match[2].str());
-          double now = context.clock.NowSeconds();
-          sample.seconds = now - last_step_at;
-          last_step_at = now;
-          context.events.OnStep(sample);
-          std::string status = fmt::format("step {}{}", sample.step, of_total);
-          if (sample.loss) status += fmt::format(" loss {:.4g}", *sample.loss);
-          context.events.OnStatusLine(status);
-        }
-        if (request_re && std::regex_search(line, match, *request_re) && match.size() > 2) {
-          std::optional<int64_t> tokens = ParseInteger(match[1].str());
-          std::optional<double> seconds = ParseNumber(match[2].str());
-          if (!tokens || !seconds) return;
-          RequestSample request;
-          request.index = requests_seen;
-          // The i-th reported request is the schedule's i-th (the command serves them in order).
-          request.max_new_tokens = requests_seen < static_cast<int>(schedule.size())
-                                       ? schedule[requests_seen]
-                                       : static_cast<int>(*tokens);
-          request.generated_tokens = static_cast<int>(*tokens);
-          request.seconds = *seconds;
-          ++requests_seen;
-          context.events.OnRequest(request);
-          context.events.OnStatusLine(fmt::format("request {}/{}: {} tokens in {:.3g} s",
-                                                  requests_seen, schedule.size(), *tokens, *seconds));
-        }
-      } catch (const std::exception&) {
-        // std::regex may throw error_complexity / error_stack on odd input:
-        // the line is simply not a figure.
-      }
-    };
-
-    ProcessResult result = context.processes.Run(process, context.stop, on_line);
+    OutputReader reader(context);
+    ProcessResult result = context.processes.Run(
+        LaunchSpec(context), context.stop, [&](std::string_view line) { reader.OnLine(line); });
     SetEnding(result, spec, &outcome);
-    for (const auto& m : metrics) {
-      if (!m.last) continue;
-      Measurement measurement;
-      measurement.name = m.pattern->name;
-      measurement.value = m.last;
-      measurement.unit = m.pattern->unit;
-      measurement.how = Provenance::kMeasured;
-      measurement.method = kParsedMethod;
-      outcome.measurements.push_back(std::move(measurement));
-    }
+    reader.Finish(outcome);
     return outcome;
   }
 };

@@ -3,7 +3,8 @@
 
 // The `command` backend: runs a lab's own launch command verbatim (argv, no
 // shell unless the case says shell: true), timed, its output logged and parsed
-// for metrics (CommandSpec::metrics) and per-step samples (step_regex).
+// for metrics (CommandSpec::metrics) and per-step samples (step_regex), or
+// read by a named log format (CommandSpec::log_format, log_format.h).
 //
 // Placeholders in argv, env values and workdir, each substituted inside one
 // argv element (never split, never re-parsed by a shell; with shell: true the

@@ -411,3 +411,80 @@ TEST_CASE("Command: step_regex lines become step samples timed by the clock") {
                                                           "step 2/1000 loss 3.25", "step 3/1000",
                                                           "step 4/1000"});
 }
+
+TEST_CASE("Command: Check knows the log formats, with a suggestion, and refuses one beside step_regex") {
+  Fixture f;
+  f.spec.command.argv = {"train"};
+  f.spec.command.log_format = "megatron";
+  CHECK(f.Check().empty());
+  f.spec.command.log_format = "xtunr";
+  CHECK(f.Check() == std::vector<std::string>{"command.log_format: unknown format 'xtunr' (did you mean 'xtuner'?)"});
+  f.spec.command.log_format = "nemo";
+  CHECK(f.Check() == std::vector<std::string>{
+                         "command.log_format: unknown format 'nemo' (known: xtuner, internevo, deepspeed, megatron, "
+                         "hf-trainer, vllm-serving, vllm-throughput, vllm-latency, lightllm, tgi)"});
+  f.spec.command.log_format = "megatron";
+  f.spec.command.metrics = {{"tokens", "tokens (\\d+)", ""}, {"final_loss", "loss (\\S+)", ""}};
+  CHECK(f.Check() == std::vector<std::string>{
+                         "command.metrics[1] (final_loss): the log format megatron stores a figure of that name; "
+                         "give the metric a name of its own"});
+  f.spec.command.metrics.clear();
+  f.spec.command.step_regex = "step (\\d+)";
+  CHECK(f.Check() == std::vector<std::string>{
+                         "command.step_regex and command.log_format (megatron) both read the step lines: keep one "
+                         "(an empty step_regex: \"\" removes an inherited one)"});
+}
+
+TEST_CASE("Command: a log format stores canonical figures and step samples; metrics regexes still work beside it") {
+  Fixture f;
+  f.spec.command.argv = {"train"};
+  f.spec.command.log_format = "megatron";
+  f.spec.command.metrics = {{"consumed_samples", "consumed samples:\\s*(\\d+)", "samples"}};
+  f.spec.warmup_steps = 1;
+  FakeProcessRunner runner;
+  runner.lines = {
+      " iteration        1/       3 | consumed samples:          128 | elapsed time per iteration (ms): 9000.5 | "
+      "throughput per GPU (TFLOP/s/GPU): 140.1 | lm loss: 2.500000E+00 |",
+      " iteration        2/       3 | consumed samples:          256 | elapsed time per iteration (ms): 5444.9 | "
+      "throughput per GPU (TFLOP/s/GPU): 239.8 | lm loss: 2.100000E+00 |",
+      " iteration        3/       3 | consumed samples:          384 | elapsed time per iteration (ms): 5400.1 | "
+      "throughput per GPU (TFLOP/s/GPU): 241.0 | lm loss: 1.900000E+00 |"};
+  runner.result = FakeProcessRunner::Exited(0);
+  ScriptedClock clock({100});
+  BackendOutcome outcome = f.Run(runner, clock);
+  CHECK(outcome.status == CaseStatus::kOk);
+  std::map<std::string, Measurement> by_name;
+  for (const Measurement& m : outcome.measurements) by_name[m.name] = m;
+  REQUIRE(by_name.count(metric::kTflops));
+  CHECK(*by_name[metric::kTflops].value == doctest::Approx((239.8 + 241.0) / 2));
+  CHECK(by_name[metric::kTflops].method ==
+        "parsed from megatron output, median of 2 steps after warm-up (steps 2..3; spread 239.8..241)");
+  CHECK(*by_name[metric::kStepSeconds].value == doctest::Approx((5.4449 + 5.4001) / 2));
+  CHECK(by_name[metric::kStepSeconds].unit == "s");
+  CHECK(*by_name[metric::kFinalLoss].value == doctest::Approx(1.9));
+  CHECK(*by_name["consumed_samples"].value == 384);
+  CHECK(by_name["consumed_samples"].method == "parsed from output by regex");
+  REQUIRE(f.events.steps.size() == 3);
+  CHECK(f.events.steps[0].seconds == doctest::Approx(9.0005));  // as printed, not the clock
+  CHECK(f.events.steps[2].loss == doctest::Approx(1.9));
+  CHECK(f.events.status_lines.back() == "step 3/1000 loss 1.9");
+  CHECK((outcome.facts == std::vector<std::pair<std::string, std::string>>{
+                              {"log_format", "megatron: 3 step lines (1 in warm-up)"}}));
+}
+
+TEST_CASE("Command: `cat` of a saved XTuner log stores its medians after warm-up") {
+  Fixture f;
+  f.spec.command.argv = {"cat", std::string(PROTOCOL_SOURCE_DIR) + "/data/logs/xtuner.log"};
+  f.spec.command.log_format = "xtuner";
+  f.spec.warmup_steps = 10;
+  BackendOutcome outcome = f.Run();
+  CHECK(outcome.status == CaseStatus::kOk);
+  std::map<std::string, Measurement> by_name;
+  for (const Measurement& m : outcome.measurements) by_name[m.name] = m;
+  REQUIRE(by_name.count(metric::kTgs));
+  CHECK(*by_name[metric::kTgs].value == doctest::Approx(2403.3));
+  CHECK(by_name[metric::kTgs].unit == "tokens/s");
+  CHECK(*by_name[metric::kTflops].value == doctest::Approx(151.35));
+  CHECK(*by_name[metric::kStepSeconds].value == doctest::Approx(2.80195));
+  CHECK(f.events.steps.size() == 5);
+}

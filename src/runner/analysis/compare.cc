@@ -34,6 +34,15 @@ const DirectionRow kMetricDirections[] = {
     {metric::kPeakHostRss, Direction::kLower},
     {metric::kFinalLoss, Direction::kLower},
     {metric::kEvalLoss, Direction::kLower},
+    {metric::kStepSeconds, Direction::kLower},
+    {metric::kTrainRuntimeSeconds, Direction::kLower},
+    {metric::kRequestThroughput, Direction::kHigher},
+    {metric::kOutputTokensPerSecond, Direction::kHigher},
+    {metric::kTotalTokensPerSecond, Direction::kHigher},
+    {metric::kTtftMeanSeconds, Direction::kLower},
+    {metric::kTpotMeanSeconds, Direction::kLower},
+    {metric::kItlMeanSeconds, Direction::kLower},
+    {metric::kLatencyMeanSeconds, Direction::kLower},
 };
 
 struct MetricRequest {

@@ -24,18 +24,7 @@ class SplitMix64 {
   uint64_t state_;
 };
 
-double MedianOfSorted(const std::vector<double>& v) {
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 }  // namespace
-
-std::optional<double> Median(std::vector<double> values) {
-  if (values.empty()) return std::nullopt;
-  std::sort(values.begin(), values.end());
-  return MedianOfSorted(values);
-}
 
 std::optional<RatioInterval> BootstrapMedianRatio(const std::vector<double>& baseline,
                                                   const std::vector<double>& candidate,

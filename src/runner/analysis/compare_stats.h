@@ -13,11 +13,9 @@
 #include <optional>
 #include <vector>
 
-namespace protocol {
+#include "runner/base/statistics.h"  // Median
 
-// Median of `values` (mean of the two middle values for an even count).
-// nullopt when empty.
-std::optional<double> Median(std::vector<double> values);
+namespace protocol {
 
 // The bootstrap settings every interval of this program uses (`protocol
 // compare` and the report's ratio intervals): one seed, so the same stored

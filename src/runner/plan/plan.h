@@ -206,6 +206,10 @@ struct CommandSpec {
   // tokens, group 2 = seconds; the i-th match is the i-th request of the
   // schedule (its max_new_tokens from the plan), e.g. "tokens (\\d+) seconds (\\S+)".
   std::string request_regex;
+  // Optional named reader of one system's output (src/backends/log_format.h:
+  // "xtuner", "megatron", "vllm-serving", ...): it stores canonical figures
+  // beside `metrics`; "" = none. The backend's Check knows the names.
+  std::string log_format;
 };
 
 // Settings the native backends read, for every workload (inference reads

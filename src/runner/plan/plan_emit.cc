@@ -68,7 +68,7 @@ std::string PercentText(double fraction) {
 // carry one from defaults; the command backend's Check requires argv).
 bool HasCommand(const CommandSpec& c) {
   return !c.argv.empty() || c.shell || !c.env.empty() || !c.workdir.empty() || !c.metrics.empty() ||
-         !c.step_regex.empty() || !c.request_regex.empty();
+         !c.step_regex.empty() || !c.request_regex.empty() || !c.log_format.empty();
 }
 
 YamlNode Seq(std::vector<YamlNode> items) {
@@ -131,6 +131,7 @@ YamlNode ResolvedCase(const CaseSpec& c) {
     }
     cmd.AddIf(!c.command.step_regex.empty(), "step_regex", Str(c.command.step_regex));
     cmd.AddIf(!c.command.request_regex.empty(), "request_regex", Str(c.command.request_regex));
+    cmd.AddIf(!c.command.log_format.empty(), "log_format", Str(c.command.log_format));
     b.Add("command", cmd.node);
   }
   // Every training setting with its value, for every workload: the native

@@ -59,7 +59,7 @@ const std::vector<std::string> kEmulateKeys = {"bandwidth", "delay"};
 const std::vector<std::string> kInferenceKeys = {"prompt", "max_new_tokens", "ignore_eos"};
 const std::vector<std::string> kRangeKeys = {"from", "to", "step"};
 const std::vector<std::string> kCommandKeys = {"argv", "shell", "env", "workdir", "metrics",
-                                               "step_regex", "request_regex"};
+                                               "step_regex", "request_regex", "log_format"};
 const std::vector<std::string> kMetricKeys = {"name", "regex", "unit"};
 const std::vector<std::string> kDatasetFormats = {"text", "jsonl", "dolly", "tokens", "parquet"};
 const std::vector<std::string> kLaunchers = {"local", "ssh", "slurm"};
@@ -731,6 +731,10 @@ void PlanParser::ParseCommand(const YamlNode& node, CaseSpec& c, bool* ok) {
   ReadPattern(node, "step_regex", 1, "group 1 is the step, group 2 the loss", &cmd.step_regex, ok);
   ReadPattern(node, "request_regex", 2, "group 1 is the generated tokens, group 2 the seconds",
               &cmd.request_regex, ok);
+  if (const YamlNode* n = node.Find("log_format")) {
+    if (auto v = r_.String(*n, "log_format")) cmd.log_format = *v;
+    else *ok = false;
+  }
   c.command = cmd;
 }
 

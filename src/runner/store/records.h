@@ -61,7 +61,7 @@ inline constexpr const char* kPeakHostRss = "peak_host_rss_bytes";
 // (and on CUDA kPeakDeviceMemory) as measurements of rank r; the case stores them
 // as NAME + "_rank<r>" and, under NAME itself, the largest over the ranks.
 inline constexpr const char* kPeakHostRssAboveBaseline = "peak_host_rss_above_baseline_bytes";
-inline constexpr const char* kFinalLoss = "final_loss";
+inline constexpr const char* kFinalLoss = "final_loss";                      // the last logged training loss
 inline constexpr const char* kEvalLoss = "eval_loss";
 inline constexpr const char* kBytesCommunicated = "bytes_communicated";   // within + between groups
 inline constexpr const char* kBytesWithinGroups = "bytes_within_groups";   // collectives inside each group
@@ -102,6 +102,20 @@ inline constexpr const char* kStragglers = "stragglers";
 // outside the case took while it ran (0..1), over the whole case and in its
 // busiest sampling interval. A case at or above kContendedShare is
 // "contended": the report, `compare` and `run` say so.
+// Figures read from a system's own output (command.log_format; the table of
+// formats in src/backends/log_format.cc says which line gives which). Besides
+// these a format stores kTgs, kTflops, kSamplesPerSecond, kFinalLoss,
+// kEvalLoss and kPeakDeviceMemory under their names above. A per-step figure
+// is the median over the steps after warm-up; the rest are as printed.
+inline constexpr const char* kStepSeconds = "step_seconds";                    // s, one step as the system timed it
+inline constexpr const char* kTrainRuntimeSeconds = "train_runtime_seconds";  // s, the whole training as printed
+inline constexpr const char* kRequestThroughput = "request_throughput";        // requests/s
+inline constexpr const char* kOutputTokensPerSecond = "output_tokens_per_second";  // generated tokens/s
+inline constexpr const char* kTotalTokensPerSecond = "total_tokens_per_second";    // prompt + generated tokens/s
+inline constexpr const char* kTtftMeanSeconds = "ttft_mean_seconds";          // s, time to first token
+inline constexpr const char* kTpotMeanSeconds = "tpot_mean_seconds";          // s, time per output token after the first
+inline constexpr const char* kItlMeanSeconds = "itl_mean_seconds";            // s, inter-token latency
+inline constexpr const char* kLatencyMeanSeconds = "latency_mean_seconds";    // s, one request (or batch) end to end
 inline constexpr const char* kContention = "contention";
 inline constexpr const char* kContentionPeak = "contention_peak";
 inline constexpr double kContendedShare = 0.20;

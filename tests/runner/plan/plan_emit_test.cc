@@ -60,6 +60,7 @@ class Diff {
     }
     Same(p + ".step_regex", a.step_regex, b.step_regex);
     Same(p + ".request_regex", a.request_regex, b.request_regex);
+    Same(p + ".log_format", a.log_format, b.log_format);
   }
 
   void Case(const std::string& p, const CaseSpec& a, const CaseSpec& b) {
@@ -285,6 +286,7 @@ TEST_CASE("plan emit: the comparison sees a change in every field it compares") 
       {".command.metrics[0].unit", [&](Plan& p) { c(p).command.metrics[0].unit = "min"; }},
       {".command.step_regex", [&](Plan& p) { c(p).command.step_regex = "(x)"; }},
       {".command.request_regex", [&](Plan& p) { c(p).command.request_regex = "(x) (y)"; }},
+      {".command.log_format", [&](Plan& p) { c(p).command.log_format = "tgi"; }},
       {".references[0].metric", [&](Plan& p) { c(p).references[0].metric = "wall_seconds"; }},
       {".references[0].value", [&](Plan& p) { c(p).references[0].value = 94; }},
       {".references[0].lower", [&](Plan& p) { c(p).references[0].lower = -0.06; }},
@@ -395,6 +397,7 @@ TEST_CASE("plan emit: non-default settings, commands and references survive the 
       "          metrics: [{name: tps, regex: 'tps (\\S+)', unit: tokens/s}, {name: x, regex: '(x)'}]\n"
       "          step_regex: 'step (\\d+)'\n"
       "          request_regex: 'tokens (\\d+) seconds (\\S+)'\n"
+      "          log_format: vllm-serving\n"
       "      - id: s\n"
       "        workload: pretrain\n"
       "        backend: command\n"
