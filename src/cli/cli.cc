@@ -114,7 +114,7 @@ int CmdImport(Args& a) {
     return kExitBadInput;
   }
   int code = kExitOk;
-  auto store = OpenOrReport(a.db, &code);
+  auto store = OpenOrReport(a.db, &code, DbAccess::kCreate);
   if (!store) return code;
   auto run = StoreImport(*store, *parsed.file, SystemClock());
   if (!run.ok()) return Fail(run.status());
@@ -176,8 +176,11 @@ int CmdCompare(Args& a) {
 
 // ---- the table of subcommands ---------------------------------------------
 
-void AddDb(CLI::App* cmd, Args& a) {
-  cmd->add_option("--db", a.db, "SQLite results database (created on first use)")
+// `run` and `import` create the database; the other commands only read one.
+void AddDb(CLI::App* cmd, Args& a, DbAccess access = DbAccess::kMustExist) {
+  cmd->add_option("--db", a.db,
+                  access == DbAccess::kCreate ? "SQLite results database (created when missing)"
+                                              : "SQLite results database (must exist)")
       ->capture_default_str();
 }
 
@@ -201,7 +204,7 @@ const Command kCommands[] = {
      [](CLI::App* c, Args& a) {
        c->add_option("plan", a.plans, "Plan file (YAML, docs/plan-format.md)")
            ->required()->expected(1)->check(CLI::ExistingFile);
-       AddDb(c, a);
+       AddDb(c, a, DbAccess::kCreate);
        c->add_option("--only", a.only, "Run only these case ids (comma-separated)")->delimiter(',');
        c->add_flag("--dry-run", a.dry_run, "Show what would run; store nothing");
        c->add_option("--resume", a.resume,
@@ -267,7 +270,7 @@ const Command kCommands[] = {
     {"import", "Store published figures (auditors) from a YAML file (docs/import-format.md)", "",
      [](CLI::App* c, Args& a) {
        c->add_option("file", a.import_file, "Import file")->required();
-       AddDb(c, a);
+       AddDb(c, a, DbAccess::kCreate);
      },
      &CmdImport},
     {"export", "Export the database (or some runs) as JSON or CSV",
