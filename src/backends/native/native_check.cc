@@ -68,6 +68,7 @@ CaseIssue MissingWeights(const ModelSpec& ms, const std::string& path, Workload 
 // be checked (kUnchecked). A path that is missing or not here is said once
 // per case: not again when the weights' issue (`weights_reported`) said it. Returns whether *issue is set.
 bool ModelFilesIssue(const ModelSpec& ms, const std::string& path, bool weights_reported, CaseIssue* issue) {
+  if (path.empty() && !PresetConfig(ms.preset).ok()) return false;  // Check names the missing or unknown preset
   std::error_code ec;
   const bool here = !path.empty() && fs::exists(path, ec);
   if (weights_reported && !here) return false;  // "has no path" or "not on this machine" is said already
