@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <string>
 #include <utility>
@@ -317,6 +318,68 @@ const Command kCommands[] = {
      &CmdWorker},
 };
 
+// ---- the command reference (docs/cli.md) ----------------------------------
+
+// `text` as one Markdown table cell.
+std::string Cell(const std::string& text) {
+  std::string out;
+  for (char c : text) out += c == '|' ? std::string("\\|") : c == '\n' ? std::string(" ") : std::string(1, c);
+  return out;
+}
+
+// One table row per option or argument of `app` (--help left out).
+std::string OptionRows(const CLI::App& app) {
+  std::string rows;
+  for (const CLI::Option* o : app.get_options()) {
+    if (o->get_group().empty() || o->get_name(false, true) == "-h,--help") continue;  // hidden, and --help
+    std::string name = o->get_positional() ? o->get_name(true, false) : o->get_name(false, true);
+    if (o->get_positional()) {
+      for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    } else if (!o->get_type_name().empty()) {  // a flag has no type name
+      name += " " + o->get_type_name();
+    }
+    std::vector<std::string> notes;
+    if (o->get_required()) notes.push_back("required");
+    if (o->get_expected_max() > 1) notes.push_back(o->get_positional() ? "one or more" : "repeatable");
+    const std::string note = notes.empty() ? "" : " (" + Join(notes, ", ") + ")";
+    const std::string def = o->get_default_str().empty() ? "" : "`" + o->get_default_str() + "`";
+    rows += fmt::format("| `{}`{} | {} | {} |\n", name, note, Cell(o->get_description()), Cell(def));
+  }
+  return rows;
+}
+
+// docs/cli.md: every visible subcommand of `app` with its options, help
+// texts, defaults and examples, in table order — what `--help` prints, as
+// Markdown.
+std::string CommandReference(const CLI::App& app) {
+  std::string out =
+      "# Command reference\n\n"
+      "<!-- Generated from the command table that `--help` is built from: build/protocol --help-markdown > "
+      "docs/cli.md. A test (cli_reference_test) fails when this file differs. -->\n\n"
+      "Every subcommand and option of `protocol`, with the help text `--help` prints. How the commands are\n"
+      "used together: README.md; what the words mean: docs/glossary.md.\n\n";
+  out += app.get_description() + "\n";
+  out += "\n## Options of every command\n\n| option | meaning | default |\n|---|---|---|\n";
+  out += OptionRows(app);
+  out += "\n```\n" + app.get_footer() + "\n```\n";
+  for (const CLI::App* sub : app.get_subcommands({})) {
+    if (sub->get_group().empty()) continue;  // hidden (the rank worker)
+    std::string usage = "protocol " + sub->get_name();
+    for (const CLI::Option* o : sub->get_options())
+      if (o->get_positional()) {
+        std::string arg = o->get_name(true, false);
+        for (char& c : arg) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+        usage += " " + arg + (o->get_expected_max() > 1 ? "..." : "");
+      }
+    out += fmt::format("\n## `{}`\n\n{}.\n\n| argument or option | meaning | default |\n|---|---|---|\n", usage,
+                       sub->get_description());
+    out += OptionRows(*sub);
+    if (!sub->get_footer().empty() && sub->get_footer() != app.get_footer())  // not the inherited one
+      out += "\n```\n" + sub->get_footer() + "\n```\n";
+  }
+  return out;
+}
+
 }  // namespace
 
 int RunCli(int argc, char** argv) {
@@ -331,7 +394,8 @@ int RunCli(int argc, char** argv) {
       "Exit codes: 0 ok · 1 a case failed or a regression was found · 2 bad input or usage ·\n"
       "3 internal or I/O error (the database or a file cannot be read or written: unreadable,\n"
       "not a database, locked beyond the busy timeout, disk full).\n"
-      "Documentation: docs/ (plan-format.md, report.md, database.md).");
+      "Documentation: docs/README.md (every page, in reading order); every command and flag:\n"
+      "docs/cli.md; the words of the reports and plans: docs/glossary.md.");
   app.require_subcommand(1);
   RememberCommandLine(argc, argv);
   app.set_version_flag("--version", [] {
@@ -347,6 +411,12 @@ int RunCli(int argc, char** argv) {
         ->capture_default_str();
   };
   add_log_level(&app);
+  // Hidden: prints docs/cli.md (CommandReference) and exits 0.
+  app.add_flag_callback("--help-markdown", [&app] {
+       std::fputs(CommandReference(app).c_str(), stdout);
+       throw CLI::Success();
+     })
+      ->group("");
   Args args;
   std::vector<std::pair<CLI::App*, const Command*>> subcommands;
   for (const Command& command : kCommands) {
