@@ -76,6 +76,7 @@ int CmdReport(Args& a) {
     options.run_ids.push_back(id.value());
   }
   options.model = a.model;
+  options.history_through = a.history_through;
   options.baseline_system = a.baseline_system;
   options.candidate_system = a.candidate_system;
   options.further_baselines.clear();
@@ -263,6 +264,9 @@ const Command kCommands[] = {
                      "A further baseline system set against the candidate in its own table, beside the "
                      "baseline (repeatable; 'none' for no such table)")
            ->capture_default_str();
+       c->add_option("--history-through", a.history_through,
+                     "History charts (HTML, JSON) end at this run id, as an HTML report's options comment "
+                     "records (default: every stored run)");
        c->add_option("--verify", a.verify,
                      "Re-render REPORT_FILE from the database with the options it records and "
                      "compare byte for byte (exit 1 when it differs)");

@@ -44,6 +44,7 @@ struct Args {
   std::string threshold = "5%";        // compare
   std::vector<std::string> metrics;    // compare
   std::string verify;                  // report: verify this file
+  int64_t history_through = 0;         // report: history charts up to this run id (0: every run)
   std::string worker_case;  // worker: the case file a distributed backend wrote
 };
 
