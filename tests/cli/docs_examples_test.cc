@@ -5,7 +5,7 @@
 //   ```sh       every line that starts with `protocol` or `build/protocol`
 //               runs (through /bin/sh, so globs expand) in a scratch
 //               directory that has the repository's plans/, data/,
-//               examples/, templates/ and scripts/, and a database
+//               examples/, templates/, scripts/ and bench/, and a database
 //               results/protocol.db holding two runs of plan quickstart
 //               (tests/data/compare/quickstart.json); it must exit 0. Other
 //               lines (scripts, sqlite3, comments) are not run.
@@ -19,6 +19,11 @@
 //               plan and must be YAML that parses.
 //   ```yaml error   a plan that is wrong on purpose: validate must exit 2 and
 //               print each text the block states in a `# error: TEXT` line.
+//   ```output protocol ARGS...   what a command prints, quoted: the command
+//               (the rest of the info string) runs as an sh line does, and
+//               each line of the block must be a line of its output (stdout
+//               and stderr); a line ending in "..." must begin one. Figures
+//               quoted this way cannot drift from the program.
 //
 // Other languages are not run. A failure names FILE:LINE of the example.
 
@@ -137,7 +142,7 @@ struct Scratch {
 
   Scratch() {
     const fs::path source = PROTOCOL_SOURCE_DIR;
-    for (const char* name : {"plans", "data", "examples", "templates", "scripts"})
+    for (const char* name : {"plans", "data", "examples", "templates", "scripts", "bench"})
       if (fs::exists(source / name)) fs::create_directory_symlink(source / name, dir.path / name);
     fs::create_directory_symlink(fs::path(PROTOCOL_BINARY).parent_path(), dir.path / "build");
     fs::create_directories(dir.path / "results");
@@ -207,6 +212,31 @@ void CheckYaml(const std::string& file, const FencedBlock& block, const Scratch&
   }
 }
 
+void CheckOutput(const std::string& file, const FencedBlock& block, const Scratch& scratch,
+                 std::vector<std::string>* failures) {
+  std::vector<std::string> words = block.flags;  // the info string's words after "output", quotes kept
+  words = ShellWords(Join(words, " "));
+  if (words.empty() || words[0] != "protocol") {
+    failures->push_back(fmt::format("{}:{}: an output block names no `protocol ...` command", file, block.line));
+    return;
+  }
+  const std::string line = CommandLine(words, false);
+  Output o = scratch.Run(line);
+  const std::vector<std::string> printed = Split(o.out + o.err, '\n');
+  for (size_t k = 0; k < block.lines.size(); ++k) {
+    const std::string& quoted = block.lines[k];
+    if (Trim(quoted).empty()) continue;
+    const bool prefix = quoted.size() > 3 && quoted.compare(quoted.size() - 3, 3, "...") == 0;
+    const std::string want = prefix ? quoted.substr(0, quoted.size() - 3) : quoted;
+    const bool found = std::any_of(printed.begin(), printed.end(), [&](const std::string& p) {
+      return prefix ? StartsWith(p, want) : p == want;
+    });
+    if (!found)
+      failures->push_back(fmt::format("{}:{}: `{}` does not print {}'{}'", file, block.line + 1 + static_cast<int>(k),
+                                      line, prefix ? "a line beginning " : "", want));
+  }
+}
+
 // Runs every example of one Markdown document in a scratch directory of its
 // own; returns one line per failed example, located FILE:LINE.
 std::vector<std::string> CheckExamples(const std::string& file, const std::string& markdown) {
@@ -215,6 +245,7 @@ std::vector<std::string> CheckExamples(const std::string& file, const std::strin
   for (const FencedBlock& block : FencedBlocks(markdown)) {
     if (block.language == "sh") CheckShell(file, block, scratch, &failures);
     if (block.language == "yaml") CheckYaml(file, block, scratch, &failures);
+    if (block.language == "output") CheckOutput(file, block, scratch, &failures);
   }
   return failures;
 }
@@ -262,16 +293,23 @@ TEST_CASE("docs examples: a broken example fails, located at its line") {
       "```\n"                                                   // 25
       "```yaml\n"                                               // 26
       "defaults: {timeout: [unclosed\n"
+      "```\n"                                                   // 28
+      "```output protocol validate plans/native-tiny.yaml\n"    // 29
+      "plans/native-tiny.yaml: ok (1 stage, 3 cases)\n"         // 30
+      "  n.1.1: expected peak memory per rank process...\n"     // 31
+      "  n.1.1: expected peak memory per GPU...\n"              // 32
       "```\n";
   std::vector<std::string> failures = CheckExamples("page.md", doc);
   INFO(Join(failures, "\n"));
-  REQUIRE(failures.size() == 5);
+  REQUIRE(failures.size() == 6);
   CHECK(StartsWith(failures[0], "page.md:4: `protocol list --db results/typo.db` exited 2; "));
   CHECK(failures[0].find("no database at results/typo.db") != std::string::npos);
   CHECK(StartsWith(failures[1], "page.md:9: `protocol validate plans/nosuch.yaml` exited 2; "));
   CHECK(StartsWith(failures[2], "page.md:11: the plan does not validate: exited 2; "));
   CHECK(StartsWith(failures[3], "page.md:21: validate does not say 'a message validate never prints'"));
   CHECK(StartsWith(failures[4], "page.md:26: not YAML: "));
+  CHECK(failures[5] == "page.md:32: `protocol validate plans/native-tiny.yaml` does not print a line beginning "
+                       "'  n.1.1: expected peak memory per GPU'");
 }
 
 TEST_CASE("docs examples: a shell line's words, and a slow run checked by validate") {
