@@ -30,6 +30,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -261,6 +262,29 @@ TEST_CASE("docs examples: every sh and yaml example of README.md and docs/*.md r
     std::vector<std::string> failures = CheckExamples(file, testing::ReadAll(page));
     INFO(Join(failures, "\n"));
     CHECK_MESSAGE(failures.empty(), file);
+  }
+}
+
+TEST_CASE("docs examples: every test a page names exists") {
+  // A word ending in `_test` (or `_test.cc`) names a test file, and ctest's test of the same name.
+  const fs::path source = PROTOCOL_SOURCE_DIR;
+  std::vector<std::string> files;
+  for (const auto& entry : fs::recursive_directory_iterator(source / "tests"))
+    if (entry.path().extension() == ".cc") files.push_back(entry.path().stem().string());
+  std::vector<fs::path> pages = {source / "README.md"};
+  for (const auto& entry : fs::directory_iterator(source / "docs"))
+    if (entry.path().extension() == ".md") pages.push_back(entry.path());
+  for (const fs::path& page : pages) {
+    const std::string text = testing::ReadAll(page);
+    for (size_t at = text.find("_test"); at != std::string::npos; at = text.find("_test", at + 1)) {
+      size_t begin = at;
+      while (begin > 0 && (std::isalnum(static_cast<unsigned char>(text[begin - 1])) || text[begin - 1] == '_')) --begin;
+      const size_t end = at + 5;
+      if (end < text.size() && (std::isalnum(static_cast<unsigned char>(text[end])) || text[end] == '_')) continue;
+      const std::string name = text.substr(begin, end - begin);
+      CHECK_MESSAGE(std::find(files.begin(), files.end(), name) != files.end(),
+                    fs::relative(page, source).string() << " names " << name << ", which is no test file");
+    }
   }
 }
 
