@@ -66,7 +66,8 @@ CaseIssue MissingWeights(const ModelSpec& ms, const std::string& path, Workload 
 // config.json, a tokenizer larger than the vocabulary — by calling it, so that
 // validate and run cannot disagree. A path that is not on this machine cannot
 // be checked (kUnchecked). A path that is missing or not here is said once
-// per case: not again when the weights' issue (`weights_reported`) said it. Returns whether *issue is set.
+// per case: not again when the weights' issue (`weights_reported`) said it.
+// Returns whether *issue is set.
 bool ModelFilesIssue(const ModelSpec& ms, const std::string& path, bool weights_reported, CaseIssue* issue) {
   if (path.empty() && !PresetConfig(ms.preset).ok()) return false;  // Check names the missing or unknown preset
   std::error_code ec;
