@@ -288,6 +288,22 @@ TEST_CASE("docs examples: every test a page names exists") {
   }
 }
 
+TEST_CASE("docs: the glossary defines the terms of the reports and plans, in alphabetical order") {
+  const std::string glossary = testing::ReadAll(std::string(PROTOCOL_SOURCE_DIR) + "/docs/glossary.md");
+  std::vector<std::string> terms;  // each entry's first bold word, lower-cased
+  for (const std::string& line : Split(glossary, '\n')) {
+    if (!StartsWith(line, "**")) continue;
+    std::string term = line.substr(2, line.find("**", 2) - 2);
+    for (char& c : term) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    terms.push_back(term);
+  }
+  CHECK(std::is_sorted(terms.begin(), terms.end()));
+  for (const char* term : {"share protocol", "cell", "rig", "tgs", "mfu", "prefix", "abba", "diloco", "case", "stage",
+                           "system", "baseline", "further baseline", "provenance", "marker", "ratio", "topology",
+                           "reference band", "held-out loss", "contention", "verdict", "workload", "variant"})
+    CHECK_MESSAGE(std::find(terms.begin(), terms.end(), term) != terms.end(), term);
+}
+
 TEST_CASE("docs examples: a broken example fails, located at its line") {
   const std::string doc =
       "# A page\n"                                              // 1
