@@ -251,13 +251,19 @@ std::vector<std::string> CheckExamples(const std::string& file, const std::strin
   return failures;
 }
 
-TEST_CASE("docs examples: every sh and yaml example of README.md and docs/*.md runs") {
+// README.md and every docs/*.md, sorted.
+std::vector<fs::path> DocPages() {
   const fs::path source = PROTOCOL_SOURCE_DIR;
   std::vector<fs::path> pages = {source / "README.md"};
   for (const auto& entry : fs::directory_iterator(source / "docs"))
     if (entry.path().extension() == ".md") pages.push_back(entry.path());
   std::sort(pages.begin(), pages.end());
-  for (const fs::path& page : pages) {
+  return pages;
+}
+
+TEST_CASE("docs examples: every sh and yaml example of README.md and docs/*.md runs") {
+  const fs::path source = PROTOCOL_SOURCE_DIR;
+  for (const fs::path& page : DocPages()) {
     const std::string file = fs::relative(page, source).string();
     std::vector<std::string> failures = CheckExamples(file, testing::ReadAll(page));
     INFO(Join(failures, "\n"));
@@ -271,10 +277,7 @@ TEST_CASE("docs examples: every test a page names exists") {
   std::vector<std::string> files;
   for (const auto& entry : fs::recursive_directory_iterator(source / "tests"))
     if (entry.path().extension() == ".cc") files.push_back(entry.path().stem().string());
-  std::vector<fs::path> pages = {source / "README.md"};
-  for (const auto& entry : fs::directory_iterator(source / "docs"))
-    if (entry.path().extension() == ".md") pages.push_back(entry.path());
-  for (const fs::path& page : pages) {
+  for (const fs::path& page : DocPages()) {
     const std::string text = testing::ReadAll(page);
     for (size_t at = text.find("_test"); at != std::string::npos; at = text.find("_test", at + 1)) {
       size_t begin = at;
