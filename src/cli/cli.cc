@@ -331,17 +331,20 @@ std::string Cell(const std::string& text) {
   return out;
 }
 
+// A positional argument's name as usage writes it: "plan" → "PLAN".
+std::string ArgumentName(const CLI::Option* o) {
+  std::string name = o->get_name(true, false);
+  for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return name;
+}
+
 // One table row per option or argument of `app` (--help left out).
 std::string OptionRows(const CLI::App& app) {
   std::string rows;
   for (const CLI::Option* o : app.get_options()) {
     if (o->get_group().empty() || o->get_name(false, true) == "-h,--help") continue;  // hidden, and --help
-    std::string name = o->get_positional() ? o->get_name(true, false) : o->get_name(false, true);
-    if (o->get_positional()) {
-      for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    } else if (!o->get_type_name().empty()) {  // a flag has no type name
-      name += " " + o->get_type_name();
-    }
+    std::string name = o->get_positional() ? ArgumentName(o) : o->get_name(false, true);
+    if (!o->get_positional() && !o->get_type_name().empty()) name += " " + o->get_type_name();  // a flag has none
     std::vector<std::string> notes;
     if (o->get_required()) notes.push_back("required");
     if (o->get_expected_max() > 1) notes.push_back(o->get_positional() ? "one or more" : "repeatable");
@@ -370,11 +373,7 @@ std::string CommandReference(const CLI::App& app) {
     if (sub->get_group().empty()) continue;  // hidden (the rank worker)
     std::string usage = "protocol " + sub->get_name();
     for (const CLI::Option* o : sub->get_options())
-      if (o->get_positional()) {
-        std::string arg = o->get_name(true, false);
-        for (char& c : arg) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-        usage += " " + arg + (o->get_expected_max() > 1 ? "..." : "");
-      }
+      if (o->get_positional()) usage += " " + ArgumentName(o) + (o->get_expected_max() > 1 ? "..." : "");
     out += fmt::format("\n## `{}`\n\n{}.\n\n| argument or option | meaning | default |\n|---|---|---|\n", usage,
                        sub->get_description());
     out += OptionRows(*sub);
