@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <string>
 #include <utility>
@@ -75,6 +76,7 @@ int CmdReport(Args& a) {
     options.run_ids.push_back(id.value());
   }
   options.model = a.model;
+  options.history_through = a.history_through;
   options.baseline_system = a.baseline_system;
   options.candidate_system = a.candidate_system;
   options.further_baselines.clear();
@@ -114,7 +116,7 @@ int CmdImport(Args& a) {
     return kExitBadInput;
   }
   int code = kExitOk;
-  auto store = OpenOrReport(a.db, &code);
+  auto store = OpenOrReport(a.db, &code, DbAccess::kCreate);
   if (!store) return code;
   auto run = StoreImport(*store, *parsed.file, SystemClock());
   if (!run.ok()) return Fail(run.status());
@@ -176,8 +178,11 @@ int CmdCompare(Args& a) {
 
 // ---- the table of subcommands ---------------------------------------------
 
-void AddDb(CLI::App* cmd, Args& a) {
-  cmd->add_option("--db", a.db, "SQLite results database (created on first use)")
+// `run` and `import` create the database; the other commands only read one.
+void AddDb(CLI::App* cmd, Args& a, DbAccess access = DbAccess::kMustExist) {
+  cmd->add_option("--db", a.db,
+                  access == DbAccess::kCreate ? "SQLite results database (created when missing)"
+                                              : "SQLite results database (must exist)")
       ->capture_default_str();
 }
 
@@ -201,7 +206,7 @@ const Command kCommands[] = {
      [](CLI::App* c, Args& a) {
        c->add_option("plan", a.plans, "Plan file (YAML, docs/plan-format.md)")
            ->required()->expected(1)->check(CLI::ExistingFile);
-       AddDb(c, a);
+       AddDb(c, a, DbAccess::kCreate);
        c->add_option("--only", a.only, "Run only these case ids (comma-separated)")->delimiter(',');
        c->add_flag("--dry-run", a.dry_run, "Show what would run; store nothing");
        c->add_option("--resume", a.resume,
@@ -259,6 +264,9 @@ const Command kCommands[] = {
                      "A further baseline system set against the candidate in its own table, beside the "
                      "baseline (repeatable; 'none' for no such table)")
            ->capture_default_str();
+       c->add_option("--history-through", a.history_through,
+                     "History charts (HTML, JSON) end at this run id, as an HTML report's options comment "
+                     "records (default: every stored run)");
        c->add_option("--verify", a.verify,
                      "Re-render REPORT_FILE from the database with the options it records and "
                      "compare byte for byte (exit 1 when it differs)");
@@ -267,7 +275,7 @@ const Command kCommands[] = {
     {"import", "Store published figures (auditors) from a YAML file (docs/import-format.md)", "",
      [](CLI::App* c, Args& a) {
        c->add_option("file", a.import_file, "Import file")->required();
-       AddDb(c, a);
+       AddDb(c, a, DbAccess::kCreate);
      },
      &CmdImport},
     {"export", "Export the database (or some runs) as JSON or CSV",
@@ -314,6 +322,67 @@ const Command kCommands[] = {
      &CmdWorker},
 };
 
+// ---- the command reference (docs/cli.md) ----------------------------------
+
+// `text` as one Markdown table cell.
+std::string Cell(const std::string& text) {
+  std::string out;
+  for (char c : text) out += c == '|' ? std::string("\\|") : c == '\n' ? std::string(" ") : std::string(1, c);
+  return out;
+}
+
+// A positional argument's name as usage writes it: "plan" → "PLAN".
+std::string ArgumentName(const CLI::Option* o) {
+  std::string name = o->get_name(true, false);
+  for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return name;
+}
+
+// One table row per option or argument of `app` (--help left out).
+std::string OptionRows(const CLI::App& app) {
+  std::string rows;
+  for (const CLI::Option* o : app.get_options()) {
+    if (o->get_group().empty() || o->get_name(false, true) == "-h,--help") continue;  // hidden, and --help
+    std::string name = o->get_positional() ? ArgumentName(o) : o->get_name(false, true);
+    if (!o->get_positional() && !o->get_type_name().empty()) name += " " + o->get_type_name();  // a flag has none
+    std::vector<std::string> notes;
+    if (o->get_required()) notes.push_back("required");
+    if (o->get_expected_max() > 1) notes.push_back(o->get_positional() ? "one or more" : "repeatable");
+    const std::string note = notes.empty() ? "" : " (" + Join(notes, ", ") + ")";
+    const std::string def = o->get_default_str().empty() ? "" : "`" + o->get_default_str() + "`";
+    rows += fmt::format("| `{}`{} | {} | {} |\n", name, note, Cell(o->get_description()), Cell(def));
+  }
+  return rows;
+}
+
+// docs/cli.md: every visible subcommand of `app` with its options, help
+// texts, defaults and examples, in table order — what `--help` prints, as
+// Markdown.
+std::string CommandReference(const CLI::App& app) {
+  std::string out =
+      "# Command reference\n\n"
+      "<!-- Generated from the command table that `--help` is built from: build/protocol --help-markdown > "
+      "docs/cli.md. A test (cli_reference_test) fails when this file differs. -->\n\n"
+      "Every subcommand and option of `protocol`, with the help text `--help` prints. How the commands are\n"
+      "used together: README.md; what the words mean: docs/glossary.md.\n\n";
+  out += app.get_description() + "\n";
+  out += "\n## Options of every command\n\n| option | meaning | default |\n|---|---|---|\n";
+  out += OptionRows(app);
+  out += "\n```\n" + app.get_footer() + "\n```\n";
+  for (const CLI::App* sub : app.get_subcommands({})) {
+    if (sub->get_group().empty()) continue;  // hidden (the rank worker)
+    std::string usage = "protocol " + sub->get_name();
+    for (const CLI::Option* o : sub->get_options())
+      if (o->get_positional()) usage += " " + ArgumentName(o) + (o->get_expected_max() > 1 ? "..." : "");
+    out += fmt::format("\n## `{}`\n\n{}.\n\n| argument or option | meaning | default |\n|---|---|---|\n", usage,
+                       sub->get_description());
+    out += OptionRows(*sub);
+    if (!sub->get_footer().empty() && sub->get_footer() != app.get_footer())  // not the inherited one
+      out += "\n```\n" + sub->get_footer() + "\n```\n";
+  }
+  return out;
+}
+
 }  // namespace
 
 int RunCli(int argc, char** argv) {
@@ -328,7 +397,8 @@ int RunCli(int argc, char** argv) {
       "Exit codes: 0 ok · 1 a case failed or a regression was found · 2 bad input or usage ·\n"
       "3 internal or I/O error (the database or a file cannot be read or written: unreadable,\n"
       "not a database, locked beyond the busy timeout, disk full).\n"
-      "Documentation: docs/ (plan-format.md, report.md, database.md).");
+      "Documentation: docs/README.md (every page, in reading order); every command and flag:\n"
+      "docs/cli.md; the words of the reports and plans: docs/glossary.md.");
   app.require_subcommand(1);
   RememberCommandLine(argc, argv);
   app.set_version_flag("--version", [] {
@@ -344,6 +414,12 @@ int RunCli(int argc, char** argv) {
         ->capture_default_str();
   };
   add_log_level(&app);
+  // Hidden: prints docs/cli.md (CommandReference) and exits 0.
+  app.add_flag_callback("--help-markdown", [&app] {
+       std::fputs(CommandReference(app).c_str(), stdout);
+       throw CLI::Success();
+     })
+      ->group("");
   Args args;
   std::vector<std::pair<CLI::App*, const Command*>> subcommands;
   for (const Command& command : kCommands) {

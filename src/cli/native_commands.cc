@@ -117,7 +117,8 @@ int CmdRun(Args& a) {
   int code = kExitOk;
   std::unique_ptr<Store> store;
   if (!a.dry_run || !a.resume.empty()) {  // a dry run of a resume reads the run it would continue
-    store = OpenOrReport(a.db, &code);
+    // A resume continues a stored run, so its database must exist.
+    store = OpenOrReport(a.db, &code, a.resume.empty() ? DbAccess::kCreate : DbAccess::kMustExist);
     if (!store) return code;
   }
   static StopFlag stop;

@@ -30,7 +30,15 @@ int Fail(const Status& status) {
   return ExitFor(status);
 }
 
-std::unique_ptr<Store> OpenOrReport(const std::string& path, int* exit_code) {
+std::unique_ptr<Store> OpenOrReport(const std::string& path, int* exit_code, DbAccess access) {
+  std::error_code ec;
+  if (access == DbAccess::kMustExist && path != ":memory:" && !std::filesystem::exists(path, ec)) {
+    PrintError(fmt::format("no database at {} (`protocol run` and `protocol import` create one; "
+                           "name another with --db)",
+                           path));
+    *exit_code = kExitBadInput;
+    return nullptr;
+  }
   auto store = OpenStore(path);
   if (!store.ok()) {
     const std::string& why = store.status().message();  // names the path already, as a rule

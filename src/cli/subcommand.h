@@ -44,6 +44,7 @@ struct Args {
   std::string threshold = "5%";        // compare
   std::vector<std::string> metrics;    // compare
   std::string verify;                  // report: verify this file
+  int64_t history_through = 0;         // report: history charts up to this run id (0: every run)
   std::string worker_case;  // worker: the case file a distributed backend wrote
 };
 
@@ -56,8 +57,15 @@ void PrintError(const std::string& text);
 int ExitFor(const Status& status);
 // Prints the status and returns its exit code.
 int Fail(const Status& status);
-// The database at `path`, or nullptr after printing why (and setting *exit_code).
-std::unique_ptr<Store> OpenOrReport(const std::string& path, int* exit_code);
+// Whether a command may create the database: only `run` and `import` write
+// results; every other command reads, and a mistyped --db must not leave an
+// empty database behind as if nothing had been stored.
+enum class DbAccess { kCreate, kMustExist };
+// The database at `path`, or nullptr after printing why (and setting
+// *exit_code). With kMustExist a file that does not exist is refused with
+// exit 2, the message naming the path (":memory:" always opens).
+std::unique_ptr<Store> OpenOrReport(const std::string& path, int* exit_code,
+                                    DbAccess access = DbAccess::kMustExist);
 // Writes `text` to `path` (creating parent directories), or stdout when empty or "-".
 int WriteOutput(const std::string& text, const std::string& path);
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cli_support.h"
+#include "runner/store/store.h"
 
 namespace fs = std::filesystem;
 using namespace protocol;
@@ -61,6 +62,7 @@ TEST_CASE("cli: bad input stays exit 2: an unknown subcommand, a missing plan, a
   CHECK(sub.err == "A subcommand is required\nRun with --help for more information.\n");
   Output plan = Protocol({"validate", "missing.yaml"}, dir.path);
   CHECK(plan.exit_code == 2);
+  REQUIRE(OpenStore((dir.path / "empty.db").string()).ok());  // an empty database, as `run` leaves it
   Output run = Protocol({"show", "1", "--db", "empty.db"}, dir.path);
   CHECK(run.exit_code == 2);
   CHECK(run.err == "protocol: unknown run '1': the database has no runs yet\n");
@@ -74,3 +76,34 @@ TEST_CASE("cli: --help documents the exit codes") {
                       "3 internal or I/O error (the database or a file cannot be read or written: unreadable,\n"
                       "not a database, locked beyond the busy timeout, disk full).\n") != std::string::npos);
 }
+
+namespace protocol {
+namespace {
+
+TEST_CASE("cli: a command that only reads refuses a database that does not exist, and creates none") {
+  TempDir dir;
+  const std::string message =
+      "protocol: no database at results/protocl.db (`protocol run` and `protocol import` create one; name another "
+      "with --db)\n";
+  const std::vector<std::vector<std::string>> readers = {
+      {"list"}, {"list", "--json"}, {"show", "latest"}, {"report"}, {"export"}, {"compare", "1", "2"},
+      {"report", "--verify", "r.md"}};
+  for (std::vector<std::string> args : readers) {
+    args.insert(args.end(), {"--db", "results/protocl.db"});
+    INFO(args[0]);
+    Output o = Protocol(args, dir.path);
+    CHECK(o.exit_code == 2);
+    CHECK(o.out == "");
+    CHECK(o.err == message);
+  }
+  CHECK_FALSE(std::filesystem::exists(dir.path / "results"));
+  // `import` creates the database (and `run`, tested with the quick start's plans).
+  WriteFile(dir.path / "pub.yaml",
+            "source: \"fixture\"\nresults:\n  - {model: m, workload: pretrain, steps: 10, backend: fsdp, nodes: 1, "
+            "metric: wall_minutes, value: 3}\n");
+  CHECK(Protocol({"import", "pub.yaml", "--db", "results/protocl.db"}, dir.path).exit_code == 0);
+  CHECK(Protocol({"list", "--db", "results/protocl.db"}, dir.path).exit_code == 0);
+}
+
+}  // namespace
+}  // namespace protocol

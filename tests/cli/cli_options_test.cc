@@ -172,6 +172,7 @@ TEST_CASE("cli: every command that names a run takes ID | latest | latest:PLAN, 
     }
   }
   // latest counts plan runs only: a database of imports has none.
+  REQUIRE(Protocol({"import", "pub.yaml", "--db", "imports-only.db"}, dir.path).exit_code == 0);
   Output no_runs = Protocol({"show", "latest", "--db", "imports-only.db"}, dir.path);
   CHECK(no_runs.exit_code == 2);
   CHECK(no_runs.err ==

@@ -54,6 +54,16 @@ Plan ParsePlan(const std::string& model, const std::string& cases, const std::st
   return *r.plan;
 }
 
+// The quick start's tokenizer: a model directory needs one (model_resolve.h).
+const fs::path kTokenizer = fs::path(PROTOCOL_SOURCE_DIR) / "data/quickstart/tokenizer.model";
+const std::string kQuickstartModel = (fs::path(PROTOCOL_SOURCE_DIR) / "data/quickstart").string();
+
+// Makes `dir` a model directory with a tokenizer (and nothing else).
+void MakeModelDir(const fs::path& dir) {
+  fs::create_directories(dir);
+  fs::copy_file(kTokenizer, dir / "tokenizer.model", fs::copy_options::overwrite_existing);
+}
+
 BackendOutcome RunCase(Backend& backend, const Plan& plan, const CaseSpec& spec) {
   StopFlag stop;
   FakeProcessRunner processes;  // no process is started
@@ -66,7 +76,7 @@ BackendOutcome RunCase(Backend& backend, const Plan& plan, const CaseSpec& spec)
 }  // namespace
 
 TEST_CASE("native check: a training topology needs a GPU per rank; inference replicas may share them") {
-  Plan plan = ParsePlan("{preset: tiny, init: random}",
+  Plan plan = ParsePlan("{preset: tiny, init: random, path: " + kQuickstartModel + "}",
                         "      - {id: t, backend: share, workload: pretrain, steps: 5, topology: 'rig0:2x8'}\n"
                         "      - {id: c, backend: share, workload: pretrain, steps: 5, topology: 'rig0:2x8',\n"
                         "         training: {device: cpu}}\n"
@@ -87,8 +97,8 @@ TEST_CASE("native check: a training topology needs a GPU per rank; inference rep
 TEST_CASE("native check: 4-bit pretrain weights: not on this machine, no weights, present") {
   const fs::path root = fs::temp_directory_path() / ("protocol_native_check_" + std::to_string(getpid()));
   fs::remove_all(root);
-  fs::create_directories(root / "empty");
-  fs::create_directories(root / "full");
+  MakeModelDir(root / "empty");
+  MakeModelDir(root / "full");
   std::ofstream(root / "full" / "model.safetensors") << "x";  // presence is what is checked here
   const std::string cases =
       "      - {id: p, backend: fsdp, workload: pretrain, steps: 5, nodes: 1, training: {ranks_per_node: 1}}\n";
@@ -128,8 +138,8 @@ TEST_CASE("native check: 4-bit pretrain weights: not on this machine, no weights
 TEST_CASE("native check: weights are explicit: a finetune or inference without them is an error unless init: random") {
   const fs::path root = fs::temp_directory_path() / ("protocol_native_weights_" + std::to_string(getpid()));
   fs::remove_all(root);
-  fs::create_directories(root / "empty");
-  fs::create_directories(root / "full");
+  MakeModelDir(root / "empty");
+  MakeModelDir(root / "full");
   std::ofstream(root / "full" / "model.safetensors") << "x";
   const std::string cases =
       "      - {id: p, backend: fsdp, workload: pretrain, steps: 5, nodes: 1, training: {ranks_per_node: 1}}\n"
@@ -141,15 +151,31 @@ TEST_CASE("native check: weights are explicit: a finetune or inference without t
     const CaseSpec& spec = *plan.FindCase(id);
     return (spec.backend == "fsdp" ? MakeNativeFsdpBackend() : MakeNativeShareBackend())->Check(plan, spec);
   };
-  {  // A preset without a path: a full-precision pretrain trains from scratch; the others have nothing to measure.
+  {  // A preset without a path: a full-precision pretrain trains from scratch, but has no tokenizer; the others
+     // have nothing to measure either (one error each: the missing path is said once).
     Plan plan = ParsePlan("{preset: tiny}", cases);
-    CHECK(errors(plan, "p").empty());
+    CHECK(errors(plan, "p") == std::vector<std::string>{"model 'm' has no path: the native backends need "
+                                                        "<path>/tokenizer.model to turn text into tokens"});
     CHECK(errors(plan, "f") ==
           std::vector<std::string>{"a finetune measures the model's own weights, but model 'm' has no path" + hint});
     CHECK(errors(plan, "i") ==
           std::vector<std::string>{"inference measures the model's own weights, but model 'm' has no path" + hint});
     CHECK(native::native_weights_source(Workload::kPretrain, false, false, "") ==
           native::WeightsSource::kRandomFromScratch);
+  }
+  {  // A path without a tokenizer: what the run refuses (ResolveModel) is validate's error too.
+    fs::create_directories(root / "bare");
+    Plan plan = ParsePlan("{preset: tiny, path: " + (root / "bare").string() + "}", cases);
+    CHECK(errors(plan, "p") ==
+          std::vector<std::string>{(root / "bare" / "tokenizer.model").string() +
+                                   ": no tokenizer model here (a SentencePiece tokenizer.model is needed to turn text "
+                                   "into tokens; put one in the model's directory)"});
+    Plan away = ParsePlan("{preset: tiny, path: " + (root / "absent").string() + "}", cases);
+    CHECK(errors(away, "p").empty());
+    CHECK(MakeNativeFsdpBackend()->Advise(away, *away.FindCase("p")).warnings ==
+          std::vector<std::string>{"cannot check the tokenizer of model 'm' here: its path '" +
+                                   (root / "absent").string() +
+                                   "' is not on this machine; the native backends need tokenizer.model there"});
   }
   {  // A path without weights: an error naming the files; a path not on this machine: a warning.
     Plan plan = ParsePlan("{preset: tiny, path: " + (root / "empty").string() + "}", cases);
@@ -184,7 +210,7 @@ TEST_CASE("native check: weights are explicit: a finetune or inference without t
 TEST_CASE("native check: what a run would refuse is a validate warning with Run's text") {
   // A 4-bit pretrain is QLoRA continued pretraining of the path's weights: a path without them is refused.
   const fs::path root = fs::temp_directory_path() / ("protocol_native_refuse_" + std::to_string(getpid()));
-  fs::create_directories(root);
+  MakeModelDir(root);
   Plan plan = ParsePlan("{preset: tiny, quantization: nf4, path: " + root.string() + "}",
                         "      - {id: f, backend: fsdp, workload: pretrain, steps: 5, nodes: 2}\n"
                         "      - {id: s, backend: share, workload: pretrain, steps: 5, topology: 'rig0:2x4'}\n"
@@ -320,7 +346,7 @@ TEST_CASE("native check: a preset takes the tokenizer's vocabulary; a tokenizer 
 namespace protocol {
 
 TEST_CASE("native check: hybrid sharding is an fsdp setting; a bfloat16 reduction needs a Gloo that has it") {
-  Plan plan = ParsePlan("{preset: tiny, init: random}",
+  Plan plan = ParsePlan("{preset: tiny, init: random, path: " + kQuickstartModel + "}",
                         "      - {id: share, backend: share, workload: pretrain, steps: 5, topology: 'rig0:2x1 rig1:2x1',\n"
                         "         training: {sharding: hybrid}}\n"
                         "      - {id: cpu, backend: fsdp, workload: pretrain, steps: 5, nodes: 2,\n"

@@ -287,13 +287,19 @@ TEST_CASE("native fsdp: multi-node, stop, timeout and a missing tokenizer end th
     CHECK(h.events.steps.size() == 2);
   }
   {
+    // Without its tokenizer the model is refused by Check (validate) and by Run, with one message.
     Harness h;
     fs::remove(fx.root / "model/tokenizer.model");
-    BackendOutcome out = h.Run(plan, TrainingCase(Workload::kPretrain, "corpus", 3));
+    const CaseSpec spec = TrainingCase(Workload::kPretrain, "corpus", 3);
+    const std::string message = (fx.root / "model/tokenizer.model").string() +
+                                ": no tokenizer model here (a SentencePiece tokenizer.model is needed to turn text "
+                                "into tokens; put one in the model's directory)";
+    auto backend = MakeNativeFsdpBackend();
+    CHECK(backend->Check(plan, spec) == std::vector<std::string>{message});
+    BackendContext ctx{plan, spec, 0, "", "", h.stop, h.processes, h.clock, h.events};
+    BackendOutcome out = backend->Run(ctx);
     CHECK(out.status == CaseStatus::kFailed);
-    CHECK(out.reason == (fx.root / "model/tokenizer.model").string() +
-                            ": no tokenizer model here (a SentencePiece tokenizer.model is needed to turn text into "
-                            "tokens; put one in the model's directory)");
+    CHECK(out.reason == message + "; nothing was run");
   }
 }
 

@@ -3,7 +3,7 @@
 
 // Running the real `protocol` binary from tests (cli_*_test.cc): a fresh
 // temporary directory, files written into it (test_files.h), and one call of the program
-// with its stdout, stderr and exit code captured.
+// (or of a shell command line) with its stdout, stderr and exit code captured.
 
 #include <doctest/doctest.h>
 #include <sys/wait.h>
@@ -28,12 +28,10 @@ struct Output {
   std::string err;  // stderr
 };
 
-// Runs `protocol ARGS...` in `cwd`, capturing stdout, stderr and the exit code;
-// `env` is a prefix of VAR=value assignments ("" for none).
-inline Output Protocol(const std::vector<std::string>& args, const std::filesystem::path& cwd,
-                       const std::string& env = "") {
-  std::string cmd = "cd " + ShellQuote(cwd.string()) + " && " + env + " " + ShellQuote(PROTOCOL_BINARY);
-  for (const auto& a : args) cmd += " " + ShellQuote(a);
+// Runs the /bin/sh command line `command` in `cwd`, capturing stdout, stderr
+// and the exit code (128 + N when killed by signal N).
+inline Output Shell(const std::string& command, const std::filesystem::path& cwd) {
+  std::string cmd = "cd " + ShellQuote(cwd.string()) + " && " + command;
   static std::atomic<int> calls{0};
   int n = calls++;
   std::filesystem::path out = std::filesystem::temp_directory_path() /
@@ -49,6 +47,15 @@ inline Output Protocol(const std::vector<std::string>& args, const std::filesyst
   std::filesystem::remove(out);
   std::filesystem::remove(err);
   return o;
+}
+
+// Runs `protocol ARGS...` in `cwd`, capturing stdout, stderr and the exit code;
+// `env` is a prefix of VAR=value assignments ("" for none).
+inline Output Protocol(const std::vector<std::string>& args, const std::filesystem::path& cwd,
+                       const std::string& env = "") {
+  std::string cmd = env + " " + ShellQuote(PROTOCOL_BINARY);
+  for (const auto& a : args) cmd += " " + ShellQuote(a);
+  return Shell(cmd, cwd);
 }
 
 inline std::vector<CaseRecord> CasesOf(const std::filesystem::path& db, int64_t run) {

@@ -63,6 +63,31 @@ CaseIssue MissingWeights(const ModelSpec& ms, const std::string& path, Workload 
                                what, ms.name, path, hint)};
 }
 
+// What the backends' ResolveModel (model_resolve.h) refuses about the model's
+// files — no path, no readable <path>/tokenizer.model, neither a preset nor a
+// config.json, a tokenizer larger than the vocabulary — by calling it, so that
+// validate and run cannot disagree. A path that is not on this machine cannot
+// be checked (kUnchecked). A path that is missing or not here is said once
+// per case: not again when the weights' issue (`weights_reported`) said it.
+// Returns whether *issue is set.
+bool ModelFilesIssue(const ModelSpec& ms, const std::string& path, bool weights_reported, CaseIssue* issue) {
+  if (path.empty() && !PresetConfig(ms.preset).ok()) return false;  // Check names the missing or unknown preset
+  std::error_code ec;
+  const bool here = !path.empty() && fs::exists(path, ec);
+  if (weights_reported && !here) return false;  // "has no path" or "not on this machine" is said already
+  if (!path.empty() && !here) {
+    *issue = {CaseIssueKind::kUnchecked,
+              fmt::format("cannot check the tokenizer of model '{}' here: its path '{}' is not on this machine; the "
+                          "native backends need tokenizer.model there",
+                          ms.name, path)};
+    return true;
+  }
+  Result<ResolvedModel> resolved = ResolveModel(ms.name, ms.preset, path);
+  if (resolved.ok()) return false;
+  *issue = {CaseIssueKind::kError, resolved.status().message()};
+  return true;
+}
+
 // The model's dimensions as the backends resolve them (model_resolve.h).
 std::optional<ModelConfig> Dimensions(const Plan& plan, const ModelSpec& ms, std::string* problem = nullptr) {
   return ModelDimensions(ms.name, ms.preset, plan.ResolvePath(ms.path), problem);
@@ -325,11 +350,10 @@ std::vector<CaseIssue> native_case_issues(const Plan& plan, const CaseSpec& spec
   }
   if (training) DatasetIssues(plan, spec, &issues);
   const std::string path = plan.ResolvePath(ms.path);
-  if (native_weights_source(spec.workload, nf4, ms.init_random, path) == WeightsSource::kMissing)
-    issues.push_back(MissingWeights(ms, path, spec.workload, nf4));
-  std::string vocabulary;
-  Dimensions(plan, ms, &vocabulary);
-  if (!vocabulary.empty()) issues.push_back({CaseIssueKind::kError, vocabulary});
+  const bool weights_missing =
+      native_weights_source(spec.workload, nf4, ms.init_random, path) == WeightsSource::kMissing;
+  if (weights_missing) issues.push_back(MissingWeights(ms, path, spec.workload, nf4));
+  if (CaseIssue files; ModelFilesIssue(ms, path, weights_missing, &files)) issues.push_back(files);
   return issues;
 }
 

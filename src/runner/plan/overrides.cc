@@ -72,16 +72,17 @@ std::string ApplyOverride(YamlNode& root, const std::string& text, int line) {
 
   YamlNode* node = &root;
   std::string where;  // the path walked so far, for messages
-  for (size_t s = 0; s < steps.size(); ++s) {
-    const PathStep& step = steps[s];
-    bool last = s + 1 == steps.size() && step.selectors.empty();
-    if (node->kind == Kind::kNull && !last) node->kind = Kind::kMap;  // create missing maps
+  for (const PathStep& step : steps) {
+    // Every step looks a key up, so a missing (or empty) node on the way is
+    // created as a map: `defaults.training.batch_size` creates `training`.
+    if (node->kind == Kind::kNull) node->kind = Kind::kMap;
     if (node->kind != Kind::kMap)
       return fmt::format("'{}' is {}, not a map", where, NodeReader::Describe(*node));
     where += (where.empty() ? "" : ".") + step.key;
     YamlNode* child = node->Find(step.key);
     if (!child) {
-      if (!step.selectors.empty()) return fmt::format("the plan has no '{}'", where);
+      if (!step.selectors.empty())
+        return fmt::format("the plan has no '{}', so [{}] selects nothing", where, step.selectors.front());
       YamlNode key;
       key.kind = Kind::kScalar;
       key.scalar = step.key;

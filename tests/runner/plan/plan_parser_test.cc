@@ -95,7 +95,7 @@ TEST_CASE("plan: the documented example resolves inheritance, ranges and topolog
   CHECK(c1->repeats == 1);
   CHECK(c1->warmup_steps == 2);
   CHECK(c1->output_dir == "results/models/{plan}/{case_id}");
-  CHECK(c1->training.batch_size == 8);
+  CHECK(c1->training.batch_size == 16);
   CHECK(c1->training.learning_rate == doctest::Approx(3.0e-4));
   CHECK(c1->where.ToString() == kExample + ":33:9");
 
@@ -104,7 +104,7 @@ TEST_CASE("plan: the documented example resolves inheritance, ranges and topolog
 
   // Maps merge key by key: batch_size from the case, the rest from defaults.
   const CaseSpec* c3 = plan.FindCase("2.1.1.3");
-  CHECK(c3->training.batch_size == 4);
+  CHECK(c3->training.batch_size == 8);
   CHECK(c3->training.seq_len == 128);
   CHECK(c3->training.seed == 1234);
   CHECK(c3->workload == Workload::kFinetune);
@@ -172,7 +172,7 @@ TEST_CASE("plan: resolved text is canonical, stable and parses back to itself") 
                   "        warmup_steps: 2\n"
                   "        output_dir: \"results/models/{plan}/{case_id}\"\n"
                   "        training:\n"
-                  "          batch_size: 4\n"
+                  "          batch_size: 8\n"
                   "          seq_len: 128\n"
                   "          grad_accum: 1\n"
                   "          learning_rate: 0.0003\n"
@@ -197,7 +197,7 @@ TEST_CASE("plan: --set overrides edit the tree before inheritance") {
   const Plan& plan = *r.plan;
   CHECK(plan.FindCase("2.1.1.1")->length->count == 50);
   CHECK(plan.FindCase("2.1.1.1")->training.batch_size == 2);
-  CHECK(plan.FindCase("2.1.1.3")->training.batch_size == 4);  // the case's own value still wins
+  CHECK(plan.FindCase("2.1.1.3")->training.batch_size == 8);  // the case's own value still wins
   CHECK(plan.FindCase("2.2.1.1")->timeout_seconds == 300);
   CHECK(plan.FindCase("2.1.1.1")->timeout_seconds == 21600);
   CHECK(plan.FindCase("2.2.1.1")->network == "25G");

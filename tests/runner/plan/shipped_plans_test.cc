@@ -349,3 +349,13 @@ TEST_CASE("shipped plans: llama7b.yaml with DiLoCo's outer settings fits with th
     }
   }
 }
+
+TEST_CASE("shipped plans: the quick start has reference bands, so that `run --check` checks something") {
+  Plan plan = Load("quickstart.yaml");
+  std::vector<std::string> banded;
+  for (const StageSpec& stage : plan.stages)
+    for (const CaseSpec& c : stage.cases)
+      for (const ReferenceBand& band : c.references) banded.push_back(c.id + " " + band.metric);
+  CHECK((banded == std::vector<std::string>{"qn.1.1 eval_loss", "qn.1.3 eval_loss", "qn.2.1 eval_loss",
+                                            "qn.2.3 eval_loss"}));
+}

@@ -24,6 +24,7 @@
 #include "runner/base/text.h"
 #include "runner/store/store.h"
 #include "store_fixtures.h"
+#include "test_files.h"
 
 using namespace protocol;
 using namespace protocol::testing;
@@ -502,4 +503,9 @@ TEST_CASE("Opening a schema-3 file gives each extrapolated time its case's repor
   auto integrity = CheckStoreIntegrity(path);
   REQUIRE(integrity.ok());
   CHECK(*integrity);
+}
+
+TEST_CASE("docs/database.md states the schema version this program writes") {
+  const std::string doc = testing::ReadTextFile(std::string(PROTOCOL_SOURCE_DIR) + "/docs/database.md");
+  CHECK(doc.find(fmt::format("current version, now **{}**", StoreSchemaVersion())) != std::string::npos);
 }
