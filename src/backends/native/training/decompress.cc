@@ -4,7 +4,7 @@
 #include <zlib.h>
 #include <zstd.h>
 
-#include <fmt/format.h>
+#include "runner/base/text.h"
 
 namespace protocol {
 namespace native {

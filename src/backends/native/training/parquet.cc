@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include <fmt/format.h>
+#include "runner/base/text.h"
 
 #include "backends/native/training/thrift_compact.h"
 

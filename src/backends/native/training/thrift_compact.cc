@@ -1,6 +1,6 @@
 #include "backends/native/training/thrift_compact.h"
 
-#include <fmt/format.h>
+#include "runner/base/text.h"
 
 namespace protocol {
 namespace native {
