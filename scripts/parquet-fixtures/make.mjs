@@ -34,7 +34,7 @@ function withNulls(texts) {
 }
 
 // Without a dictionary, arrow-rs's v2 writer encodes strings DELTA_BYTE_ARRAY
-// unless told PLAIN (`encoding`); delta-byte-array.parquet keeps its default.
+// unless told PLAIN (`encoding`); the delta-* files ask for the delta encodings.
 function writeWasm(name, texts, { compression, version, dictionary, rowGroup = 16, encoding, textOnly = false }) {
   let b = new pw.WriterPropertiesBuilder()
     .setCompression(compression)
@@ -67,8 +67,10 @@ writeWasm('nulls-snappy-v1.parquet', withNulls(docs), { compression: C.SNAPPY, v
 writeWasm('nulls-gzip-v2.parquet', withNulls(docs), { compression: C.GZIP, version: V.V2, dictionary: false });
 // One distinct value: dictionary indices of bit width 0.
 writeWasm('one-value-snappy-v1.parquet', Array(9).fill('the same document'), { compression: C.SNAPPY, version: V.V1, dictionary: true });
-// A value encoding the reader does not read: a clear error, not a crash.
-writeWasm('delta-byte-array.parquet', docs.slice(0, 5), { compression: C.UNCOMPRESSED, version: V.V2, dictionary: false, encoding: pw.Encoding.DELTA_BYTE_ARRAY });
+// The delta encodings arrow-rs and parquet-mr's v2 writers use for strings
+// without a dictionary (arrow-rs's default there).
+writeWasm('delta-byte-array-zstd-v2.parquet', withNulls(docs), { compression: C.ZSTD, version: V.V2, dictionary: false, encoding: pw.Encoding.DELTA_BYTE_ARRAY });
+writeWasm('delta-length-snappy-v1.parquet', docs, { compression: C.SNAPPY, version: V.V1, dictionary: false, encoding: pw.Encoding.DELTA_LENGTH_BYTE_ARRAY });
 // Codecs the reader does not support: a clear error, not a crash.
 writeWasm('brotli.parquet', docs.slice(0, 5), { compression: C.BROTLI, version: V.V1, dictionary: false });
 // A folder read as its *.parquet files in name order.

@@ -203,7 +203,8 @@ TEST_CASE("training data: parquet copies of a jsonl corpus give the same sequenc
     CAPTURE(steps);
     const TrainingData jsonl = load(dir + "corpus.jsonl", "jsonl", steps);
     for (const char* copy : {"plain-uncompressed-v1.parquet", "dict-snappy-v1.parquet", "dict-zstd-v2.parquet",
-                             "plain-gzip-v2.parquet", "nulls-snappy-v1.parquet", "nulls-gzip-v2.parquet", "hyparquet-snappy.parquet",
+                             "plain-gzip-v2.parquet", "nulls-snappy-v1.parquet", "delta-byte-array-zstd-v2.parquet",
+                             "delta-length-snappy-v1.parquet", "nulls-gzip-v2.parquet", "hyparquet-snappy.parquet",
                              "hyparquet-nulls-uncompressed.parquet", "folder"}) {
       CAPTURE(std::string(copy));
       const TrainingData parquet = load(dir + copy, "parquet", steps);

@@ -78,18 +78,20 @@ TEST_CASE("parquet: every codec, page version and value encoding reads back as t
   struct Fixture {
     const char* file;
     int row_groups;
-    bool dictionary, plain;  // value encodings its data pages must use
+    bool dictionary, plain, delta;  // value encodings its data pages must use
     int64_t nulls;
   };
   const Fixture fixtures[] = {
-      {"plain-uncompressed-v1.parquet", 3, false, true, 0},
-      {"dict-snappy-v1.parquet", 3, true, false, 0},
-      {"dict-zstd-v2.parquet", 3, true, false, 0},
-      {"plain-gzip-v2.parquet", 3, false, true, 0},
-      {"nulls-snappy-v1.parquet", 4, true, false, 10},
-      {"nulls-gzip-v2.parquet", 4, false, true, 10},
-      {"hyparquet-snappy.parquet", 3, false, true, 0},
-      {"hyparquet-nulls-uncompressed.parquet", 1, false, true, 10},
+      {"plain-uncompressed-v1.parquet", 3, false, true, false, 0},
+      {"dict-snappy-v1.parquet", 3, true, false, false, 0},
+      {"dict-zstd-v2.parquet", 3, true, false, false, 0},
+      {"plain-gzip-v2.parquet", 3, false, true, false, 0},
+      {"nulls-snappy-v1.parquet", 4, true, false, false, 10},
+      {"nulls-gzip-v2.parquet", 4, false, true, false, 10},
+      {"delta-byte-array-zstd-v2.parquet", 4, false, false, true, 10},
+      {"delta-length-snappy-v1.parquet", 3, false, false, true, 0},
+      {"hyparquet-snappy.parquet", 3, false, true, false, 0},
+      {"hyparquet-nulls-uncompressed.parquet", 1, false, true, false, 10},
   };
   for (const Fixture& f : fixtures) {
     CAPTURE(std::string(f.file));
@@ -103,6 +105,7 @@ TEST_CASE("parquet: every codec, page version and value encoding reads back as t
     CHECK(r.stats.nulls == f.nulls);
     CHECK((r.stats.dictionary_encoded_pages > 0) == f.dictionary);
     CHECK((r.stats.plain_pages > 0) == f.plain);
+    CHECK((r.stats.delta_pages > 0) == f.delta);
     CHECK((r.stats.dictionary_pages > 0) == f.dictionary);
     int64_t bytes = 0;
     for (const std::string& d : corpus) bytes += static_cast<int64_t>(d.size());
@@ -157,11 +160,19 @@ TEST_CASE("parquet: unsupported features and missing columns are errors naming t
   CHECK(r.status().message() == brotli + ": row group 0 of 1: column 'text' is compressed with BROTLI; the reader "
                                          "supports UNCOMPRESSED, SNAPPY, GZIP and ZSTD");
 
-  const std::string delta = kDir + "delta-byte-array.parquet";
-  r = ParquetTextReader::Open(delta);
+  // A value encoding the reader does not read: the footer's encodings of the
+  // text column, list<i32> [RLE, DELTA_LENGTH_BYTE_ARRAY] = 0x25 0x06 0x0c
+  // (zigzag), made [RLE, BYTE_STREAM_SPLIT] (0x12) in the first row group.
+  std::string patched = Bytes(kDir + "delta-length-snappy-v1.parquet");
+  const size_t list = patched.find(std::string("\x25\x06\x0c", 3), patched.size() / 2);
+  REQUIRE(list != std::string::npos);
+  patched[list + 2] = '\x12';
+  TempParquet split(patched);
+  r = ParquetTextReader::Open(split.path);
   REQUIRE_FALSE(r.ok());
-  CHECK(r.status().message() == delta + ": row group 0 of 1: column 'text' is encoded DELTA_BYTE_ARRAY; the reader "
-                                        "reads PLAIN, PLAIN_DICTIONARY and RLE_DICTIONARY values");
+  CHECK(r.status().message() == split.path + ": row group 0 of 3: column 'text' is encoded BYTE_STREAM_SPLIT; the "
+                                             "reader reads PLAIN, PLAIN_DICTIONARY, RLE_DICTIONARY, "
+                                             "DELTA_LENGTH_BYTE_ARRAY and DELTA_BYTE_ARRAY values");
 
   const std::string nested = kDir + "nested-list.parquet";
   r = ParquetTextReader::Open(nested);

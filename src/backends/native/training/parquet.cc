@@ -4,6 +4,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "runner/base/text.h"
 
@@ -22,13 +23,17 @@ const char* const kPhysicalTypeNames[] = {"BOOLEAN", "INT32", "INT64", "INT96", 
                                           "FIXED_LEN_BYTE_ARRAY"};
 enum Repetition { kRequired = 0, kOptional = 1, kRepeated = 2 };
 enum PageType { kDataPage = 0, kIndexPage = 1, kDictionaryPage = 2, kDataPageV2 = 3 };
-enum Encoding { kPlain = 0, kPlainDictionary = 2, kRle = 3, kBitPacked = 4, kRleDictionary = 8 };
+enum Encoding {
+  kPlain = 0, kPlainDictionary = 2, kRle = 3, kBitPacked = 4, kDeltaLengthByteArray = 6, kDeltaByteArray = 7,
+  kRleDictionary = 8,
+};
 const char* const kEncodingNames[] = {"PLAIN", "GROUP_VAR_INT", "PLAIN_DICTIONARY", "RLE", "BIT_PACKED",
                                       "DELTA_BINARY_PACKED", "DELTA_LENGTH_BYTE_ARRAY", "DELTA_BYTE_ARRAY",
                                       "RLE_DICTIONARY", "BYTE_STREAM_SPLIT"};
 const char* const kCodecNames[] = {"UNCOMPRESSED", "SNAPPY", "GZIP", "LZO", "BROTLI", "LZ4", "ZSTD", "LZ4_RAW"};
 
-const char* const kReadsEncodings = "the reader reads PLAIN, PLAIN_DICTIONARY and RLE_DICTIONARY values";
+const char* const kReadsEncodings =
+    "the reader reads PLAIN, PLAIN_DICTIONARY, RLE_DICTIONARY, DELTA_LENGTH_BYTE_ARRAY and DELTA_BYTE_ARRAY values";
 
 std::string EncodingName(int64_t e) {
   return e >= 0 && e < 10 ? kEncodingNames[e] : fmt::format("encoding {}", e);
@@ -254,7 +259,8 @@ Result<ParquetTextReader::File> ReadFooter(const std::string& path, const std::s
             column, m.codec >= 0 && m.codec < 8 ? kCodecNames[m.codec] : fmt::format("codec {}", m.codec)));
     }
     for (int64_t e : m.encodings)
-      if (e != kPlain && e != kPlainDictionary && e != kRle && e != kBitPacked && e != kRleDictionary)
+      if (e != kPlain && e != kPlainDictionary && e != kRle && e != kBitPacked && e != kRleDictionary &&
+          e != kDeltaLengthByteArray && e != kDeltaByteArray)
         return Status::InvalidArgument(where + fmt::format("column '{}' is encoded {}; {}", column, EncodingName(e),
                                                            kReadsEncodings));
     chunk.offset = m.data_page_offset;
@@ -415,6 +421,149 @@ class PlainDecoder {
   std::string_view data_;
 };
 
+// DELTA_BINARY_PACKED integers (parquet-format Encodings.md): a header
+// <block size> <miniblocks per block> <value count> <first value>, then blocks
+// of <min delta> <one bit width per miniblock> <miniblocks of bit-packed
+// deltas>; value[i] = value[i-1] + min delta + delta[i], wrapping. Read one
+// value at a time; end() is the byte after the last miniblock read.
+class DeltaDecoder {
+ public:
+  explicit DeltaDecoder(std::string_view data) : data_(data) {
+    const uint64_t block = Varint(), miniblocks = Varint();
+    count_ = Varint();
+    value_ = static_cast<uint64_t>(ZigZag(Varint()));
+    if (block == 0 || block % 128 != 0 || block > (1 << 20) || miniblocks == 0 || block % miniblocks != 0 ||
+        (block / miniblocks) % 32 != 0 || count_ > (uint64_t{1} << 40))
+      ok_ = false;
+    if (ok_) {
+      per_miniblock_ = block / miniblocks;
+      miniblocks_ = miniblocks;
+    }
+  }
+  bool ok() const { return ok_; }
+  uint64_t count() const { return count_; }
+  size_t end() const { return pos_; }
+
+  bool Next(int64_t* out) {
+    if (!ok_ || emitted_ >= count_) return false;
+    if (emitted_++ == 0) {
+      *out = static_cast<int64_t>(value_);
+      return true;
+    }
+    if (left_in_miniblock_ == 0 && !StartMiniblock()) return false;
+    uint64_t delta = 0;
+    for (int b = 0; b < width_; ++b, ++bit_) {
+      const size_t byte = static_cast<size_t>(bit_ / 8);
+      if (byte >= data_.size()) return ok_ = false;
+      delta |= static_cast<uint64_t>((static_cast<uint8_t>(data_[byte]) >> (bit_ % 8)) & 1) << b;
+    }
+    --left_in_miniblock_;
+    value_ += static_cast<uint64_t>(min_delta_) + delta;
+    *out = static_cast<int64_t>(value_);
+    return true;
+  }
+
+ private:
+  uint64_t Varint() {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      if (pos_ >= data_.size()) return ok_ = false, 0;
+      const uint8_t b = static_cast<uint8_t>(data_[pos_++]);
+      v |= static_cast<uint64_t>(b & 0x7f) << shift;
+      if (!(b & 0x80)) return v;
+    }
+    return ok_ = false, 0;
+  }
+  static int64_t ZigZag(uint64_t n) { return static_cast<int64_t>(n >> 1) ^ -static_cast<int64_t>(n & 1); }
+
+  bool StartMiniblock() {
+    if (miniblock_ == miniblocks_ || widths_.empty()) {  // a new block
+      min_delta_ = ZigZag(Varint());
+      if (!ok_ || data_.size() - pos_ < miniblocks_) return ok_ = false;
+      widths_.assign(data_.begin() + static_cast<std::ptrdiff_t>(pos_),
+                     data_.begin() + static_cast<std::ptrdiff_t>(pos_ + miniblocks_));
+      pos_ += miniblocks_;
+      miniblock_ = 0;
+    }
+    width_ = static_cast<uint8_t>(widths_[miniblock_++]);
+    if (width_ > 64) return ok_ = false;
+    const uint64_t bytes = per_miniblock_ * static_cast<uint64_t>(width_) / 8;
+    if (bytes > data_.size() - pos_) return ok_ = false;  // a miniblock is written whole, padded
+    bit_ = pos_ * 8;
+    pos_ += static_cast<size_t>(bytes);
+    left_in_miniblock_ = per_miniblock_;
+    return true;
+  }
+
+  std::string_view data_;
+  size_t pos_ = 0;
+  bool ok_ = true;
+  uint64_t count_ = 0, emitted_ = 0, value_ = 0;
+  uint64_t per_miniblock_ = 0, miniblocks_ = 0, miniblock_ = 0, left_in_miniblock_ = 0;
+  int64_t min_delta_ = 0;
+  int width_ = 0;
+  uint64_t bit_ = 0;
+  std::string widths_;
+};
+
+// DELTA_LENGTH_BYTE_ARRAY (the lengths delta-packed, then the bytes one after
+// another) and DELTA_BYTE_ARRAY (prefix lengths delta-packed, then the
+// suffixes as DELTA_LENGTH_BYTE_ARRAY; a value is the previous value's prefix
+// plus its suffix). The streams' ends are found by a first pass over them, so
+// that nothing is sized by the untrusted value counts.
+class DeltaStringDecoder {
+ public:
+  DeltaStringDecoder(std::string_view data, bool with_prefixes) {
+    std::string_view rest = data;
+    if (with_prefixes) {
+      prefixes_.emplace(rest);
+      if (!SkipToEnd(rest, &rest)) return;
+      prefixes_.emplace(data);  // again, to read along
+    }
+    lengths_.emplace(rest);
+    std::string_view bytes;
+    if (!SkipToEnd(rest, &bytes)) return;
+    lengths_.emplace(rest);
+    bytes_ = bytes;
+    ok_ = true;
+  }
+  bool ok() const { return ok_; }
+
+  bool Next(std::string_view* out) {
+    int64_t length = 0, prefix = 0;
+    if (!ok_ || !lengths_->Next(&length) || (prefixes_ && !prefixes_->Next(&prefix))) return false;
+    if (length < 0 || static_cast<uint64_t>(length) > bytes_.size()) return false;
+    if (!prefixes_) {
+      *out = bytes_.substr(0, static_cast<size_t>(length));
+      bytes_.remove_prefix(static_cast<size_t>(length));
+      return true;
+    }
+    if (prefix < 0 || static_cast<uint64_t>(prefix) > previous_.size()) return false;
+    previous_.resize(static_cast<size_t>(prefix));
+    previous_.append(bytes_.data(), static_cast<size_t>(length));
+    bytes_.remove_prefix(static_cast<size_t>(length));
+    *out = previous_;
+    return true;
+  }
+
+ private:
+  // Reads every value of the stream at the start of `data`; *after* is what follows it.
+  static bool SkipToEnd(std::string_view data, std::string_view* after) {
+    DeltaDecoder d(data);
+    int64_t v = 0;
+    for (uint64_t i = 0; i < d.count(); ++i)
+      if (!d.Next(&v)) return false;
+    if (!d.ok()) return false;
+    *after = data.substr(d.end());
+    return true;
+  }
+
+  std::optional<DeltaDecoder> prefixes_, lengths_;
+  std::string_view bytes_;
+  std::string previous_;
+  bool ok_ = false;
+};
+
 // Decodes one column chunk page by page.
 class ChunkDecoder {
  public:
@@ -519,11 +668,17 @@ class ChunkDecoder {
     }
     stats_->data_pages += 1;
     const bool dictionary = h.encoding == kPlainDictionary || h.encoding == kRleDictionary;
-    if (!dictionary && h.encoding != kPlain)
+    const bool delta = h.encoding == kDeltaLengthByteArray || h.encoding == kDeltaByteArray;
+    if (!dictionary && !delta && h.encoding != kPlain)
       return Status::InvalidArgument(where_ + fmt::format("values encoded {}; {}", EncodingName(h.encoding), kReadsEncodings));
-    (dictionary ? stats_->dictionary_encoded_pages : stats_->plain_pages) += 1;
+    (dictionary ? stats_->dictionary_encoded_pages : delta ? stats_->delta_pages : stats_->plain_pages) += 1;
     HybridDecoder defined(levels, optional_ ? 1 : 0);
     PlainDecoder plain(values);
+    std::optional<DeltaStringDecoder> deltas;
+    if (delta) {
+      deltas.emplace(values, h.encoding == kDeltaByteArray);
+      if (!deltas->ok()) return Status::Corruption(where_ + "corrupt " + EncodingName(h.encoding) + " header");
+    }
     int width = 0;
     if (dictionary) {
       if (values.empty() && h.num_values > 0) {
@@ -551,7 +706,7 @@ class ChunkDecoder {
         if (index >= dictionary_.size())
           return Status::Corruption(where_ + fmt::format("dictionary index {} out of {} entries", index, dictionary_.size()));
         text = dictionary_[index];
-      } else if (!plain.Next(&text)) {
+      } else if (delta ? !deltas->Next(&text) : !plain.Next(&text)) {
         return Status::Corruption(where_ + fmt::format("values end after {} of {}", i, h.num_values));
       }
       stats_->documents += 1;

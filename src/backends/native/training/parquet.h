@@ -11,10 +11,12 @@
 //   pages     DATA_PAGE (v1: levels and values compressed together) and
 //             DATA_PAGE_V2 (levels uncompressed, values compressed when is_compressed);
 //             INDEX_PAGE and unknown page types are skipped
-//   values    PLAIN (4-byte length + bytes) or PLAIN_DICTIONARY / RLE_DICTIONARY
+//   values    PLAIN (4-byte length + bytes), PLAIN_DICTIONARY / RLE_DICTIONARY
 //             (a bit-width byte, then RLE / bit-packed hybrid indices into the
-//             chunk's dictionary page); a chunk may fall back from dictionary
-//             to PLAIN pages part-way through
+//             chunk's dictionary page), or DELTA_LENGTH_BYTE_ARRAY /
+//             DELTA_BYTE_ARRAY (what v2 writers of arrow-rs and parquet-mr
+//             emit without a dictionary); a chunk may fall back from
+//             dictionary to PLAIN or delta pages part-way through
 //   nulls     definition levels of an OPTIONAL column (RLE hybrid, bit width 1):
 //             a null is skipped and counted
 //   codecs    UNCOMPRESSED, SNAPPY, GZIP, ZSTD
@@ -47,7 +49,7 @@ struct ParquetTextStats {
   int64_t nulls = 0;      // null values skipped
   int64_t text_bytes = 0;  // bytes of the documents delivered
   int64_t data_pages = 0, dictionary_pages = 0;
-  int64_t plain_pages = 0, dictionary_encoded_pages = 0;  // data pages by value encoding
+  int64_t plain_pages = 0, dictionary_encoded_pages = 0, delta_pages = 0;  // data pages by value encoding
 };
 
 class ParquetTextReader {
