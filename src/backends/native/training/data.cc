@@ -80,7 +80,7 @@ bool data_format_supported(const std::string& format) {
 Status data_for_each_text(const DatasetSource& source, const std::function<bool(std::string_view)>& on_text) {
   const std::string& path = source.path;
   if (source.format == "parquet") {
-    auto reader = ParquetTextReader::Open(path, source.column.empty() ? kParquetDefaultColumn : source.column);
+    auto reader = ParquetTextReader::Open(path, source.column);
     if (!reader.ok()) return reader.status();
     return reader->ForEach(on_text);
   }

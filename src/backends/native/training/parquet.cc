@@ -510,21 +510,18 @@ class DeltaDecoder {
 // another) and DELTA_BYTE_ARRAY (prefix lengths delta-packed, then the
 // suffixes as DELTA_LENGTH_BYTE_ARRAY; a value is the previous value's prefix
 // plus its suffix). The streams' ends are found by a first pass over them, so
-// that nothing is sized by the untrusted value counts.
+// that nothing is sized by the untrusted value counts; a stream that claims
+// more than the page's `max_values` is corrupt (and not walked).
 class DeltaStringDecoder {
  public:
-  DeltaStringDecoder(std::string_view data, bool with_prefixes) {
-    std::string_view rest = data;
+  DeltaStringDecoder(std::string_view data, bool with_prefixes, int64_t max_values) {
+    std::string_view lengths = data;
     if (with_prefixes) {
-      prefixes_.emplace(rest);
-      if (!SkipToEnd(rest, &rest)) return;
-      prefixes_.emplace(data);  // again, to read along
+      if (!SkipToEnd(data, max_values, &lengths)) return;
+      prefixes_.emplace(data);
     }
-    lengths_.emplace(rest);
-    std::string_view bytes;
-    if (!SkipToEnd(rest, &bytes)) return;
-    lengths_.emplace(rest);
-    bytes_ = bytes;
+    if (!SkipToEnd(lengths, max_values, &bytes_)) return;
+    lengths_.emplace(lengths);
     ok_ = true;
   }
   bool ok() const { return ok_; }
@@ -548,8 +545,9 @@ class DeltaStringDecoder {
 
  private:
   // Reads every value of the stream at the start of `data`; *after* is what follows it.
-  static bool SkipToEnd(std::string_view data, std::string_view* after) {
+  static bool SkipToEnd(std::string_view data, int64_t max_values, std::string_view* after) {
     DeltaDecoder d(data);
+    if (d.count() > static_cast<uint64_t>(std::max<int64_t>(max_values, 0))) return false;
     int64_t v = 0;
     for (uint64_t i = 0; i < d.count(); ++i)
       if (!d.Next(&v)) return false;
@@ -676,7 +674,7 @@ class ChunkDecoder {
     PlainDecoder plain(values);
     std::optional<DeltaStringDecoder> deltas;
     if (delta) {
-      deltas.emplace(values, h.encoding == kDeltaByteArray);
+      deltas.emplace(values, h.encoding == kDeltaByteArray, h.num_values);
       if (!deltas->ok()) return Status::Corruption(where_ + "corrupt " + EncodingName(h.encoding) + " header");
     }
     int width = 0;
@@ -726,7 +724,8 @@ class ChunkDecoder {
 
 }  // namespace
 
-Result<ParquetTextReader> ParquetTextReader::Open(const std::string& path, const std::string& column) {
+Result<ParquetTextReader> ParquetTextReader::Open(const std::string& path, const std::string& column_or_default) {
+  const std::string column = column_or_default.empty() ? kParquetDefaultColumn : column_or_default;
   ParquetTextReader reader;
   reader.column_ = column;
   std::error_code ec;

@@ -57,7 +57,7 @@ class ParquetTextReader {
   // A parquet file, or a directory's *.parquet files in name order (other
   // files are ignored). Reads and checks every footer: the column exists at
   // the top level, is a string (BYTE_ARRAY) and not repeated, and every chunk
-  // of it uses a supported codec.
+  // of it uses a supported codec. An empty column is kParquetDefaultColumn.
   static Result<ParquetTextReader> Open(const std::string& path, const std::string& column = kParquetDefaultColumn);
 
   const std::vector<std::string>& files() const { return files_; }
