@@ -179,6 +179,13 @@ struct VerdictLine {
   // Training rows: "moving 0 B within groups and 15.01 MiB between groups",
   // or "bytes moved not stored"; "" where it does not apply.
   std::string bytes;
+  // Training rows: the speed-up at equal quality (each side's training time to
+  // the target held-out loss), "1.31× at equal quality", or why there is none
+  // ("fsdp's target not reached (best 5.41 at step 12)"); "" where not computed.
+  std::string equal_quality;
+  // Expected against measured wall time of each side (the time estimate):
+  // "fsdp 1.1× its estimate, share 0.9×"; "" where no side was estimated.
+  std::string expected;
   // What qualifies the row as a whole, in order: "its 2 nodes are one host
   // (localhost)". Another qualifier (e.g. a contention note) is appended here.
   std::vector<std::string> qualifiers;
