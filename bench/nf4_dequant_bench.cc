@@ -18,7 +18,8 @@
 //                   then converted (bf16 only)
 //   aten            nf4_dequantize_aten: the cached table, int32 index,
 //                   index_select, at::mul_out into the dtype
-//   one-pass        nf4_dequantize: the CPU kernel (on CUDA: the aten path)
+//   one-pass        nf4_dequantize: the CPU kernel (on CUDA: the kernel of
+//                   nf4_cuda.cu in a build with CUDA kernels, else the aten path)
 // "vs copy" = copy's time / the path's time: 1 is as fast as copying the
 // output bytes; the kernel also reads a half byte per weight that copy
 // does not, and copy reads e bytes that the kernel does not.

@@ -3,19 +3,28 @@
 # wheel (whose libtorch has CUDA and NCCL):
 #
 #   1. configure with the wheel's libtorch (python3 -c 'import torch;
-#      print(torch.utils.cmake_prefix_path)') and build;
-#   2. run the whole test suite — the GPU-only tests (tests/backends/gpu_test.cc) run
-#      here instead of being reported as skipped;
-#   3. run the GPU benchmarks (build/protocol_bench): training MFU of a ~1B
-#      Llama shape in bf16, single-stream decode of the Llama-2-7B shape in
-#      bf16 with the KV cache, and a QLoRA step and 4-bit decode of the 7B
-#      shape;
-#   4. write every figure, with the device, driver, CUDA, NCCL and libtorch
-#      versions, to OUT_DIR/gpu-check.txt (logs beside it).
+#      print(torch.utils.cmake_prefix_path)') and build the programs, the
+#      CUDA kernels and the GPU-only tests (protocol_gpu_tests);
+#   2. run the GPU-only tests (tests/backends/gpu_test.cc), which are
+#      reported as skipped everywhere else;
+#   3. run the GPU benchmarks: the NF4 dequantization and optimizer proxies,
+#      training MFU of a ~1B Llama shape in bf16, single-stream decode of the
+#      Llama-2-7B shape in bf16 with the KV cache, and a QLoRA step and 4-bit
+#      decode of the 7B shape;
+#   4. build and run the whole test suite;
+#   every figure, with the device, driver, CUDA, NCCL and libtorch versions,
+#   goes to OUT_DIR/gpu-check.txt (logs beside it).
 #
 #   scripts/gpu-check.sh                         # deps installed system-wide
 #   scripts/gpu-check.sh --deps .gpu-deps        # Debian .debs made by scripts/gpu-deps.sh
 #   OUT_DIR=/tmp/out scripts/gpu-check.sh --quick  # suite + one short benchmark each
+#   scripts/gpu-check.sh --deps .gpu-deps --quick --budget 480   # a short lease
+#
+# --budget SECONDS orders the work by what only a GPU can show and stops
+# starting steps once the time is spent: the GPU-only tests and the NF4 and
+# optimizer proxies first (a small build: protocol_gpu_tests), then the MFU,
+# decode and 4-bit benchmarks, and the whole suite last (its ~100 test files
+# are the longest build). A step left out is printed as "not run (budget)".
 #
 # --deps DIR unpacks DIR/*.deb with dpkg -x into a private prefix (never into
 # /) for machines that have no package registry. The benchmark numbers are
@@ -26,11 +35,13 @@ cd "$(dirname "$0")/.."
 
 deps=""
 quick=0
+budget=0  # seconds; 0: no limit
 while (($#)); do
   case $1 in
     --deps) deps=$2; shift 2 ;;
     --quick) quick=1; shift ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    --budget) budget=$2; shift 2 ;;
+    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
     *) echo "gpu-check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -61,41 +72,59 @@ if [[ -n $deps ]]; then
   done
   prefix_path="$torch_prefix;$prefix/usr"
   export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export PATH="$prefix/usr/bin:$PATH"  # spm_train, for the tests' tokenizers
   export CPATH="$prefix/usr/include${CPATH:+:$CPATH}"
   say "dependencies: unpacked $(ls "$deps"/*.deb | wc -l) packages from $deps into $prefix"
 fi
 
 # ---- 1. build -----------------------------------------------------------------
+start=$SECONDS
+# The CUDA compiler for the project's kernels (CMake's check_language(CUDA) reads CUDACXX).
+if [[ -z ${CUDACXX:-} ]]; then
+  CUDACXX=$(command -v nvcc || true)
+  [[ -z $CUDACXX && -x /usr/local/cuda/bin/nvcc ]] && CUDACXX=/usr/local/cuda/bin/nvcc
+  [[ -n $CUDACXX ]] && export CUDACXX
+fi
+# left: seconds of the budget still unspent (a large number without one).
+left() { if ((budget > 0)); then echo $((budget - (SECONDS - start))); else echo 1000000; fi; }
 if [[ ! -f $BUILD_DIR/build.ninja ]]; then
   # The CUDA build's settings are cmake/cuda.cmake's, as in scripts/cuda-build-check.sh.
   cmake -S . -B "$BUILD_DIR" -G Ninja -C cmake/cuda.cmake -DCMAKE_PREFIX_PATH="$prefix_path" \
     >"$OUT_DIR/configure.log" 2>&1 ||
     { tail -30 "$OUT_DIR/configure.log"; say "configure: FAILED (configure.log)"; exit 1; }
 fi
-if ! cmake --build "$BUILD_DIR" -j "$(nproc)" >"$OUT_DIR/build.log" 2>&1; then
+say "configure: $(grep -m1 -o 'protocol: CUDA kernels [A-Z]*' "$OUT_DIR/configure.log" || echo 'CUDA kernels: unknown')"
+gpu_targets=(protocol protocol-native protocol_gpu_tests protocol_bench protocol_nf4_bench protocol_optimizer_bench)
+if ! cmake --build "$BUILD_DIR" -j "$(nproc)" --target "${gpu_targets[@]}" >"$OUT_DIR/build.log" 2>&1; then
   grep -E "error|Error" "$OUT_DIR/build.log" | head -30
   say "build: FAILED (build.log)"
   exit 1
 fi
-say "build: ok ($(grep -m1 -o 'libtorch [0-9.a-z+]*' "$OUT_DIR/build.log" || echo "libtorch from $torch_prefix"))"
+say "build: ok, $((SECONDS - start)) s ($("$BUILD_DIR/protocol" --version 2>&1 | head -1))"
+if command -v cuobjdump >/dev/null && [[ -f $BUILD_DIR/libprotocol_cuda_kernels.a ]]; then
+  # The NF4 kernel's memory instructions: 16-byte stores (STG.E.128) mean whole-vector writes.
+  cuobjdump --dump-sass "$BUILD_DIR/libprotocol_cuda_kernels.a" >"$OUT_DIR/nf4-kernel.sass" 2>&1 || true
+  say "nf4 kernel SASS: $(grep -c 'STG.E.128' "$OUT_DIR/nf4-kernel.sass") STG.E.128, $(grep -cE 'LDL|STL' "$OUT_DIR/nf4-kernel.sass") local-memory accesses"
+fi
 
-# ---- 2. the test suite, GPU-only tests included -------------------------------
+# ---- 2. the GPU-only tests ------------------------------------------------------
 set +e
-ctest --test-dir "$BUILD_DIR" -j 4 --output-on-failure >"$OUT_DIR/ctest.log" 2>&1
-ctest_rc=$?
+"$BUILD_DIR/protocol_gpu_tests" --no-version >"$OUT_DIR/gpu-tests.log" 2>&1
+gpu_rc=$?
 set -e
-say "tests: $(grep -E 'tests passed|tests failed' "$OUT_DIR/ctest.log" | tail -1) (exit $ctest_rc)"
-grep -E "\*\*\*(Failed|Skipped|Timeout)|Not Run" "$OUT_DIR/ctest.log" | tee -a "$summary" || true
+say "gpu tests: $(grep -E '^\[doctest\] test cases' "$OUT_DIR/gpu-tests.log" | tail -1) (exit $gpu_rc)"
+((gpu_rc == 0)) || grep -B2 -A12 -E "ERROR|FATAL" "$OUT_DIR/gpu-tests.log" | head -60 | tee -a "$summary"
 
 # ---- 3. benchmarks --------------------------------------------------------------
 # bench NAME [PROGRAM] ARGS...: PROGRAM is protocol_bench unless the first argument names another.
 bench() {
   local name=$1; shift
+  if (($(left) < 30)); then say ""; say "bench $name: not run (budget)"; return 0; fi
   local program=protocol_bench
   if [[ $1 == protocol_* ]]; then program=$1; shift; fi
   say ""
   say "\$ build/$program $*"
-  if ! "$BUILD_DIR/$program" "$@" >"$OUT_DIR/bench-$name.log" 2>&1; then
+  if ! timeout "$(left)" "$BUILD_DIR/$program" "$@" >"$OUT_DIR/bench-$name.log" 2>&1; then
     tail -5 "$OUT_DIR/bench-$name.log" | tee -a "$summary"
     say "bench $name: FAILED"
     return 0
@@ -104,6 +133,10 @@ bench() {
 }
 steps=10
 [[ $quick == 1 ]] && steps=3
+# The waste proxies of docs/performance.md first: NF4 dequantization against a copy of its output,
+# and the 70B LoRA adapters' optimizer step per tensor against multi-tensor (host reads per step).
+bench nf4-dequant protocol_nf4_bench --device cuda --shapes 4096x4096,8192x28672 --dtypes bf16,fp32 --reps 20
+bench optimizer-70b-lora protocol_optimizer_bench --device cuda --steps "$steps"
 # Training MFU, ~1B Llama shape, bf16 (torchtitan formula; H100 SXM dense bf16 peak 989 TFLOP/s).
 bench mfu-1b --device cuda --presets llama-1b --batch 4 --seq 2048 --warmup 2 --steps "$steps" --decode 0
 # Single-stream decode, Llama-2-7B shape, bf16 random weights, KV cache
@@ -111,11 +144,24 @@ bench mfu-1b --device cuda --presets llama-1b --batch 4 --seq 2048 --warmup 2 --
 bench decode-7b --device cuda --presets llama2-7b --no-train --decode 256
 # 4-bit: a QLoRA step and 4-bit decode of the 7B shape.
 bench nf4-7b --device cuda --presets llama2-7b --quant nf4 --batch 4 --seq 512 --warmup 1 --steps "$steps" --decode 128
-# The waste proxies of docs/performance.md: NF4 dequantization against a copy of its output,
-# and the 70B LoRA adapters' optimizer step per tensor against multi-tensor (host reads per step).
-bench nf4-dequant protocol_nf4_bench --device cuda --shapes 8192x28672 --reps 5
-bench optimizer-70b-lora protocol_optimizer_bench --device cuda --steps "$steps"
+
+# ---- 4. the whole test suite, GPU-only tests included -------------------------
+ctest_rc=0
+if (($(left) < 240)); then
+  say ""
+  say "tests: not run (budget: $(left) s left)"
+else
+  set +e
+  timeout "$(left)" cmake --build "$BUILD_DIR" -j "$(nproc)" >"$OUT_DIR/build-tests.log" 2>&1 &&
+    timeout "$(left)" ctest --test-dir "$BUILD_DIR" -j 8 --output-on-failure >"$OUT_DIR/ctest.log" 2>&1
+  ctest_rc=$?
+  set -e
+  say ""
+  say "tests: $(grep -E 'tests passed|tests failed' "$OUT_DIR/ctest.log" 2>/dev/null | tail -1) (exit $ctest_rc)"
+  grep -E "\*\*\*(Failed|Skipped|Timeout)|Not Run" "$OUT_DIR/ctest.log" 2>/dev/null | tee -a "$summary" || true
+fi
 
 say ""
 say "logs: $OUT_DIR"
+((gpu_rc == 0)) || exit "$gpu_rc"
 exit $ctest_rc

@@ -18,6 +18,8 @@ PACKAGES=(
   libsqlite3-dev libsqlite3-0
   doctest-dev libcli11-dev nlohmann-json3-dev libkainjow-mustache-dev
   libgloo-dev
+  libsnappy-dev libsnappy1v5 libzstd-dev libzstd1 zlib1g-dev   # parquet page codecs
+  sentencepiece libsentencepiece0                              # spm_train: the tests' tokenizers
 )
 mkdir -p "$DEST"
 cd "$DEST"

@@ -13,10 +13,17 @@
 //                     the byte counts torch_compat reports
 //   peak memory       a one-process fsdp case on CUDA stores the caching
 //                     allocator's peak, > 0 and below the device's memory
+//   NF4 kernel        nf4_dequantize on CUDA (the one-pass kernel where the
+//                     build has it) equals the CPU kernel and the ATen path
+//                     bit for bit: float32, bfloat16, float16; sizes with a
+//                     cut last block; double-quantized absmax; codes at an
+//                     odd offset (the per-byte kernel); output over a
+//                     NaN-poisoned allocation, so an unwritten value shows
 #include "native_test_support.h"
 
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -25,6 +32,7 @@
 #include "backends/native/model/model.h"
 #include "backends/native/model/model_config.h"
 #include "backends/native/platform/torch_compat.h"
+#include "backends/native/quant/nf4.h"
 #include "fake_process_runner.h"
 #include "runner/exec/backend.h"
 #include "skip.h"
@@ -136,7 +144,7 @@ TEST_CASE("gpu: a one-process fsdp case on CUDA stores its peak device memory") 
   m.name = "small";
   m.path = (root / "model").string();
   plan.models["small"] = m;
-  plan.datasets["corpus"] = DatasetSpec{"corpus", "text", (data / "corpus.txt").string(), {}};
+  plan.datasets["corpus"] = DatasetSpec{"corpus", "text", (data / "corpus.txt").string(), "", {}};
   CaseSpec spec;
   spec.id = "g.1";
   spec.workload = Workload::kPretrain;
@@ -163,6 +171,50 @@ TEST_CASE("gpu: a one-process fsdp case on CUDA stores its peak device memory") 
   REQUIRE(peak->value.has_value());
   CHECK(*peak->value > 0);
   CHECK(*peak->value < 200e9);  // below any single device's memory
+}
+
+// Bit-for-bit equality (NaN and -0 included): the values as integers of their width.
+bool SameBits(const at::Tensor& a, const at::Tensor& b) {
+  if (a.scalar_type() != b.scalar_type() || a.sizes() != b.sizes()) return false;
+  const at::ScalarType bits = a.element_size() == 4 ? at::kInt : at::kShort;
+  return at::equal(a.contiguous().view(bits), b.contiguous().view(bits));
+}
+
+Nf4Tensor ToDevice(const Nf4Tensor& q, const at::Device& device) {
+  Nf4Tensor d = q;
+  for (at::Tensor* t : {&d.packed, &d.absmax, &d.absmax_codes, &d.absmax_scales, &d.absmax_mean})
+    if (t->defined()) *t = t->to(device);
+  return d;
+}
+
+TEST_CASE("gpu: NF4 dequantization on CUDA equals the CPU kernel bit for bit") {
+  if (!compat::CudaAvailable()) SKIP_TEST(kNoCuda);
+  const at::Device cuda(at::kCUDA, 0);
+  const std::vector<std::vector<int64_t>> shapes = {{64, 64}, {1000, 7}, {3, 4096}, {1, 33}, {4096, 4096}};
+  for (const std::vector<int64_t>& shape : shapes) {
+    for (bool double_quant : {false, true}) {
+      at::Tensor w = at::randn(shape, at::kFloat) * 0.02;
+      if (w.numel() >= 128) w.view({-1}).narrow(0, 64, 64).zero_();  // a zero block (absmax 0: -0 levels)
+      const Nf4Tensor q = nf4_quantize(w, double_quant);
+      Nf4Tensor on_gpu = ToDevice(q, cuda);
+      // The same codes at an odd byte offset of a larger buffer: the per-byte kernel.
+      Nf4Tensor odd = on_gpu;
+      odd.packed = at::empty({q.packed.numel() + 1}, on_gpu.packed.options()).narrow(0, 1, q.packed.numel());
+      odd.packed.copy_(on_gpu.packed);
+      for (at::ScalarType dtype : {at::kFloat, at::kBFloat16, at::kHalf}) {
+        CAPTURE(w.sizes());
+        CAPTURE(double_quant);
+        CAPTURE(std::string(c10::toString(dtype)));
+        const at::Tensor want = nf4_dequantize(q, dtype);  // the CPU kernel
+        // Poison: a freed NaN buffer of the output's size, likely handed back by the caching allocator.
+        { at::Tensor poison = at::full({q.blocks() * kNf4BlockSize}, NAN, at::TensorOptions().dtype(dtype).device(cuda)); }
+        const at::Tensor got = nf4_dequantize(on_gpu, dtype).cpu();
+        CHECK(SameBits(got, want));
+        CHECK(SameBits(nf4_dequantize(odd, dtype).cpu(), want));
+        CHECK(SameBits(nf4_dequantize_aten(on_gpu, dtype).cpu(), want));
+      }
+    }
+  }
 }
 
 }  // namespace

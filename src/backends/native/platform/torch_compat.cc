@@ -143,6 +143,15 @@ void CudaResetPeakMemory() {
 #endif
 }
 
+void* CudaCurrentStream(const at::Device& device) {
+#if PROTOCOL_WITH_CUDA
+  if (device.is_cuda()) return at::cuda::getCurrentCUDAStream(device.index()).stream();
+#else
+  (void)device;
+#endif
+  return nullptr;
+}
+
 void DeviceSynchronize(const at::Device& device) {
 #if PROTOCOL_WITH_CUDA
   if (device.is_cuda()) c10::cuda::device_synchronize();

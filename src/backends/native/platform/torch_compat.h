@@ -42,6 +42,10 @@ void CudaSetDevice(int index);
 // Peak bytes allocated by the caching allocator since the last reset; nullopt without CUDA.
 std::optional<int64_t> CudaPeakMemoryBytes();
 void CudaResetPeakMemory();
+// The cudaStream_t (as void*) that ATen queues work on for CUDA device
+// `device`: a kernel of this project launched there runs in order with the
+// ops around it. nullptr without CUDA or for another device type.
+void* CudaCurrentStream(const at::Device& device);
 // Waits for queued device work, so that a clock read after it is meaningful. No-op on CPU.
 void DeviceSynchronize(const at::Device& device);
 

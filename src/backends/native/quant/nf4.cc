@@ -2,12 +2,18 @@
 
 #include <ATen/Parallel.h>
 
+#include "backends/native/platform/torch_compat.h"
+#if PROTOCOL_CUDA_KERNELS
+#include "backends/native/quant/nf4_cuda.h"
+#endif
+
 #include <c10/core/GradMode.h>
 #include <c10/core/InferenceMode.h>
 
 #include <algorithm>
 #include <cmath>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
 namespace protocol {
@@ -213,7 +219,39 @@ at::Tensor nf4_dequantize_aten(const Nf4Tensor& q, at::ScalarType dtype) {
   return ToShape(out, q);
 }
 
+namespace {
+
+// CUDA, float32/bfloat16/float16: the one-pass kernel of nf4_cuda.cu, on the
+// current stream; nullopt where this build has no CUDA kernels (the only
+// place that asks: PROTOCOL_CUDA_KERNELS, set by CMakeLists.txt).
+std::optional<at::Tensor> DequantizeWithCudaKernel(const Nf4Tensor& q, at::ScalarType dtype) {
+#if PROTOCOL_CUDA_KERNELS
+  if (!q.packed.is_cuda() || (dtype != at::kFloat && dtype != at::kBFloat16 && dtype != at::kHalf)) return std::nullopt;
+  c10::NoGradGuard no_grad;
+  const at::Device device = q.packed.device();
+  const int64_t blocks = q.blocks();
+  at::Tensor absmax = nf4_absmax(q).to(at::kFloat).contiguous();
+  at::Tensor packed = q.packed.contiguous();
+  at::Tensor out = at::empty({blocks * kNf4BlockSize}, packed.options().dtype(dtype));
+  const Nf4CudaOutput kind = dtype == at::kFloat      ? Nf4CudaOutput::kFloat32
+                             : dtype == at::kBFloat16 ? Nf4CudaOutput::kBFloat16
+                                                      : Nf4CudaOutput::kFloat16;
+  const char* error = nullptr;
+  const int rc = nf4_dequantize_cuda(packed.data_ptr<uint8_t>(), absmax.data_ptr<float>(), blocks, kLevels, kind,
+                                     out.data_ptr(), device.index(), compat::CudaCurrentStream(device), &error);
+  TORCH_CHECK(rc == 0, "nf4 dequantization kernel on ", device.str(), ": ", error ? error : "CUDA error");
+  return ToShape(out, q);
+#else
+  (void)q;
+  (void)dtype;
+  return std::nullopt;
+#endif
+}
+
+}  // namespace
+
 at::Tensor nf4_dequantize(const Nf4Tensor& q, at::ScalarType dtype) {
+  if (std::optional<at::Tensor> out = DequantizeWithCudaKernel(q, dtype)) return *out;
   if (!q.packed.device().is_cpu()) return nf4_dequantize_aten(q, dtype);
   if (dtype != at::kFloat && dtype != at::kBFloat16 && dtype != at::kHalf) return nf4_dequantize(q, at::kFloat).to(dtype);
   c10::NoGradGuard no_grad;

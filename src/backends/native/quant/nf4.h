@@ -75,7 +75,11 @@ inline constexpr int64_t kNf4QuantizeChunkBlocks = 16384;  // 1 Mi weights
 //         parallel (at::parallel_for); per block the 16 levels are scaled and
 //         rounded once, then each byte writes its two weights. Nothing but
 //         the output is allocated. Another dtype: float32, then converted.
-//   else  nf4_dequantize_aten below (there is no custom kernel in this project).
+//   CUDA  float32, bfloat16, float16, in a build with PROTOCOL_CUDA_KERNELS
+//         (a CUDA libtorch and compiler): the kernel of nf4_cuda.h, one pass
+//         (half a byte of codes and an absmax per 64 weights read, each
+//         output written once), on the current stream, no host copy.
+//   else  nf4_dequantize_aten below.
 at::Tensor nf4_dequantize(const Nf4Tensor& q, at::ScalarType dtype = at::kFloat);
 // The same values through ATen ops only, as on CUDA, on any device (tests run
 // it on CPU): the bytes widened to an int32 index into the cached pair table
