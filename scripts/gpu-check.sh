@@ -70,6 +70,8 @@ if [[ -n $deps ]]; then
     if [[ $(basename "$deb") == libgloo-dev_* && -d $torch_include/gloo ]]; then continue; fi
     dpkg -x "$deb" "$prefix"
   done
+  # Debian's CMake package files name their libraries by absolute path (/usr/lib/...): point them into the prefix.
+  grep -rlZ '"/usr/' "$prefix/usr/lib/x86_64-linux-gnu/cmake" 2>/dev/null | xargs -0 -r sed -i "s|\"/usr/|\"$prefix/usr/|g"
   prefix_path="$torch_prefix;$prefix/usr"
   export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export PATH="$prefix/usr/bin:$PATH"  # spm_train, for the tests' tokenizers

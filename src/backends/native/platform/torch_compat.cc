@@ -127,9 +127,24 @@ void CudaSetDevice(int index) {
 #endif
 }
 
+#if PROTOCOL_WITH_CUDA
+// The caching allocator's per-device state exists once CUDA is initialised
+// (libtorch 2.x does that lazily, at the first CUDA allocation); its
+// statistics calls refuse a device before that ("Invalid device argument").
+// A one-element allocation on the current device initialises it, on any version.
+void InitCudaAllocator() {
+  static thread_local int initialised_device = -1;
+  const int device = c10::cuda::current_device();
+  if (initialised_device == device) return;
+  at::empty({1}, at::TensorOptions().dtype(at::kByte).device(at::kCUDA, static_cast<c10::DeviceIndex>(device)));
+  initialised_device = device;
+}
+#endif
+
 std::optional<int64_t> CudaPeakMemoryBytes() {
 #if PROTOCOL_WITH_CUDA
   if (!at::hasCUDA()) return std::nullopt;
+  InitCudaAllocator();
   const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device());
   return stats.allocated_bytes[0].peak;  // StatType::AGGREGATE
 #else
@@ -139,7 +154,9 @@ std::optional<int64_t> CudaPeakMemoryBytes() {
 
 void CudaResetPeakMemory() {
 #if PROTOCOL_WITH_CUDA
-  if (at::hasCUDA()) c10::cuda::CUDACachingAllocator::resetPeakStats(c10::cuda::current_device());
+  if (!at::hasCUDA()) return;
+  InitCudaAllocator();
+  c10::cuda::CUDACachingAllocator::resetPeakStats(c10::cuda::current_device());
 #endif
 }
 
