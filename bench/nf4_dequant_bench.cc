@@ -158,12 +158,12 @@ int main(int argc, char** argv) {
       paths.push_back({"one-pass", [&] { return nf4_dequantize(q, dtype); }});
       std::printf("\n%s (%lld weights) -> %s, %.0f MB out\n", shape_text.c_str(), static_cast<long long>(q.numel),
                   name.c_str(), out_bytes / 1e6);
-      std::printf("  %-14s %10s %12s %8s\n", "path", "seconds", "GB/s out", "vs copy");
+      std::printf("  %-14s %10s %12s %8s\n", "path", "ms", "GB/s out", "vs copy");
       double copy = 0;
       for (const Path& p : paths) {
         const double s = BestSeconds(p.run, o.reps, device);
         if (copy == 0) copy = s;
-        std::printf("  %-14s %10.4f %12.2f %8.2f\n", p.name, s, out_bytes / s / 1e9, copy / s);
+        std::printf("  %-14s %10.3f %12.2f %8.2f\n", p.name, s * 1e3, out_bytes / s / 1e9, copy / s);
         std::fflush(stdout);
       }
     }

@@ -298,8 +298,14 @@ PendingCollective Issued(CommGroup& g, c10::intrusive_ptr<c10d::Work> work, int6
   w->bytes = bytes;
   if (g.backend == "gloo") {
     std::shared_ptr<std::atomic<int64_t>> ended = w->ended_ns;
-    w->work->getFuture()->addCallback(
-        [ended](c10::ivalue::Future&) { ended->store(SteadyNs(std::chrono::steady_clock::now())); });
+    // Not every Gloo work has a future (libtorch 2.11 refuses getFuture on
+    // some: "Work::getFuture not implemented"); without one the collective
+    // counts as in flight until Wait returns, an upper bound.
+    try {
+      w->work->getFuture()->addCallback(
+          [ended](c10::ivalue::Future&) { ended->store(SteadyNs(std::chrono::steady_clock::now())); });
+    } catch (const c10::Error&) {
+    }
   }
   return PendingCollective(std::move(w));
 }
