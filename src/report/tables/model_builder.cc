@@ -45,7 +45,11 @@ ModelReport ModelBuilder::Build() {
   BuildHistory();
   // Each line's parts are final here: a pass that qualifies verdict lines
   // (VerdictLine::qualifiers) runs before this one.
-  for (VerdictLine& v : out_.verdict) v.text = VerdictText(out_.model, v);
+  for (VerdictLine& v : out_.verdict) {
+    v.text = VerdictText(out_.model, v);
+    v.conclusion = VerdictConclusion(v);
+  }
+  out_.verdict_legend = VerdictLegend(out_.verdict);
   return std::move(out_);
 }
 
@@ -69,8 +73,10 @@ bool ModelBuilder::OnRandomWeights(const ReportCell& cell) const {
 }
 
 void ModelBuilder::AddVerdict(VerdictLine v, const std::vector<const ReportCell*>& sides) {
-  if (std::any_of(sides.begin(), sides.end(), [this](const ReportCell* c) { return OnRandomWeights(*c); }))
+  if (std::any_of(sides.begin(), sides.end(), [this](const ReportCell* c) { return OnRandomWeights(*c); })) {
     v.qualifiers.push_back("measured on seeded random weights");
+    AddCaveats(&v.caveats, {"random weights"});
+  }
   out_.verdict.push_back(std::move(v));
 }
 
