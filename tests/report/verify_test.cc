@@ -157,7 +157,7 @@ TEST_CASE("verify: `report --verify` accepts the written report and catches a on
       CHECK(lines[1] == "  line 25, row 'pretrain 1000 steps', column 'fsdp 1 node': the file has '99.0', the "
                         "database gives '90.0'");
     else  // the changed cell's line of the page
-      CHECK_MESSAGE(StartsWith(lines[1], "  line 51: the file has '<tr><th>pretrain 1000 steps</th>"), lines[1]);
+      CHECK_MESSAGE(StartsWith(lines[1], "  line 52: the file has '<tr><th>pretrain 1000 steps</th>"), lines[1]);
     CHECK(lines[2] == "");
   }
 }

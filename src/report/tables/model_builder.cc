@@ -43,6 +43,7 @@ ModelReport ModelBuilder::Build() {
   BuildUntabulated();
   BuildChart();
   BuildHistory();
+  OrderVerdict();
   // Each line's parts are final here: a pass that qualifies verdict lines
   // (VerdictLine::qualifiers) runs before this one.
   for (VerdictLine& v : out_.verdict) {
@@ -64,6 +65,27 @@ void ModelBuilder::ListFailures() {
     keys.push_back(k);
   }
   for (size_t i = 0; i < keys.size(); ++i) cells_[keys[i]].failures.push_back(&out_.failures[i]);
+}
+
+void ModelBuilder::OrderVerdict() {
+  // "1 node", "2 nodes (fsdp over 80G, …)": the node count a line's scope starts with.
+  auto nodes = [](const VerdictLine& v) { return v.scope.substr(0, v.scope.find(' ')); };
+  std::vector<VerdictLine> ordered;
+  std::vector<bool> placed(out_.verdict.size(), false);
+  for (size_t i = 0; i < out_.verdict.size(); ++i) {
+    if (placed[i]) continue;
+    ordered.push_back(out_.verdict[i]);
+    placed[i] = true;
+    if (out_.verdict[i].table != "training") continue;
+    for (size_t j = i + 1; j < out_.verdict.size(); ++j) {
+      const VerdictLine& b = out_.verdict[j];
+      if (!placed[j] && b.table == "baselines" && b.row == out_.verdict[i].row && nodes(b) == nodes(out_.verdict[i])) {
+        ordered.push_back(b);
+        placed[j] = true;
+      }
+    }
+  }
+  out_.verdict = std::move(ordered);
 }
 
 bool ModelBuilder::OnRandomWeights(const ReportCell& cell) const {
