@@ -198,6 +198,16 @@ TEST_CASE("report render: the verdict table shows equal quality and expected col
   CHECK(Count(html, "<span class=\"tag\">one host</span>") == 2);  // the row and the legend
   const std::string html_none = RenderHtml(HandVerdict("", ""));
   CHECK(Count(html_none, "at equal quality") == 0);
+
+  // JSON carries every part of a line and the legend.
+  const Json j = ReportToJson(HandVerdict("1.31× at equal quality", "fsdp 1.1× its estimate"));
+  const Json& v = j["models"][0]["verdict"][0];
+  CHECK(v["equal_quality"] == "1.31× at equal quality");
+  CHECK(v["expected"] == "fsdp 1.1× its estimate");
+  CHECK(v["speedup"] == "1.50× (n=1)");
+  CHECK(v["caveats"] == Json::array({"one host", "random weights"}));
+  CHECK(v["conclusion"] == "share is 1.50× faster.");
+  CHECK(j["models"][0]["verdict_legend"][1]["tag"] == "random weights");
 }
 
 TEST_CASE("report render: markdown escapes table pipes and raw html in data") {
