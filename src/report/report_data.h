@@ -62,13 +62,14 @@ struct CellSource {
 struct ReportCell {
   std::string column;           // the column header it sits under
   std::optional<double> value;  // in the row's unit; absent when text is a marker alone
-  std::string text;             // as shown: "12.1", "12.1 *", "X", "–", "no solution", "3.21", "1.04 ~"
+  std::string text;             // as shown: "12.1", "12.1 *", "12.1 !", "X", "–", "no solution", "3.21", "1.04 ~"
   // "" | "*" | "X" | "–" | "no solution"; ratio cells also "~" (interval
   // crosses 1) or "* ~" (both).
   std::string marker;
   std::string provenance;       // "measured" | "extrapolated" | "prefix" | "declared" (X) | "imported" | "" (no value)
   // Value cells: the largest metric::kContention among the cases shown when
-  // one ran contended (records.h ContendedShare); the text says "(contended)".
+  // one ran contended (records.h ContendedShare); the text ends with the
+  // marker "!" (not in `marker`: it goes with any other).
   std::optional<double> contended;
   std::string origin;           // where the number came from (appendix text, HTML title)
   // Value cells: the values combined into `value` (display unit), one per
@@ -160,11 +161,14 @@ struct FailureEntry {
   std::string text;    // "run 4, case 2.1.1.2 (repeat 1): failed — <reason>"
 };
 
-// One line of the verdict a report opens with: a table row with a ratio (an
-// efficiency coefficient, a scaling efficiency), said in one sentence with
-// the held-out loss it costs and the bytes it moved (docs/report.md,
+// One row of the verdict table a report opens with: a table row with a ratio
+// (an efficiency coefficient, a scaling efficiency), its short cells
+// (`compared` … `caveats`), the sentence a reader should conclude from it
+// (`conclusion`), and the whole of it in one long sentence (`text`: the
+// held-out loss it costs, the bytes it moved, every note) (docs/report.md,
 // "Verdict"). The parts are kept apart so that a later pass can qualify a
-// line (append to `qualifiers`) before ComputeReport composes `text`.
+// line (append to `qualifiers` and `caveats`) before ComputeReport composes
+// `text` and `conclusion`.
 struct VerdictLine {
   // the table id: "training" | "baselines" | "scaling" | "inference-single-stream" | "inference-multi"
   std::string table;
@@ -195,6 +199,43 @@ struct VerdictLine {
   // "tiny pretrain 12 steps, 1 node: share is 1.42× faster than fsdp (held-out
   // loss …), moving …; qualifiers; notes."
   std::string text;
+
+  // ---- the cells of its table row (short; "" where a cell does not apply)
+  // What is compared: "pretrain 12 steps, 2 nodes: share vs fsdp-hybrid",
+  // "pretrain 12 steps: share 1 → 2 nodes", "inference single-stream, 1 node:
+  // share vs fsdp".
+  std::string compared;
+  // The candidate's speed-up (the ratio, > 1 faster) with its 95 % interval,
+  // or the fewest repeats on a side when it has none: "1.42× (1.31–1.55)",
+  // "1.42× (n=1)"; a scaling row T1 / TN with its efficiency: "1.41×,
+  // efficiency 0.70"; a refused ratio "no ratio".
+  std::string speedup;
+  // The candidate's held-out loss relative to the baseline's: "+2.3 %";
+  // "not stored", "fsdp: not stored"; "" for rows without a loss (inference,
+  // scaling).
+  std::string loss_difference;
+  // bytes_between_nodes of the candidate, then of the baseline: "13.51 MiB vs
+  // 328.82 MiB"; "not stored" for a side without; "" on 1 node.
+  std::string bytes_between_nodes;
+  // Short tags, each explained once in ModelReport::verdict_legend:
+  // "contended 40 %", "one host", "random weights", "extrapolated", "first
+  // steps", "imported", "different runs", "not significant", "different
+  // machines", "different work".
+  std::vector<std::string> caveats;
+  // What the row finds, before its certainty and caveats: "share is 1.13×
+  // faster than fsdp, its held-out loss 2.3 % higher".
+  std::string finding;
+  // What a reader should conclude, in one plain sentence (VerdictConclusion,
+  // verdict.h): "pretrain 12 steps, 1 node: share is 1.13× faster than fsdp,
+  // its held-out loss 2.3 % higher; one repeat, so no interval yet."
+  std::string conclusion;
+};
+
+// One entry of the legend under the verdict table: a caveat tag (or the
+// "n=1" of a speed-up) and what it means.
+struct LegendEntry {
+  std::string tag;      // "one host", "contended N %", "n=1"
+  std::string meaning;  // "the nodes of a multi-node side ran on one machine: …"
 };
 
 // One inference request, for the per-request table and the chart.
@@ -215,6 +256,9 @@ struct ModelReport {
   std::string model;
   // One line per table row with a ratio (or a refused one), in table order.
   std::vector<VerdictLine> verdict;
+  // Each caveat tag used by `verdict` (and the "n=" of its speed-ups),
+  // explained once, in a fixed order.
+  std::vector<LegendEntry> verdict_legend;
   // training, baselines, scaling, inference-single-stream, inference-multi, quality, metrics (present ones)
   std::vector<ReportTable> tables;
   std::vector<std::string> sentences;   // one per ratio with a value (or refused), the baseline's said once

@@ -92,6 +92,18 @@ TEST_CASE("report baselines: share against fsdp and fsdp-hybrid on 2 nodes, each
             "faster than fsdp and 2.00× faster than fsdp-hybrid (held-out loss 2.6000 vs 2.5000 for fsdp (+4.0 %) "
             "and 2.4000 for fsdp-hybrid (+8.3 %)), moving 10.00 MiB between nodes (fsdp 300.00 MiB, fsdp-hybrid "
             "40.00 MiB); no interval (fewer than 3 repeats)."});
+  // Its row of the verdict table: the further baseline only (fsdp's row is the training table's).
+  const VerdictLine& row = m.verdict.at(2);
+  CHECK(row.table == "baselines");
+  CHECK(row.compared == "pretrain 100 steps, 2 nodes (fsdp over 80G, fsdp-hybrid over 10G, share over 10G): share vs "
+                        "fsdp-hybrid");
+  CHECK(row.speedup == "2.00× (n=1)");
+  CHECK(row.loss_difference == "+8.3 %");
+  CHECK(row.bytes_between_nodes == "10.00 MiB vs 40.00 MiB");
+  CHECK(row.caveats.empty());
+  CHECK(row.conclusion == "pretrain 100 steps, 2 nodes (fsdp over 80G, fsdp-hybrid over 10G, share over 10G): share "
+                          "is 2.00× faster than fsdp-hybrid, its held-out loss 8.3 % higher; one repeat, so no "
+                          "interval yet.");
   // The methodology's training line shows the bytes between nodes where stored.
   const std::vector<std::string> training_lines = VerdictTexts(m, "training");
   REQUIRE(training_lines.size() == 2);
@@ -247,8 +259,8 @@ TEST_CASE("report baselines: markers *, † and contended as the efficiency coef
   REQUIRE(t->rows.size() == 2);
   INFO(Join(Texts(t->rows[0]), " | "));
   INFO(Join(Texts(t->rows[1]), " | "));
-  CHECK(Texts(t->rows[0]) == std::vector<std::string>{"6.7 (contended)", "–", "40.00 MiB", "X", "–"});
-  CHECK(Texts(t->rows[1]) == std::vector<std::string>{"66.7 * (contended)", "3.33 * †", "–", "20.0", "10.00 MiB"});
+  CHECK(Texts(t->rows[0]) == std::vector<std::string>{"6.7 !", "–", "40.00 MiB", "X", "–"});
+  CHECK(Texts(t->rows[1]) == std::vector<std::string>{"66.7 * !", "3.33 * †", "–", "20.0", "10.00 MiB"});
   const std::vector<std::string> lines = VerdictTexts(m, "baselines");
   REQUIRE(lines.size() == 1);
   CHECK(lines[0] ==
@@ -262,8 +274,11 @@ TEST_CASE("report baselines: markers *, † and contended as the efficiency coef
 TEST_CASE("report baselines: the verdict names each contended side once") {
   std::vector<ReportCaseInput> cases = TwoBaselines();
   for (size_t i : {2, 3, 4}) cases[i].measurements.push_back(M(metric::kContention, 0.3 + 0.1 * i));
-  const std::vector<std::string> lines = VerdictTexts(Compute({RunWith(MakeRun(1), cases)}).models.at(0), "baselines");
+  const ModelReport m = Compute({RunWith(MakeRun(1), cases)}).models.at(0);
+  const std::vector<std::string> lines = VerdictTexts(m, "baselines");
   REQUIRE(lines.size() == 1);
+  // Its table row shows the further baseline against share: the larger share of those two sides.
+  CHECK(m.verdict.back().caveats == std::vector<std::string>{"contended 70 %"});
   CHECK(EndsWith(lines[0], "fsdp-hybrid 40.00 MiB); contended: other processes took 50 % of the CPU while fsdp's "
                            "figure was measured, other processes took 60 % of the CPU while fsdp-hybrid's figure was "
                            "measured, other processes took 70 % of the CPU while share's figure was measured (less "

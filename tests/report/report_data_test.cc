@@ -293,7 +293,7 @@ TEST_CASE("report: one case fills its own row, a shorter row from its first step
   CHECK(t->rows[0].cells[1].provenance == "declared");
   CHECK(Texts(t->efficiency[0]) == std::vector<std::string>{"\u2013", "X"});
   CHECK(t->rows[1].label == "pretrain 1000 steps");
-  CHECK(Texts(t->rows[1]) == std::vector<std::string>{"100.0", "50.0 (contended)"});
+  CHECK(Texts(t->rows[1]) == std::vector<std::string>{"100.0", "50.0 !"});
   CHECK(*t->rows[1].cells[1].contended == doctest::Approx(0.48));
   // The sentence of the ratio says the candidate side was contended.
   REQUIRE(data.models[0].sentences.size() == 1);
@@ -301,6 +301,8 @@ TEST_CASE("report: one case fills its own row, a shorter row from its first step
                                          "measured (less reliable)") != std::string::npos);
   REQUIRE(!data.models[0].verdict.empty());
   CHECK(data.models[0].verdict[0].text.find("contended") != std::string::npos);
+  // The verdict table says it once, as a caveat tag with the larger share of its sides.
+  CHECK(data.models[0].verdict[0].caveats == std::vector<std::string>{"contended 48 %"});
   // Quality is the whole run's: shown at the case's own length only.
   const ReportTable* q = FindTable(data.models[0], "quality");
   REQUIRE(q != nullptr);
@@ -314,7 +316,10 @@ TEST_CASE("report: an idle run never says contended") {
   cand.measurements.push_back(M(metric::kContention, 0.19));
   auto data = Compute({RunWith(MakeRun(1), {base, cand})});
   for (const std::string& s : data.models[0].sentences) CHECK(s.find("contended") == std::string::npos);
-  for (const VerdictLine& v : data.models[0].verdict) CHECK(v.text.find("contended") == std::string::npos);
+  for (const VerdictLine& v : data.models[0].verdict) {
+    CHECK(v.text.find("contended") == std::string::npos);
+    CHECK(v.caveats.empty());
+  }
   const ReportTable* t = FindTable(data.models[0], "training");
   REQUIRE(t != nullptr);
   CHECK(Texts(t->rows[0]) == std::vector<std::string>{"1.0", "0.500"});

@@ -147,6 +147,69 @@ TEST_CASE("report render: html cell titles carry the spread of repeats") {
         std::string::npos);
 }
 
+// A report of one model whose verdict is two hand-filled lines.
+ReportData HandVerdict(const std::string& equal_quality, const std::string& expected) {
+  ReportData data;
+  data.baseline_system = "fsdp";
+  data.candidate_system = "share";
+  ModelReport m;
+  m.model = "m";
+  VerdictLine a;
+  a.compared = "pretrain 100 steps, 1 node: share vs fsdp";
+  a.speedup = "1.50× (n=1)";
+  a.loss_difference = "+2.0 %";
+  a.caveats = {"one host", "random weights"};
+  a.conclusion = "share is 1.50× faster.";
+  a.equal_quality = equal_quality;
+  a.expected = expected;
+  VerdictLine b;  // never filled: its cells of those columns stay empty
+  b.compared = "inference, single-stream on 1 node: share vs fsdp";
+  b.speedup = "1.10× (n=1)";
+  b.conclusion = "share is 1.10× faster.";
+  m.verdict = {a, b};
+  m.verdict_legend = {{"one host", "one machine"}, {"random weights", "untrained"}};
+  data.models.push_back(m);
+  return data;
+}
+
+TEST_CASE("report render: the verdict table shows equal quality and expected columns only when a row has them") {
+  const std::string both = RenderMd(HandVerdict("1.31× at equal quality", "fsdp 1.1× its estimate, share 0.9×"));
+  CHECK(both.find("| compared | speed-up | held-out loss | bytes between nodes | at equal quality | expected vs "
+                  "measured | caveats |\n|---|---|---|---|---|---|---|\n") != std::string::npos);
+  CHECK(both.find("| pretrain 100 steps, 1 node: share vs fsdp | 1.50× (n=1) | +2.0 % |  | 1.31× at equal quality | "
+                  "fsdp 1.1× its estimate, share 0.9× | `one host` `random weights` |\n") != std::string::npos);
+  CHECK(both.find("| inference, single-stream on 1 node: share vs fsdp | 1.10× (n=1) |  |  |  |  | |\n") !=
+        std::string::npos);
+  CHECK(both.find("Caveats: `one host`: one machine. `random weights`: untrained.") != std::string::npos);
+  CHECK(both.find("- share is 1.50× faster.\n- share is 1.10× faster.\n") != std::string::npos);
+
+  const std::string one = RenderMd(HandVerdict("", "fsdp 1.1× its estimate"));
+  CHECK(one.find("| compared | speed-up | held-out loss | bytes between nodes | expected vs measured | caveats |\n") !=
+        std::string::npos);
+  const std::string none = RenderMd(HandVerdict("", ""));
+  CHECK(none.find("| compared | speed-up | held-out loss | bytes between nodes | caveats |\n|---|---|---|---|---|\n") !=
+        std::string::npos);
+  CHECK(none.find("at equal quality") == std::string::npos);
+
+  const std::string html = RenderHtml(HandVerdict("1.31× at equal quality", ""));
+  CHECK(Count(html, "<th>at equal quality</th>") == 1);
+  CHECK(Count(html, "<td>1.31× at equal quality</td>") == 1);
+  CHECK(Count(html, "expected vs measured") == 0);
+  CHECK(Count(html, "<span class=\"tag\">one host</span>") == 2);  // the row and the legend
+  const std::string html_none = RenderHtml(HandVerdict("", ""));
+  CHECK(Count(html_none, "at equal quality") == 0);
+
+  // JSON carries every part of a line and the legend.
+  const Json j = ReportToJson(HandVerdict("1.31× at equal quality", "fsdp 1.1× its estimate"));
+  const Json& v = j["models"][0]["verdict"][0];
+  CHECK(v["equal_quality"] == "1.31× at equal quality");
+  CHECK(v["expected"] == "fsdp 1.1× its estimate");
+  CHECK(v["speedup"] == "1.50× (n=1)");
+  CHECK(v["caveats"] == Json::array({"one host", "random weights"}));
+  CHECK(v["conclusion"] == "share is 1.50× faster.");
+  CHECK(j["models"][0]["verdict_legend"][1]["tag"] == "random weights");
+}
+
 TEST_CASE("report render: markdown escapes table pipes and raw html in data") {
   ReportInput in;
   in.runs.push_back(RunWith(MakeRun(1), {TrainCase("a", "a|b<i>", "pretrain", "fsdp", 1, "", "steps", 10, 60)}));

@@ -89,6 +89,91 @@ TEST_CASE("report verdict: one sentence per row with a ratio: speed-up, held-out
   CHECK(m.sentences.size() == 1);  // and its conclusion, as before
 }
 
+TEST_CASE("report verdict table: a row's short cells, its conclusion, and the legend of what it uses") {
+  ReportCaseInput fsdp = With(TrainCase("a", "m", "pretrain", "fsdp", 2, "", "steps", 100, 600),
+                              {{metric::kEvalLoss, 2.5}, {metric::kBytesBetweenNodes, 300.0 * 1024 * 1024}});
+  ReportCaseInput share = With(TrainCase("b", "m", "pretrain", "share", 2, "", "steps", 100, 300),
+                               {{metric::kEvalLoss, 2.45}, {metric::kContention, 0.4}});
+  ReportData data = Compute({RunWith(MakeRun(1), {fsdp, share})});
+  const ModelReport& m = data.models.at(0);
+  REQUIRE(m.verdict.size() == 1);
+  const VerdictLine& v = m.verdict[0];
+  CHECK(v.compared == "pretrain 100 steps, 2 nodes: share vs fsdp");
+  CHECK(v.speedup == "2.00× (n=1)");
+  CHECK(v.loss_difference == "-2.0 %");
+  CHECK(v.bytes_between_nodes == "not stored vs 300.00 MiB");
+  CHECK(v.caveats == std::vector<std::string>{"contended 40 %"});
+  CHECK(v.equal_quality.empty());  // filled by the passes that compute them
+  CHECK(v.expected.empty());
+  CHECK(v.conclusion == "pretrain 100 steps, 2 nodes: share is 2.00× faster than fsdp, its held-out loss 2.0 % lower; "
+                        "one repeat, so no interval yet; measured while the machine was busy, so less reliable.");
+  // The legend: each tag used, once, then the n of a speed-up without an interval.
+  REQUIRE(m.verdict_legend.size() == 2);
+  CHECK(m.verdict_legend[0].tag == "contended N %");
+  CHECK(m.verdict_legend[0].meaning.find("marked ! in the tables") != std::string::npos);
+  CHECK(m.verdict_legend[1].tag == "n=1");
+  // The main table marks the contended figure instead of saying it in the cell.
+  const ReportTable* t = FindTable(m, "training");
+  REQUIRE(t);
+  CHECK(t->rows[0].cells[1].text == "5.0 !");
+}
+
+TEST_CASE("report verdict table: with 3 repeats a side the speed-up carries its interval; one crossing 1 is a caveat") {
+  auto repeats = [](const char* system, const std::vector<double>& seconds) {
+    std::vector<ReportCaseInput> out;
+    for (size_t i = 0; i < seconds.size(); ++i) {
+      ReportCaseInput c = TrainCase(std::string(system) + "-" + std::to_string(i), "m", "pretrain", system, 1, "",
+                                    "steps", 100, seconds[i]);
+      c.record.repeat = static_cast<int>(i) + 1;
+      out.push_back(c);
+    }
+    return out;
+  };
+  auto compute = [&](const std::vector<double>& fsdp, const std::vector<double>& share) {
+    std::vector<ReportCaseInput> cases = repeats("fsdp", fsdp);
+    for (ReportCaseInput& c : repeats("share", share)) cases.push_back(c);
+    return Compute({RunWith(MakeRun(1), cases)}).models.at(0);
+  };
+  const ModelReport clear = compute({600, 610, 590}, {300, 310, 290});
+  REQUIRE(clear.verdict.size() == 1);
+  CAPTURE(clear.verdict[0].speedup);
+  CHECK(StartsWith(clear.verdict[0].speedup, "2.00× ("));
+  CHECK(clear.verdict[0].speedup.find("n=") == std::string::npos);
+  CHECK(clear.verdict[0].caveats.empty());
+  CHECK(clear.verdict_legend.empty());
+  CHECK(clear.verdict[0].conclusion == "pretrain 100 steps, 1 node: share is 2.00× faster than fsdp.");
+
+  const ModelReport noise = compute({600, 610, 590}, {605, 590, 612});
+  REQUIRE(noise.verdict.size() == 1);
+  CHECK(noise.verdict[0].caveats == std::vector<std::string>{"not significant"});
+  REQUIRE(noise.verdict_legend.size() == 1);
+  CHECK(noise.verdict_legend[0].tag == "not significant");
+  CHECK(EndsWith(noise.verdict[0].conclusion, "; its 95 % interval crosses 1, so the difference may be noise."));
+}
+
+TEST_CASE("report verdict table: caveats keep one order, each once, the larger contended share") {
+  std::vector<std::string> caveats = {"random weights"};
+  AddCaveats(&caveats, {"one host", "contended 20 %", "random weights", "a later pass's tag"});
+  AddCaveats(&caveats, {"contended 45 %", "contended 30 %", "not significant"});
+  CHECK(caveats ==
+        std::vector<std::string>{"contended 45 %", "one host", "random weights", "not significant", "a later pass's tag"});
+  VerdictLine a, b;
+  a.caveats = {"one host"};
+  b.caveats = {"one host", "different runs"};
+  b.speedup = "1.50× (n=2)";
+  std::vector<LegendEntry> legend = VerdictLegend({a, b});
+  REQUIRE(legend.size() == 3);
+  CHECK(legend[0].tag == "one host");
+  CHECK(legend[1].tag == "different runs");
+  CHECK(legend[2].tag == "n=1");
+  b.row = "pretrain 100 steps";
+  b.scope = "2 nodes";
+  b.finding = "share is 1.50× faster than fsdp";
+  CHECK(VerdictConclusion(b) == "pretrain 100 steps, 2 nodes: share is 1.50× faster than fsdp; 2 repeats, so no "
+                                "interval yet; its nodes were one machine, so no network between machines was "
+                                "measured; its sides come from different runs.");
+}
+
 TEST_CASE("report verdict: a figure not stored is said to be missing, never guessed") {
   ReportCaseInput fsdp = TrainCase("a", "m", "pretrain", "fsdp", 2, "", "steps", 100, 600);
   ReportCaseInput share = With(TrainCase("b", "m", "pretrain", "share", 2, "", "steps", 100, 800),
@@ -117,11 +202,17 @@ TEST_CASE("report verdict: a refused ratio says why; inference rows name their m
   rb.context = {{"cpu_cores", "16"}};
   ReportData data = Compute({ra, rb});
   const std::vector<std::string> texts = VerdictTexts(data.models.at(0));
-  REQUIRE(texts.size() == 4);
+  REQUIRE(texts.size() == 2);  // inference: one line per comparison, its total generation time
   CHECK(texts[0] == "m pretrain 100 steps, 1 node: no ratio: run 1 and run 2 ran on different machines (cpu_cores: 8 vs "
                     "16).");
   CHECK(texts[1] == "m inference, total generation time, single-stream on 1 node: no ratio: run 1 and run 2 ran on "
                     "different machines (cpu_cores: 8 vs 16).");
+  const VerdictLine& v = data.models[0].verdict[1];
+  CHECK(v.compared == "inference, single-stream on 1 node: share vs fsdp");
+  CHECK(v.speedup == "no ratio");
+  CHECK(v.caveats == std::vector<std::string>{"different machines"});
+  CHECK(v.conclusion == "inference, total generation time, single-stream on 1 node: no ratio: run 1 and run 2 ran on "
+                        "different machines (cpu_cores: 8 vs 16).");
 }
 
 TEST_CASE("report verdict: a line takes further qualifiers before its text is composed") {

@@ -84,10 +84,27 @@ Json ModelJson(const ModelReport& m) {
   j["model"] = m.model;
   j["verdict"] = Json::array();
   for (const auto& v : m.verdict) {
-    j["verdict"].push_back({{"table", v.table}, {"row", v.row}, {"scope", v.scope}, {"claim", v.claim},
-                            {"quality", v.quality}, {"bytes", v.bytes}, {"qualifiers", v.qualifiers},
-                            {"notes", v.notes}, {"text", v.text}});
+    j["verdict"].push_back({{"table", v.table},
+                            {"row", v.row},
+                            {"scope", v.scope},
+                            {"claim", v.claim},
+                            {"quality", v.quality},
+                            {"bytes", v.bytes},
+                            {"equal_quality", v.equal_quality},
+                            {"expected", v.expected},
+                            {"qualifiers", v.qualifiers},
+                            {"notes", v.notes},
+                            {"text", v.text},
+                            {"compared", v.compared},
+                            {"speedup", v.speedup},
+                            {"loss_difference", v.loss_difference},
+                            {"bytes_between_nodes", v.bytes_between_nodes},
+                            {"caveats", v.caveats},
+                            {"finding", v.finding},
+                            {"conclusion", v.conclusion}});
   }
+  j["verdict_legend"] = Json::array();
+  for (const auto& e : m.verdict_legend) j["verdict_legend"].push_back({{"tag", e.tag}, {"meaning", e.meaning}});
   j["tables"] = Json::array();
   for (const auto& t : m.tables) {
     Json jt;
@@ -186,6 +203,15 @@ Json ReportView(const ReportData& data) {
     jm["has_provenance"] = !m.provenance.empty();
     jm["has_ratios"] = !m.ratios.empty();
     jm["has_history"] = !m.history.empty();
+    // The verdict table: its optional columns, shown when a row fills them.
+    auto any = [&m](std::string VerdictLine::*field) {
+      return std::any_of(m.verdict.begin(), m.verdict.end(), [&](const VerdictLine& v) { return !(v.*field).empty(); });
+    };
+    jm["has_verdict"] = !m.verdict.empty();
+    jm["has_equal_quality"] = any(&VerdictLine::equal_quality);
+    jm["has_expected"] = any(&VerdictLine::expected);
+    jm["has_verdict_legend"] = !m.verdict_legend.empty();
+    jm["several_models"] = data.models.size() > 1;
     for (size_t t = 0; t < m.tables.size(); ++t) {
       jm["tables"][t]["has_efficiency"] = !m.tables[t].efficiency.empty();
     }

@@ -187,7 +187,7 @@ ReportCell ValueCell(const std::string& column, const ResolvedCell& r,
   c.run_id = r.run_id;
   c.contended = r.contended;
   if (r.value) {
-    c.text = format(*r.value) + (r.marker == "*" ? " *" : "") + (r.contended ? " (contended)" : "");
+    c.text = format(*r.value) + (r.marker == "*" ? " *" : "") + (r.contended ? std::string(" ") + kContendedMark : "");
   } else {
     c.text = r.marker;
   }

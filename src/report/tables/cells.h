@@ -20,6 +20,8 @@ namespace protocol {
 
 inline constexpr const char* kDash = "–";  // U+2013: no value / no ratio
 inline constexpr const char* kNoSolution = "no solution";
+// After a value: a case behind it ran contended (ReportCell::contended).
+inline constexpr const char* kContendedMark = "!";
 
 // One stored case and the run it belongs to.
 struct CaseEntry {

@@ -43,9 +43,14 @@ ModelReport ModelBuilder::Build() {
   BuildUntabulated();
   BuildChart();
   BuildHistory();
+  OrderVerdict();
   // Each line's parts are final here: a pass that qualifies verdict lines
   // (VerdictLine::qualifiers) runs before this one.
-  for (VerdictLine& v : out_.verdict) v.text = VerdictText(out_.model, v);
+  for (VerdictLine& v : out_.verdict) {
+    v.text = VerdictText(out_.model, v);
+    v.conclusion = VerdictConclusion(v);
+  }
+  out_.verdict_legend = VerdictLegend(out_.verdict);
   return std::move(out_);
 }
 
@@ -62,6 +67,27 @@ void ModelBuilder::ListFailures() {
   for (size_t i = 0; i < keys.size(); ++i) cells_[keys[i]].failures.push_back(&out_.failures[i]);
 }
 
+void ModelBuilder::OrderVerdict() {
+  // "1 node", "2 nodes (fsdp over 80G, …)": the node count a line's scope starts with.
+  auto nodes = [](const VerdictLine& v) { return v.scope.substr(0, v.scope.find(' ')); };
+  std::vector<VerdictLine> ordered;
+  std::vector<bool> placed(out_.verdict.size(), false);
+  for (size_t i = 0; i < out_.verdict.size(); ++i) {
+    if (placed[i]) continue;
+    ordered.push_back(out_.verdict[i]);
+    placed[i] = true;
+    if (out_.verdict[i].table != "training") continue;
+    for (size_t j = i + 1; j < out_.verdict.size(); ++j) {
+      const VerdictLine& b = out_.verdict[j];
+      if (!placed[j] && b.table == "baselines" && b.row == out_.verdict[i].row && nodes(b) == nodes(out_.verdict[i])) {
+        ordered.push_back(b);
+        placed[j] = true;
+      }
+    }
+  }
+  out_.verdict = std::move(ordered);
+}
+
 bool ModelBuilder::OnRandomWeights(const ReportCell& cell) const {
   for (const CellSource& src : cell.sources)
     if (random_.count({src.run_id, src.case_id})) return true;
@@ -69,8 +95,10 @@ bool ModelBuilder::OnRandomWeights(const ReportCell& cell) const {
 }
 
 void ModelBuilder::AddVerdict(VerdictLine v, const std::vector<const ReportCell*>& sides) {
-  if (std::any_of(sides.begin(), sides.end(), [this](const ReportCell* c) { return OnRandomWeights(*c); }))
+  if (std::any_of(sides.begin(), sides.end(), [this](const ReportCell* c) { return OnRandomWeights(*c); })) {
     v.qualifiers.push_back("measured on seeded random weights");
+    AddCaveats(&v.caveats, {"random weights"});
+  }
   out_.verdict.push_back(std::move(v));
 }
 

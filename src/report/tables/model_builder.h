@@ -137,6 +137,11 @@ class ModelBuilder {
   // random weights (a speed-up of an untrained model).
   void AddVerdict(VerdictLine v, const std::vector<const ReportCell*>& sides);
 
+  // The verdict's lines in table order, but for a line of "Against each
+  // baseline", which follows the training line of its row and node count
+  // (the one of the methodology's baseline it extends).
+  void OrderVerdict();
+
   void BuildTraining();
 
   // Scaling 1 → N nodes (docs/report.md), one row per training row, system

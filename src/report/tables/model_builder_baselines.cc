@@ -223,9 +223,43 @@ void ModelBuilder::SayBaselines(const std::string& row_label, int nodes, const s
   const CellResults* cand = said.front()->partner_cell;
   v.quality = HeldOutLossAgainst(cand, cs, named);
   v.bytes = BetweenNodesPhrase(cand, cs, named);
+  // The table row: the further baselines only (the methodology's baseline
+  // has its row from the training table), each cell one entry per side.
+  std::vector<std::string> against, speedups, losses, bytes, further_speeds;
+  for (size_t i = 0; i < said.size(); ++i) {
+    const BaselineSide* s = said[i];
+    if (s->column->system == o_.baseline_system) continue;
+    against.push_back(named[i].first);
+    const std::vector<std::pair<std::string, const ReportCell*>> inputs = {{named[i].first, s->time},
+                                                                          {cs, s->partner_time}};
+    AddCaveats(&v.caveats, RatioCaveats(*s->ratio, inputs));
+    if (!s->ratio->value) {
+      speedups.push_back("no ratio");
+      further_speeds.push_back("no ratio to " + named[i].first + ": " + RefusalReason(*s->ratio));
+      continue;
+    }
+    speedups.push_back(SpeedupCell(*s->ratio, inputs));
+    further_speeds.push_back(SpeedClaim(cs, named[i].first, *s->ratio->value));
+    losses.push_back(LossDifferenceCell(s->cell, s->partner_cell, named[i].first, cs));
+    if (nodes > 1) bytes.push_back(BytesBetweenNodesCell(s->partner_cell, s->cell));
+  }
+  v.compared = row_label + ", " + v.scope + ": " + cs + " vs " + Join(against, ", ");
+  v.speedup = Join(speedups, "; ");
+  v.loss_difference = Join(losses, "; ");
+  v.bytes_between_nodes = Join(bytes, "; ");
+  v.finding = Join(further_speeds, "; ");
+  if (further_speeds.size() == 1 && losses.size() == 1) {  // one further side, with a ratio
+    const BaselineSide* only = *std::find_if(said.begin(), said.end(), [this](const BaselineSide* s) {
+      return s->column->system != o_.baseline_system;
+    });
+    v.finding += LossClause(only->cell, only->partner_cell);
+  }
   if (nodes > 1) {
     std::string host = OneHostQualifier(runs_, nodes, shown);
-    if (!host.empty()) v.qualifiers.push_back(host);
+    if (!host.empty()) {
+      v.qualifiers.push_back(host);
+      AddCaveats(&v.caveats, {"one host"});
+    }
   }
   v.notes = notes;
   AddVerdict(std::move(v), cells);

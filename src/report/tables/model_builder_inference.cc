@@ -5,6 +5,7 @@
 
 #include "report/formats/numbers.h"
 #include "report/tables/sentences.h"
+#include "report/tables/verdict.h"
 #include "runner/base/text.h"
 
 namespace protocol {
@@ -92,18 +93,29 @@ void ModelBuilder::SayInference(const Inference& inf, const ReportTable& t, size
   for (size_t i = 0; i < t.rows.size(); ++i) {
     const ReportCell& ratio = t.efficiency[i].cells[col];
     if (!ratio.value && ratio.refused.empty()) continue;
+    const std::vector<std::pair<std::string, const ReportCell*>> inputs = {
+        {o_.baseline_system, &inf.reference[i]}, {o_.candidate_system, &t.rows[i].cells[col]}};
+    if (!ratio.value) {
+      out_.sentences.push_back(RefusedSentence(subject, object, kInferenceRows[i].what, ratio));
+    } else {
+      out_.sentences.push_back(Sentence(subject, object, ratio, kInferenceRows[i].what, "", inputs));
+    }
+    // The verdict has one line per comparison: the total generation time
+    // decides; the per-token figures are in the table.
+    if (i != 0) continue;
     VerdictLine v;
     v.table = t.id;
     v.row = std::string("inference, ") + kInferenceRows[i].what;
     v.scope = mode;
+    v.compared = "inference, " + mode + ": " + o_.candidate_system + " vs " + o_.baseline_system;
+    v.caveats = RatioCaveats(ratio, inputs);
     if (!ratio.value) {
-      out_.sentences.push_back(RefusedSentence(subject, object, kInferenceRows[i].what, ratio));
       v.claim = "no ratio: " + RefusalReason(ratio);
+      v.speedup = "no ratio";
     } else {
-      const std::vector<std::pair<std::string, const ReportCell*>> inputs = {
-          {o_.baseline_system, &inf.reference[i]}, {o_.candidate_system, &t.rows[i].cells[col]}};
-      out_.sentences.push_back(Sentence(subject, object, ratio, kInferenceRows[i].what, "", inputs));
       v.claim = SpeedClaim(o_.candidate_system, object, *ratio.value);
+      v.finding = v.claim;
+      v.speedup = SpeedupCell(ratio, inputs);
       v.notes = RatioNotes(ratio, inputs);
     }
     AddVerdict(std::move(v), {&inf.reference[i], &t.rows[i].cells[col]});

@@ -58,21 +58,31 @@ void ModelBuilder::SayTrainingRatio(const std::string& row_label, const Column& 
   if (!col.network.empty()) nets.push_back(col.system + " over " + col.network);
   if (!partner.network.empty()) nets.push_back(partner.system + " over " + partner.network);
   v.scope = NodesText(col.nodes) + (nets.empty() ? "" : " (" + Join(nets, ", ") + ")");
+  v.compared = row_label + ", " + v.scope + ": " + cs + " vs " + bs;
+  const std::vector<std::pair<std::string, const ReportCell*>> inputs = {{bs, base.second}, {cs, cand.second}};
+  v.caveats = RatioCaveats(ratio, inputs);
   if (!ratio.value) {
     out_.sentences.push_back(RefusedSentence(cs, bs + " on " + NodesText(col.nodes), row_label, ratio));
     v.claim = "no ratio: " + RefusalReason(ratio);
+    v.speedup = "no ratio";
     AddVerdict(std::move(v), {base.second, cand.second});
     return;
   }
-  const std::vector<std::pair<std::string, const ReportCell*>> inputs = {{bs, base.second}, {cs, cand.second}};
   out_.sentences.push_back(Sentence(cs, bs + " on " + NodesText(col.nodes), ratio, row_label, Join(nets, ", "),
                                     inputs, WorseLossClause(base.first, cand.first, *ratio.value, bs)));
   v.claim = SpeedClaim(cs, bs, *ratio.value);
+  v.finding = v.claim + LossClause(base.first, cand.first);
   v.quality = HeldOutLossPhrase(base.first, cand.first, bs, cs);
   v.bytes = BytesMovedPhrase(base.first, cand.first, bs, col.nodes > 1);
+  v.speedup = SpeedupCell(ratio, inputs);
+  v.loss_difference = LossDifferenceCell(base.first, cand.first, bs, cs);
   if (col.nodes > 1) {
+    v.bytes_between_nodes = BytesBetweenNodesCell(cand.first, base.first);
     std::string host = OneHostQualifier(runs_, col.nodes, inputs);
-    if (!host.empty()) v.qualifiers.push_back(host);
+    if (!host.empty()) {
+      v.qualifiers.push_back(host);
+      AddCaveats(&v.caveats, {"one host"});
+    }
   }
   v.notes = RatioNotes(ratio, inputs);
   AddVerdict(std::move(v), {base.second, cand.second});
@@ -239,14 +249,27 @@ void ModelBuilder::SayScaling(const std::string& row_label, const CellKey& k, co
   v.row = row_label;
   v.scope = k.system + " 1 → " + NodesText(k.nodes) + (k.network.empty() ? "" : " over " + k.network) +
             (k.variant.empty() ? "" : " [" + k.variant + "]");
+  v.compared = row_label + ": " + v.scope;
+  const std::vector<std::pair<std::string, const ReportCell*>> inputs = {{"1 node", &t1}, {NodesText(k.nodes), &tn}};
+  v.caveats = RatioCaveats(eff, inputs);
   if (!eff.value) {
     v.claim = "no ratio: " + RefusalReason(eff);
+    v.speedup = "no ratio";
   } else {
     v.claim = fmt::format("scaling efficiency {} ({} min on 1 node, {} min on {})", FormatRatio(*eff.value),
                           FormatMinutes(*t1.value), FormatMinutes(*tn.value), NodesText(k.nodes));
-    v.notes = RatioNotes(eff, {{"1 node", &t1}, {NodesText(k.nodes), &tn}});
+    v.notes = RatioNotes(eff, inputs);
+    // T1 / TN: how much faster N nodes did the work (the efficiency is that over N).
+    const double speedup = *t1.value / *tn.value;
+    v.speedup = fmt::format("{}×, efficiency {}", FormatRatio(speedup), FormatRatio(*eff.value));
+    v.finding = fmt::format("{} on {} is {}× {} than on 1 node, a scaling efficiency of {} (1.00 is {}× faster)",
+                            k.system, NodesText(k.nodes), FormatRatio(speedup >= 1 ? speedup : 1 / speedup),
+                            speedup >= 1 ? "faster" : "slower", FormatRatio(*eff.value), k.nodes);
   }
-  if (!host.empty()) v.qualifiers.push_back(host + ": the scaling measures no network between machines");
+  if (!host.empty()) {
+    v.qualifiers.push_back(host + ": the scaling measures no network between machines");
+    AddCaveats(&v.caveats, {"one host"});
+  }
   AddVerdict(std::move(v), {&t1, &tn});
 }
 

@@ -65,6 +65,49 @@ std::string OneHostQualifier(const RunIndex& runs, int nodes,
 // "{model} {row}, {scope}: {claim} ({quality}), {bytes}; {qualifiers}; {notes}."
 std::string VerdictText(const std::string& model, const VerdictLine& line);
 
+// ---- the verdict table (docs/report.md, "Verdict"): its cells, legend and conclusions
+
+// The speed-up cell of a ratio with a value: "1.42× (1.31–1.55)" with its
+// 95 % interval, else "1.42× (n=1)", n the fewest repeats on a side.
+// REQUIRES: ratio.value.
+std::string SpeedupCell(const ReportCell& ratio, const std::vector<std::pair<std::string, const ReportCell*>>& inputs);
+
+// The candidate's held-out loss relative to the baseline's, each its cell's
+// median: "+2.3 %"; "not stored" when neither side has one, "fsdp: not
+// stored" when one side has none.
+std::string LossDifferenceCell(const CellResults* baseline, const CellResults* candidate,
+                               const std::string& baseline_name, const std::string& candidate_name);
+
+// How the candidate's held-out loss compares, said after a speed-up: ", its
+// held-out loss 2.3 % higher", ", its held-out loss 1.2 % lower", ", at the
+// same held-out loss" (equal at 4 decimals); "" when a side has none.
+std::string LossClause(const CellResults* baseline, const CellResults* candidate);
+
+// The bytes between nodes of the candidate, then of the baseline
+// (BetweenNodesText): "13.51 MiB vs 328.82 MiB", "not stored" for a side
+// without.
+std::string BytesBetweenNodesCell(const CellResults* candidate, const CellResults* baseline);
+
+// The caveat tags of a ratio, in kCaveats order (verdict.cc): "contended 40
+// %" (the most of its sides), "extrapolated", "first steps", "imported",
+// "different runs", "not significant"; of a refused one "different machines"
+// or "different work".
+std::vector<std::string> RatioCaveats(const ReportCell& ratio,
+                                      const std::vector<std::pair<std::string, const ReportCell*>>& inputs);
+
+// `tags` added to `caveats`, each once, in kCaveats order; of two contended
+// tags the larger share is kept.
+void AddCaveats(std::vector<std::string>* caveats, const std::vector<std::string>& tags);
+
+// The legend under the verdict table: each tag the lines use, once, in
+// kCaveats order, then "n=1" when a speed-up has no interval.
+std::vector<LegendEntry> VerdictLegend(const std::vector<VerdictLine>& lines);
+
+// "{row}, {scope}: {finding}; {certainty}; {what the caveats change}." — the
+// certainty from the speed-up cell (n, or an interval that crosses 1), the
+// caveats that make the figure less sure said plainly.
+std::string VerdictConclusion(const VerdictLine& line);
+
 }  // namespace protocol
 
 #endif  // PROTOCOL_REPORT_TABLES_VERDICT_H_
