@@ -68,6 +68,11 @@ Result<ReportRunInput> ReadRun(Store& store, int64_t run_id, const std::set<int6
     auto reqs = store.RequestsOfCase(c.record.row_id);
     if (!reqs.ok()) return reqs.status();
     c.requests = std::move(reqs.value());
+    if (c.record.workload != "inference") {
+      auto curve = store.EvalCurveOfCase(c.record.row_id);
+      if (!curve.ok()) return curve.status();
+      c.eval_curve = std::move(curve.value());
+    }
     r.cases.push_back(std::move(c));
   }
   return r;

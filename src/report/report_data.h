@@ -27,6 +27,7 @@ struct ReportCaseInput {
   CaseRecord record;
   std::vector<Measurement> measurements;
   std::vector<RequestSample> requests;
+  std::vector<EvalPoint> eval_curve;  // training: the held-out loss curve, by step (may be empty)
 };
 
 struct ReportRunInput {
@@ -252,6 +253,21 @@ struct RequestRow {
   std::string answer;
 };
 
+// One compared training row at equal quality (docs/report.md, "Speed-up at
+// equal quality"): the figures behind VerdictLine::equal_quality, and a
+// chart of both sides' held-out loss against training time.
+struct EqualQualityRow {
+  std::string row;             // "pretrain 12 steps"
+  std::string scope;           // "1 node", as the verdict line's
+  std::string target_text;     // "5.4107 (fsdp's at step 12)"; "–" when none
+  std::string baseline_text;   // its time to target (time_to_target.h TargetTimeText); "–"
+  std::string candidate_text;
+  std::string ratio_text;      // at equal quality: "1.31"; "–" when none
+  std::string steps_ratio_text;  // at equal steps, as the training table shows it: "1.65"
+  std::string note;            // why no ratio at equal quality; "" when there is one
+  Chart chart;                 // no series when neither side stored a curve
+};
+
 struct ModelReport {
   std::string model;
   // One line per table row with a ratio (or a refused one), in table order.
@@ -274,6 +290,9 @@ struct ModelReport {
   std::vector<ProvenanceEntry> provenance;
   // Every ratio of every table whose two sides have a figure.
   std::vector<RatioEntry> ratios;
+  // One per training verdict line with a ratio at equal steps where a side
+  // stored a held-out curve, in the verdict's order.
+  std::vector<EqualQualityRow> equal_quality;
   // Over every run of the input up to ReportOptions::history_through (not
   // only the selected ones).
   std::vector<HistoryChart> history;

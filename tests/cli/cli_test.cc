@@ -14,6 +14,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -437,6 +439,69 @@ results:
         "protocol: broken.yaml: 2 problems\n");
 }
 
+// The pretrain row on 1 node of the quickstart (qn.1.1 fsdp, qn.2.1 share):
+// each side's stored held-out curve has at least 5 points, with training
+// seconds that leave the evaluations out; the speed-up at equal quality the
+// report gives is the one computed here by hand from the stored curves: the
+// target is fsdp's last point, each side's time the first crossing,
+// interpolated linearly between the points around it.
+static void CheckEqualQualityByHand(const fs::path& db, const fs::path& src) {
+  auto opened = OpenStore(db.string());
+  REQUIRE(opened.ok());
+  Store& store = **opened;
+  std::map<std::string, std::vector<EvalPoint>> curves;
+  std::map<std::string, std::map<std::string, double>> figures;
+  for (const CaseRecord& c : CasesOf(db, 1)) {
+    auto curve = store.EvalCurveOfCase(c.row_id);
+    REQUIRE(curve.ok());
+    curves[c.case_id] = *curve;
+    auto ms = store.MeasurementsOfCase(c.row_id);
+    REQUIRE(ms.ok());
+    for (const Measurement& m : *ms)
+      if (m.value && m.length_unit.empty()) figures[c.case_id][m.name] = *m.value;
+  }
+  for (const char* id : {"qn.1.1", "qn.1.2", "qn.1.2-hybrid", "qn.1.3", "qn.1.4", "qn.2.1", "qn.2.2", "qn.2.3", "qn.2.4"}) {
+    INFO(id);
+    const std::vector<EvalPoint>& curve = curves[id];
+    REQUIRE(curve.size() >= 5);
+    CHECK(curve.front().step == 0);
+    CHECK(curve.front().training_seconds == 0);
+    // The last point is the case's held-out loss, after all its training time and before its evaluations'.
+    CHECK(curve.back().loss == doctest::Approx(figures[id]["eval_loss"]));
+    REQUIRE(figures[id].count("eval_seconds"));
+    CHECK(figures[id]["eval_seconds"] > 0);
+    CHECK(curve.back().training_seconds + figures[id]["eval_seconds"] < figures[id]["wall_seconds"]);
+  }
+  auto crossing = [](const std::vector<EvalPoint>& c, double target) -> std::optional<double> {
+    for (size_t i = 0; i < c.size(); ++i) {
+      if (c[i].loss > target) continue;
+      if (i == 0) return c[i].training_seconds;
+      const double f = (c[i - 1].loss - target) / (c[i - 1].loss - c[i].loss);
+      return c[i - 1].training_seconds + f * (c[i].training_seconds - c[i - 1].training_seconds);
+    }
+    return std::nullopt;
+  };
+  const double target = curves["qn.1.1"].back().loss;
+  const std::optional<double> fsdp = crossing(curves["qn.1.1"], target);
+  const std::optional<double> share = crossing(curves["qn.2.1"], target);
+  REQUIRE(fsdp);
+  const fs::path json = db.parent_path() / "report.json";
+  Output rep = Protocol({"report", "--db", db.string(), "--run", "latest", "--out", json.string()}, src);
+  REQUIRE(rep.exit_code == 0);
+  const Json report = Json::parse(ReadAll(json));
+  std::optional<Json> row;
+  for (const Json& r : report["models"][0]["equal_quality"])
+    if (r["row"] == "pretrain 12 steps" && r["scope"] == "1 node") row = r;
+  REQUIRE(row);
+  INFO(row->dump());
+  CHECK((*row)["target"] == fmt::format("{:.4f} (fsdp's at step 12)", target));
+  if (share && *share > 0) {
+    CHECK((*row)["ratio"] == fmt::format("{:.2f}", *fsdp / *share));
+  } else {
+    CHECK((*row)["ratio"] == "–");
+  }
+}
+
 TEST_CASE("cli: the quickstart plan runs natively end to end and writes both reports") {
   TempDir dir;
   fs::path src = PROTOCOL_SOURCE_DIR;
@@ -475,6 +540,11 @@ TEST_CASE("cli: the quickstart plan runs natively end to end and writes both rep
   CHECK(ReadAll(dir.path / "report.html")
             .find("<svg width=\"900\" height=\"360\" viewBox=\"0 0 900 360\" role=\"img\" "
                   "aria-label=\"generation time (s) against answer length (tokens)\">") != std::string::npos);
+  // And one chart of held-out loss against training time per compared training row.
+  CHECK(ReadAll(dir.path / "report.html").find("aria-label=\"held-out loss against training time (s)\"") !=
+        std::string::npos);
+  CHECK(md.count("### Speed-up at equal quality") == 1);
+  CheckEqualQualityByHand(dir.path / "q.db", src);
 }
 
 TEST_CASE("cli: a run whose program file is replaced midway still starts its ranks (from the running binary)") {

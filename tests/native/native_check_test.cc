@@ -263,6 +263,36 @@ TEST_CASE("native check: periodic merges of 4-bit share groups warn unless A is 
   fs::remove_all(root);
 }
 
+TEST_CASE("native check: a share curve asked for between merges warns that its points fall at the merges") {
+  Plan plan = ParsePlan("{preset: tiny}",
+                        "      - {id: a, backend: share, workload: pretrain, steps: 12, topology: 'rig0:2x1',\n"
+                        "         training: {eval_every: 3, sync_every: 2}}\n"
+                        "      - {id: b, backend: share, workload: pretrain, steps: 12, topology: 'rig0:2x1',\n"
+                        "         training: {eval_every: 4, sync_every: 2}}\n"
+                        "      - {id: c, backend: share, workload: pretrain, steps: 12, topology: 'rig0:2x1',\n"
+                        "         training: {eval_every: 2}}\n"
+                        "      - {id: d, backend: share, workload: pretrain, steps: 12, topology: 'rig0:2x1',\n"
+                        "         training: {eval_every: 12}}\n"
+                        "      - {id: e, backend: fsdp, workload: pretrain, steps: 12, nodes: 1,\n"
+                        "         training: {eval_every: 3, sync_every: 2}}\n");
+  auto curve_warning = [&](const char* id) -> std::string {
+    const CaseSpec& c = *plan.FindCase(id);
+    auto backend = c.backend == "share" ? MakeNativeShareBackend() : MakeNativeFsdpBackend();
+    for (const std::string& w : backend->Advise(plan, c).warnings)
+      if (w.rfind("training.eval_every", 0) == 0) return w;
+    return "";
+  };
+  CHECK(curve_warning("a") ==
+        "training.eval_every 3 is not a multiple of training.sync_every 2: the held-out curve is of the merged model, "
+        "so each evaluation waits for the next merge (its points fall at multiples of 2)");
+  CHECK(curve_warning("b") == "");
+  CHECK(curve_warning("c") ==
+        "training.eval_every 2 has no effect between step 0 and the last step: the groups are merged only at the end "
+        "(training.sync_every 0), and the held-out curve is of the merged model");
+  CHECK(curve_warning("d") == "");  // only step 0 and the last were asked for
+  CHECK(curve_warning("e") == "");  // one model: no merges to wait for
+}
+
 TEST_CASE("native check: the memory note compares with the stated GPU memory") {
   const std::string cases =
       "      - {id: big, backend: share, workload: pretrain, steps: 5, topology: 'rig0:4x2 rig1:4x2'}\n"

@@ -169,6 +169,43 @@ TEST_CASE("native fsdp: pretrain trains, reports each step, measures, and saves 
   CHECK(Find(tuned, metric::kFinalLoss)->method == "training loss of the last step");
 }
 
+TEST_CASE("native fsdp: eval_every keeps a held-out curve whose training seconds leave the evaluations out") {
+  Fixture fx;
+  Plan plan = fx.MakePlan();
+  CaseSpec spec = TrainingCase(Workload::kPretrain, "corpus", 4);
+  spec.training.eval_every = 2;
+  Harness h;
+  BackendOutcome out = h.Run(plan, spec);
+  REQUIRE(out.status == CaseStatus::kOk);
+  // Step 0, every 2 steps, and the last.
+  REQUIRE(out.eval_curve.size() == 3);
+  CHECK(out.eval_curve[0].step == 0);
+  CHECK(out.eval_curve[1].step == 2);
+  CHECK(out.eval_curve[2].step == 4);
+  // The ticking clock gives every step and every evaluation one second: the
+  // points count the steps' seconds only, the evaluations' go to eval_seconds.
+  double steps_seconds = 0;
+  for (const StepSample& s : h.events.steps) steps_seconds += s.seconds;
+  CHECK(steps_seconds == 4.0);
+  CHECK(out.eval_curve[0].training_seconds == 0.0);
+  CHECK(out.eval_curve[1].training_seconds == 2.0);
+  CHECK(out.eval_curve[2].training_seconds == steps_seconds);
+  CHECK(out.eval_curve[2].tokens == 4 * 2 * 16);
+  REQUIRE(Find(out, metric::kEvalSeconds));
+  CHECK(*Find(out, metric::kEvalSeconds)->value == 3.0);
+  // The case's held-out loss is the curve's last point (evaluated once).
+  REQUIRE(Find(out, metric::kEvalLoss));
+  CHECK(*Find(out, metric::kEvalLoss)->value == out.eval_curve[2].loss);
+  CHECK(out.eval_curve[2].loss < out.eval_curve[0].loss);  // it trained
+  // Still one read back per training step: the evaluations' are not counted.
+  CHECK(Find(out, metric::kHostReadsPerStep)->value == 1);
+  // Without eval_every: no curve, as before.
+  Harness h0;
+  BackendOutcome plain = h0.Run(plan, TrainingCase(Workload::kPretrain, "corpus", 4));
+  CHECK(plain.eval_curve.empty());
+  CHECK_FALSE(Find(plain, metric::kEvalSeconds));
+}
+
 TEST_CASE("native fsdp: a finetune without weights is refused unless the model says init: random, and then says so") {
   Fixture fx;
   Plan plan = fx.MakePlan();

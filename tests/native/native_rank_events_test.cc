@@ -151,5 +151,29 @@ TEST_CASE("rank events: errors, heartbeats and facts per rank") {
   CHECK_FALSE(c.Reported(1));
 }
 
+TEST_CASE("rank events: rank 0's held-out curve points travel as eval events into the outcome") {
+  RecordingEvents live;
+  RankEventCollector c(live);
+  WorkerEvent point;
+  point.kind = WorkerEvent::Kind::kEvalPoint;
+  point.eval_point.step = 4;
+  point.eval_point.tokens = 2048;
+  point.eval_point.training_seconds = 1.5;
+  point.eval_point.loss = 5.25;
+  CHECK(EncodeEvent(point) == R"({"event":"eval","step":4,"tokens":2048,"training_seconds":1.5,"loss":5.25})");
+  const WorkerEvent back = Sent(point);
+  REQUIRE(back.kind == WorkerEvent::Kind::kEvalPoint);
+  c.Add(0, back, 0);
+  point.eval_point.loss = 9;  // another rank's copy of the point is not the case's
+  c.Add(1, Sent(point), 0);
+  BackendOutcome out;
+  c.AddCaseFigures(TwoRanks(), Workload::kPretrain, out);
+  REQUIRE(out.eval_curve.size() == 1);
+  CHECK(out.eval_curve[0].step == 4);
+  CHECK(out.eval_curve[0].tokens == 2048);
+  CHECK(out.eval_curve[0].training_seconds == 1.5);
+  CHECK(out.eval_curve[0].loss == 5.25);
+}
+
 }  // namespace native
 }  // namespace protocol

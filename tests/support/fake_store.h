@@ -36,6 +36,7 @@ class FakeStore : public Store {
     std::vector<StepSample> steps;
     std::vector<RequestSample> requests;
     std::vector<std::pair<std::string, std::string>> facts;
+    std::vector<EvalPoint> eval_curve;
   };
 
   // The next call of `op` (a method name, e.g. "FinishCase") returns `status`
@@ -124,6 +125,7 @@ class FakeStore : public Store {
     row->steps.insert(row->steps.end(), result.steps.begin(), result.steps.end());
     row->requests.insert(row->requests.end(), result.requests.begin(), result.requests.end());
     row->facts.insert(row->facts.end(), result.facts.begin(), result.facts.end());
+    row->eval_curve.insert(row->eval_curve.end(), result.eval_curve.begin(), result.eval_curve.end());
     return Status::Ok();
   }
   Result<int> InterruptRunningCases(int64_t run_id, const std::string& reason) override {
@@ -178,6 +180,11 @@ class FakeStore : public Store {
     if (Status s = Read(fmt::format("StepsOfCase {}", row_id)); !s.ok()) return s;
     CaseRow* row = MutableRow(row_id);
     return row ? row->steps : std::vector<StepSample>{};
+  }
+  Result<std::vector<EvalPoint>> EvalCurveOfCase(int64_t row_id) override {
+    if (Status s = Read(fmt::format("EvalCurveOfCase {}", row_id)); !s.ok()) return s;
+    CaseRow* row = MutableRow(row_id);
+    return row ? row->eval_curve : std::vector<EvalPoint>{};
   }
   Result<std::vector<RequestSample>> RequestsOfCase(int64_t row_id) override {
     if (Status s = Read(fmt::format("RequestsOfCase {}", row_id)); !s.ok()) return s;

@@ -10,6 +10,7 @@
 
 #include "backends/native/case_device.h"
 #include "backends/native/case_weights.h"
+#include "backends/native/eval_curve.h"
 #include "backends/native/inference_request.h"
 #include "backends/native/training/data.h"
 #include "backends/native/platform/device_peak.h"
@@ -301,15 +302,29 @@ class NativeFsdpBackend : public Backend {
     // ---- timed loop ---------------------------------------------------------
     EpochStream stream(split.train, /*groups=*/1, /*group=*/0, static_cast<uint64_t>(ts.seed));
     TimedSteps timed(spec.warmup_steps, steps);
+    // The held-out curve (eval_curve.h): each evaluation timed apart from the steps.
+    EvalCurve curve(ts.eval_every, steps, /*merge_every=*/std::nullopt);
+    auto evaluate = [&](int64_t done) {
+      const double e0 = ctx.clock.NowSeconds();
+      std::optional<double> ev = eval_loss(model, split.eval, ts.batch_size);
+      const double e1 = ctx.clock.NowSeconds();
+      if (ev) curve.Add(done, *ev, e1 - e0);
+      if (ev && curve.enabled()) log.Line("eval after {} step(s): held-out loss {:.4f} ({:.3f} s)", done, *ev, e1 - e0);
+      return ev;
+    };
+    if (curve.Due(0)) evaluate(0);
     double last_loss = 0;
-    const int64_t reads0 = compat::HostReads();
+    int64_t reads = 0;
     for (int64_t step = 0; step < steps; ++step) {
       if (auto stop = ShouldStop(ctx, start, fmt::format("at step {} of {}", step, steps))) return *stop;
       std::vector<const Sequence*> batch = stream.Next(ts.batch_size);
+      const int64_t reads0 = compat::HostReads();
       const double t0 = ctx.clock.NowSeconds();
       StepStats st = train_step(model, optimizer, batch, o, lr_at_step(step, steps, o));
       compat::DeviceSynchronize(setup.device);
       const double seconds = ctx.clock.NowSeconds() - t0;
+      reads += compat::HostReads() - reads0;
+      curve.AddStep(seconds, st.tokens);
       if (!std::isfinite(st.loss))
         return FailedOutcome(CaseStatus::kFailed, fmt::format("loss became {} at step {}", st.loss, step + 1));
       last_loss = st.loss;
@@ -323,21 +338,24 @@ class NativeFsdpBackend : public Backend {
       ctx.events.OnStatusLine(fmt::format("step {}/{} loss {:.2f}", step + 1, steps, st.loss));
       log.Line("step {}/{} loss {:.4f} lr {:.3g} grad_norm {:.3f} {:.3f} s", step + 1, steps, st.loss, st.lr,
                st.grad_norm, seconds);
+      if (step + 1 < steps && curve.Due(step + 1)) evaluate(step + 1);
     }
 
     // ---- results --------------------------------------------------------------
     BackendOutcome out;
     if (steps > 0)
       out.measurements.push_back(MeasuredFigure(
-          metric::kHostReadsPerStep, static_cast<double>(compat::HostReads() - reads0) / static_cast<double>(steps),
+          metric::kHostReadsPerStep, static_cast<double>(reads) / static_cast<double>(steps),
           "reads",
           fmt::format("device values read back on the host (compat::ReadToHost), each a wait for the device, per "
                       "training step over {} step(s)",
                       steps)));
     out.measurements.push_back(MeasuredFigure(metric::kFinalLoss, last_loss, "", "training loss of the last step"));
-    if (auto ev = eval_loss(model, split.eval, ts.batch_size))
+    if (auto ev = evaluate(steps))  // the curve's last point when it keeps one
       out.measurements.push_back(MeasuredFigure(metric::kEvalLoss, *ev, "",
                                                 fmt::format("mean loss on {} held-out sequences", split.eval.size())));
+    if (auto figure = curve.EvalSecondsFigure(split.eval.size(), "the process")) out.measurements.push_back(*figure);
+    out.eval_curve = curve.points();
     ThroughputScope scope;
     scope.device_text = setup.device.str();
     scope.cuda = setup.device.is_cuda();

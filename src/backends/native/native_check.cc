@@ -504,6 +504,22 @@ CaseAdvice native_advise(const Plan& plan, const CaseSpec& spec, NativeRole role
         "periodic merges (training.sync_every) of 4-bit groups average each LoRA A and B separately, which is not "
         "the mean of the groups' updates; training.lora_freeze_a: true makes them exact (only B is trained and "
         "averaged); the final merge stacks the groups' adapters exactly either way");
+  // The share protocol's held-out curve is of the merged model: its points fall at merges (eval_curve.h).
+  const int64_t eval_every = spec.training.eval_every, sync_every = spec.training.sync_every;
+  const bool interior_points = !spec.length || spec.length->unit != Length::Unit::kSteps ||
+                               eval_every < spec.length->count;  // a point wanted between step 0 and the last
+  if (spec.workload != Workload::kInference && role == NativeRole::kShare && groups > 1 && eval_every > 0 &&
+      interior_points && (sync_every == 0 || eval_every % sync_every != 0))
+    advice.warnings.push_back(
+        sync_every == 0
+            ? fmt::format("training.eval_every {} has no effect between step 0 and the last step: the groups are "
+                          "merged only at the end (training.sync_every 0), and the held-out curve is of the merged "
+                          "model",
+                          eval_every)
+            : fmt::format("training.eval_every {} is not a multiple of training.sync_every {}: the held-out curve is "
+                          "of the merged model, so each evaluation waits for the next merge (its points fall at "
+                          "multiples of {})",
+                          eval_every, sync_every, sync_every));
   return advice;
 }
 

@@ -58,6 +58,9 @@ void RankEventCollector::Add(int rank, const WorkerEvent& e, double now) {
     case WorkerEvent::Kind::kHeartbeat:
       last_beat_[rank] = now;
       break;
+    case WorkerEvent::Kind::kEvalPoint:  // rank 0 reports the curve (every rank evaluates)
+      if (rank == 0) eval_curve_.push_back(e.eval_point);
+      break;
     case WorkerEvent::Kind::kFact:  // rank 0 speaks for the case (every rank runs the same setup)
       if (rank == 0) facts_.push_back({e.text, e.value});
       break;
@@ -101,6 +104,7 @@ void RankEventCollector::AddCaseFigures(const DistLayout& layout, Workload workl
   else AddTrainingFigures(layout, out);
   AddPerRankFigures(layout, out);
   AddStragglers(layout, out);
+  out.eval_curve = eval_curve_;
   NoteOnEveryMethod(out, note_);
 }
 

@@ -52,7 +52,8 @@ class RankEventCollector {
   // Rank 0's own figures (the case's), in arrival order.
   std::vector<Measurement> RankZeroFigures() const { return rank0_; }
   // Appends the case's figures built from every rank's events (see above),
-  // then the note to every figure's method, to `out.measurements`.
+  // then the note to every figure's method, to `out.measurements`; rank 0's
+  // held-out curve (kEvalPoint events) to `out.eval_curve`.
   void AddCaseFigures(const DistLayout& layout, Workload workload, BackendOutcome& out) const;
 
  private:
@@ -79,6 +80,7 @@ class RankEventCollector {
   std::map<int, RankStepTimes> step_times_;
   std::vector<Measurement> rank_step_figures_;
   std::vector<std::pair<std::string, std::string>> facts_;
+  std::vector<EvalPoint> eval_curve_;  // rank 0's kEvalPoint events, in order
 };
 
 }  // namespace native

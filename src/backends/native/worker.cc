@@ -15,6 +15,7 @@
 
 #include "backends/native/case_device.h"
 #include "backends/native/case_weights.h"
+#include "backends/native/eval_curve.h"
 #include "backends/native/inference_request.h"
 #include "backends/native/training/data.h"
 #include "backends/native/platform/device_peak.h"
@@ -331,6 +332,7 @@ class RankTraining {
   void Merge();
   void LateMerge();
   std::optional<double> MergeAndEvaluate();
+  std::optional<double> EvaluatePoint(int64_t done);
   void Save();
   void ReportCaseFigures(const std::optional<double>& eval);
   void ReportRankFigures();
@@ -365,6 +367,7 @@ class RankTraining {
   std::string memory_text_;
   // loop
   std::optional<TimedSteps> timed_;
+  std::optional<EvalCurve> curve_;  // the held-out curve (eval_curve.h); rank 0 reports it
   double last_loss_ = 0, merge_seconds_ = 0;
   int merges_ = 0;
   std::string merge_kind_;  // how the merges combined the groups (4-bit), for the eval method
@@ -562,10 +565,45 @@ double RankTraining::TrainStep(int64_t step) {
   return seconds;
 }
 
+// The held-out loss after `done` steps, a point of the curve: every group
+// evaluates its model over its own ranks (after a merge, or before the first
+// step, every group holds the same model), timed apart from the steps; rank 0
+// reports the point. nullopt without counted targets.
+std::optional<double> RankTraining::EvaluatePoint(int64_t done) {
+  const ShardedForward forward = [&](const at::Tensor& tokens) { return Forward(tokens); };
+  const double t0 = Now();
+  std::optional<double> ev = ShardedEvalLoss(forward, split_.eval, ts_.batch_size, ts_.seq_len, s_.device, g_);
+  compat::DeviceSynchronize(s_.device);
+  const double seconds = Now() - t0;
+  if (!ev) return ev;
+  curve_->Add(done, *ev, seconds);
+  if (g_.rank == 0 && curve_->enabled()) {
+    WorkerEvent e;
+    e.kind = WorkerEvent::Kind::kEvalPoint;
+    e.eval_point = curve_->points().back();
+    Emit(e);
+    Log("eval after {} step(s): held-out loss {:.4f} ({:.3f} s)", done, *ev, seconds);
+  }
+  return ev;
+}
+
 void RankTraining::Loop() {
   timed_.emplace(wc_.warmup_steps, steps_);
-  for (int64_t step = 0; step < steps_; ++step) TrainStep(step);
-  steps_between_nodes_ = g_.bytes_between_nodes();  // nothing was sent before the first step
+  curve_.emplace(ts_.eval_every, steps_, g_.groups > 1 ? std::optional<int64_t>(ts_.sync_every) : std::nullopt);
+  const int64_t before = g_.bytes_between_nodes();
+  if (curve_->Due(0)) EvaluatePoint(0);
+  int64_t evaluation_bytes = g_.bytes_between_nodes() - before;
+  for (int64_t step = 0; step < steps_; ++step) {
+    curve_->AddStep(TrainStep(step), ts_.batch_size * ts_.seq_len);
+    if (step + 1 < steps_ && curve_->Due(step + 1)) {
+      const int64_t b0 = g_.bytes_between_nodes();
+      EvaluatePoint(step + 1);
+      evaluation_bytes += g_.bytes_between_nodes() - b0;
+    }
+  }
+  // The training steps' bytes between nodes: nothing was sent before the
+  // first step but for an evaluation, whose bytes are left out.
+  steps_between_nodes_ = g_.bytes_between_nodes() - evaluation_bytes;
 }
 
 // The last merge of the groups: the exact stack of the 4-bit groups' adapters
@@ -596,6 +634,7 @@ void RankTraining::LateMerge() {
 std::optional<double> RankTraining::MergeAndEvaluate() {
   const ShardedForward forward = [&](const at::Tensor& tokens) { return Forward(tokens); };
   saved_adapters_ = lora_;
+  const double merged_before = merge_seconds_;
   if (g_.groups > 1) {
     auto ev = ShardedEvalLoss(forward, split_.eval, ts_.batch_size, ts_.seq_len, s_.device, g_);
     if (leader() && ev)
@@ -608,8 +647,9 @@ std::optional<double> RankTraining::MergeAndEvaluate() {
     }
     LateMerge();
   }
+  curve_->AddTrainingSeconds(merge_seconds_ - merged_before);  // the final merge: the last point's model
   if (g_.group != 0) return std::nullopt;
-  return ShardedEvalLoss(forward, split_.eval, ts_.batch_size, ts_.seq_len, s_.device, g_);
+  return EvaluatePoint(steps_);  // the curve's last point when it keeps one
 }
 
 // Group 0 saves the merged model (a collective of its ranks) or rank 0 the adapters.
@@ -644,6 +684,7 @@ void RankTraining::ReportCaseFigures(const std::optional<double>& eval) {
   scope.frozen_base = qlora_;
   if (scope.cuda) scope.device_name = compat::CudaDeviceName();
   for (const Measurement& m : ThroughputFigures(*timed_, scope)) EmitFigure(m);
+  if (auto figure = curve_->EvalSecondsFigure(split_.eval.size(), "rank 0")) EmitFigure(*figure);
   if (g_.groups > 1)
     EmitMeasurement(metric::kMergeSeconds, merge_seconds_, "s",
                     qlora_ ? fmt::format("rank 0's time in {} merge(s) of the LoRA adapters across groups, after a barrier",

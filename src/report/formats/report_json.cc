@@ -158,6 +158,13 @@ Json ModelJson(const ModelReport& m) {
                            {"numerator_run_id", r.numerator_run_id}, {"denominator_run_id", r.denominator_run_id},
                            {"note", r.note}});
   }
+  j["equal_quality"] = Json::array();
+  for (const auto& q : m.equal_quality) {
+    j["equal_quality"].push_back({{"row", q.row}, {"scope", q.scope}, {"target", q.target_text},
+                                  {"baseline", q.baseline_text}, {"candidate", q.candidate_text},
+                                  {"ratio", q.ratio_text}, {"steps_ratio", q.steps_ratio_text}, {"note", q.note},
+                                  {"chart", ChartJson(q.chart)}});
+  }
   j["history"] = Json::array();
   for (const auto& h : m.history) {
     j["history"].push_back({{"identity", h.identity}, {"y_label", h.y_label}, {"chart", ChartJson(h.chart)}});
@@ -212,6 +219,12 @@ Json ReportView(const ReportData& data) {
     jm["has_expected"] = any(&VerdictLine::expected);
     jm["has_verdict_legend"] = !m.verdict_legend.empty();
     jm["several_models"] = data.models.size() > 1;
+    // The speed-up at equal quality section (its table and charts).
+    jm["has_equal_quality_rows"] = !m.equal_quality.empty();
+    jm["has_equal_quality_chart"] = std::any_of(m.equal_quality.begin(), m.equal_quality.end(),
+                                                [](const EqualQualityRow& q) { return !q.chart.series.empty(); });
+    for (size_t q = 0; q < m.equal_quality.size(); ++q)
+      jm["equal_quality"][q]["has_chart"] = !m.equal_quality[q].chart.series.empty();
     for (size_t t = 0; t < m.tables.size(); ++t) {
       jm["tables"][t]["has_efficiency"] = !m.tables[t].efficiency.empty();
     }

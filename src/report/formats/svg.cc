@@ -143,7 +143,7 @@ Chart LayoutChart(const std::vector<ChartSeriesInput>& series, const ChartAxes& 
   chart.x_label = axes.x_label;
   chart.y_label = axes.y_label;
   double max_x = 0, max_y = 0;
-  double min_x = 0;
+  double min_x = 0, min_y = 0;
   bool first = true;
   std::vector<const ChartSeriesInput*> drawn;
   for (const auto& s : series) {
@@ -152,12 +152,14 @@ Chart LayoutChart(const std::vector<ChartSeriesInput>& series, const ChartAxes& 
     for (const auto& [x, y] : s.points) {
       min_x = first ? x : std::min(min_x, x);
       max_x = first ? x : std::max(max_x, x);
-      max_y = std::max(max_y, y);
+      min_y = first ? y : std::min(min_y, y);
+      max_y = first ? y : std::max(max_y, y);
       first = false;
     }
   }
   if (drawn.empty()) return chart;
-  if (max_y <= 0) max_y = 1;
+  if (!axes.y_from_data) max_y = std::max(max_y, 0.0);
+  if (!axes.y_from_data && max_y <= 0) max_y = 1;
   const int kTicks = 5;
   double x_step = 0, x_min = 0, x_max = 0;
   if (axes.integer_x_from_data) {
@@ -170,15 +172,25 @@ Chart LayoutChart(const std::vector<ChartSeriesInput>& series, const ChartAxes& 
     x_step = NiceStep(max_x, kTicks);
     x_max = std::ceil(max_x / x_step - 1e-9) * x_step;
   }
-  double y_step = NiceStep(max_y, kTicks);
-  double y_max = std::ceil(max_y / y_step - 1e-9) * y_step;
+  double y_step = 0, y_min = 0, y_max = 0;
+  if (axes.y_from_data) {
+    const double span = max_y - min_y > 0 ? max_y - min_y : std::max(std::fabs(max_y) * 0.01, 1e-6);
+    y_step = NiceStep(span, kTicks);
+    y_min = std::floor(min_y / y_step + 1e-9) * y_step;
+    y_max = std::ceil(max_y / y_step - 1e-9) * y_step;
+    if (y_max <= y_min) y_max = y_min + y_step;
+  } else {
+    y_step = NiceStep(max_y, kTicks);
+    y_max = std::ceil(max_y / y_step - 1e-9) * y_step;
+  }
   auto px = [&](double x) { return chart.left + (chart.right - chart.left) * (x - x_min) / (x_max - x_min); };
-  auto py = [&](double y) { return chart.bottom - (chart.bottom - chart.top) * y / y_max; };
+  auto py = [&](double y) { return chart.bottom - (chart.bottom - chart.top) * (y - y_min) / (y_max - y_min); };
   for (int i = 0; x_min + i * x_step <= x_max + x_step * 1e-9; ++i) {
     chart.x_ticks.push_back({px(x_min + i * x_step), TickLabel(x_min + i * x_step)});
   }
-  for (int i = 0; i * y_step <= y_max + y_step * 1e-9; ++i) {
-    chart.y_ticks.push_back({py(i * y_step), TickLabel(i * y_step)});
+  for (int i = 0; y_min + i * y_step <= y_max + y_step * 1e-9; ++i) {
+    const double y = y_min + i * y_step;
+    chart.y_ticks.push_back({py(y), TickLabel(std::fabs(y) < y_step * 1e-9 ? 0.0 : y)});
   }
   for (size_t i = 0; i < drawn.size(); ++i) {
     ChartSeries out;

@@ -25,6 +25,9 @@ struct ChartAxes {
   std::string y_label = "generation time (s)";
   // Run ids: the x axis spans the data (not from 0), ticks on whole numbers.
   bool integer_x_from_data = false;
+  // The y axis spans the data's range on nice ticks (not from 0): a held-out
+  // loss curve, whose differences are small beside the loss itself.
+  bool y_from_data = false;
   // What a point is, in the title of a marker shared by several ("20 runs, …").
   std::string points_noun = "points";
 };

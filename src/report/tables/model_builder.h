@@ -121,8 +121,14 @@ class ModelBuilder {
   // `col` over candidate column `partner`): "share is 3.00× faster than fsdp
   // on 1 node (300 %) for pretrain 1000 steps", with the held-out loss when
   // the candidate's is worse; or why it was refused. Nothing for no ratio.
-  void SayTrainingRatio(const std::string& row_label, const Column& col, const Column& partner, SideCell base,
-                        SideCell cand, const ReportCell& ratio);
+  void SayTrainingRatio(const std::string& row_label, int64_t row_steps, const Column& col, const Column& partner,
+                        SideCell base, SideCell cand, const ReportCell& ratio);
+
+  // The speed-up at equal quality of a training ratio with a value
+  // (time_to_target.h), at the row's `row_steps` (0: a row in epochs):
+  // v.equal_quality, and a row of out_.equal_quality with its chart;
+  // nothing when neither side stored a held-out curve.
+  void SayEqualQuality(VerdictLine& v, int64_t row_steps, SideCell base, SideCell cand, const ReportCell& ratio);
 
   // A speed-up is read next to the held-out loss: ", but its held-out loss is
   // 3.1000 vs 2.9500 for fsdp" when the candidate's is worse (higher, and

@@ -5,6 +5,8 @@
 
 #include "report/formats/numbers.h"
 #include "report/tables/sentences.h"
+#include "report/tables/stored_plan.h"
+#include "report/tables/time_to_target.h"
 #include "report/tables/verdict.h"
 #include "runner/base/text.h"
 
@@ -46,8 +48,8 @@ int ModelBuilder::PartnerColumn(const std::vector<Column>& columns, const Report
   return partner;
 }
 
-void ModelBuilder::SayTrainingRatio(const std::string& row_label, const Column& col, const Column& partner,
-                                    SideCell base, SideCell cand, const ReportCell& ratio) {
+void ModelBuilder::SayTrainingRatio(const std::string& row_label, int64_t row_steps, const Column& col,
+                                    const Column& partner, SideCell base, SideCell cand, const ReportCell& ratio) {
   if (!ratio.value && ratio.refused.empty()) return;
   const std::string& bs = o_.baseline_system;
   const std::string& cs = o_.candidate_system;
@@ -85,7 +87,70 @@ void ModelBuilder::SayTrainingRatio(const std::string& row_label, const Column& 
     }
   }
   v.notes = RatioNotes(ratio, inputs);
+  SayEqualQuality(v, row_steps, base, cand, ratio);
   AddVerdict(std::move(v), {base.second, cand.second});
+}
+
+void ModelBuilder::SayEqualQuality(VerdictLine& v, int64_t row_steps, SideCell base, SideCell cand,
+                                   const ReportCell& ratio) {
+  // Neither side kept a curve (no training.eval_every, an import): not computed.
+  if (!CurveEntry(base.first) && !CurveEntry(cand.first)) return;
+  const std::string& bs = o_.baseline_system;
+  const std::string& cs = o_.candidate_system;
+  // The plan's quality_target of the baseline's case, else of the candidate's.
+  std::optional<double> plan_target;
+  for (const ReportCell* side : {base.second, cand.second}) {
+    const StoredCase* stored = runs_.CaseOf(*side);
+    if (!plan_target && stored) plan_target = stored->quality_target_loss;
+  }
+  EqualQualityRow row;
+  row.row = v.row;
+  row.scope = v.scope;
+  row.steps_ratio_text = ratio.text;
+  row.target_text = row.baseline_text = row.candidate_text = row.ratio_text = kDash;
+  std::string why;
+  std::optional<EqualQuality> q = CellsAtTarget(base.first, cand.first, row_steps, plan_target, bs, cs, &why);
+  if (q) {
+    v.equal_quality = EqualQualityText(*q, bs, cs);
+    row.target_text = fmt::format("{} ({})", FormatLoss(q->target), q->target_source);
+    row.baseline_text = TargetTimeText(q->baseline);
+    row.candidate_text = TargetTimeText(q->candidate);
+    if (q->ratio) row.ratio_text = FormatRatio(*q->ratio);
+    row.note = q->why_none;
+  } else {
+    v.equal_quality = "no speed-up at equal quality: " + why;
+    row.note = why;
+  }
+  // The chart: each side's curve (to the row's length) and the target.
+  std::vector<ChartSeriesInput> series;
+  double right = 0;
+  for (const auto& [name, cell] : {std::pair{bs, base.first}, std::pair{cs, cand.first}}) {
+    const CaseEntry* e = CurveEntry(cell);
+    if (!e) continue;
+    ChartSeriesInput in;
+    in.label = name;
+    for (const EvalPoint& p : row_steps > 0 ? CurveUpTo(e->c->eval_curve, row_steps) : e->c->eval_curve) {
+      in.points.push_back({p.training_seconds, p.loss});
+      in.titles.push_back(fmt::format("{} step {}: {} at {:.2f} s", name, p.step, FormatLoss(p.loss),
+                                      p.training_seconds));
+      right = std::max(right, p.training_seconds);
+    }
+    series.push_back(std::move(in));
+  }
+  if (q && !series.empty()) {
+    ChartSeriesInput target;
+    target.label = "target " + FormatLoss(q->target);
+    target.points = {{0.0, q->target}, {right, q->target}};
+    target.titles = {target.label, target.label};
+    series.push_back(std::move(target));
+  }
+  ChartAxes axes;
+  axes.x_label = "training time (s)";
+  axes.y_label = "held-out loss";
+  axes.y_from_data = true;
+  axes.points_noun = "evaluations";
+  row.chart = LayoutChart(series, axes);
+  out_.equal_quality.push_back(std::move(row));
 }
 
 std::string ModelBuilder::WorseLossClause(const CellResults* base, const CellResults* cand, double ratio,
@@ -147,7 +212,7 @@ void ModelBuilder::BuildTraining() {
       const ReportCell& b = row.cells[j];
       const ReportCell& s = row.cells[partner];
       eff.cells.push_back(RatioCell(col.label, b, s, runs_));
-      SayTrainingRatio(row.label, col, columns[partner], {row_cells[j], &b}, {row_cells[partner], &s},
+      SayTrainingRatio(row.label, unit == "steps" ? count : 0, col, columns[partner], {row_cells[j], &b}, {row_cells[partner], &s},
                        eff.cells.back());
     }
     t.rows.push_back(std::move(row));

@@ -59,6 +59,7 @@ std::map<std::string, StoredCase> ReadStoredPlan(const std::string& plan_text) {
       StoredCase& c = out[spec.id];
       c.work = CaseWorkSettings(*parsed.plan, spec);
       c.hosts = CaseHosts(*parsed.plan, spec);
+      c.quality_target_loss = spec.quality_target_loss;
     }
   }
   return out;

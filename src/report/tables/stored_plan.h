@@ -6,6 +6,7 @@
 // hosts its nodes ran on (a scaling row whose "nodes" are one host says so).
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,8 @@ struct StoredCase {
   // "localhost" for each node. Loopback names (127.0.0.1, ::1) read
   // "localhost". Empty when not known (another backend).
   std::vector<std::string> hosts;
+  // The case's quality_target.loss (time_to_target.h); nullopt when not set.
+  std::optional<double> quality_target_loss;
 };
 
 // The hosts of one case's nodes (StoredCase::hosts).

@@ -192,6 +192,7 @@ std::string OneHostQualifier(const RunIndex& runs, int nodes,
 std::string VerdictText(const std::string& model, const VerdictLine& line) {
   std::string s = fmt::format("{} {}, {}: {}", model, line.row, line.scope, line.claim);
   if (!line.quality.empty()) s += " (" + line.quality + ")";
+  if (!line.equal_quality.empty()) s += ", " + line.equal_quality;
   if (!line.bytes.empty()) s += ", " + line.bytes;
   for (const std::string& q : line.qualifiers) s += "; " + q;
   for (const std::string& n : line.notes) s += "; " + n;

@@ -62,7 +62,8 @@ std::string BetweenNodesPhrase(const CellResults* candidate, const std::string& 
 std::string OneHostQualifier(const RunIndex& runs, int nodes,
                              const std::vector<std::pair<std::string, const ReportCell*>>& sides);
 
-// "{model} {row}, {scope}: {claim} ({quality}), {bytes}; {qualifiers}; {notes}."
+// "{model} {row}, {scope}: {claim} ({quality}), {equal_quality}, {bytes};
+// {qualifiers}; {notes}."
 std::string VerdictText(const std::string& model, const VerdictLine& line);
 
 // ---- the verdict table (docs/report.md, "Verdict"): its cells, legend and conclusions

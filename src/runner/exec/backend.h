@@ -55,6 +55,7 @@ struct BackendOutcome {
   std::optional<int> exit_code;         // when a process ran
   std::vector<Measurement> measurements;  // backend figures (tokens/s, loss, metrics parsed from output ...)
   std::vector<std::pair<std::string, std::string>> facts;  // what it ran on (records.h, namespace fact)
+  std::vector<EvalPoint> eval_curve;  // the held-out loss curve (training.eval_every), by step
 };
 
 // Shorthands for backends: a measured figure, and an outcome that failed

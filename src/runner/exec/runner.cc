@@ -463,6 +463,7 @@ Result<bool> Runner::RunCase(const Plan& plan, const RunOptions& options, const 
 
   CaseResult result;
   result.facts = std::move(outcome.facts);
+  result.eval_curve = std::move(outcome.eval_curve);
   const bool stop_seen = stop_.requested();
   SetStatus(outcome, stop_seen, result);
   AddMeasurements(spec, seconds, events.step_seconds(), std::move(outcome.measurements),

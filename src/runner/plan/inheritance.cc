@@ -11,7 +11,7 @@ using Kind = YamlNode::Kind;
 
 // Maps merged key by key through inheritance (at any depth).
 const std::set<std::string> kMergedMaps = {"training", "inference", "command", "env",
-                                           "reference"};
+                                           "reference", "quality_target"};
 
 }  // namespace
 

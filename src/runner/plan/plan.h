@@ -263,6 +263,11 @@ struct TrainingSettings {
   // θ_global − θ, or of θ itself for plain float32 averaging); `auto` = the
   // compute dtype (bfloat16 on a GPU, float32 on a CPU).
   ReduceDtype merge_dtype;
+  // The held-out loss curve (eval_curve.h in the native backends): the
+  // held-out split evaluated every eval_every optimizer steps, at step 0 and
+  // at the last step; 0 = only at the end. The time to a target loss
+  // (docs/report.md, "Speed-up at equal quality") is read from it.
+  int64_t eval_every;
   int64_t LoraRank() const { return lora_rank; }
   double LoraAlpha() const { return lora_alpha; }
 };
@@ -310,6 +315,10 @@ struct CaseSpec {
   CommandSpec command;              // command backend only
   TrainingSettings training;
   std::vector<ReferenceBand> references;  // in the order written; empty = nothing to check
+  // `quality_target: {loss: X}`: the held-out loss the report's time to
+  // target aims at for this case's rows instead of the baseline's own final
+  // one (docs/report.md, "Speed-up at equal quality"); training only.
+  std::optional<double> quality_target_loss;
   SourceLocation where;             // the case's `- id:` entry
 };
 

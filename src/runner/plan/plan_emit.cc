@@ -148,6 +148,11 @@ YamlNode ResolvedCase(const CaseSpec& c) {
       ref.Add(band.metric, Seq({Num(band.value), Scalar(pct(band.lower)), Scalar(pct(band.upper))}));
     b.Add("reference", ref.node);
   }
+  if (c.quality_target_loss) {
+    MapBuilder qt;
+    qt.Add("loss", Num(*c.quality_target_loss));
+    b.Add("quality_target", qt.node);
+  }
   return b.node;
 }
 

@@ -48,7 +48,7 @@ const std::vector<std::string> kCaseKeys = {
     "id",       "title",   "workload", "backend",   "system",  "model",    "dataset",
     "nodes",    "topology", "network", "variant",   "steps",   "epochs",   "report_as", "not_provided",
     "inference", "timeout", "repeats", "warmup_steps", "output_dir", "command", "training",
-    "reference"};
+    "reference", "quality_target"};
 const std::vector<std::string> kStageKeys = {"name", "title", "defaults", "cases"};
 const std::vector<std::string> kModelKeys = {"preset", "path", "quantization", "double_quant", "init"};
 const std::vector<std::string> kModelInits = {"weights", "random"};
@@ -58,6 +58,7 @@ const std::vector<std::string> kNodeKeys = {"name", "host", "gpus", "gpu_memory_
 const std::vector<std::string> kEmulateKeys = {"bandwidth", "delay"};
 const std::vector<std::string> kInferenceKeys = {"prompt", "max_new_tokens", "ignore_eos"};
 const std::vector<std::string> kRangeKeys = {"from", "to", "step"};
+const std::vector<std::string> kQualityTargetKeys = {"loss"};
 const std::vector<std::string> kCommandKeys = {"argv", "shell", "env", "workdir", "metrics",
                                                "step_regex", "request_regex", "log_format"};
 const std::vector<std::string> kMetricKeys = {"name", "regex", "unit"};
@@ -151,6 +152,7 @@ class PlanParser {
   template <typename E>
   bool ReadSetting(const YamlNode& node, const TrainingField& field, E* out);
   void ParseReference(const YamlNode& node, CaseSpec& c, bool* ok);
+  void ParseQualityTarget(const YamlNode& node, bool training, CaseSpec& c, bool* ok);
   // `interleave:` — after the stages, so every case id is known.
   void ParseInterleave(const YamlNode& node);
   void CheckPlaceholders(const YamlNode& node, const std::string& text, const std::string& field,
@@ -859,6 +861,35 @@ void PlanParser::ParseReference(const YamlNode& node, CaseSpec& c, bool* ok) {
   }
 }
 
+// `quality_target: {loss: X}`: the held-out loss the report's time to target
+// aims at instead of the baseline's (docs/report.md); X > 0, training only.
+void PlanParser::ParseQualityTarget(const YamlNode& node, bool training, CaseSpec& c, bool* ok) {
+  if (!r_.ExpectMap(node, "quality_target")) {
+    *ok = false;
+    return;
+  }
+  r_.CheckKeys(node, kQualityTargetKeys);
+  const YamlNode* loss = node.Find("loss");
+  if (!loss) {
+    Fail(node, "quality_target needs a loss", ok, "e.g. quality_target: {loss: 5.5}");
+    return;
+  }
+  std::optional<double> v = r_.Number(*loss, "quality_target.loss");
+  if (!v) {
+    *ok = false;
+    return;
+  }
+  if (!(*v > 0)) {
+    Fail(*loss, fmt::format("quality_target.loss must be > 0, got {}", loss->scalar), ok);
+    return;
+  }
+  if (!training) {
+    Fail(node, "quality_target applies to training workloads only (a held-out loss to reach)", ok);
+    return;
+  }
+  c.quality_target_loss = *v;
+}
+
 std::optional<CaseSpec> PlanParser::ParseCase(const YamlNode& m, const YamlNode& case_node,
                                               const std::string& stage) {
   CaseSpec c;
@@ -886,6 +917,7 @@ std::optional<CaseSpec> PlanParser::ParseCase(const YamlNode& m, const YamlNode&
   if (!m.Find("system") && c.backend == "fsdp" && c.training.sharding == Sharding::kHybrid)
     c.system = kHybridFsdpSystem;
   if (const YamlNode* n = m.Find("reference")) ParseReference(*n, c, &ok);
+  if (const YamlNode* n = m.Find("quality_target")) ParseQualityTarget(*n, workload && !inference, c, &ok);
 
   ParseExecution(m, c, &ok);
   if (!ok) return std::nullopt;

@@ -72,6 +72,11 @@ const std::vector<TrainingField>& TrainingFields() {
       Row("merge_dtype", &S::merge_dtype, ReduceDtype::kAuto,
           "share: dtype of a merge's one flat all-reduce (the pseudo-gradient theta_global - theta): `auto` = the "
           "compute dtype (bfloat16 on a GPU, float32 on a CPU), `float32`, `bfloat16`"),
+      Row("eval_every", &S::eval_every, 0,
+          "evaluate the held-out split every N optimizer steps, at step 0 and at the last step: the curve of "
+          "held-out loss against training time (share: at the first merge from each such step on); 0 = only at "
+          "the end",
+          AtLeast(0)),
   };
   return rows;
 }

@@ -277,6 +277,16 @@ Result<Json> RunJson(Store& store, const RunRecord& run) {
                         {"answer", r.answer},
                         {"token_ids", r.token_ids ? Json(*r.token_ids) : Json(nullptr)}});
     cj["requests"] = std::move(rj);
+
+    auto curve = store.EvalCurveOfCase(c.row_id);
+    if (!curve.ok()) return curve.status();
+    Json ej = Json::array();
+    for (const EvalPoint& p : *curve)
+      ej.push_back(Json{{"step", p.step},
+                        {"tokens", p.tokens},
+                        {"training_seconds", p.training_seconds},
+                        {"loss", p.loss}});
+    cj["eval_curve"] = std::move(ej);
     cases_json.push_back(std::move(cj));
   }
   out["cases"] = std::move(cases_json);
@@ -338,6 +348,19 @@ Result<std::string> CaseText(Store& store, const CaseRecord& c) {
   table.right = {false, true, false, false};
   for (const Measurement& m : *ms) table.rows.push_back({m.name, ValueText(m.value), m.unit, HowText(m)});
   out += table.Render("      ");
+
+  auto curve = store.EvalCurveOfCase(c.row_id);
+  if (!curve.ok()) return curve.status();
+  if (!curve->empty()) {
+    out += "    held-out curve (training seconds exclude the evaluations)\n";
+    TextTable points;
+    points.right = {true, true, true, true};
+    points.rows.push_back({"step", "tokens", "training s", "loss"});
+    for (const EvalPoint& p : *curve)
+      points.rows.push_back({std::to_string(p.step), std::to_string(p.tokens), fmt::format("{:.3f}", p.training_seconds),
+                             fmt::format("{:.4f}", p.loss)});
+    out += points.Render("      ");
+  }
   return out;
 }
 

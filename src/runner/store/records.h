@@ -63,6 +63,10 @@ inline constexpr const char* kPeakHostRss = "peak_host_rss_bytes";
 inline constexpr const char* kPeakHostRssAboveBaseline = "peak_host_rss_above_baseline_bytes";
 inline constexpr const char* kFinalLoss = "final_loss";                      // the last logged training loss
 inline constexpr const char* kEvalLoss = "eval_loss";
+// Seconds spent evaluating the held-out split for the loss curve
+// (training.eval_every), every point's evaluation included; not part of
+// any point's training_seconds (EvalPoint).
+inline constexpr const char* kEvalSeconds = "eval_seconds";               // s
 inline constexpr const char* kBytesCommunicated = "bytes_communicated";   // within + between groups
 inline constexpr const char* kBytesWithinGroups = "bytes_within_groups";   // collectives inside each group
 inline constexpr const char* kBytesBetweenGroups = "bytes_between_groups"; // merges across groups
@@ -164,6 +168,18 @@ struct StepSample {
   std::optional<int64_t> tokens;    // tokens processed in this step (global)
 };
 
+// One point of a training case's held-out loss curve (training.eval_every):
+// the model after `step` optimizer steps (0: before the first) evaluated on
+// the held-out split. `training_seconds` is the training time up to that
+// step: the steps' own seconds (device synchronised; the share protocol's
+// merges included), never the evaluations' (metric::kEvalSeconds).
+struct EvalPoint {
+  int64_t step = 0;
+  int64_t tokens = 0;            // training tokens seen up to the step (global)
+  double training_seconds = 0;
+  double loss = 0;               // mean loss over the held-out split's counted targets
+};
+
 // One inference request.
 struct RequestSample {
   int index = 0;
@@ -231,6 +247,7 @@ struct CaseResult {
   std::vector<Measurement> measurements;
   std::vector<StepSample> steps;        // not yet appended ones
   std::vector<RequestSample> requests;  // not yet appended ones
+  std::vector<EvalPoint> eval_curve;    // by step; empty without training.eval_every
   std::string log_sha256;  // sha256 of the case log as it stands at finish; may be ""
   // What the case ran on and how, as its backend saw it (key, value), e.g.
   // ("device", "cpu"), ("threads_per_rank", "1"): CaseFacts keys.

@@ -203,6 +203,20 @@ CREATE TABLE case_facts (
 );
 CREATE INDEX case_facts_case_row ON case_facts(case_row);
 )sql",
+    // 6: the held-out loss curve of a training case (training.eval_every):
+    // one row per evaluation, the training seconds up to it excluding every
+    // evaluation's own time.
+    R"sql(
+CREATE TABLE eval_points (
+  id               INTEGER PRIMARY KEY,
+  case_row         INTEGER NOT NULL REFERENCES cases(id) ON DELETE CASCADE,
+  step             INTEGER NOT NULL,
+  tokens           INTEGER NOT NULL,
+  training_seconds REAL NOT NULL,
+  loss             REAL NOT NULL
+);
+CREATE INDEX eval_points_case_row ON eval_points(case_row);
+)sql",
 };
 constexpr int kSchemaVersion = static_cast<int>(sizeof(kMigrations) / sizeof(kMigrations[0]));
 constexpr int kBusyTimeoutMs = 30000;
@@ -405,6 +419,7 @@ class SqliteStore : public Store {
   Result<std::vector<Measurement>> MeasurementsOfCase(int64_t row_id) override;
   Result<std::vector<std::pair<std::string, std::string>>> FactsOfCase(int64_t row_id) override;
   Result<std::vector<StepSample>> StepsOfCase(int64_t row_id) override;
+  Result<std::vector<EvalPoint>> EvalCurveOfCase(int64_t row_id) override;
   Result<std::vector<RequestSample>> RequestsOfCase(int64_t row_id) override;
   Result<std::vector<RunRecord>> ListRunHeaders() override;
   Result<std::vector<CaseRecord>> FindCases(const CaseQuery& query) override;
@@ -687,6 +702,13 @@ Status SqliteStore::FinishCase(int64_t row_id, const CaseResult& result) {
     if (int rc = fq.Exec(); rc != SQLITE_DONE) return Err(rc, doing);
   }
   if (Status s = InsertSamples(row_id, result.steps, result.requests, doing); !s.ok()) return s;
+  Stmt eq(db_,
+          "INSERT INTO eval_points (case_row, step, tokens, training_seconds, loss) VALUES (?, ?, ?, ?, ?)");
+  for (const EvalPoint& p : result.eval_curve) {
+    eq.Reset();
+    eq.Bind(row_id).Bind(p.step).Bind(p.tokens).Bind(p.training_seconds).Bind(p.loss);
+    if (int rc = eq.Exec(); rc != SQLITE_DONE) return Err(rc, doing);
+  }
   return txn.Commit(doing);
 }
 
@@ -968,6 +990,25 @@ Result<std::vector<StepSample>> SqliteStore::StepsOfCase(int64_t row_id) {
     if (!q.IsNull(2)) s.loss = q.Double(2);
     if (!q.IsNull(3)) s.tokens = q.Int(3);
     out.push_back(s);
+  }
+  if (rc != SQLITE_DONE) return Err(rc, doing);
+  return out;
+}
+
+Result<std::vector<EvalPoint>> SqliteStore::EvalCurveOfCase(int64_t row_id) {
+  const std::string doing = fmt::format("reading the held-out curve of case row {}", row_id);
+  Stmt q(db_,
+         "SELECT step, tokens, training_seconds, loss FROM eval_points WHERE case_row = ? ORDER BY step, id");
+  q.Bind(row_id);
+  std::vector<EvalPoint> out;
+  int rc;
+  while ((rc = q.Step()) == SQLITE_ROW) {
+    EvalPoint p;
+    p.step = q.Int(0);
+    p.tokens = q.Int(1);
+    p.training_seconds = q.Double(2);
+    p.loss = q.Double(3);
+    out.push_back(p);
   }
   if (rc != SQLITE_DONE) return Err(rc, doing);
   return out;

@@ -64,6 +64,9 @@ class Store {
   virtual Result<std::vector<CaseRecord>> CasesOfRun(int64_t run_id) = 0;  // in row order
   virtual Result<std::vector<Measurement>> MeasurementsOfCase(int64_t row_id) = 0;
   virtual Result<std::vector<StepSample>> StepsOfCase(int64_t row_id) = 0;
+  // The held-out loss curve (CaseResult::eval_curve), by step; empty when the
+  // case stored none. Default: none (a store without curves).
+  virtual Result<std::vector<EvalPoint>> EvalCurveOfCase(int64_t row_id) { return std::vector<EvalPoint>{}; }
   virtual Result<std::vector<RequestSample>> RequestsOfCase(int64_t row_id) = 0;
   virtual Result<std::vector<std::pair<std::string, std::string>>> FactsOfCase(int64_t row_id) = 0;  // stored order
 

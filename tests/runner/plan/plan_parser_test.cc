@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "runner/base/text.h"
+#include "runner/plan/plan_emit.h"
 #include "runner/plan/plan_parser.h"
 #include "runner/plan/training_fields.h"
 
@@ -815,4 +816,42 @@ TEST_CASE("plan: interleave set by --set is checked and located at the override"
   INFO(ErrorsOf(r));
   REQUIRE(r.ok());
   CHECK(r.plan->interleave == std::vector<std::vector<std::string>>{{"2.1.1.2", "2.2.1.2"}});
+}
+
+TEST_CASE("plan: training.eval_every and quality_target are read, inherited and resolved") {
+  PlanParseResult r = Good(
+      "      - {id: a, workload: pretrain, backend: fsdp, model: m7, dataset: web, steps: 10,\n"
+      "         training: {eval_every: 2}, quality_target: {loss: 5.25}}\n"
+      "      - {id: b, workload: pretrain, backend: fsdp, model: m7, dataset: web, steps: 10}\n");
+  const CaseSpec& a = r.plan->stages[0].cases[0];
+  CHECK(a.training.eval_every == 2);
+  REQUIRE(a.quality_target_loss);
+  CHECK(*a.quality_target_loss == 5.25);
+  const CaseSpec& b = r.plan->stages[0].cases[1];
+  CHECK(b.training.eval_every == 0);  // the default: only at the end
+  CHECK(!b.quality_target_loss);
+  // The resolved text carries both, and reads back the same.
+  const std::string text = ResolvedText(*r.plan);
+  CHECK(text.find("quality_target:") != std::string::npos);
+  PlanParseResult again = ParsePlanString(text, "<resolved>");
+  INFO(ErrorsOf(again));
+  REQUIRE(again.ok());
+  CHECK(again.plan->stages[0].cases[0].training.eval_every == 2);
+  CHECK(*again.plan->stages[0].cases[0].quality_target_loss == 5.25);
+  CHECK(!again.plan->stages[0].cases[1].quality_target_loss);
+}
+
+TEST_CASE("plan: a bad quality_target or eval_every is an error at the value") {
+  CHECK(Errors("      - {id: a, workload: pretrain, backend: fsdp, model: m7, dataset: web, steps: 10, "
+               "quality_target: {loss: 0}}\n") ==
+        "<string>:15:111: quality_target.loss must be > 0, got 0");
+  CHECK(Errors("      - {id: a, workload: pretrain, backend: fsdp, model: m7, dataset: web, steps: 10, "
+               "quality_target: {los: 5}}\n") ==
+        "<string>:15:104: quality_target needs a loss (e.g. quality_target: {loss: 5.5})\n"
+        "<string>:15:105: unknown key 'los' (did you mean 'loss'?)");
+  CHECK(Errors("      - {id: a, workload: inference, backend: fsdp, model: m7, inference: {prompt: hi, "
+               "max_new_tokens: [1]}, quality_target: {loss: 5}}\n") ==
+        "<string>:15:126: quality_target applies to training workloads only (a held-out loss to reach)");
+  CHECK(Errors("      - {id: a, workload: pretrain, backend: fsdp, model: m7, dataset: web, steps: 10, "
+               "training: {eval_every: -1}}\n") != "(ok)");
 }

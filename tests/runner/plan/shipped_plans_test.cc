@@ -8,7 +8,9 @@
 #include <filesystem>
 #include <map>
 
+#include "backends/native/eval_curve.h"
 #include "backends/native/fsdp_backend.h"
+#include "backends/native/training/training_data.h"
 #include "backends/native/share_backend.h"
 #include "runner/base/text.h"
 #include "runner/plan/coverage.h"
@@ -358,4 +360,59 @@ TEST_CASE("shipped plans: the quick start has reference bands, so that `run --ch
       for (const ReferenceBand& band : c.references) banded.push_back(c.id + " " + band.metric);
   CHECK((banded == std::vector<std::string>{"qn.1.1 eval_loss", "qn.1.3 eval_loss", "qn.2.1 eval_loss",
                                             "qn.2.3 eval_loss"}));
+}
+
+namespace {
+
+// The evaluations of a training case's held-out curve (eval_curve.h), for a
+// length in steps: the share protocol's groups at their merges.
+int Evaluations(const CaseSpec& c) {
+  int groups = 0;
+  for (const TopologyPart& p : c.topology.parts) groups += p.groups;
+  const std::optional<int64_t> merges =
+      c.backend == "share" && groups > 1 ? std::optional<int64_t>(c.training.sync_every) : std::nullopt;
+  int n = 0;
+  for (int64_t done = 0; done <= c.length->count; ++done)
+    if (native::EvalDue(done, c.length->count, c.training.eval_every, merges)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("shipped plans: the CPU plans keep a held-out curve of at least 5 points per training case") {
+  for (const char* name : {"quickstart.yaml", "rehearsal.yaml", "rehearsal-methodology.yaml"}) {
+    CAPTURE(name);
+    Plan plan = Load(name);
+    for (const CaseSpec* c : plan.Cases()) {
+      if (c->workload == Workload::kInference) continue;
+      CAPTURE(c->id);
+      CHECK(c->training.eval_every > 0);
+      if (c->length->unit == Length::Unit::kSteps) CHECK(Evaluations(*c) >= 5);
+      else CHECK(c->training.eval_every == 1);  // an epoch's steps are known when it runs: every one
+    }
+  }
+}
+
+TEST_CASE("shipped plans: the rigs' plans spend at most 5 % of a case's training time evaluating") {
+  // An evaluation is a forward pass over the held-out split, kEvalFraction of
+  // the sequences read = 5/95 of the training sequences, at 1/k of a training
+  // step's work per sequence: k = 4 in full precision (forward, the forward
+  // recomputed under checkpointing, backward ~2 forwards), 3 on a frozen
+  // 4-bit base (its backward computes activation gradients only).
+  const double per_sequence = native::kEvalFraction / (1 - native::kEvalFraction);
+  for (const auto& [name, k] : {std::pair{"llama7b.yaml", 4.0}, std::pair{"llama70b.yaml", 3.0}}) {
+    CAPTURE(name);
+    Plan plan = Load(name);
+    int with_curve = 0;
+    for (const CaseSpec* c : plan.Cases()) {
+      if (c->workload == Workload::kInference) continue;
+      CAPTURE(c->id);
+      REQUIRE(c->training.checkpoint_every == 1);
+      CHECK(c->training.eval_every > 0);
+      if (c->length->unit != Length::Unit::kSteps) continue;  // an epoch: at most 3 points below 3000 steps
+      ++with_curve;
+      CHECK(Evaluations(*c) * per_sequence / k <= 0.05);
+    }
+    CHECK(with_curve > 0);
+  }
 }

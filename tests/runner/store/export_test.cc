@@ -263,6 +263,50 @@ TEST_CASE("RenderRunDetails sums up a distributed case's communication in one li
   CHECK(text->find("communication") == text->rfind("communication"));
 }
 
+TEST_CASE("a case's held-out curve is stored, shown and exported as eval_curve") {
+  auto store = std::move(OpenStore(":memory:")).value();
+  RunRecord run;
+  run.plan_name = "quickstart";
+  run.status = "ok";
+  const int64_t id = *store->CreateRun(run);
+  CaseRecord c;
+  c.run_id = id;
+  c.case_id = "q.1";
+  c.model = "tiny";
+  c.workload = "pretrain";
+  c.backend = "fsdp";
+  c.system = "fsdp";
+  c.length_unit = "steps";
+  c.length_count = 4;
+  CaseResult ok;
+  ok.measurements = {{"wall_seconds", 3.25, "s", Provenance::kMeasured, "", "", ""}};
+  ok.eval_curve = {{0, 0, 0.0, 6.5}, {2, 256, 1.25, 5.75}, {4, 512, 2.5, 5.125}};
+  const int64_t row = *store->BeginCase(c);
+  REQUIRE(store->FinishCase(row, ok).ok());
+  auto back = store->EvalCurveOfCase(row);
+  REQUIRE(back.ok());
+  REQUIRE(back->size() == 3);
+  CHECK((*back)[1].step == 2);
+  CHECK((*back)[1].tokens == 256);
+  CHECK((*back)[1].training_seconds == 1.25);
+  CHECK((*back)[2].loss == 5.125);
+
+  auto text = RenderRunDetails(*store, id, false);
+  REQUIRE(text.ok());
+  INFO(*text);
+  CHECK(text->find("    held-out curve (training seconds exclude the evaluations)\n"
+                   "      step  tokens  training s    loss\n"
+                   "         0       0       0.000  6.5000\n"
+                   "         2     256       1.250  5.7500\n"
+                   "         4     512       2.500  5.1250\n") != std::string::npos);
+  auto json = RenderRunDetails(*store, id, true);
+  REQUIRE(json.ok());
+  CHECK(Json::parse(*json)["cases"][0]["eval_curve"].dump() ==
+        R"([{"step":0,"tokens":0,"training_seconds":0.0,"loss":6.5},)"
+        R"({"step":2,"tokens":256,"training_seconds":1.25,"loss":5.75},)"
+        R"({"step":4,"tokens":512,"training_seconds":2.5,"loss":5.125}])");
+}
+
 TEST_CASE("RenderRunDetails of a missing run is not found") {
   auto store = SmallStore();
   auto text = RenderRunDetails(*store, 9, false);

@@ -55,6 +55,13 @@ std::string EncodeEvent(const WorkerEvent& e) {
     case WorkerEvent::Kind::kHeartbeat:
       j["event"] = "heartbeat";
       break;
+    case WorkerEvent::Kind::kEvalPoint:
+      j["event"] = "eval";
+      j["step"] = e.eval_point.step;
+      j["tokens"] = e.eval_point.tokens;
+      j["training_seconds"] = e.eval_point.training_seconds;
+      j["loss"] = e.eval_point.loss;
+      break;
     case WorkerEvent::Kind::kFact:
       j["event"] = "fact";
       j["key"] = e.text;
@@ -105,6 +112,12 @@ std::optional<WorkerEvent> DecodeEvent(std::string_view line) {
       e.kind = WorkerEvent::Kind::kFact;
       e.text = j.at("key").get<std::string>();
       e.value = j.at("value").get<std::string>();
+    } else if (kind == "eval") {
+      e.kind = WorkerEvent::Kind::kEvalPoint;
+      e.eval_point.step = j.at("step").get<int64_t>();
+      e.eval_point.tokens = j.at("tokens").get<int64_t>();
+      e.eval_point.training_seconds = j.at("training_seconds").get<double>();
+      e.eval_point.loss = j.at("loss").get<double>();
     } else if (kind == "bytes") {
       e.kind = WorkerEvent::Kind::kBytes;
       e.bytes_within = j.at("within").get<int64_t>();

@@ -17,6 +17,9 @@
 //   {"event":"error","text":"..."}                    why the rank is about to exit non-zero
 //   {"event":"heartbeat"}                             every kHeartbeatSeconds while the rank lives
 //   {"event":"fact","key":"device","value":"cpu"}     what the rank runs on (records.h, namespace fact)
+//   {"event":"eval","step":4,"tokens":2048,"training_seconds":1.5,"loss":5.2}
+//                                                     a point of the held-out loss curve (rank 0;
+//                                                     records.h EvalPoint, eval_curve.h)
 
 #include <cstdint>
 #include <optional>
@@ -29,10 +32,11 @@ namespace protocol {
 namespace native {
 
 struct WorkerEvent {
-  enum class Kind { kStep, kRequest, kMeasurement, kNote, kStatus, kBytes, kError, kHeartbeat, kFact };
+  enum class Kind { kStep, kRequest, kMeasurement, kNote, kStatus, kBytes, kError, kHeartbeat, kFact, kEvalPoint };
   Kind kind = Kind::kStatus;
   StepSample step;
   RequestSample request;
+  EvalPoint eval_point;        // kEvalPoint
   Measurement measurement;
   std::optional<int> rank;     // kMeasurement: set for a figure of this rank itself
   std::string text;            // kNote, kStatus, kError; kFact: the key

@@ -224,7 +224,10 @@ StepStats train_step(Model& model, AdamW& optimizer, const std::vector<const Seq
 }
 
 std::optional<double> eval_loss(const Model& model, const std::vector<Sequence>& seqs, int64_t batch_size) {
-  c10::InferenceMode no_grad;
+  // No grad mode, not InferenceMode: the held-out curve evaluates between
+  // training steps, and a tensor a layer made and kept under InferenceMode
+  // could not take part in autograd afterwards.
+  c10::NoGradGuard no_grad;
   double counted = 0;
   for (const Sequence& s : seqs)
     for (uint8_t m : s.mask) counted += m;
