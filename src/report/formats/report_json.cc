@@ -85,7 +85,8 @@ Json ModelJson(const ModelReport& m) {
   j["verdict"] = Json::array();
   for (const auto& v : m.verdict) {
     j["verdict"].push_back({{"table", v.table}, {"row", v.row}, {"scope", v.scope}, {"claim", v.claim},
-                            {"quality", v.quality}, {"bytes", v.bytes}, {"qualifiers", v.qualifiers},
+                            {"quality", v.quality}, {"bytes", v.bytes}, {"expected", v.expected},
+                            {"qualifiers", v.qualifiers},
                             {"notes", v.notes}, {"text", v.text}});
   }
   j["tables"] = Json::array();

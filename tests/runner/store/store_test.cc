@@ -473,7 +473,7 @@ TEST_CASE("A schema-2 database is migrated: token_ids added, invalid stored byte
     REQUIRE(store->AppendRequests(cases->at(0).row_id, {r}).ok());
   }
   CHECK(ReadUserVersion(path) == uint32_t(StoreSchemaVersion()));  // read once the file is closed (WAL)
-  CHECK(StoreSchemaVersion() == 5);
+  CHECK(StoreSchemaVersion() == 6);
   auto store = MustOpen(path);
   auto requests = store->RequestsOfCase(1);
   REQUIRE(requests.ok());
