@@ -634,6 +634,7 @@ std::optional<DeviceRates> CaseDeviceRates(const Plan& plan, const CaseSpec& spe
   d.op_seconds = calibrated && host->op_seconds > 0 ? host->op_seconds : kAssumedCpuOpSeconds;
   d.rank_start_seconds =
       calibrated && host->process_start_seconds > 0 ? host->process_start_seconds : kAssumedCpuRankStartSeconds;
+  d.rank_setup_seconds = kAssumedCpuRankSetupSeconds;
   d.link_bytes_per_second = kAssumedLoopbackBytesPerSecond;
   d.mfu = DeviceRates::kDefaultCpuMfu;
   if (calibrated && host->threads > 0) {
@@ -645,6 +646,11 @@ std::optional<DeviceRates> CaseDeviceRates(const Plan& plan, const CaseSpec& spe
   d.source = calibrated ? fmt::format("calibrated on this host ({}, {})", host->host, host->measured_at)
                         : "assumed (no `protocol calibrate` figures for this host)";
   return d;
+}
+
+// Whether the case reads the model's weights: from its path, or from a path not on this machine.
+bool ReadsWeights(WeightsSource source) {
+  return source == WeightsSource::kPath || source == WeightsSource::kMissing;
 }
 
 // Bytes of the model's weights file(s) in `path` when here, else 2·N (an fp16 checkpoint).
@@ -710,7 +716,7 @@ TimeEstimate TrainingTime(const Plan& plan, const CaseSpec& spec, NativeRole rol
   s.rank_processes = layout.world() > 1 || role == NativeRole::kShare ? layout.world() : 0;
   const WeightsSource source =
       native_weights_source(spec.workload, s.frozen_base, ms.init_random, plan.ResolvePath(ms.path));
-  s.load_bytes = source == WeightsSource::kPath ? CheckpointBytes(plan.ResolvePath(ms.path), config) : 0;
+  s.load_bytes = ReadsWeights(source) ? CheckpointBytes(plan.ResolvePath(ms.path), config) : 0;
   if (!spec.output_dir.empty())
     s.save_bytes = s.frozen_base ? 4 * adapter_parameter_count(config, spec.training.LoraRank())
                                  : (gpu ? 2 : 4) * config.ParameterCount();
@@ -741,7 +747,7 @@ TimeEstimate InferenceTime(const Plan& plan, const CaseSpec& spec, NativeRole ro
   s.device = d;
   s.rank_processes = one_process ? 0 : layout.world();
   const WeightsSource source = native_weights_source(spec.workload, nf4, ms.init_random, plan.ResolvePath(ms.path));
-  s.load_bytes = source == WeightsSource::kPath ? CheckpointBytes(plan.ResolvePath(ms.path), config) : 0;
+  s.load_bytes = ReadsWeights(source) ? CheckpointBytes(plan.ResolvePath(ms.path), config) : 0;
   TimeEstimate e = estimate_inference_time(s);
   e.nodes = static_cast<int>(std::set<std::string>(layout.rank_nodes.begin(), layout.rank_nodes.end()).size());
   return e;

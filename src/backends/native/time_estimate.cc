@@ -15,10 +15,14 @@ double NonEmbedding(const ModelConfig& c) {
 
 // Start-up: the rank processes (started side by side: one start) and the model's bytes read.
 void AddStartUp(const DeviceRates& d, int64_t rank_processes, int64_t load_bytes, TimeEstimate* e) {
-  const double start = rank_processes > 0 ? d.rank_start_seconds : 0.0;
+  const double start = rank_processes > 0 ? d.rank_start_seconds + d.rank_setup_seconds : 0.0;
   const double load = static_cast<double>(load_bytes) / kAssumedDiskBytesPerSecond;
   std::vector<std::string> how;
-  if (rank_processes > 0) how.push_back(fmt::format("{} rank process(es) start {}", rank_processes, FormatDuration(start)));
+  if (rank_processes > 0)
+    how.push_back(fmt::format("{} rank process(es) start {}{}", rank_processes, FormatDuration(d.rank_start_seconds),
+                              d.rank_setup_seconds > 0
+                                  ? fmt::format(" + set-up {}", FormatDuration(d.rank_setup_seconds))
+                                  : ""));
   else how.push_back("in the runner's process");
   how.push_back(load_bytes > 0 ? fmt::format("{} read at {}", FormatBytes(load_bytes),
                                              FormatRate(kAssumedDiskBytesPerSecond))
