@@ -57,7 +57,7 @@ TEST_CASE("cli: validate prints the rig-hours of the methodology's plans on thei
     Output v = Protocol({"validate", (src / plan).string()}, src);
     INFO(v.err);
     REQUIRE(v.exit_code == 0);
-    CHECK(v.out.find("on 8 x H100 SXM, datasheet bf16 989 TFLOP/s, MFU 0.40 (assumed)") != std::string::npos);
+    CHECK(v.out.find(", 8 x H100 SXM, datasheet bf16 989 TFLOP/s, MFU 0.40 (assumed)") != std::string::npos);
     CHECK(v.out.find("rig-hours (each case's time x its repeats x its nodes)") != std::string::npos);
   }
 }
