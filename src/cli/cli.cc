@@ -225,8 +225,24 @@ const Command kCommands[] = {
      [](CLI::App* c, Args& a) {
        c->add_option("plans", a.plans, "Plan files")->required();
        c->add_option("--set", a.set, "Override a plan value (as in `run`)");
+       c->add_option("--db", a.db,
+                     "Results database whose folder holds calibration.json (`protocol calibrate`): this host's "
+                     "CPU figures for the time estimate (read only; nothing is created)")
+           ->capture_default_str();
      },
      &CmdValidate},
+    {"calibrate", "Measure this machine's CPU for the time estimate: matmul FLOP/s, memory bandwidth, op cost",
+     "Takes a few seconds (2 x --seconds, and a few process starts). The figures go to calibration.json in\n"
+     "the database's folder, one entry per host; `validate` and `run` read this host's entry for the CPU\n"
+     "figures of the time estimate, which otherwise says \"assumed\" (docs/estimates.md).",
+     [](CLI::App* c, Args& a) {
+       c->add_option("--db", a.db, "Results database; calibration.json is written in its folder")
+           ->capture_default_str();
+       c->add_option("--seconds", a.calibrate_seconds, "Seconds spent on each of the matmul and the memory copy")
+           ->capture_default_str()
+           ->check(CLI::Range(0.1, 60.0));
+     },
+     &CmdCalibrate},
     {"list", "List stored runs", "",
      [](CLI::App* c, Args& a) {
        AddDb(c, a);

@@ -6,12 +6,14 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <algorithm>
 #include <cstdlib>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "backends/environment.h"
+#include "backends/native/calibrate.h"
 #include "backends/native/platform/torch_compat.h"
 #include "backends/native/worker.h"
 #include "backends/registry.h"
@@ -19,8 +21,10 @@
 #include "runner/analysis/junit.h"
 #include "runner/analysis/reference_check.h"
 #include "runner/base/log.h"
+#include "runner/base/placeholders.h"
 #include "runner/base/sha256.h"
 #include "runner/base/text.h"
+#include "runner/exec/calibration.h"
 #include "runner/exec/cpu_meter.h"
 #include "runner/exec/progress.h"
 #include "runner/exec/runner.h"
@@ -37,8 +41,12 @@ namespace {
 // the backends' warnings (located, one line each: they fail nothing) unless
 // `print_warnings` is false (a dry run lists them under each case), and, when
 // `notes` is given, collects each case's notes ("case id: note") in plan order.
+// With `total`, each case's notes end with its expected wall time (the
+// backend's EstimateTime with `calibration`), and `total` sums them.
 std::optional<Plan> LoadPlan(const std::string& path, const std::vector<std::string>& overrides,
-                             std::vector<std::string>* notes = nullptr, bool print_warnings = true) {
+                             std::vector<std::string>* notes = nullptr, bool print_warnings = true,
+                             const std::optional<HostCalibration>& calibration = std::nullopt,
+                             PlanTimeTotal* total = nullptr) {
   PlanParseOptions options;
   options.backend_names = BackendNames();
   options.overrides = overrides;
@@ -59,6 +67,11 @@ std::optional<Plan> LoadPlan(const std::string& path, const std::vector<std::str
         warnings.push_back({spec->where, fmt::format("warning: case {}: {}", spec->id, message), ""});
       if (notes)
         for (const std::string& note : advice.notes) notes->push_back(fmt::format("{}: {}", spec->id, note));
+      if (notes && total) {
+        const TimeEstimate time = backend->EstimateTime(*parsed.plan, *spec, calibration);
+        total->Add(spec->id, time, spec->repeats);
+        notes->push_back(fmt::format("{}: {}", spec->id, DescribeCaseTime(time, spec->repeats)));
+      }
     }
   }
   if (problems.empty() && parsed.ok()) {
@@ -105,6 +118,17 @@ Status RunnerStillAlive(Store& store, int64_t run_id) {
       run_id, runner, runner));
 }
 
+// This host's `protocol calibrate` figures beside the database `db`; nullopt
+// (said once) when the file cannot be read.
+std::optional<HostCalibration> LoadCalibration(const std::string& db) {
+  auto read = ReadCalibration(CalibrationPathFor(db), ThisHost());
+  if (!read.ok()) {
+    spdlog::warn("{}; the time estimate uses the assumed CPU figures", read.status().message());
+    return std::nullopt;
+  }
+  return *read;
+}
+
 }  // namespace
 
 void RememberCommandLine(int, char**) {}  // this program runs every subcommand itself
@@ -128,6 +152,7 @@ int CmdRun(Args& a) {
   RunOptions options;
   options.only = a.only;
   options.dry_run = a.dry_run;
+  options.calibration = LoadCalibration(a.db);
   if (!a.resume.empty()) {
     auto id = ResolveRunSpec(*store, a.resume);
     if (!id.ok()) return Fail(id.status());
@@ -186,6 +211,14 @@ int CmdRun(Args& a) {
                  "you publish (docs/performance.md)\n",
                  s.contended, s.contended == 1 ? "" : "s", 100 * s.worst_contention,
                  100 * metric::kContendedShare);
+  if (!s.off_estimate.empty()) {
+    std::fprintf(stderr,
+                 "protocol: warning: %zu case%s outside %s time estimate's band (%gx-%gx of the expected wall "
+                 "time; docs/estimates.md):\n",
+                 s.off_estimate.size(), s.off_estimate.size() == 1 ? "" : "s",
+                 s.off_estimate.size() == 1 ? "its" : "their", kEstimateBandLow, kEstimateBandHigh);
+    for (const std::string& line : s.off_estimate) std::fprintf(stderr, "  %s\n", line.c_str());
+  }
   if (s.stopped)
     std::fprintf(stderr, "protocol: continue with: protocol run %s --db %s --resume %lld\n",
                  a.plans[0].c_str(), a.db.c_str(), static_cast<long long>(s.run_id));
@@ -220,7 +253,8 @@ int CmdValidate(Args& a) {
   int code = kExitOk;
   for (const std::string& path : a.plans) {
     std::vector<std::string> notes;
-    std::optional<Plan> plan = LoadPlan(path, a.set, &notes);
+    PlanTimeTotal total;
+    std::optional<Plan> plan = LoadPlan(path, a.set, &notes, true, LoadCalibration(a.db), &total);
     if (!plan) {
       code = kExitBadInput;
       continue;
@@ -230,11 +264,54 @@ int CmdValidate(Args& a) {
                 plan->stages.size() == 1 ? "" : "s", cases, cases == 1 ? "" : "s");
     // A note's further lines (its terms) are indented under it.
     for (const std::string& note : notes) std::printf("  %s\n", Join(Split(note, '\n'), "\n      ").c_str());
+    std::printf("  %s\n", total.Describe().c_str());
     std::fputs(
         RenderCoverage(TrainingCoverage(*plan, kBaselineSystem, kCandidateSystem, {kFurtherBaselineSystem})).c_str(),
         stdout);
   }
   return code;
+}
+
+namespace {
+
+// Starting `protocol-native --version` (the program, libtorch's libraries):
+// the median of three, in seconds; 0 when it cannot be started.
+double ProcessStartSeconds() {
+  char self[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return 0;
+  const std::string command = ShellQuote(std::string(self, static_cast<size_t>(n))) + " --version >/dev/null 2>&1";
+  std::vector<double> times;
+  Clock& clock = SystemClock();
+  for (int i = 0; i < 3; ++i) {
+    const double t0 = clock.NowSeconds();
+    if (std::system(command.c_str()) != 0) return 0;
+    times.push_back(clock.NowSeconds() - t0);
+  }
+  std::sort(times.begin(), times.end());
+  return times[1];
+}
+
+}  // namespace
+
+int CmdCalibrate(Args& a) {
+  std::fprintf(stderr, "protocol: calibrating this host's CPU (about %.0f s) ...\n", 2 * a.calibrate_seconds + 2);
+  const native::CpuRates rates = native::MeasureHostForEstimate(a.calibrate_seconds);
+  HostCalibration c;
+  c.host = ThisHost();
+  c.measured_at = SystemClock().NowIso8601();
+  c.cpu_flops = rates.matmul_flops;
+  c.memory_bytes_per_second = rates.memory_bytes_per_second;
+  c.op_seconds = rates.op_seconds;
+  c.threads = rates.threads;
+  c.process_start_seconds = ProcessStartSeconds();
+  const std::string path = CalibrationPathFor(a.db);
+  if (Status s = WriteCalibration(path, c); !s.ok()) return Fail(s);
+  std::printf("%s: host %s, %d threads: matmul %.3g GFLOP/s (fp32), memory %.3g GB/s (copy, read + write), "
+              "decode op %.3g us, process start %.3g s\n",
+              path.c_str(), c.host.c_str(), c.threads, c.cpu_flops / 1e9, c.memory_bytes_per_second / 1e9,
+              c.op_seconds * 1e6, c.process_start_seconds);
+  return kExitOk;
 }
 
 int CmdBackends(Args&) {

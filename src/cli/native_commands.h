@@ -2,7 +2,7 @@
 #define PROTOCOL_CLI_NATIVE_COMMANDS_H_
 
 // The subcommands that need the backends, and with them libtorch: run,
-// validate, backends, worker, and --version (which names the libtorch build).
+// validate, calibrate, backends, worker, and --version (which names the libtorch build).
 //
 // Two programs share the command table of cli.cc and differ only here:
 //   protocol-native  links native_commands.cc: it runs these itself.
@@ -27,6 +27,7 @@ void RememberCommandLine(int argc, char** argv);
 int CmdRun(Args& a);
 int CmdValidate(Args& a);
 int CmdBackends(Args& a);
+int CmdCalibrate(Args& a);
 int CmdWorker(Args& a);
 // libtorch's version and devices, for --version ("libtorch 1.13.0, CPU").
 std::string NativeBuildFeatures();

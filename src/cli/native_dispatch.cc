@@ -42,7 +42,7 @@ int RunInNativeProgram() {
   ::execv(program.c_str(), argv.data());
   std::fprintf(stderr,
                "protocol: cannot start %s (%s): it runs the subcommands that need libtorch (run, validate, "
-               "backends, --version) and is built beside protocol (cmake --build build)\n",
+               "calibrate, backends, --version) and is built beside protocol (cmake --build build)\n",
                program.c_str(), std::strerror(errno));
   return kExitInternal;
 }
@@ -54,6 +54,7 @@ void RememberCommandLine(int argc, char** argv) { CommandLine().assign(argv, arg
 int CmdRun(Args&) { return RunInNativeProgram(); }
 int CmdValidate(Args&) { return RunInNativeProgram(); }
 int CmdBackends(Args&) { return RunInNativeProgram(); }
+int CmdCalibrate(Args&) { return RunInNativeProgram(); }
 int CmdWorker(Args&) { return RunInNativeProgram(); }
 
 std::string NativeBuildFeatures() {

@@ -46,6 +46,7 @@ struct Args {
   std::string verify;                  // report: verify this file
   int64_t history_through = 0;         // report: history charts up to this run id (0: every run)
   std::string worker_case;  // worker: the case file a distributed backend wrote
+  double calibrate_seconds = 3;  // calibrate: seconds for each of matmul and memory
 };
 
 // "protocol: TEXT" on stderr.

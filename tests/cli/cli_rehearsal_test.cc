@@ -34,6 +34,8 @@ TEST_CASE("cli: the two-node rehearsal runs over an unshaped and a 50 Mbit/s lin
                                      "--set", "stages[stage1].cases[r.1].steps=3", "--set",
                                      "stages[stage1].cases[r.1-hybrid].steps=3", "--set",
                                      "stages[stage2].cases[r.2].steps=3"};
+  // This host's CPU figures for the time estimate, beside the database.
+  REQUIRE(Protocol({"calibrate", "--db", db, "--seconds", "0.5"}, src, "OMP_NUM_THREADS=1").exit_code == 0);
   Output unshaped = Protocol(common, src, "OMP_NUM_THREADS=1");
   INFO(unshaped.err);
   REQUIRE(unshaped.exit_code == 0);
@@ -72,6 +74,32 @@ TEST_CASE("cli: the two-node rehearsal runs over an unshaped and a 50 Mbit/s lin
   CHECK(measured(2, "r.1", "bytes_communicated") == measured(1, "r.1", "bytes_communicated"));
   // Hybrid sharding with one rank per node: only its gradient all-reduce crosses the link.
   CHECK(measured(1, "r.1-hybrid", "bytes_between_nodes") > 0);
+  // The time estimate at both link rates: the emulated link's rate enters it (fsdp's full sharding sends
+  // the most across, so its expected time grows the most at 50 Mbit/s), and every case not contended
+  // comes within the band `run` flags outside of (docs/estimates.md).
+  auto figure = [&](int64_t run, const std::string& case_id, const std::string& name, Provenance how) {
+    for (const auto& c : CasesOf(db, run)) {
+      if (c.case_id != case_id) continue;
+      for (const auto& m : (*store)->MeasurementsOfCase(c.row_id).value())
+        if (m.name == name && m.how == how && m.length_unit.empty() && m.value) return *m.value;
+    }
+    return -1.0;
+  };
+  CHECK(figure(2, "r.1", metric::kExpectedWallSeconds, Provenance::kEstimated) >
+        figure(1, "r.1", metric::kExpectedWallSeconds, Provenance::kEstimated) + 1);
+  for (int64_t run : {1, 2}) {
+    for (const char* id : {"r.1", "r.1-hybrid", "r.2"}) {
+      const double expected = figure(run, id, metric::kExpectedWallSeconds, Provenance::kEstimated);
+      const double wall = figure(run, id, metric::kWallSeconds, Provenance::kMeasured);
+      const double contention = figure(run, id, metric::kContention, Provenance::kMeasured);
+      INFO("run " << run << " case " << id << ": expected " << expected << " s, measured " << wall
+                  << " s, contention " << contention);
+      REQUIRE(expected > 0);
+      if (contention >= metric::kContendedShare) continue;
+      CHECK(wall / expected >= metric::kEstimateBandLow);
+      CHECK(wall / expected <= metric::kEstimateBandHigh);
+    }
+  }
   Output md = Protocol({"report", "--db", db}, src);
   CHECK(md.exit_code == 0);
   std::vector<std::string> headers;  // the header row of each table naming systems

@@ -500,11 +500,48 @@ static void CheckEqualQualityByHand(const fs::path& db, const fs::path& src) {
   } else {
     CHECK((*row)["ratio"] == "–");
   }
+
+// The quick start's time estimate against its measured wall time, case by
+// case (docs/performance.md, "Time estimate"): within [0.5, 2] of it, the
+// band `run` flags outside of. A case that ran contended (other processes
+// took a fifth of the CPU or more) is not checked: its time says more about
+// the machine's load than about the estimate; a run where every case was
+// contended checks nothing and says so.
+void CheckQuickstartEstimates(const fs::path& db) {
+  auto store = OpenStore(db.string());
+  REQUIRE(store.ok());
+  int checked = 0;
+  for (const auto& c : CasesOf(db, 1)) {
+    CAPTURE(c.case_id);
+    double expected = 0, measured = 0, contention = 0;
+    std::string method;
+    for (const auto& m : (*store)->MeasurementsOfCase(c.row_id).value()) {
+      if (m.name == metric::kExpectedWallSeconds && m.how == Provenance::kEstimated) {
+        expected = *m.value;
+        method = m.method;
+      }
+      if (m.name == metric::kWallSeconds && m.how == Provenance::kMeasured && m.length_unit.empty()) measured = *m.value;
+      if (m.name == metric::kContention && m.value) contention = *m.value;
+    }
+    REQUIRE(expected > 0);
+    CHECK(method.find("calibrated on this host") != std::string::npos);
+    INFO("expected " << expected << " s, measured " << measured << " s, contention " << contention << ": " << method);
+    if (contention >= metric::kContendedShare) continue;
+    ++checked;
+    CHECK(measured / expected >= metric::kEstimateBandLow);
+    CHECK(measured / expected <= metric::kEstimateBandHigh);
+  }
+  if (checked == 0) MESSAGE("every quick start case ran contended: the estimate's band was not checked");
 }
 
 TEST_CASE("cli: the quickstart plan runs natively end to end and writes both reports") {
   TempDir dir;
   fs::path src = PROTOCOL_SOURCE_DIR;
+  // The CPU entry of the time estimate measured here first (calibration.json beside the database).
+  Output cal = Protocol({"calibrate", "--db", (dir.path / "q.db").string(), "--seconds", "1"}, src,
+                        "OMP_NUM_THREADS=1");
+  INFO(cal.err);
+  REQUIRE(cal.exit_code == 0);
   // The shipped plan as it is, with a shorter inference schedule and one thread
   // per process so the test stays quick while other tests share the cores.
   Output run = Protocol({"run", (src / "plans/quickstart.yaml").string(), "--db",
@@ -536,6 +573,10 @@ TEST_CASE("cli: the quickstart plan runs natively end to end and writes both rep
                  "fsdp-hybrid bytes between nodes | share (min) | share bytes between nodes |") == 1);
   for (const std::string& line : md) CHECK(line.find("fsdp-hybrid 2 nodes: newest ok result") == std::string::npos);
   CHECK(md.count("### Inference, single-stream") == 1);
+  // Every case stored its expected wall time (calibrated on this host), and the report sets it beside the
+  // measured one.
+  CHECK(md.count("### Expected against measured wall time (s)") == 1);
+  CheckQuickstartEstimates(dir.path / "q.db");
   // The HTML report draws the generation-time chart of the inference cases.
   CHECK(ReadAll(dir.path / "report.html")
             .find("<svg width=\"900\" height=\"360\" viewBox=\"0 0 900 360\" role=\"img\" "

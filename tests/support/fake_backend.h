@@ -58,6 +58,7 @@ class FakeBackend : public Backend {
   std::map<std::string, FakeScript> scripts;  // "2.1.1.1 r1" or "2.1.1.1"
   std::vector<std::string> problems;          // what Check() returns
   std::map<std::string, CaseAdvice> advice;   // what Advise() returns, by case id
+  std::map<std::string, TimeEstimate> estimates;  // what EstimateTime() returns, by case id (else none)
   std::vector<FakeBackendCall> calls;
 
   // Backends for the names in `names` (default {"fake"}); nullptr for others.
@@ -72,6 +73,11 @@ class FakeBackend : public Backend {
   CaseAdvice Advise(const Plan&, const CaseSpec& spec) const override {
     auto it = advice.find(spec.id);
     return it == advice.end() ? CaseAdvice{} : it->second;
+  }
+  TimeEstimate EstimateTime(const Plan& plan, const CaseSpec& spec,
+                            const std::optional<HostCalibration>& host) const override {
+    auto it = estimates.find(spec.id);
+    return it == estimates.end() ? Backend::EstimateTime(plan, spec, host) : it->second;
   }
 
   BackendOutcome Run(BackendContext& context) override {
@@ -112,6 +118,10 @@ class FakeBackend : public Backend {
       return target_->Check(plan, spec);
     }
     CaseAdvice Advise(const Plan& plan, const CaseSpec& spec) const override { return target_->Advise(plan, spec); }
+    TimeEstimate EstimateTime(const Plan& plan, const CaseSpec& spec,
+                              const std::optional<HostCalibration>& host) const override {
+      return target_->EstimateTime(plan, spec, host);
+    }
     BackendOutcome Run(BackendContext& context) override { return target_->Run(context); }
 
    private:

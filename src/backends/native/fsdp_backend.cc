@@ -130,6 +130,11 @@ class NativeFsdpBackend : public Backend {
     return native_advise(plan, spec, NativeRole::kFsdp);
   }
 
+  TimeEstimate EstimateTime(const Plan& plan, const CaseSpec& spec,
+                            const std::optional<HostCalibration>& host) const override {
+    return native::native_case_time(plan, spec, NativeRole::kFsdp, host);
+  }
+
   BackendOutcome Run(BackendContext& ctx) override {
     try {
       return RunCase(ctx);

@@ -4,7 +4,7 @@
 // Expected peak memory per device (per rank process on CPU) of the native
 // backends' training and inference, from the model's dimensions alone: pure
 // arithmetic, no libtorch, so `protocol validate` prints it for a plan on any
-// machine (docs/memory.md has the same formulas with the shipped plans'
+// machine (docs/estimates.md has the same formulas with the shipped plans'
 // figures). It models what the code does — FSDP FULL_SHARD units
 // (fsdp_sharded.h), activation checkpointing (train.h), 4-bit NF4 storage and
 // its whole-block sharding (nf4.h, nf4_shard.h), LoRA (lora.h), the loss

@@ -75,6 +75,15 @@ CaseAdvice native_case_memory(const Plan& plan, const CaseSpec& spec, NativeRole
 // beside it; share per merge. "" otherwise.
 std::string native_case_traffic(const Plan& plan, const CaseSpec& spec, NativeRole role);
 
+// The expected wall time of one repeat (time_estimate.h) on the plan's
+// devices: a GPU node's cluster.nodes[].gpu_model row of the device table
+// (its gpu_mfu, else the assumed MFU); CPU hosts from `host`, this host's
+// calibration, when every node of the case is this host, else the assumed CPU
+// figures. Its why_not says why when it cannot be estimated (a GPU node
+// without gpu_model, a length in epochs, unknown dimensions).
+TimeEstimate native_case_time(const Plan& plan, const CaseSpec& spec, NativeRole role,
+                              const std::optional<HostCalibration>& host);
+
 // What the case computes on (coverage.h): its rank processes, its nodes, and
 // its devices — "16 GPUs" on GPUs, else "2 CPU threads per host" or "every CPU
 // thread of each host" (training.threads, split over the ranks on a host). nullopt when its layout is invalid.

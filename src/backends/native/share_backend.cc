@@ -40,6 +40,11 @@ class NativeShareBackend : public Backend {
     return native::native_advise(plan, spec, native::NativeRole::kShare);
   }
 
+  TimeEstimate EstimateTime(const Plan& plan, const CaseSpec& spec,
+                            const std::optional<HostCalibration>& host) const override {
+    return native::native_case_time(plan, spec, native::NativeRole::kShare, host);
+  }
+
   BackendOutcome Run(BackendContext& ctx) override {
     // What validate reports as an error or a "a run fails" warning is refused here, from the
     // same function (native_check.h).

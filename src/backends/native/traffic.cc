@@ -88,6 +88,11 @@ StepTraffic fsdp_step_traffic(const FsdpTrafficShape& s) {
 
 int64_t share_merge_between_nodes(const ShareTrafficShape& s) {
   if (s.nodes <= 1 || s.groups <= 1) return 0;
+  return s.nodes * std::max<int64_t>(1, s.ranks_per_group) * share_merge_per_rank(s);
+}
+
+int64_t share_merge_per_rank(const ShareTrafficShape& s) {
+  if (s.groups <= 1) return 0;
   const int64_t G = s.groups, K = std::max<int64_t>(1, s.ranks_per_group);
   int64_t merged = 0;  // the elements a rank merges
   if (s.nf4) {
@@ -96,7 +101,7 @@ int64_t share_merge_between_nodes(const ShareTrafficShape& s) {
     for (int64_t n : unit_parameter_counts(s.config)) merged += shard_elements(n, K);
   }
   // One merge: one flat all-reduce over the G groups per rank (outer_step.h).
-  return s.nodes * K * AllReduceBytes(G, s.merge_bytes * merged);
+  return AllReduceBytes(G, s.merge_bytes * merged);
 }
 
 }  // namespace native

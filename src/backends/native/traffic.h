@@ -86,6 +86,9 @@ struct ShareTrafficShape {
 // merge: the all-reduce above; the last merge of 4-bit groups with A trained
 // stacks the adapters with an all-gather, (G−1)·4·P per rank, instead).
 int64_t share_merge_between_nodes(const ShareTrafficShape& shape);
+// What one rank sends in one averaging merge: ⌊2(G−1)·m·P_m/G⌋ (nodes play
+// no part; 0 with one group).
+int64_t share_merge_per_rank(const ShareTrafficShape& shape);
 
 }  // namespace native
 }  // namespace protocol

@@ -12,6 +12,7 @@ void ModelBuilder::AddOk(const CellKey& k, const CaseEntry& e) {
   cells_[k].ok_by_run[e.run->id].push_back(e);
   for (const Measurement& m : e.c->measurements)
     if (m.method.find(metric::kRandomWeightsNote) != std::string::npos) random_.insert({e.run->id, e.c->record.case_id});
+  RememberEstimate(e);
 }
 
 void ModelBuilder::AddFailure(const CellKey& k, const CaseEntry& e) {
@@ -36,6 +37,7 @@ ModelReport ModelBuilder::Build() {
   BuildScaling();
   BuildInference();
   BuildExtras();
+  BuildEstimates();
   NoteRandomWeights();
   BuildAppendix();
   BuildProvenance();
@@ -99,6 +101,7 @@ void ModelBuilder::AddVerdict(VerdictLine v, const std::vector<const ReportCell*
     v.qualifiers.push_back("measured on seeded random weights");
     AddCaveats(&v.caveats, {"random weights"});
   }
+  v.expected = ExpectedPhrase(sides);
   out_.verdict.push_back(std::move(v));
 }
 

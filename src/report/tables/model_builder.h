@@ -13,6 +13,7 @@
 //   model_builder_extras.cc     the quality & cost and additional metrics tables
 //   model_builder_appendix.cc   the appendix, provenance and ratio lists
 //   model_builder_charts.cc     the generation-time chart and the history charts
+//   model_builder_estimates.cc  expected against measured wall time (the time estimate)
 //
 // A cell's figure is cells.h; a ratio ratios.h; a sentence sentences.h.
 
@@ -248,6 +249,27 @@ class ModelBuilder {
   void BuildUntabulated();
 
   void BuildChart();
+
+  // The time estimate (docs/estimates.md): one row per ok case of the runs
+  // shown that stored an expected_wall_seconds — expected, measured, their
+  // ratio, and the largest term with a flag outside the band. Nothing when
+  // no case stored one.
+  void BuildEstimates();
+  // A verdict line's sides against their estimates: "fsdp 1.1× its estimate,
+  // share 0.9×", a side outside the band flagged with its largest term; ""
+  // when no side's case stored an estimate.
+  std::string ExpectedPhrase(const std::vector<const ReportCell*>& sides) const;
+  // One ok case's estimate, by (run, case id, repeat), from AddOk.
+  struct EstimateEntry {
+    std::string system;
+    int nodes = 1;
+    double expected = 0;   // s
+    double measured = 0;   // s (its own wall_seconds; 0: none stored)
+    std::string method;    // the estimate's terms
+    std::string largest;   // "compute 3 s"
+  };
+  std::map<std::tuple<int64_t, std::string, int>, EstimateEntry> estimates_;
+  void RememberEstimate(const CaseEntry& e);
 
   const ReportOptions& o_;
   const RunIndex& runs_;

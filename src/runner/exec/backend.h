@@ -18,6 +18,7 @@
 #include "runner/base/clock.h"
 #include "runner/base/status.h"
 #include "runner/base/stop_flag.h"
+#include "runner/exec/estimate.h"
 #include "runner/exec/process.h"
 #include "runner/plan/coverage.h"
 #include "runner/plan/plan.h"
@@ -95,6 +96,17 @@ class Backend {
   // Default: unknown (a command's launch line is its own business).
   virtual std::optional<CaseResources> Resources(const Plan& plan, const CaseSpec& spec) const {
     return std::nullopt;
+  }
+  // The expected wall time of one repeat of the case on the plan's hardware
+  // (estimate.h), with `host` this host's calibration where `protocol
+  // calibrate` measured it (its CPU figures; nullopt: assumed ones); or
+  // why there is none (TimeEstimate::why_not). REQUIRES: Check() returned no
+  // problem. Default: none (a command's launch line is its own business).
+  virtual TimeEstimate EstimateTime(const Plan& plan, const CaseSpec& spec,
+                                    const std::optional<HostCalibration>& host) const {
+    TimeEstimate none;
+    none.why_not = "this backend does not estimate time";
+    return none;
   }
   // Executes one repeat of the case. REQUIRES: Check() returned no problem.
   virtual BackendOutcome Run(BackendContext& context) = 0;

@@ -294,6 +294,28 @@ void AddMeasurements(const CaseSpec& spec, double seconds, const std::vector<dou
   }
 }
 
+// The case's expected wall time (estimate.h) as a measurement of provenance
+// estimated, and the band's flag of an ok case whose measured time left it.
+void AddExpected(const CaseSpec& spec, const TimeEstimate& expected, double seconds, CaseResult& result,
+                 RunSummary& summary) {
+  if (!expected.estimated()) return;
+  Measurement m;
+  m.name = metric::kExpectedWallSeconds;
+  m.value = expected.seconds;
+  m.unit = "s";
+  m.how = Provenance::kEstimated;
+  const TimeTerm* largest = expected.Largest();
+  const std::string term = largest ? fmt::format("{} {}", largest->name, FormatDuration(largest->seconds)) : "";
+  m.method = fmt::format("estimated before the case ran on {}: {}{}{}", expected.device, expected.Describe(),
+                         metric::kLargestTermNote, term);
+  result.measurements.push_back(std::move(m));
+  if (result.status != CaseStatus::kOk) return;
+  if (auto flag = EstimateBandFlag(seconds, expected.seconds, term)) {
+    summary.off_estimate.push_back(fmt::format("{}: {}", spec.id, *flag));
+    spdlog::warn("case {}: {}", spec.id, *flag);
+  }
+}
+
 }  // namespace
 
 Runner::Runner(Store& store, Clock& clock, ProcessRunner& processes, BackendFactory backends,
@@ -320,7 +342,7 @@ Result<RunSummary> Runner::Run(const Plan& plan, const RunOptions& options) {
 
   // ---- dry run: say what would run, store nothing ----
   if (options.dry_run) {
-    DescribeDryRun(plan, work);
+    DescribeDryRun(plan, work, options.calibration);
     return summary;
   }
 
@@ -398,8 +420,10 @@ Result<Runner::DoneCases> Runner::CreateRun(const Plan& plan, const RunOptions& 
   return DoneCases();
 }
 
-void Runner::DescribeDryRun(const Plan& plan, const std::vector<ScheduledRun>& work) {
+void Runner::DescribeDryRun(const Plan& plan, const std::vector<ScheduledRun>& work,
+                            const std::optional<HostCalibration>& calibration) {
   std::set<std::string> advised;  // case ids whose advice is shown (once per case)
+  PlanTimeTotal total;
   for (const ScheduledRun& item : work) {
     const CaseSpec& spec = *item.spec;
     Lookup lookup = LookUpBackend(backends_, plan, spec);
@@ -407,16 +431,21 @@ void Runner::DescribeDryRun(const Plan& plan, const std::vector<ScheduledRun>& w
       progress_.Message(fmt::format("would fail {}: {}", spec.id, lookup.failure));
       continue;
     }
+    // One repeat's expected time, counted for each (case, repeat) that would run.
+    const TimeEstimate time = lookup.backend->EstimateTime(plan, spec, calibration);
+    total.Add(spec.id, time, 1);
     progress_.Message(fmt::format("would run {} {} {} nodes={} {} (repeat {}/{})", spec.id,
                                   WorkloadName(spec.workload), spec.backend, spec.nodes,
                                   DescribeLength(spec), item.repeat + 1, std::max(1, spec.repeats)));
     // The backend's warnings and notes (e.g. the expected peak memory), once per case.
     if (advised.insert(spec.id).second) {
       CaseAdvice advice = lookup.backend->Advise(plan, spec);
+      advice.notes.push_back(DescribeCaseTime(time, spec.repeats));
       for (const std::string& w : advice.warnings) progress_.Message(fmt::format("  warning: {}", w));
       for (const std::string& n : advice.notes) progress_.Message("  " + Join(Split(n, '\n'), "\n      "));
     }
   }
+  progress_.Message(total.Describe());
 }
 
 Result<bool> Runner::RunCase(const Plan& plan, const RunOptions& options, const ScheduledRun& item,
@@ -447,6 +476,9 @@ Result<bool> Runner::RunCase(const Plan& plan, const RunOptions& options, const 
   if (options.cpu_meter) contention.emplace(*options.cpu_meter, options.contention_interval_seconds);
   // The backend lives until the case is stored (its tear-down is not timed).
   Lookup lookup = LookUpBackend(backends_, plan, spec);
+  TimeEstimate expected;  // computed before the case runs, as validate prints it
+  expected.why_not = "no backend";
+  if (lookup.failure.empty()) expected = lookup.backend->EstimateTime(plan, spec, options.calibration);
   BackendOutcome outcome;
   if (!lookup.failure.empty()) {
     outcome.status = CaseStatus::kFailed;
@@ -468,6 +500,7 @@ Result<bool> Runner::RunCase(const Plan& plan, const RunOptions& options, const 
   SetStatus(outcome, stop_seen, result);
   AddMeasurements(spec, seconds, events.step_seconds(), std::move(outcome.measurements),
                   std::move(contention_figures), result, summary);
+  AddExpected(spec, expected, seconds, result, summary);
   result.steps = events.TakePendingSteps();
   result.requests = events.TakePendingRequests();
   result.finished_at = clock_.NowIso8601();

@@ -48,6 +48,9 @@ struct RunOptions {
   // not measured. Read every contention_interval_seconds.
   CpuMeter* cpu_meter = nullptr;
   double contention_interval_seconds = 1.0;
+  // This host's `protocol calibrate` figures, for the backends' time
+  // estimate (estimate.h); nullopt: their CPU figures are assumed.
+  std::optional<HostCalibration> calibration;
 };
 
 struct RunSummary {
@@ -55,6 +58,9 @@ struct RunSummary {
   int ok = 0, failed = 0, timeout = 0, skipped = 0, interrupted = 0;
   int contended = 0;           // cases at or above metric::kContendedShare
   double worst_contention = 0;  // the largest metric::kContention among them
+  // Cases whose measured wall time left the estimate's band (estimate.h):
+  // "qn.1.1: 3.1x its estimate (...; the term most likely at fault: compute 1.2 s)".
+  std::vector<std::string> off_estimate;
   bool stopped = false;  // the StopFlag ended the run early
   // Exit code per the CLI contract: 0 all ok, 1 any case not ok (or stopped).
   int ExitCode() const { return (failed || timeout || interrupted || stopped) ? 1 : 0; }
@@ -80,7 +86,9 @@ class Runner {
   // A new run row and its context; sets summary.run_id. Nothing is done yet.
   Result<DoneCases> CreateRun(const Plan& plan, const RunOptions& options, RunSummary& summary);
   // --dry-run: what each (case, repeat) would do, and each case's advice once.
-  void DescribeDryRun(const Plan& plan, const std::vector<ScheduledRun>& work);
+  // Each case's expected wall time too, and the plan's total of what would run.
+  void DescribeDryRun(const Plan& plan, const std::vector<ScheduledRun>& work,
+                      const std::optional<HostCalibration>& calibration);
   // One (case, repeat): log, BeginCase, the timed backend run, FinishCase.
   // Returns whether a stop was seen (the run ends), or the harness error.
   Result<bool> RunCase(const Plan& plan, const RunOptions& options, const ScheduledRun& item, int index,

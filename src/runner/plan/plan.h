@@ -130,6 +130,12 @@ struct NodeSpec {
   std::string host;  // hostname or address used by launchers
   int gpus = 0;      // accelerators on the node (0 = CPU only)
   double gpu_memory_gb = 0;  // memory of each accelerator in GB (10^9 bytes); 0 = not stated
+  // Which accelerator, as the device table names it ("H100 SXM"; the native
+  // backends' time estimate reads its figures, docs/estimates.md); "" = not stated.
+  std::string gpu_model;
+  // The fraction of the accelerator's peak FLOP/s training achieves (MFU),
+  // in (0, 1]; 0 = not stated (the device table's assumption).
+  double gpu_mfu = 0;
 };
 
 // Optional two-node rehearsal on one host (docs/rehearsal.md): a veth pair shaped with tc.

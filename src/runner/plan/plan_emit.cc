@@ -187,6 +187,9 @@ std::string ResolvedText(const Plan& plan) {
     MapBuilder nb;
     nb.Add("name", Str(n.name)).Add("host", Str(n.host)).Add("gpus", Int(n.gpus));
     nb.Add("gpu_memory_gb", Num(n.gpu_memory_gb));  // 0: not stated
+    // The time estimate's inputs, only when stated: no backend's run reads them.
+    nb.AddIf(!n.gpu_model.empty(), "gpu_model", Str(n.gpu_model));
+    nb.AddIf(n.gpu_mfu > 0, "gpu_mfu", Num(n.gpu_mfu));
     nodes.push_back(nb.node);
   }
   cluster.Add("nodes", Seq(std::move(nodes)));

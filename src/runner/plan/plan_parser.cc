@@ -54,7 +54,7 @@ const std::vector<std::string> kModelKeys = {"preset", "path", "quantization", "
 const std::vector<std::string> kModelInits = {"weights", "random"};
 const std::vector<std::string> kDatasetKeys = {"format", "path", "column"};
 const std::vector<std::string> kClusterKeys = {"launcher", "network", "nodes", "emulate"};
-const std::vector<std::string> kNodeKeys = {"name", "host", "gpus", "gpu_memory_gb"};
+const std::vector<std::string> kNodeKeys = {"name", "host", "gpus", "gpu_memory_gb", "gpu_model", "gpu_mfu"};
 const std::vector<std::string> kEmulateKeys = {"bandwidth", "delay"};
 const std::vector<std::string> kInferenceKeys = {"prompt", "max_new_tokens", "ignore_eos"};
 const std::vector<std::string> kRangeKeys = {"from", "to", "step"};
@@ -371,6 +371,20 @@ void PlanParser::ParseCluster(const YamlNode& node) {
           // 0 = not stated, as the resolved plan writes an unstated value.
           if (*v < 0 || *v > 1e6) r_.Error(*g, fmt::format("'gpu_memory_gb' must be >= 0 and <= 1e6, got {}", g->scalar));
           else spec.gpu_memory_gb = *v;
+        }
+      }
+      if (const YamlNode* g = item.Find("gpu_model"))
+        if (auto v = r_.String(*g, "gpu_model")) {
+          if (v->empty()) r_.Error(*g, "'gpu_model' must name a device, e.g. \"H100 SXM\" (docs/estimates.md)");
+          else spec.gpu_model = *v;
+        }
+      if (const YamlNode* g = item.Find("gpu_mfu")) {
+        if (auto v = r_.Number(*g, "gpu_mfu")) {
+          // 0 = not stated, as the resolved plan would write it.
+          if (!(*v > 0 && *v <= 1))
+            r_.Error(*g, fmt::format("'gpu_mfu' must be a fraction > 0 and <= 1 (e.g. 0.4 for 40 % MFU), got {}",
+                                     g->scalar));
+          else spec.gpu_mfu = *v;
         }
       }
       c.nodes.push_back(spec);

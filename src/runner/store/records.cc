@@ -25,6 +25,7 @@ constexpr ProvenanceRow kProvenances[] = {
     {Provenance::kExtrapolated, "extrapolated"},
     {Provenance::kPrefix, "prefix"},
     {Provenance::kDeclared, "declared"},
+    {Provenance::kEstimated, "estimated"},
     {Provenance::kImported, "imported"},
 };
 

@@ -32,8 +32,10 @@ enum class Provenance {
   kPrefix,        // computed from the first steps of a longer measured run; `method` says how
   kDeclared,      // not measured: the plan declared it (a not_provided length, no value)
   kImported,      // copied from a published source; `source` names it
+  kEstimated,     // computed before the case ran from the plan's hardware (the time estimate); `method` has its terms
 };
-const char* ProvenanceName(Provenance p);  // "measured" | "extrapolated" | "prefix" | "declared" | "imported"
+// "measured" | "extrapolated" | "prefix" | "declared" | "imported" | "estimated"
+const char* ProvenanceName(Provenance p);
 std::optional<Provenance> ParseProvenance(const std::string& s);
 
 // A stored length as people read it: "1000 steps", "1 step", "1 epoch",
@@ -44,6 +46,15 @@ std::string LengthText(const std::string& unit, int64_t count);
 // Well-known measurement names (a registry of what reports understand).
 namespace metric {
 inline constexpr const char* kWallSeconds = "wall_seconds";                    // s
+// The wall time the backend expected before the case ran (runner/exec/estimate.h),
+// provenance estimated, its terms in the method.
+inline constexpr const char* kExpectedWallSeconds = "expected_wall_seconds";  // s
+// The band a measured wall time is expected in, measured / expected in
+// [kEstimateBandLow, kEstimateBandHigh]; outside it, `run` and the report flag
+// the case (docs/estimates.md). Its method ends "; largest term: NAME SECONDS".
+inline constexpr double kEstimateBandLow = 0.5;
+inline constexpr double kEstimateBandHigh = 2.0;
+inline constexpr const char* kLargestTermNote = "; largest term: ";
 inline constexpr const char* kTotalGenerationSeconds = "total_generation_seconds";  // s
 inline constexpr const char* kSecondsPerToken = "seconds_per_token";          // s/token
 inline constexpr const char* kTokensPerSecond = "tokens_per_second";          // tokens/s

@@ -217,6 +217,28 @@ CREATE TABLE eval_points (
 );
 CREATE INDEX eval_points_case_row ON eval_points(case_row);
 )sql",
+    // 7: the provenance 'estimated' (a case's expected wall time, computed
+    // before it ran). The table is copied, as in step 4.
+    R"sql(
+CREATE TABLE measurements_v7 (
+  id           INTEGER PRIMARY KEY,
+  case_row     INTEGER NOT NULL REFERENCES cases(id) ON DELETE CASCADE,
+  name         TEXT NOT NULL,
+  value        REAL,
+  unit         TEXT NOT NULL,
+  how          TEXT NOT NULL CHECK (how IN ('measured','extrapolated','prefix','declared','imported','estimated')),
+  method       TEXT NOT NULL,
+  source       TEXT NOT NULL,
+  marker       TEXT NOT NULL,
+  length_unit  TEXT NOT NULL DEFAULT '',
+  length_count INTEGER NOT NULL DEFAULT 0
+);
+INSERT INTO measurements_v7 SELECT id, case_row, name, value, unit, how, method, source, marker, length_unit,
+  length_count FROM measurements;
+DROP TABLE measurements;
+ALTER TABLE measurements_v7 RENAME TO measurements;
+CREATE INDEX measurements_case_row ON measurements(case_row);
+)sql",
 };
 constexpr int kSchemaVersion = static_cast<int>(sizeof(kMigrations) / sizeof(kMigrations[0]));
 constexpr int kBusyTimeoutMs = 30000;

@@ -4,6 +4,8 @@
 
 #include "backends/native/platform/device_peak.h"
 
+#include <string>
+
 namespace protocol {
 namespace native {
 namespace {
@@ -14,8 +16,27 @@ TEST_CASE("device peak: CUDA device names map to their datasheet bf16 peak") {
   CHECK(PeakBf16Tflops("NVIDIA H100 NVL") == 835.0);
   CHECK(PeakBf16Tflops("NVIDIA H200") == 989.0);
   CHECK(PeakBf16Tflops("NVIDIA A100-SXM4-80GB") == 312.0);
-  CHECK_FALSE(PeakBf16Tflops("NVIDIA GeForce RTX 4090").has_value());
+  CHECK(PeakBf16Tflops("NVIDIA A800-SXM4-80GB") == 312.0);
+  CHECK(PeakBf16Tflops("NVIDIA GeForce RTX 4090") == 165.2);
+  CHECK(PeakBf16Tflops("NVIDIA GeForce RTX 3090") == 71.0);
+  CHECK_FALSE(PeakBf16Tflops("NVIDIA GeForce GTX 1080").has_value());
   CHECK_FALSE(PeakBf16Tflops("").has_value());
+}
+
+TEST_CASE("device table: a plan names a row case-insensitively; each row has every figure") {
+  const DeviceFigures* sxm = FindDevice("h100 sxm");
+  REQUIRE(sxm != nullptr);
+  CHECK(std::string(sxm->name) == "H100 SXM");
+  CHECK(sxm->memory_gb_per_s == 3350.0);
+  CHECK(FindDevice("H100") == nullptr);  // ambiguous: SXM or PCIe, the plan must say
+  for (const char* name : {"H100 SXM", "H100 PCIe", "A100", "A800", "RTX 4090", "RTX 3090"}) {
+    const DeviceFigures* row = FindDevice(name);
+    REQUIRE(row != nullptr);
+    CHECK(row->bf16_tflops > row->fp32_tflops);
+    CHECK(row->memory_gb_per_s > 0);
+    CHECK(row->link_gb_per_s > 0);
+  }
+  CHECK(DeviceNames().rfind("H100 PCIe, H100 NVL, H100 SXM", 0) == 0);
 }
 
 TEST_CASE("device peak: achieved TFLOP/s is FLOPs per token times tokens per second") {

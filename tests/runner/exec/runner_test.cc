@@ -378,13 +378,74 @@ TEST_CASE("A dry run says what would run and stores nothing") {
   CHECK_FALSE(std::filesystem::exists(h.options.logs_dir));
   CHECK(h.progress.events == std::vector<std::string>{
       "message would run 2.1.1.1 pretrain fake nodes=1 1000 steps (repeat 1/1)",
+      "message   no time estimate: this backend does not estimate time",
       "message would run 2.1.1.2 pretrain fake nodes=2 100 steps, reported also as 1000 steps (repeat 1/2)",
       "message   warning: the device is small",
       "message   expected peak memory per GPU: 1 GB",
+      "message   no time estimate: this backend does not estimate time",
       "message would run 2.1.1.2 pretrain fake nodes=2 100 steps, reported also as 1000 steps (repeat 2/2)",
       "message would run 2.1.1.5 inference fake nodes=1 3 requests, 330 tokens (repeat 1/1)",
+      "message   no time estimate: this backend does not estimate time",
       "message would fail 2.1.1.9: unknown backend 'fdsp'",
+      "message plan total: 0 s of cases, 0 rig-hours (each case's time x its repeats x its nodes); 3 cases not "
+      "estimated (2.1.1.1, 2.1.1.2, 2.1.1.5)",
   });
+}
+
+namespace {
+TimeEstimate Expect(double startup, double compute, int nodes) {
+  TimeEstimate e;
+  e.terms = {{"start-up", startup, "1 rank process(es) start 1 s"}, {"compute", compute, "6 TFLOP"}};
+  e.seconds = startup + compute;
+  e.nodes = nodes;
+  e.device = "2 x H100 SXM";
+  return e;
+}
+}  // namespace
+
+TEST_CASE("A dry run prints each case's expected wall time and the plan's total in rig-hours") {
+  Harness h("dry-time");
+  h.options.dry_run = true;
+  CaseSpec a = MakeCase("a", 10);
+  CaseSpec b = MakeCase("b", 10);
+  b.nodes = 2;
+  b.repeats = 2;
+  h.backend.estimates["a"] = Expect(600, 1200, 1);   // 30 min on 1 node
+  h.backend.estimates["b"] = Expect(0, 3600, 2);     // 1 h on 2 nodes, twice
+  auto summary = h.Run(MakePlan({a, b}));
+  REQUIRE(summary.ok());
+  REQUIRE(!h.progress.events.empty());
+  // 0.5 h + 2 x 1 h of cases; rig-hours 0.5 x 1 + 2 x 1 x 2 = 4.5.
+  CHECK(h.progress.events.back() ==
+        "message plan total: 2.5 h of cases, 4.5 rig-hours (each case's time x its repeats x its nodes)");
+  CHECK(h.progress.events[1] ==
+        "message   expected wall time 30 min per repeat on 1 node, 2 x H100 SXM:\n"
+        "      30 min: start-up 10 min (1 rank process(es) start 1 s) + compute 20 min (6 TFLOP)");
+}
+
+TEST_CASE("A run stores each case's expected wall time as estimated and flags a case outside the band") {
+  Harness h("expected");
+  h.backend.estimates["fast"] = Expect(1, 3, 1);   // 4 s expected
+  h.backend.estimates["slow"] = Expect(1, 3, 1);   // 4 s expected
+  h.backend.scripts["fast"].seconds_after = 5;     // 1.25x: inside the band
+  h.backend.scripts["slow"].seconds_after = 12;    // 3x: outside, compute is the largest term
+  h.backend.scripts["none"].seconds_after = 1;     // no estimate: nothing stored, nothing flagged
+  auto summary = h.Run(MakePlan({MakeCase("fast"), MakeCase("slow"), MakeCase("none")}));
+  REQUIRE(summary.ok());
+  const auto& rows = h.store.case_rows();
+  REQUIRE(rows.size() == 3);
+  const Measurement* expected = Find(rows[0].measurements, "expected_wall_seconds", Provenance::kEstimated);
+  REQUIRE(expected != nullptr);
+  CHECK(*expected->value == 4);
+  CHECK(expected->unit == "s");
+  CHECK(expected->method ==
+        "estimated before the case ran on 2 x H100 SXM: 4 s: start-up 1 s (1 rank process(es) start 1 s) + "
+        "compute 3 s (6 TFLOP); largest term: compute 3 s");
+  CHECK(Find(rows[2].measurements, "expected_wall_seconds", Provenance::kEstimated) == nullptr);
+  REQUIRE(summary->off_estimate.size() == 1);
+  CHECK(summary->off_estimate[0] ==
+        "slow: 3x its estimate (4 s expected, 12 s measured; outside 0.5-2x); the term most likely at fault: "
+        "compute 3 s");
 }
 
 TEST_CASE("A case with report_as stores the measured and the extrapolated wall time") {
@@ -596,12 +657,18 @@ TEST_CASE("A dry run lists an interleaved plan in its run order") {
   Harness h("interleave_dry");
   h.options.dry_run = true;
   REQUIRE(h.Run(InterleavedPlan()).ok());
+  INFO(Join(h.progress.events, "\n"));
   CHECK(h.progress.events == std::vector<std::string>{
       "message would run 2.1.1.1 pretrain fake nodes=1 10 steps (repeat 1/2)",
+      "message   no time estimate: this backend does not estimate time",
       "message would run 2.2.1.1 pretrain fake nodes=1 10 steps (repeat 1/2)",
+      "message   no time estimate: this backend does not estimate time",
       "message would run 2.2.1.1 pretrain fake nodes=1 10 steps (repeat 2/2)",
       "message would run 2.1.1.1 pretrain fake nodes=1 10 steps (repeat 2/2)",
       "message would run 2.1.1.5 pretrain fake nodes=1 10 steps (repeat 1/1)",
+      "message   no time estimate: this backend does not estimate time",
+      "message plan total: 0 s of cases, 0 rig-hours (each case's time x its repeats x its nodes); 3 cases not "
+      "estimated (2.1.1.1, 2.2.1.1, 2.1.1.5)",
   });
 }
 

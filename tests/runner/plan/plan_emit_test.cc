@@ -136,6 +136,8 @@ class Diff {
       Same(q + ".host", a.cluster.nodes[i].host, b.cluster.nodes[i].host);
       Same(q + ".gpus", a.cluster.nodes[i].gpus, b.cluster.nodes[i].gpus);
       Same(q + ".gpu_memory_gb", a.cluster.nodes[i].gpu_memory_gb, b.cluster.nodes[i].gpu_memory_gb);
+      Same(q + ".gpu_model", a.cluster.nodes[i].gpu_model, b.cluster.nodes[i].gpu_model);
+      Same(q + ".gpu_mfu", a.cluster.nodes[i].gpu_mfu, b.cluster.nodes[i].gpu_mfu);
     }
     Same("cluster.emulate", a.cluster.emulate.has_value(), b.cluster.emulate.has_value());
     if (a.cluster.emulate && b.cluster.emulate) {
@@ -246,6 +248,8 @@ TEST_CASE("plan emit: the comparison sees a change in every field it compares") 
       {"cluster.nodes[0].host", [](Plan& p) { p.cluster.nodes[0].host = "h"; }},
       {"cluster.nodes[0].gpus", [](Plan& p) { p.cluster.nodes[0].gpus = 4; }},
       {"cluster.nodes[0].gpu_memory_gb", [](Plan& p) { p.cluster.nodes[0].gpu_memory_gb = 40; }},
+      {"cluster.nodes[0].gpu_model", [](Plan& p) { p.cluster.nodes[0].gpu_model = "A100"; }},
+      {"cluster.nodes[0].gpu_mfu", [](Plan& p) { p.cluster.nodes[0].gpu_mfu = 0.3; }},
       {"cluster.emulate", [](Plan& p) { p.cluster.emulate.reset(); }},
       {"cluster.emulate.bandwidth", [](Plan& p) { p.cluster.emulate->bandwidth = "1Gbit"; }},
       {"cluster.emulate.delay", [](Plan& p) { p.cluster.emulate->delay = "2MS"; }},

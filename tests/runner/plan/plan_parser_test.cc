@@ -569,6 +569,35 @@ TEST_CASE("plan: plan-level fields") {
         "p.yaml:13:12: a stage has no cases");
 }
 
+TEST_CASE("plan: a node's gpu_model and gpu_mfu (the time estimate's device) are read and range-checked") {
+  auto plan = [](const std::string& node) {
+    return "protocol: 1\nname: t\nmodels:\n  m: {preset: tiny}\ncluster:\n  nodes:\n    - " + node +
+           "\nstages:\n  - name: s\n    cases:\n      - {id: a, workload: inference, backend: fsdp, model: m,\n"
+           "         inference: {prompt: hi, max_new_tokens: [1]}}\n";
+  };
+  PlanParseResult good = ParsePlanString(plan("{name: rig0, gpus: 8, gpu_model: H100 SXM, gpu_mfu: 0.35}"), "p.yaml");
+  INFO(ErrorsOf(good));
+  REQUIRE(good.ok());
+  CHECK(good.plan->cluster.nodes[0].gpu_model == "H100 SXM");
+  CHECK(good.plan->cluster.nodes[0].gpu_mfu == 0.35);
+  // Not stated: empty and 0 (the device table's assumption), and left out of the resolved text.
+  PlanParseResult bare = ParsePlanString(plan("{name: rig0, gpus: 8}"), "p.yaml");
+  REQUIRE(bare.ok());
+  CHECK(bare.plan->cluster.nodes[0].gpu_model.empty());
+  CHECK(bare.plan->cluster.nodes[0].gpu_mfu == 0);
+  CHECK(bare.plan->resolved_text.find("gpu_mfu") == std::string::npos);
+  CHECK(good.plan->resolved_text.find("gpu_model: H100 SXM") != std::string::npos);
+  CHECK(good.plan->resolved_text.find("gpu_mfu: 0.35") != std::string::npos);
+  CHECK(ErrorsOf(ParsePlanString(plan("{name: rig0, gpu_mfu: 1.5}"), "p.yaml")) ==
+        "p.yaml:7:29: 'gpu_mfu' must be a fraction > 0 and <= 1 (e.g. 0.4 for 40 % MFU), got 1.5");
+  CHECK(ErrorsOf(ParsePlanString(plan("{name: rig0, gpu_mfu: 0}"), "p.yaml")) ==
+        "p.yaml:7:29: 'gpu_mfu' must be a fraction > 0 and <= 1 (e.g. 0.4 for 40 % MFU), got 0");
+  CHECK(ErrorsOf(ParsePlanString(plan("{name: rig0, gpu_mfu: high}"), "p.yaml")).find("'gpu_mfu'") !=
+        std::string::npos);
+  CHECK(ErrorsOf(ParsePlanString(plan("{name: rig0, gpu_modle: A100}"), "p.yaml")) ==
+        "p.yaml:7:20: unknown key 'gpu_modle' (did you mean 'gpu_model'?)");
+}
+
 TEST_CASE("plan parser: a parquet dataset's column; column on another format is an error") {
   const std::string head = "protocol: 1\nname: t\nmodels:\n  m: {preset: tiny}\ndatasets:\n";
   const std::string tail =

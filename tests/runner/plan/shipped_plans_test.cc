@@ -1,6 +1,6 @@
 // Every plan shipped in plans/ must validate, and the methodology plans must
 // hold exactly the methodology's cases (docs/methodology.md) and fit the rigs'
-// GPUs by the memory estimate (docs/memory.md).
+// GPUs by the memory estimate (docs/estimates.md).
 
 #include <doctest/doctest.h>
 
@@ -252,6 +252,7 @@ TEST_CASE("shipped plans: every methodology case fits 80 GB GPUs by the memory e
     for (const NodeSpec& n : plan.cluster.nodes) {
       CHECK(n.gpus == 8);
       CHECK(n.gpu_memory_gb == 80);
+      CHECK(n.gpu_model == "H100 SXM");  // the time estimate's device row
     }
     for (const CaseSpec* c : plan.Cases()) {
       CAPTURE(c->id);

@@ -67,7 +67,7 @@ void model_quantize_nf4(Model& model, bool double_quant = false);
 // quantized (nf4_quantize) and released before the next is read. The result
 // is model_quantize_nf4 of the model filled whole: the same codes and scales.
 // Beyond the finished tensors the load holds one projection in the compute
-// dtype and its quantization workspace (docs/memory.md).
+// dtype and its quantization workspace (docs/estimates.md).
 // REQUIRES: `model` from model_create or model_create_placed with
 // ProjectionTensors::kLeaveUndefined. Errors: fill's (the model is then
 // incomplete and not 4-bit).

@@ -1,0 +1,218 @@
+// time_estimate.h: a case's expected wall time, every term by formula on a
+// small config; and the plans' estimates through native_case_time (the
+// device table, gpu_mfu, the network label, a calibrated CPU host).
+#include "native_test_support.h"
+
+#include "backends/native/native_check.h"
+#include "backends/native/platform/device_peak.h"
+#include "backends/native/time_estimate.h"
+#include "runner/plan/plan_parser.h"
+
+namespace protocol {
+namespace native {
+namespace {
+
+// C 32, L 2, NH 4 (HD 8), NKV 2, F 64, V 10: N = 19232, N_emb = 320.
+ModelConfig Small() { return protocol::testing::TinyTestConfig(10, 2); }
+
+const TimeTerm* Term(const TimeEstimate& e, const std::string& name) {
+  for (const TimeTerm& t : e.terms)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+TrainingTimeShape SmallTraining() {
+  TrainingTimeShape s;
+  s.config = Small();
+  s.steps = 10;
+  s.seq_len = 16;
+  s.tokens_per_step = 4 * 16;
+  s.eval_tokens = 128;
+  s.devices = 2;
+  s.device.flops_per_device = 1e9;
+  s.device.mfu = 0.5;
+  s.device.link_bytes_per_second = 1e6;
+  s.device.rank_start_seconds = 0.5;
+  s.step_bytes_within_node_per_rank = 1000;
+  s.step_bytes_between_nodes_per_link = 2000;
+  s.network_bytes_per_second = 1e6;
+  s.network = "1 MB/s";
+  s.merges = 2;
+  s.merge_bytes_per_link = 5000;
+  s.rank_processes = 2;
+  s.load_bytes = 4'000'000'000;
+  s.save_bytes = 2'000'000'000;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("time estimate: training terms by formula (6·(N − N_emb) + 12·L·H·Q·T per token)") {
+  TrainingTimeShape s = SmallTraining();
+  REQUIRE(s.config.ParameterCount() == 19232);
+  // f = 6·18912 + 12·2·4·8·16 = 113472 + 12288 = 125760 FLOPs per token.
+  const double f = 125760;
+  CHECK(s.config.TrainingFlopsPerToken(16) == f);
+  TimeEstimate e = estimate_training_time(s);
+  REQUIRE(e.estimated());
+  const double compute = 10 * 64 * f / (2 * 1e9 * 0.5);  // steps · tokens · f / (devices · peak · MFU)
+  CHECK(Term(e, "compute")->seconds == doctest::Approx(compute));
+  // One ring: per step the slower of 1000 B within (1 ms) and 2000 B between (2 ms), 10 steps.
+  CHECK(Term(e, "communication")->seconds == doctest::Approx(0.02));
+  CHECK_FALSE(Term(e, "communication")->counted);  // prefetch: hidden behind the larger compute
+  CHECK(Term(e, "merges")->seconds == doctest::Approx(2 * 5000 / 1e6));
+  CHECK(Term(e, "evaluation")->seconds == doctest::Approx(128 * f / 3 / 1e9));
+  CHECK(Term(e, "start-up")->seconds == doctest::Approx(0.5 + 4e9 / kAssumedDiskBytesPerSecond));
+  CHECK(Term(e, "save")->seconds == doctest::Approx(2e9 / kAssumedDiskBytesPerSecond));
+  const double total = 2.5 + compute + 0.01 + 128 * f / 3 / 1e9 + 1.0;
+  CHECK(e.seconds == doctest::Approx(total));
+  CHECK(e.Largest()->name == "start-up");
+
+  // Without prefetch the communication adds to the compute.
+  s.prefetch = false;
+  TimeEstimate sum = estimate_training_time(s);
+  CHECK(sum.seconds == doctest::Approx(total + 0.02));
+  CHECK(Term(sum, "communication")->counted);
+  // Hybrid sharding: within and between are two collectives, their sum (3 ms a step).
+  s.one_ring = false;
+  CHECK(Term(estimate_training_time(s), "communication")->seconds == doctest::Approx(0.03));
+  // A slow link: with prefetch the communication is the larger and counts, compute does not.
+  s.prefetch = true;
+  s.one_ring = true;
+  s.network_bytes_per_second = 1e3;  // 2 s a step
+  TimeEstimate slow = estimate_training_time(s);
+  CHECK(Term(slow, "communication")->seconds == doctest::Approx(20));
+  CHECK(Term(slow, "communication")->counted);
+  CHECK_FALSE(Term(slow, "compute")->counted);
+  CHECK(slow.Largest()->name == "communication");
+  CHECK(slow.seconds == doctest::Approx(2.5 + 20 + 2 * 5000 / 1e3 + 128 * f / 3 / 1e9 + 1.0));
+  // 4-bit (QLoRA): the base is frozen, 4·(N − N_emb) instead of 6·.
+  s = SmallTraining();
+  s.frozen_base = true;
+  CHECK(Term(estimate_training_time(s), "compute")->seconds ==
+        doctest::Approx(10 * 64 * (4 * 18912.0 + 12288) / 1e9));
+}
+
+TEST_CASE("time estimate: inference decode is memory-bound (weights + KV cache per token over bandwidth)") {
+  InferenceTimeShape s;
+  s.config = Small();
+  s.max_new_tokens = {10, 20};
+  s.prompt_tokens = 5;
+  s.weight_bytes = 80000;
+  s.dtype_bytes = 4;
+  s.device.flops_per_device = 1e9;
+  s.device.mfu = 0.5;
+  s.device.memory_bytes_per_second = 1e6;
+  s.device.memory_efficiency = 1;
+  s.device.op_seconds = 1e-6;
+  TimeEstimate e = estimate_inference_time(s);
+  // KV bytes per position: 2 · L · NKV · HD · e = 2·2·2·8·4 = 256; a request of n tokens reads at its
+  // mean position prompt + n/2: (80000 + 256·10)/1e6 s x 10 tokens + (80000 + 256·15)/1e6 x 20.
+  const double decode = 10 * (80000 + 2560) / 1e6 + 20 * (80000 + 3840) / 1e6;
+  CHECK(Term(e, "decode")->seconds == doctest::Approx(decode));
+  // Prefill: 5 prompt tokens x 2·(N − N_emb) at peak x MFU, per request.
+  CHECK(Term(e, "prefill")->seconds == doctest::Approx(2 * 5 * 2 * 18912 / 5e8));
+  CHECK(e.seconds == doctest::Approx(decode + 2 * 5 * 2 * 18912 / 5e8));
+  // Two replicas on one CPU host: the schedule is split, the bandwidth shared: the same decode time.
+  s.replicas = 2;
+  s.replicas_sharing_memory = 2;
+  CHECK(Term(estimate_inference_time(s), "decode")->seconds == doctest::Approx(decode));
+  // Two replicas with their own memory: half.
+  s.replicas_sharing_memory = 1;
+  CHECK(Term(estimate_inference_time(s), "decode")->seconds == doctest::Approx(decode / 2));
+  // A fast memory: the op floor bounds every token, (40·L + 10) ops of 1 µs.
+  s.replicas = 1;
+  s.device.memory_bytes_per_second = 1e12;
+  CHECK(Term(estimate_inference_time(s), "decode")->seconds == doctest::Approx(30 * 90e-6));
+}
+
+namespace {
+
+Plan ParseOk(const std::string& text) {
+  PlanParseResult r = ParsePlanString(text, "<string>");
+  std::string errors;
+  for (const auto& d : r.errors) errors += d.ToString() + "\n";
+  INFO(errors);
+  REQUIRE(r.ok());
+  return *r.plan;
+}
+
+const char* kRigPlan =
+    "protocol: 1\nname: t\nmodels:\n  m: {preset: llama2-7b, init: random}\n"
+    "datasets:\n  d: {format: text, path: /nonexistent/d.txt}\n"
+    "cluster:\n  network: 10G\n  nodes:\n"
+    "    - {name: rig0, host: rig0, gpus: 8, gpu_memory_gb: 80, gpu_model: H100 SXM}\n"
+    "    - {name: rig1, host: rig1, gpus: 8, gpu_memory_gb: 80, gpu_model: H100 SXM, gpu_mfu: 0.2}\n"
+    "stages:\n  - name: s\n    cases:\n"
+    "      - {id: one, backend: fsdp, workload: pretrain, model: m, dataset: d, nodes: 1, steps: 100,\n"
+    "         training: {batch_size: 16, seq_len: 128}}\n"
+    "      - {id: two, backend: fsdp, workload: pretrain, model: m, dataset: d, nodes: 2, steps: 100,\n"
+    "         network: 80G, training: {batch_size: 16, seq_len: 128}}\n"
+    "      - {id: ep, backend: fsdp, workload: pretrain, model: m, dataset: d, nodes: 1, epochs: 1}\n";
+
+}  // namespace
+
+TEST_CASE("time estimate: a plan's case on the device table's row, its gpu_mfu and its network label") {
+  Plan plan = ParseOk(kRigPlan);
+  const CaseSpec* one = plan.FindCase("one");
+  TimeEstimate e = native_case_time(plan, *one, NativeRole::kFsdp, std::nullopt);
+  INFO(e.why_not);
+  REQUIRE(e.estimated());
+  CHECK(e.nodes == 1);
+  // 100 steps x 16 x 128 tokens x f(128) over 8 x 989 TFLOP/s x 0.40 (assumed MFU).
+  auto config = PresetConfig("llama2-7b");
+  const double f = config->TrainingFlopsPerToken(128);
+  CHECK(Term(e, "compute")->seconds == doctest::Approx(100 * 16 * 128 * f / (8 * 989e12 * 0.40)));
+  CHECK(e.device.find("8 x H100 SXM, datasheet bf16 989 TFLOP/s, MFU 0.40 (assumed)") == 0);
+  // Two nodes: rig0 states no gpu_mfu, so the assumed one; the link is the case's 80G label, 10 GB/s.
+  TimeEstimate two = native_case_time(plan, *plan.FindCase("two"), NativeRole::kFsdp, std::nullopt);
+  REQUIRE(two.estimated());
+  CHECK(two.nodes == 2);
+  CHECK(Term(two, "communication")->how.find("per link between nodes at 10 GB/s (network: 80G)") !=
+        std::string::npos);
+  // A length in epochs is not estimated, and says why.
+  TimeEstimate ep = native_case_time(plan, *plan.FindCase("ep"), NativeRole::kFsdp, std::nullopt);
+  CHECK(ep.why_not == "a length in epochs: its steps depend on the dataset's size, which validate does not read");
+  // gpu_mfu on the first node of a case is used; a node without gpu_model is not estimated.
+  plan.cluster.nodes[0].gpu_mfu = 0.2;
+  CHECK(Term(native_case_time(plan, *one, NativeRole::kFsdp, std::nullopt), "compute")->seconds ==
+        doctest::Approx(Term(e, "compute")->seconds * 2));
+  plan.cluster.nodes[0].gpu_model = "";
+  CHECK(native_case_time(plan, *one, NativeRole::kFsdp, std::nullopt).why_not.find(
+            "node 'rig0' does not say which GPU it has (cluster.nodes[].gpu_model: one of H100 PCIe") == 0);
+  plan.cluster.nodes[0].gpu_model = "H100";
+  CHECK(native_case_time(plan, *one, NativeRole::kFsdp, std::nullopt).why_not.find(
+            "node 'rig0' has gpu_model 'H100', which the device table does not list") == 0);
+}
+
+TEST_CASE("time estimate: a CPU case uses this host's calibration when present, and says assumed otherwise") {
+  Plan plan = ParseOk(
+      "protocol: 1\nname: t\nmodels:\n  m: {preset: tiny, init: random}\n"
+      "datasets:\n  d: {format: text, path: /nonexistent/d.txt}\n"
+      "cluster:\n  nodes: [{name: n0, host: localhost}]\n"
+      "stages:\n  - name: s\n    cases:\n"
+      "      - {id: a, backend: fsdp, workload: pretrain, model: m, dataset: d, nodes: 1, steps: 12,\n"
+      "         training: {batch_size: 8, seq_len: 64, device: cpu, threads: 2}}\n");
+  const CaseSpec* a = plan.FindCase("a");
+  TimeEstimate assumed = native_case_time(plan, *a, NativeRole::kFsdp, std::nullopt);
+  REQUIRE(assumed.estimated());
+  CHECK(assumed.device.find("assumed (no `protocol calibrate` figures for this host)") != std::string::npos);
+  HostCalibration c;
+  c.host = "localhost";
+  c.measured_at = "2026-11-26T00:00:00Z";
+  c.cpu_flops = 2 * kAssumedCpuGflops * 1e9;  // twice the assumed rate: half the compute
+  c.memory_bytes_per_second = 1e10;
+  c.threads = 2;
+  TimeEstimate calibrated = native_case_time(plan, *a, NativeRole::kFsdp, c);
+  REQUIRE(calibrated.estimated());
+  CHECK(calibrated.device.find("calibrated on this host (localhost, 2026-11-26T00:00:00Z)") != std::string::npos);
+  CHECK(Term(calibrated, "compute")->seconds == doctest::Approx(Term(assumed, "compute")->seconds / 2));
+  // The case uses 1 of the calibration's 4 threads: a quarter of its rate.
+  c.threads = 4;
+  plan.stages[0].cases[0].training.threads = 1;
+  CHECK(Term(native_case_time(plan, *plan.FindCase("a"), NativeRole::kFsdp, c), "compute")->seconds ==
+        doctest::Approx(Term(assumed, "compute")->seconds * 2));
+}
+
+}  // namespace native
+}  // namespace protocol
