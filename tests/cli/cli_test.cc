@@ -500,6 +500,7 @@ static void CheckEqualQualityByHand(const fs::path& db, const fs::path& src) {
   } else {
     CHECK((*row)["ratio"] == "–");
   }
+}
 
 // The quick start's time estimate against its measured wall time, case by
 // case (docs/performance.md, "Time estimate"): within [0.5, 2] of it, the
