@@ -188,6 +188,9 @@ struct VerdictLine {
   // the target held-out loss), "1.31× at equal quality", or why there is none
   // ("fsdp's target not reached (best 5.41 at step 12)"); "" where not computed.
   std::string equal_quality;
+  // Its verdict-table cell: "1.31×", or why there is none ("share not
+  // reached (best 5.49 at step 12)").
+  std::string equal_quality_cell;
   // Expected against measured wall time of each side (the time estimate):
   // "fsdp 1.1× its estimate, share 0.9×"; "" where no side was estimated.
   std::string expected;

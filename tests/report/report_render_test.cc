@@ -161,6 +161,7 @@ ReportData HandVerdict(const std::string& equal_quality, const std::string& expe
   a.caveats = {"one host", "random weights"};
   a.conclusion = "share is 1.50× faster.";
   a.equal_quality = equal_quality;
+  a.equal_quality_cell = equal_quality;  // the table shows the cell
   a.expected = expected;
   VerdictLine b;  // never filled: its cells of those columns stay empty
   b.compared = "inference, single-stream on 1 node: share vs fsdp";

@@ -1,8 +1,8 @@
-// The time to a target held-out loss (src/report/tables/time_to_target.h) on
+// The time to a target held-out loss (src/report/time_to_target.h) on
 // synthetic curves: interpolation between the bracketing points, a target met
 // at step 0, a side that never reaches it, and the ratio.
 
-#include "report/tables/time_to_target.h"
+#include "report/time_to_target.h"
 
 #include <doctest/doctest.h>
 

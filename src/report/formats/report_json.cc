@@ -91,6 +91,7 @@ Json ModelJson(const ModelReport& m) {
                             {"quality", v.quality},
                             {"bytes", v.bytes},
                             {"equal_quality", v.equal_quality},
+                            {"equal_quality_cell", v.equal_quality_cell},
                             {"expected", v.expected},
                             {"qualifiers", v.qualifiers},
                             {"notes", v.notes},

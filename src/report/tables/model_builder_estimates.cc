@@ -68,8 +68,7 @@ void ModelBuilder::BuildEstimates() {
       const double r = e.measured / e.expected;
       ratio.value = r;
       ratio.text = fmt::format("{:.2f}", r);
-      if (Outside(r)) {
-        ratio.text += " !";
+      if (Outside(r)) {  // said in the last cell ("!" is the tables' contended mark)
         largest.text = fmt::format("outside {}–{}×: most likely {}", metric::kEstimateBandLow,
                                    metric::kEstimateBandHigh, e.largest.empty() ? "unknown" : e.largest);
       }
@@ -82,8 +81,8 @@ void ModelBuilder::BuildEstimates() {
   if (t.rows.empty()) return;
   t.note = fmt::format(
       "Expected: the time estimate stored with each case before it ran (docs/estimates.md; its terms in the "
-      "appendix). \"!\" marks a case whose measured time is outside {}–{}× of it, with the term most likely at "
-      "fault (the largest).",
+      "appendix). A case whose measured time is outside {}–{}× of it says so in its last cell, with the term "
+      "most likely at fault (the largest).",
       metric::kEstimateBandLow, metric::kEstimateBandHigh);
   out_.tables.push_back(std::move(t));
 }

@@ -6,7 +6,7 @@
 #include "report/formats/numbers.h"
 #include "report/tables/sentences.h"
 #include "report/tables/stored_plan.h"
-#include "report/tables/time_to_target.h"
+#include "report/time_to_target.h"
 #include "report/tables/verdict.h"
 #include "runner/base/text.h"
 
@@ -112,6 +112,7 @@ void ModelBuilder::SayEqualQuality(VerdictLine& v, int64_t row_steps, SideCell b
   std::optional<EqualQuality> q = CellsAtTarget(base.first, cand.first, row_steps, plan_target, bs, cs, &why);
   if (q) {
     v.equal_quality = EqualQualityText(*q, bs, cs);
+    v.equal_quality_cell = q->ratio ? FormatRatio(*q->ratio) + "×" : q->why_none;
     row.target_text = fmt::format("{} ({})", FormatLoss(q->target), q->target_source);
     row.baseline_text = TargetTimeText(q->baseline);
     row.candidate_text = TargetTimeText(q->candidate);
@@ -119,6 +120,7 @@ void ModelBuilder::SayEqualQuality(VerdictLine& v, int64_t row_steps, SideCell b
     row.note = q->why_none;
   } else {
     v.equal_quality = "no speed-up at equal quality: " + why;
+    v.equal_quality_cell = why;
     row.note = why;
   }
   // The chart: each side's curve (to the row's length) and the target.

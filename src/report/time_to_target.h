@@ -1,5 +1,5 @@
-#ifndef PROTOCOL_REPORT_TABLES_TIME_TO_TARGET_H_
-#define PROTOCOL_REPORT_TABLES_TIME_TO_TARGET_H_
+#ifndef PROTOCOL_REPORT_TIME_TO_TARGET_H_
+#define PROTOCOL_REPORT_TIME_TO_TARGET_H_
 
 // The speed-up at equal quality (docs/report.md, "Speed-up at equal
 // quality"), modelled on MLPerf Training's time-to-train: the training time
@@ -94,4 +94,4 @@ const CaseEntry* CurveEntry(const CellResults* cell);
 
 }  // namespace protocol
 
-#endif  // PROTOCOL_REPORT_TABLES_TIME_TO_TARGET_H_
+#endif  // PROTOCOL_REPORT_TIME_TO_TARGET_H_

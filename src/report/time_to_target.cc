@@ -1,4 +1,4 @@
-#include "report/tables/time_to_target.h"
+#include "report/time_to_target.h"
 
 #include <algorithm>
 #include <tuple>
