@@ -188,12 +188,15 @@ struct VerdictLine {
   // the target held-out loss), "1.31× at equal quality", or why there is none
   // ("fsdp's target not reached (best 5.41 at step 12)"); "" where not computed.
   std::string equal_quality;
-  // Its verdict-table cell: "1.31×", or why there is none ("share not
-  // reached (best 5.49 at step 12)").
+  // Its verdict-table cell: "1.31×", "not reached" (a side never reached the
+  // target), or "–" (no curve, no point at the row's length).
   std::string equal_quality_cell;
   // Expected against measured wall time of each side (the time estimate):
   // "fsdp 1.1× its estimate, share 0.9×"; "" where no side was estimated.
   std::string expected;
+  // Its verdict-table cell: each side's measured / expected in the same
+  // order, "0.61×, 0.51×".
+  std::string expected_cell;
   // What qualifies the row as a whole, in order: "its 2 nodes are one host
   // (localhost)". Another qualifier (e.g. a contention note) is appended here.
   std::vector<std::string> qualifiers;

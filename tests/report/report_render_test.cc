@@ -163,6 +163,7 @@ ReportData HandVerdict(const std::string& equal_quality, const std::string& expe
   a.equal_quality = equal_quality;
   a.equal_quality_cell = equal_quality;  // the table shows the cell
   a.expected = expected;
+  a.expected_cell = expected;  // the table shows the cell
   VerdictLine b;  // never filled: its cells of those columns stay empty
   b.compared = "inference, single-stream on 1 node: share vs fsdp";
   b.speedup = "1.10× (n=1)";
@@ -175,8 +176,8 @@ ReportData HandVerdict(const std::string& equal_quality, const std::string& expe
 
 TEST_CASE("report render: the verdict table shows equal quality and expected columns only when a row has them") {
   const std::string both = RenderMd(HandVerdict("1.31× at equal quality", "fsdp 1.1× its estimate, share 0.9×"));
-  CHECK(both.find("| compared | speed-up | held-out loss | bytes between nodes | at equal quality | expected vs "
-                  "measured | caveats |\n|---|---|---|---|---|---|---|\n") != std::string::npos);
+  CHECK(both.find("| compared | speed-up | held-out loss | bytes between nodes | at equal quality | measured / "
+                  "expected | caveats |\n|---|---|---|---|---|---|---|\n") != std::string::npos);
   CHECK(both.find("| pretrain 100 steps, 1 node: share vs fsdp | 1.50× (n=1) | +2.0 % |  | 1.31× at equal quality | "
                   "fsdp 1.1× its estimate, share 0.9× | `one host` `random weights` |\n") != std::string::npos);
   CHECK(both.find("| inference, single-stream on 1 node: share vs fsdp | 1.10× (n=1) |  |  |  |  | |\n") !=
@@ -185,7 +186,7 @@ TEST_CASE("report render: the verdict table shows equal quality and expected col
   CHECK(both.find("- share is 1.50× faster.\n- share is 1.10× faster.\n") != std::string::npos);
 
   const std::string one = RenderMd(HandVerdict("", "fsdp 1.1× its estimate"));
-  CHECK(one.find("| compared | speed-up | held-out loss | bytes between nodes | expected vs measured | caveats |\n") !=
+  CHECK(one.find("| compared | speed-up | held-out loss | bytes between nodes | measured / expected | caveats |\n") !=
         std::string::npos);
   const std::string none = RenderMd(HandVerdict("", ""));
   CHECK(none.find("| compared | speed-up | held-out loss | bytes between nodes | caveats |\n|---|---|---|---|---|\n") !=
@@ -195,7 +196,7 @@ TEST_CASE("report render: the verdict table shows equal quality and expected col
   const std::string html = RenderHtml(HandVerdict("1.31× at equal quality", ""));
   CHECK(Count(html, "<th>at equal quality</th>") == 1);
   CHECK(Count(html, "<td>1.31× at equal quality</td>") == 1);
-  CHECK(Count(html, "expected vs measured") == 0);
+  CHECK(Count(html, "measured / expected") == 0);
   CHECK(Count(html, "<span class=\"tag\">one host</span>") == 2);  // the row and the legend
   const std::string html_none = RenderHtml(HandVerdict("", ""));
   CHECK(Count(html_none, "at equal quality") == 0);

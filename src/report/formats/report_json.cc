@@ -93,6 +93,7 @@ Json ModelJson(const ModelReport& m) {
                             {"equal_quality", v.equal_quality},
                             {"equal_quality_cell", v.equal_quality_cell},
                             {"expected", v.expected},
+                            {"expected_cell", v.expected_cell},
                             {"qualifiers", v.qualifiers},
                             {"notes", v.notes},
                             {"text", v.text},

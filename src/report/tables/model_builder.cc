@@ -101,7 +101,7 @@ void ModelBuilder::AddVerdict(VerdictLine v, const std::vector<const ReportCell*
     v.qualifiers.push_back("measured on seeded random weights");
     AddCaveats(&v.caveats, {"random weights"});
   }
-  v.expected = ExpectedPhrase(sides);
+  FillExpected(sides, &v);
   out_.verdict.push_back(std::move(v));
 }
 

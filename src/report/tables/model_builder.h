@@ -258,7 +258,9 @@ class ModelBuilder {
   // A verdict line's sides against their estimates: "fsdp 1.1× its estimate,
   // share 0.9×", a side outside the band flagged with its largest term; ""
   // when no side's case stored an estimate.
-  std::string ExpectedPhrase(const std::vector<const ReportCell*>& sides) const;
+  // v->expected ("fsdp 0.61× its estimate, share 0.51×") and
+  // v->expected_cell ("0.61×, 0.51×"), each side's measured / expected.
+  void FillExpected(const std::vector<const ReportCell*>& sides, VerdictLine* v) const;
   // One ok case's estimate, by (run, case id, repeat), from AddOk.
   struct EstimateEntry {
     std::string system;

@@ -3,6 +3,8 @@
 // case's measured wall time (docs/estimates.md, docs/report.md).
 
 #include <algorithm>
+#include <map>
+#include <set>
 
 #include "report/tables/model_builder.h"
 #include "runner/base/text.h"
@@ -87,23 +89,36 @@ void ModelBuilder::BuildEstimates() {
   out_.tables.push_back(std::move(t));
 }
 
-std::string ModelBuilder::ExpectedPhrase(const std::vector<const ReportCell*>& sides) const {
-  std::vector<std::string> parts;
+void ModelBuilder::FillExpected(const std::vector<const ReportCell*>& sides, VerdictLine* v) const {
+  // One figure per side (its first case with an estimate), each case once; a
+  // side is named by its system, with its nodes where two sides share one
+  // (a scaling row: "fsdp 1 node 0.61× its estimate, fsdp 2 nodes 0.82×").
+  std::vector<const EstimateEntry*> shown;
+  std::set<std::tuple<int64_t, std::string, int>> seen;
   for (const ReportCell* cell : sides) {
     if (!cell) continue;
     for (const CellSource& src : cell->sources) {
       auto it = estimates_.find({src.run_id, src.case_id, src.repeat});
       if (it == estimates_.end() || it->second.measured <= 0) continue;
-      const EstimateEntry& e = it->second;
-      const double r = e.measured / e.expected;
-      std::string part = fmt::format("{} {:.2g}×{}", e.system, r, parts.empty() ? " its estimate" : "");
-      if (Outside(r)) part += fmt::format(" (outside {}–{}×; most likely {})", metric::kEstimateBandLow,
-                                          metric::kEstimateBandHigh, e.largest.empty() ? "unknown" : e.largest);
-      parts.push_back(part);
-      break;  // one figure per side: its first case
+      if (seen.insert(it->first).second) shown.push_back(&it->second);
+      break;
     }
   }
-  return Join(parts, ", ");
+  std::map<std::string, int> per_system;
+  for (const EstimateEntry* e : shown) ++per_system[e->system];
+  std::vector<std::string> parts, cells;
+  for (const EstimateEntry* e : shown) {
+    const double r = e->measured / e->expected;
+    cells.push_back(fmt::format("{:.2f}×", r));
+    std::string name = e->system;
+    if (per_system[e->system] > 1) name += fmt::format(" {} node{}", e->nodes, e->nodes == 1 ? "" : "s");
+    std::string part = fmt::format("{} {:.2g}×{}", name, r, parts.empty() ? " its estimate" : "");
+    if (Outside(r)) part += fmt::format(" (outside {}–{}×; most likely {})", metric::kEstimateBandLow,
+                                        metric::kEstimateBandHigh, e->largest.empty() ? "unknown" : e->largest);
+    parts.push_back(part);
+  }
+  v->expected = Join(parts, ", ");
+  v->expected_cell = Join(cells, ", ");
 }
 
 }  // namespace protocol

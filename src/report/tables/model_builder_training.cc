@@ -112,7 +112,9 @@ void ModelBuilder::SayEqualQuality(VerdictLine& v, int64_t row_steps, SideCell b
   std::optional<EqualQuality> q = CellsAtTarget(base.first, cand.first, row_steps, plan_target, bs, cs, &why);
   if (q) {
     v.equal_quality = EqualQualityText(*q, bs, cs);
-    v.equal_quality_cell = q->ratio ? FormatRatio(*q->ratio) + "×" : q->why_none;
+    v.equal_quality_cell = q->ratio ? FormatRatio(*q->ratio) + "×"
+                           : q->why_none.find("not reached") != std::string::npos ? "not reached"
+                                                                                  : "–";
     row.target_text = fmt::format("{} ({})", FormatLoss(q->target), q->target_source);
     row.baseline_text = TargetTimeText(q->baseline);
     row.candidate_text = TargetTimeText(q->candidate);
@@ -120,7 +122,7 @@ void ModelBuilder::SayEqualQuality(VerdictLine& v, int64_t row_steps, SideCell b
     row.note = q->why_none;
   } else {
     v.equal_quality = "no speed-up at equal quality: " + why;
-    v.equal_quality_cell = why;
+    v.equal_quality_cell = "–";
     row.note = why;
   }
   // The chart: each side's curve (to the row's length) and the target.

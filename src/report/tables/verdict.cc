@@ -298,6 +298,12 @@ std::vector<LegendEntry> VerdictLegend(const std::vector<VerdictLine>& lines) {
 std::string VerdictConclusion(const VerdictLine& line) {
   std::string s = fmt::format("{}, {}: {}", line.row, line.scope, line.finding.empty() ? line.claim : line.finding);
   std::vector<std::string> parts;
+  // The speed-up at equal quality beside the one at equal steps.
+  const std::string& eq = line.equal_quality_cell;
+  if (!eq.empty() && EndsWith(eq, "×"))
+    parts.push_back(eq + " at equal quality (the time to reach the baseline's held-out loss)");
+  else if (!line.equal_quality.empty())
+    parts.push_back(line.equal_quality);  // "no speed-up at equal quality (…): share not reached (…)"
   if (int n = RepeatsOf(line.speedup); n > 0)
     parts.push_back(n == 1 ? "one repeat, so no interval yet" : fmt::format("{} repeats, so no interval yet", n));
   for (const std::string& c : line.caveats) {
