@@ -116,6 +116,10 @@ int ThreadsPerRank(const TrainingSettings& training, int ranks_on_host) {
   return static_cast<int>(std::max<int64_t>(1, total / std::max(1, ranks_on_host)));
 }
 
+int DistLayout::nodes() const {
+  return static_cast<int>(std::set<std::string>(rank_nodes.begin(), rank_nodes.end()).size());
+}
+
 Result<DistLayout> FsdpLayout(const Plan& plan, const CaseSpec& spec) {
   DistLayout l;
   for (int n = 0; n < spec.nodes; ++n) {

@@ -39,6 +39,7 @@ struct DistLayout {
   std::vector<std::string> rank_nodes;  // node of each rank
   std::map<std::string, std::string> node_hosts;
   int world() const { return groups * group_size; }
+  int nodes() const;  // distinct nodes among rank_nodes
 };
 
 // CPU threads for each of `ranks_on_host` ranks of a case on one host

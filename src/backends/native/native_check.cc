@@ -5,7 +5,6 @@
 #include <filesystem>
 #include <map>
 #include <optional>
-#include <set>
 
 #include "backends/native/case_device.h"
 #include "backends/native/dist_backend.h"
@@ -419,7 +418,7 @@ FsdpTrafficShape FsdpTraffic(const CaseSpec& spec, const ModelSpec& ms, const Mo
                              const DistLayout& layout, bool gpu) {
   FsdpTrafficShape t;
   t.config = config;
-  t.nodes = static_cast<int64_t>(std::set<std::string>(layout.rank_nodes.begin(), layout.rank_nodes.end()).size());
+  t.nodes = layout.nodes();
   t.ranks_per_node = layout.world() / std::max<int64_t>(1, t.nodes);
   t.hybrid = spec.training.sharding == Sharding::kHybrid;
   t.grad_accum = spec.training.grad_accum;
@@ -450,8 +449,7 @@ std::string native_case_traffic(const Plan& plan, const CaseSpec& spec, NativeRo
   std::optional<ModelConfig> config = Dimensions(plan, model->second);
   auto layout = role == NativeRole::kFsdp ? FsdpLayout(plan, spec) : ShareLayout(plan, spec);
   if (!config || !layout.ok()) return "";
-  const int64_t nodes =
-      static_cast<int64_t>(std::set<std::string>(layout->rank_nodes.begin(), layout->rank_nodes.end()).size());
+  const int64_t nodes = layout->nodes();
   if (nodes < 2) return "";
   const bool gpu = OnGpu(spec, CaseNodes(plan, spec, *layout));
   if (role == NativeRole::kShare) {
@@ -573,6 +571,13 @@ std::map<std::string, int> RanksPerHost(const DistLayout& layout) {
   return hosts;
 }
 
+// Whether every rank of the case runs on this machine.
+bool AllHostsHere(const DistLayout& layout) {
+  for (const auto& [host, ranks] : RanksPerHost(layout))
+    if (!IsThisHost(host)) return false;
+  return true;
+}
+
 // The rate of the link between the case's nodes: cluster.emulate's bandwidth
 // (a rehearsal's shaped link), else the case's network label read as a rate
 // ("10G" and "80G" are Gbit/s; "100mbit" as tc reads it), else loopback when
@@ -597,9 +602,7 @@ double NetworkBytesPerSecond(const Plan& plan, const CaseSpec& spec, const DistL
     *text = fmt::format("{} (network: {})", FormatRate(bits / 8), label);
     return bits / 8;
   }
-  bool local = true;
-  for (const auto& [host, ranks] : RanksPerHost(layout)) local = local && IsThisHost(host);
-  if (local) {
+  if (AllHostsHere(layout)) {
     *text = fmt::format("{} (loopback, assumed)", FormatRate(kAssumedLoopbackBytesPerSecond));
     return kAssumedLoopbackBytesPerSecond;
   }
@@ -641,9 +644,7 @@ std::optional<DeviceRates> CaseDeviceRates(const Plan& plan, const CaseSpec& spe
   }
   // CPU: every host of the case together; its threads against the calibration's.
   const std::map<std::string, int> hosts = RanksPerHost(layout);
-  bool local = true;
-  for (const auto& [h, ranks] : hosts) local = local && IsThisHost(h);
-  const bool calibrated = host && host->ok() && local;
+  const bool calibrated = host && host->ok() && AllHostsHere(layout);
   d.name = "CPU host";
   d.flops_per_device = calibrated ? host->cpu_flops : kAssumedCpuGflops * 1e9;
   d.memory_bytes_per_second = calibrated ? host->memory_bytes_per_second : kAssumedCpuMemoryGbPerS * 1e9;
@@ -694,7 +695,7 @@ TimeEstimate TrainingTime(const Plan& plan, const CaseSpec& spec, NativeRole rol
   s.devices = gpu ? layout.world() : static_cast<int64_t>(hosts.size());
   s.device = d;
   s.prefetch = spec.training.prefetch;
-  const int64_t nodes = static_cast<int64_t>(std::set<std::string>(layout.rank_nodes.begin(), layout.rank_nodes.end()).size());
+  const int64_t nodes = layout.nodes();
   s.network_bytes_per_second = NetworkBytesPerSecond(plan, spec, layout, &s.network);
   if (role == NativeRole::kFsdp && layout.world() > 1) {
     const StepTraffic t = fsdp_step_traffic(FsdpTraffic(spec, ms, config, layout, gpu));
@@ -765,7 +766,7 @@ TimeEstimate InferenceTime(const Plan& plan, const CaseSpec& spec, NativeRole ro
   const WeightsSource source = native_weights_source(spec.workload, nf4, ms.init_random, plan.ResolvePath(ms.path));
   s.load_bytes = ReadsWeights(source) ? CheckpointBytes(plan.ResolvePath(ms.path), config) : 0;
   TimeEstimate e = estimate_inference_time(s);
-  e.nodes = static_cast<int>(std::set<std::string>(layout.rank_nodes.begin(), layout.rank_nodes.end()).size());
+  e.nodes = layout.nodes();
   return e;
 }
 

@@ -152,12 +152,11 @@ void RankEventCollector::AddTrainingFigures(const DistLayout& layout, BackendOut
                                             "FSDP collectives inside each group; see bytes_communicated"));
   out.measurements.push_back(MeasuredFigure(metric::kBytesBetweenGroups, static_cast<double>(between_), "bytes",
                                             "merges across groups; see bytes_communicated"));
-  std::set<std::string> nodes(layout.rank_nodes.begin(), layout.rank_nodes.end());
   out.measurements.push_back(MeasuredFigure(
       metric::kBytesBetweenNodes, static_cast<double>(between_nodes_), "bytes",
       fmt::format("of bytes_communicated, what the ranks sent to a rank on another node: in the ring model a rank's "
                   "bytes cross when the next rank of its ring is on another node; {} node(s), {} per step",
-                  nodes.size(), FormatBytes(between_nodes_ / steps))));
+                  layout.nodes(), FormatBytes(between_nodes_ / steps))));
   out.measurements.push_back(MeasuredFigure(
       metric::kBytesBetweenNodesPerStep, static_cast<double>(between_nodes_steps_) / static_cast<double>(steps),
       "bytes",

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <vector>
 
 namespace protocol {
 namespace native {
@@ -51,20 +50,6 @@ CpuRates MeasureCpuRates(double seconds_each, int matmul_n, const std::function<
     for (int i = 0; i < 3; ++i)
       r.memory_bytes_per_second =
           std::max(r.memory_bytes_per_second, Rate([&] { dst.copy_(src); }, bytes, round, now));
-  }
-  {
-    at::Tensor x = at::ones({64}), y = at::ones({64});
-    std::vector<double> rounds;
-    for (int i = 0; i < 3; ++i) {
-      const double ops_per_second = Rate(
-          [&] {
-            for (int k = 0; k < 2000; ++k) at::Tensor z = at::add(x, y);
-          },
-          2000, std::min(round, 0.2), now);
-      rounds.push_back(1.0 / ops_per_second);
-    }
-    std::sort(rounds.begin(), rounds.end());
-    r.op_seconds = rounds[1];
   }
   return r;
 }

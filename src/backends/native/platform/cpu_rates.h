@@ -8,9 +8,7 @@
 //              three rounds (the others share the machine)
 //   memory     a copy of a 64 MiB float32 tensor into another: 2 x 64 MiB
 //              moved per copy (read + write), best of three rounds
-//   op         one small libtorch op (adding two 64-element tensors): its
-//              dispatch cost; median of three rounds of 2000 (calibrate.h
-//              replaces it with an op of the real decode path)
+// The cost of one op is calibrate.h's, measured on the real decode path.
 
 #include <functional>
 
@@ -20,7 +18,7 @@ namespace native {
 struct CpuRates {
   double matmul_flops = 0;
   double memory_bytes_per_second = 0;
-  double op_seconds = 0;
+  double op_seconds = 0;  // calibrate.h's MeasureDecodeOpSeconds; 0: not measured
   int threads = 0;  // intra-op threads of the matmul
 };
 
