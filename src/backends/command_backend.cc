@@ -193,11 +193,11 @@ class OutputReader {
     }
   }
 
-  // The output ended: the figures into `outcome` (the log format's first,
-  // then the `metrics` patterns that matched).
-  void Finish(BackendOutcome& outcome) {
+  // The output ended (`ended_mid_line`: inside its last line): the figures
+  // into `outcome` (the log format's first, then the `metrics` patterns that matched).
+  void Finish(BackendOutcome& outcome, bool ended_mid_line) {
     if (log_format_) {
-      for (const StepSample& step : log_format_->Finish()) Step(step);
+      for (const StepSample& step : log_format_->Finish(ended_mid_line)) Step(step);
       for (Measurement& m : log_format_->Figures()) outcome.measurements.push_back(std::move(m));
       outcome.facts.push_back({"log_format", log_format_->Summary()});
     }
@@ -351,7 +351,7 @@ class CommandBackend : public Backend {
     ProcessResult result = context.processes.Run(
         LaunchSpec(context), context.stop, [&](std::string_view line) { reader.OnLine(line); });
     SetEnding(result, spec, &outcome);
-    reader.Finish(outcome);
+    reader.Finish(outcome, result.ended_mid_line);
     return outcome;
   }
 };

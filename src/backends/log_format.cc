@@ -437,7 +437,7 @@ struct LogFormatReader::State {
   int step_lines = 0;
   int warmup_lines = 0;
 
-  // Reads one whole line; `last` when nothing follows it (it may be cut).
+  // Reads one line; `last` when the output stopped inside it (it may be cut).
   void Read(const std::string& line, double arrived, bool last, std::vector<StepSample>* steps);
   void ReadRule(CompiledRule& rule, const std::string& line, double arrived, bool last,
                 std::vector<StepSample>* steps);
@@ -472,9 +472,9 @@ std::vector<StepSample> LogFormatReader::Feed(std::string_view line, double now_
   return steps;
 }
 
-std::vector<StepSample> LogFormatReader::Finish() {
+std::vector<StepSample> LogFormatReader::Finish(bool ended_mid_line) {
   std::vector<StepSample> steps;
-  if (state_->pending) state_->Read(state_->pending->first, state_->pending->second, true, &steps);
+  if (state_->pending) state_->Read(state_->pending->first, state_->pending->second, ended_mid_line, &steps);
   state_->pending.reset();
   return steps;
 }

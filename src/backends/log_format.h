@@ -61,10 +61,14 @@ class LogFormatReader {
   // One line of output, arrived at `now_seconds` (any clock, used only for the
   // seconds of step lines that print none). Returns the step samples that
   // became final: a line is read once the next one arrives, so that only the
-  // very last line counts as possibly cut.
+  // very last line can be taken as cut (Finish says whether it was).
   std::vector<StepSample> Feed(std::string_view line, double now_seconds);
   // The output ended: reads the last line. Returns its step samples, if any.
-  std::vector<StepSample> Finish();
+  // `ended_mid_line`: the output stopped inside that line (no line end after
+  // it: process.h ProcessResult::ended_mid_line); then a value at its very
+  // end may be cut and is skipped, and counted as cut. A last line that ended
+  // is read like any other.
+  std::vector<StepSample> Finish(bool ended_mid_line);
 
   // The canonical figures, in the order of the figure table; provenance
   // measured, method "parsed from <format> output, ...". REQUIRES: Finish().

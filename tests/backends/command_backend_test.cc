@@ -488,3 +488,37 @@ TEST_CASE("Command: `cat` of a saved XTuner log stores its medians after warm-up
   CHECK(*by_name[metric::kStepSeconds].value == doctest::Approx(2.80195));
   CHECK(f.events.steps.size() == 5);
 }
+
+TEST_CASE("Command: a log's complete last line is read whole; one cut inside its last value is skipped") {
+  // mmengine prints tokens_per_sec last: the last step's throughput ends the output.
+  const std::string log =
+      "11/26 09:01:08 - mmengine - INFO - Iter(train) [1/3]  time: 2.9000  tokens_per_sec: 2362.5\n"
+      "11/26 09:01:11 - mmengine - INFO - Iter(train) [2/3]  time: 2.8000  tokens_per_sec: 2900.0\n"
+      "11/26 09:01:14 - mmengine - INFO - Iter(train) [3/3]  time: 2.7000  tokens_per_sec: 3100.0\n";
+  auto tgs = [](const BackendOutcome& outcome) -> const Measurement* {
+    for (const Measurement& m : outcome.measurements)
+      if (m.name == metric::kTgs) return &m;
+    return nullptr;
+  };
+  {
+    Fixture f;
+    f.spec.command.argv = {"printf", "%s", log};  // as the program prints it, newline included
+    f.spec.command.log_format = "xtuner";
+    BackendOutcome outcome = f.Run();
+    REQUIRE(tgs(outcome) != nullptr);
+    CHECK(*tgs(outcome)->value == doctest::Approx(2900.0));  // the median of all three steps
+    CHECK(tgs(outcome)->method == "parsed from xtuner output, median of 3 steps (steps 1..3; spread 2362.5..3100)");
+    CHECK(f.events.steps.size() == 3);
+  }
+  {
+    Fixture f;
+    f.spec.command.argv = {"printf", "%s", log.substr(0, log.size() - 4)};  // stops inside "3100.0"
+    f.spec.command.log_format = "xtuner";
+    BackendOutcome outcome = f.Run();
+    REQUIRE(tgs(outcome) != nullptr);
+    CHECK(*tgs(outcome)->value == doctest::Approx((2362.5 + 2900.0) / 2));
+    CHECK(tgs(outcome)->method ==
+          "parsed from xtuner output, median of 2 steps (steps 1..2; spread 2362.5..2900); 1 value cut at the end of "
+          "the output skipped");
+  }
+}

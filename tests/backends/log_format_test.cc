@@ -45,7 +45,8 @@ ReadResult Read(const std::string& format, const std::string& text, int warmup_s
     for (const StepSample& s : reader.Feed(line, now)) out.steps.push_back(s);
     now += 1;
   }
-  for (const StepSample& s : reader.Finish()) out.steps.push_back(s);
+  // The output stopped inside its last line when the text does not end with a line end.
+  for (const StepSample& s : reader.Finish(!text.empty() && text.back() != '\n')) out.steps.push_back(s);
   out.figures = reader.Figures();
   out.summary = reader.Summary();
   return out;
@@ -352,6 +353,10 @@ TEST_CASE("log format: a cut last line neither crashes nor gives a bogus figure"
         nullptr);
   // The same value on a line that is followed by another is whole.
   CHECK(Read("xtuner", "Iter(train) [30/50]  tflops: 15\nnext\n").Value(metric::kTflops) == 15);
+  // And so it is on a last line that ended: nothing after the value but the line end.
+  ReadResult whole = Read("xtuner", std::string(kXtunerLine20) + "\nIter(train) [30/50]  time: 2.7911  tflops: 15\n");
+  CHECK(whole.Value(metric::kTflops) == doctest::Approx((151.2 + 15) / 2));
+  CHECK(whole.summary == "xtuner: 2 step lines");
 }
 
 TEST_CASE("log format: a malformed value is skipped and counted") {

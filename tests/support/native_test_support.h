@@ -19,8 +19,11 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <memory>
+#include <vector>
 
 #include "backends/native/model/model_config.h"
+#include "backends/native/platform/torch_compat.h"
 
 namespace protocol::testing {
 
@@ -38,6 +41,17 @@ inline native::ModelConfig TinyTestConfig(int64_t vocab_size = 50, int64_t n_lay
   c.vocab_size = vocab_size;
   c.max_seq_len = 64;
   return c;
+}
+
+// The rendezvous stores of `world` ranks run as threads of this process:
+// rank 0's server on a port the kernel picks (nothing can take it between
+// choosing and binding), then one client per other rank; index = rank.
+inline std::vector<std::shared_ptr<native::compat::CommStore>> LocalStores(int world, int64_t timeout_ms = 30000) {
+  std::vector<std::shared_ptr<native::compat::CommStore>> stores;
+  stores.push_back(native::compat::CommStoreListen("127.0.0.1", 0, world, timeout_ms));
+  const int port = native::compat::CommStorePort(*stores[0]);
+  for (int r = 1; r < world; ++r) stores.push_back(native::compat::CommStoreJoin("127.0.0.1", port, world, timeout_ms));
+  return stores;
 }
 
 }  // namespace protocol::testing

@@ -1,7 +1,5 @@
 #include "backends/native/dist_backend.h"
 
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,8 +12,10 @@
 
 #include "backends/native/launch/events.h"
 #include "backends/native/rank_events.h"
+#include "backends/native/rank_failure.h"
 #include "backends/native/memory_estimate.h"
 #include "backends/native/launch/network_emulation.h"
+#include "backends/native/launch/rendezvous.h"
 #include "backends/native/launch/stragglers.h"
 #include "backends/native/launch/supervisor.h"
 #include "backends/native/launch/worker_case.h"
@@ -69,43 +69,7 @@ void AddRankExitCodes(const SuperviseResult& sr, BackendOutcome& out) {
   if (worst) out.exit_code = worst;
 }
 
-// The rank whose heartbeat stopped first, when it stopped more than
-// kSilentHeartbeats beats before `now`: "rank 1 (node n0) sent no heartbeat for
-// the last 21.3 s before the case failed (one every 1 s)"; "" when every rank
-// beat until the end.
-std::string SilentRank(const std::map<int, double>& last_beat, const std::vector<RankLaunch>& ranks, double now) {
-  const RankLaunch* silent = nullptr;
-  double oldest = now - kSilentHeartbeats * kHeartbeatSeconds;
-  for (const RankLaunch& l : ranks) {
-    auto it = last_beat.find(l.rank);
-    if (it != last_beat.end() && it->second < oldest) {
-      oldest = it->second;
-      silent = &l;
-    }
-  }
-  if (!silent) return "";
-  return fmt::format("rank {} (node {}) sent no heartbeat for the last {:.1f} s before the case failed (one every {:g} s)",
-                     silent->rank, silent->node, now - oldest, kHeartbeatSeconds);
-}
-
 }  // namespace
-
-Result<int> FreeTcpPort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return Status::IoError("cannot open a socket to find a free port");
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_ANY);
-  a.sin_port = 0;
-  socklen_t len = sizeof a;
-  int port = -1;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
-  ::close(fd);
-  if (port <= 0) return Status::IoError("cannot find a free TCP port for the rendezvous");
-  return port;
-}
 
 int ThreadsPerRank(const TrainingSettings& training, int ranks_on_host) {
   int64_t total = training.threads;
@@ -247,8 +211,6 @@ Result<std::unique_ptr<CaseFile>> WriteCaseFile(const BackendContext& ctx, Nativ
 Result<std::vector<RankLaunch>> PrepareLaunches(const BackendContext& ctx, const DistLayout& layout,
                                                 const std::string& program, const std::string& case_path,
                                                 const std::string& workdir) {
-  auto port = FreeTcpPort();
-  if (!port.ok()) return port.status();
   const std::string first_node = layout.rank_nodes.front();
   const std::string master = layout.node_hosts.count(first_node) && layout.node_hosts.at(first_node) != "localhost"
                                  ? layout.node_hosts.at(first_node)
@@ -273,7 +235,9 @@ Result<std::vector<RankLaunch>> PrepareLaunches(const BackendContext& ctx, const
              {"WORLD_SIZE", std::to_string(layout.world())},
              {"LOCAL_RANK", std::to_string(local_index[l.node]++)},
              {"MASTER_ADDR", master},
-             {"MASTER_PORT", std::to_string(*port)},
+             // Rank 0's store binds a port the kernel picks and announces it (rendezvous.h):
+             // no port is chosen here and bound later, where something else could take it.
+             {"MASTER_PORT", std::to_string(kAnnouncedPort)},
              {"PROTOCOL_NODE", l.node},
              {kInWorkerVariable, "1"}};
     // glibc's malloc is left as PyTorch users run it: its dynamic mmap
@@ -321,18 +285,19 @@ Result<std::unique_ptr<EmulatedNetwork>> EmulateNetwork(BackendContext& ctx, con
   return network;
 }
 
-// The case's result once every rank has ended: a failure (with each rank's
-// exit code and the silent rank, if any) or the figures the ranks reported.
-BackendOutcome OutcomeOf(const BackendContext& ctx, const DistLayout& layout, const SuperviseResult& sr,
-                         const RankEventCollector& collector, const std::vector<RankLaunch>& launches,
-                         const std::string& program, double ended) {
+// The case's result once every rank has ended: a failure (why, in the
+// operator's words: rank_failure.h, with each rank's exit code) or the
+// figures the ranks reported.
+BackendOutcome OutcomeOf(const BackendContext& ctx, NativeRole role, const DistLayout& layout,
+                         const SuperviseResult& sr, const RankEventCollector& collector,
+                         const std::vector<RankLaunch>& launches, const std::string& program, double ended) {
   switch (sr.outcome) {
     case SuperviseResult::Outcome::kOk:
       break;
     case SuperviseResult::Outcome::kTimedOut:
     case SuperviseResult::Outcome::kStopped: {
       std::string reason = sr.reason;
-      if (std::string silent = SilentRank(collector.last_beats(), launches, ended); !silent.empty())
+      if (std::string silent = SilentRank(layout.rank_nodes, collector.last_beats(), ended); !silent.empty())
         reason += "; " + silent;
       BackendOutcome stopped = FailedOutcome(
           sr.outcome == SuperviseResult::Outcome::kTimedOut ? CaseStatus::kTimeout : CaseStatus::kInterrupted, reason);
@@ -340,14 +305,18 @@ BackendOutcome OutcomeOf(const BackendContext& ctx, const DistLayout& layout, co
       return stopped;
     }
     default: {
-      std::string reason = sr.reason;
-      // "rank 1 (node rig1) exited with code 1: <its error event>"
-      if (std::string error = collector.ErrorOf(sr.failed_rank); !error.empty()) reason += ": " + error;
-      // A peer that timed out in a collective names the rank it waited for
-      // only by its silence: the rank whose heartbeat stopped first comes first.
-      if (std::string silent = SilentRank(collector.last_beats(), launches, ended); !silent.empty())
-        reason = silent + "; then " + reason;
-      BackendOutcome failed = FailedOutcome(CaseStatus::kFailed, reason);
+      RankFailure f;
+      f.rank_nodes = layout.rank_nodes;
+      f.last_beats = collector.last_beats();
+      f.ended = ended;
+      f.failed_rank = sr.failed_rank;
+      for (const RankEnd& r : sr.ranks)
+        if (r.rank == sr.failed_rank) f.failed_signal = r.signal;
+      f.failed_error = collector.ErrorOf(sr.failed_rank);
+      f.reason = sr.reason;
+      if (f.failed_signal != 0 || IsOutOfMemoryError(f.failed_error))
+        f.expected_memory = native_case_expected_memory(ctx.plan, ctx.spec, role);
+      BackendOutcome failed = FailedOutcome(CaseStatus::kFailed, ExplainRankFailure(f));
       AddRankExitCodes(sr, failed);
       return failed;
     }
@@ -407,7 +376,7 @@ BackendOutcome RunDistributed(BackendContext& ctx, NativeRole role, const DistLa
   SuperviseResult sr = Supervise(ctx.processes, *launches, so, ctx.stop, [&](int rank, std::string_view line) {
     if (auto e = DecodeEvent(line)) collector.Add(rank, *e, SteadyNow());
   });
-  return OutcomeOf(ctx, layout, sr, collector, *launches, program, SteadyNow());
+  return OutcomeOf(ctx, role, layout, sr, collector, *launches, program, SteadyNow());
 }
 
 }  // namespace native

@@ -7,7 +7,8 @@
 //      nodes × ranks_per_node ranks; share: the topology's G×K per node);
 //   2. the case file (worker_case.h) beside the case log;
 //   3. one `protocol worker --case FILE` per rank, with RANK, WORLD_SIZE,
-//      LOCAL_RANK, MASTER_ADDR, MASTER_PORT (a free port), PROTOCOL_NODE;
+//      LOCAL_RANK, MASTER_ADDR, MASTER_PORT=0 (rank 0 announces the port its
+//      store bound: launch/rendezvous.h), PROTOCOL_NODE;
 //   4. the plan's launcher (launcher.h), then DistOptions::wrap, then the
 //      supervisor (supervisor.h): all ranks to their common end;
 //   5. the ranks' events (events.h) become CaseEvents and measurements.
@@ -59,10 +60,6 @@ std::vector<std::string> CheckDistributed(const Plan& plan, const CaseSpec& spec
 
 BackendOutcome RunDistributed(BackendContext& ctx, NativeRole role, const DistLayout& layout,
                               const DistOptions& options);
-
-// A TCP port that was free a moment ago (bind to 0, read it back, close): the
-// rendezvous port of a case. Errors: no socket, or no port could be bound.
-Result<int> FreeTcpPort();
 
 }  // namespace native
 }  // namespace protocol

@@ -377,22 +377,49 @@ std::string native_run_refusal(const Plan& plan, const CaseSpec& spec, NativeRol
   return issues.empty() ? "" : issues.front().message;
 }
 
-CaseAdvice native_case_memory(const Plan& plan, const CaseSpec& spec, NativeRole role) {
-  CaseAdvice advice;
+namespace {
+
+// The case's expected peak (training or inference) and where it is held;
+// nullopt when the model's dimensions or the layout are unknown.
+struct CasePeak {
+  PeakEstimate estimate;
+  bool gpu = false;
+  GpuLimit limit;
+};
+std::optional<CasePeak> CasePeakOf(const Plan& plan, const CaseSpec& spec, NativeRole role) {
   auto model = plan.models.find(spec.model);
-  if (model == plan.models.end()) return advice;
+  if (model == plan.models.end()) return std::nullopt;
   const ModelSpec& ms = model->second;
   std::optional<ModelConfig> config = Dimensions(plan, ms);
-  if (!config) return advice;
+  if (!config) return std::nullopt;
   auto layout = role == NativeRole::kFsdp ? FsdpLayout(plan, spec) : ShareLayout(plan, spec);
-  if (!layout.ok()) return advice;
+  if (!layout.ok()) return std::nullopt;
   const std::vector<const NodeSpec*> nodes = CaseNodes(plan, spec, *layout);
-  const bool gpu = OnGpu(spec, nodes);
-  const GpuLimit limit = gpu ? SmallestGpuMemory(nodes) : GpuLimit{};
+  CasePeak out;
+  out.gpu = OnGpu(spec, nodes);
+  out.limit = out.gpu ? SmallestGpuMemory(nodes) : GpuLimit{};
+  out.estimate = spec.workload != Workload::kInference
+                     ? TrainingPeak(spec, role, ms, *config, *layout, out.gpu)
+                     : InferencePeak(plan, spec, role, ms, *config, *layout, out.gpu);
+  return out;
+}
+
+}  // namespace
+
+std::string native_case_expected_memory(const Plan& plan, const CaseSpec& spec, NativeRole role) {
+  std::optional<CasePeak> p = CasePeakOf(plan, spec, role);
+  if (!p) return "";
+  return fmt::format("{} {}", FormatBytes(p->estimate.peak_bytes), p->gpu ? "per GPU" : "per rank process");
+}
+
+CaseAdvice native_case_memory(const Plan& plan, const CaseSpec& spec, NativeRole role) {
+  CaseAdvice advice;
+  std::optional<CasePeak> p = CasePeakOf(plan, spec, role);
+  if (!p) return advice;
+  const bool gpu = p->gpu;
+  const GpuLimit& limit = p->limit;
   const std::string per = gpu ? "per GPU" : "per rank process (host memory, float32)";
-  const PeakEstimate estimate = spec.workload != Workload::kInference
-                                    ? TrainingPeak(spec, role, ms, *config, *layout, gpu)
-                                    : InferencePeak(plan, spec, role, ms, *config, *layout, gpu);
+  const PeakEstimate& estimate = p->estimate;
   const int64_t peak = estimate.peak_bytes;
   std::string against;
   if (gpu && limit.gb > 0)

@@ -69,6 +69,9 @@ std::string native_run_refusal(const Plan& plan, const CaseSpec& spec, NativeRol
 // cluster.nodes[].gpu_memory_gb. Nothing when the model's dimensions are
 // unknown (no preset, no readable config.json).
 CaseAdvice native_case_memory(const Plan& plan, const CaseSpec& spec, NativeRole role);
+// The same expected peak in a few words, "71.2 GB per GPU" or "1.2 GB per
+// rank process"; "" when it cannot be estimated (for a failure's reason).
+std::string native_case_expected_memory(const Plan& plan, const CaseSpec& spec, NativeRole role);
 
 // A two-node (or more) training case: what crosses between the nodes, by
 // traffic.h's formulas: fsdp per step, with the other sharding's figure

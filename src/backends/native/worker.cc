@@ -1,6 +1,7 @@
 #include "backends/native/worker.h"
 
 #include <ATen/Parallel.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
@@ -39,6 +40,7 @@
 #include "backends/native/throughput.h"
 #include "backends/native/training/train.h"
 #include "backends/native/training/training_data.h"
+#include "backends/native/launch/rendezvous.h"
 #include "backends/native/launch/worker_case.h"
 #include "runner/base/text.h"
 
@@ -851,7 +853,13 @@ int RunWorker(const std::string& case_path) {
       if (std::string problem = HybridLayoutProblem(request); !problem.empty())
         throw Failure("sharding: hybrid: " + problem);
     Heartbeat heartbeat;
-    ProcessGroups g = ConnectGroups(*env, request);
+    PortExchange exchange;  // MASTER_PORT=0 (rendezvous.h): announced on stdout, read from stdin
+    exchange.announce = [](int port) {
+      std::lock_guard<std::mutex> lock(OutputMutex());
+      std::cout << RendezvousLine(port) << std::endl;
+    };
+    exchange.await = [](double timeout_seconds) { return ReadAnnouncedPort(STDIN_FILENO, timeout_seconds); };
+    ProcessGroups g = ConnectGroups(*env, request, exchange);
     if (env->rank == 0 && wc->workload != Workload::kInference) EmitShardingFacts(*wc, s.dtype, g);
     int code = 0;
     int64_t steps_between_nodes = 0;

@@ -1,22 +1,30 @@
 #include "runner/exec/extrapolate.h"
 
+#include <algorithm>
 #include <numeric>
 
 #include "runner/base/text.h"
 
 namespace protocol {
 
-std::optional<Measurement> StepSecondsMean(const std::vector<double>& step_seconds,
-                                           int warmup_steps) {
-  size_t w = warmup_steps > 0 ? static_cast<size_t>(warmup_steps) : 0;
-  if (step_seconds.size() <= w) return std::nullopt;
-  double sum = std::accumulate(step_seconds.begin() + w, step_seconds.end(), 0.0);
+std::optional<Measurement> StepSecondsMean(const std::vector<StepSample>& steps, int warmup_steps) {
+  double sum = 0;
+  int64_t n = 0, first = 0, last = 0;
+  for (const StepSample& s : steps) {
+    if (s.step <= warmup_steps) continue;  // warm-up, by the step's own number
+    first = n == 0 ? s.step : std::min(first, s.step);
+    last = n == 0 ? s.step : std::max(last, s.step);
+    sum += s.seconds;
+    ++n;
+  }
+  if (n == 0) return std::nullopt;
   Measurement m;
   m.name = metric::kStepSecondsMean;
-  m.value = sum / static_cast<double>(step_seconds.size() - w);
+  m.value = sum / static_cast<double>(n);
   m.unit = "s";
   m.how = Provenance::kMeasured;
-  m.method = fmt::format("mean of steps {}..{}", w + 1, step_seconds.size());
+  m.method = last - first + 1 == n ? fmt::format("mean of steps {}..{}", first, last)
+                                   : fmt::format("mean of {} logged steps (steps {}..{})", n, first, last);
   return m;
 }
 

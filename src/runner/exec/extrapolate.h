@@ -74,10 +74,13 @@ std::vector<Measurement> FiguresAtOtherLengths(const CaseSpec& spec, double wall
                                                const std::vector<double>& step_seconds,
                                                std::vector<std::string>* problems);
 
-// Measurement{step_seconds_mean, mean(s_{W+1..K}), "s", kMeasured, "mean of steps
-// 3..100"}; nullopt when there is no step after the warm-up.
-std::optional<Measurement> StepSecondsMean(const std::vector<double>& step_seconds,
-                                           int warmup_steps);
+// Measurement{step_seconds_mean, the mean seconds of the steps numbered above
+// `warmup_steps`, "s", kMeasured, "mean of steps 3..100"}: steps go by their
+// own numbers, as the system printed them (a log that prints every 10th step
+// gives "mean of 3 logged steps (steps 10..30)"), the same numbers and the
+// same warm-up rule as the log formats' figures. nullopt when no step is
+// numbered above the warm-up.
+std::optional<Measurement> StepSecondsMean(const std::vector<StepSample>& steps, int warmup_steps);
 
 }  // namespace protocol
 

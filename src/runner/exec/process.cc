@@ -10,7 +10,8 @@
 //      on-exec) until every child has been reaped;
 //   3. per child, fork the guardian (Guard below): it makes a new process
 //      group (setpgid(0,0), also done by the parent so neither order races),
-//      points stdin at /dev/null and stdout and stderr at the child's pipe,
+//      points stdin at /dev/null (or, for a group with a relay, at a socket
+//      whose other end the runner holds) and stdout and stderr at the child's pipe,
 //      and forks the command into its group; the command resets signal
 //      dispositions and the mask, chdirs to the workdir and execs (PATH
 //      search, no shell). A fork, chdir or exec failure travels back through a
@@ -23,7 +24,8 @@
 //      SIGTERM, so a SIGTERM to the group reaches the command, whose end it
 //      then relays; the runner's SIGKILL to the group ends both;
 //   4. the runner polls every pipe, writes the output to the log, splits it
-//      into lines for the callback, and watches the children's ends, the
+//      into lines for the callback (and the relay, which may answer on the
+//      other children's standard input), and watches the children's ends, the
 //      deadline and the StopFlag; a decided end (a child failed, timeout,
 //      stop) sends SIGTERM to the groups of the children still running, then
 //      SIGKILL after kill_grace_seconds;
@@ -49,6 +51,7 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -175,9 +178,12 @@ class LineSplitter {
     }
   }
 
-  // At EOF: a last line without a newline still counts.
-  void Finish() {
-    if (!partial_.empty()) Deliver();
+  // At EOF: a last line without a newline still counts. Returns whether there
+  // was one (the output ended in the middle of a line).
+  bool Finish() {
+    if (partial_.empty()) return false;
+    Deliver();
+    return true;
   }
 
  private:
@@ -236,7 +242,7 @@ struct PreparedCommand {
 
 // The descriptors a guardian is forked with.
 struct GuardianFds {
-  int dev_null;        // becomes the command's stdin (-1: none)
+  int input;           // becomes the command's stdin: /dev/null or the relay's socket (-1: none)
   int out_write;       // becomes the command's stdout and stderr
   int error_write;     // a ChildError when the command cannot be started
   int lifeline_read;   // end-of-file: the runner is gone
@@ -323,7 +329,7 @@ void CloseAllBut(int keep) {
   sigaddset(&child_only, SIGCHLD);
   ::sigprocmask(SIG_SETMASK, &child_only, nullptr);
   if (::getppid() != runner) ::_exit(127);  // the runner already gone: start nothing
-  if (fds.dev_null >= 0) ::dup2(fds.dev_null, 0);
+  if (fds.input >= 0) ::dup2(fds.input, 0);
   ::dup2(fds.out_write, 1);
   ::dup2(fds.out_write, 2);
   const pid_t pid = ::fork();
@@ -377,15 +383,17 @@ struct Child {
   const ProcessSpec* spec = nullptr;
   pid_t pid = -1;          // its guardian: the leader of its process group
   Fd out;                  // read end of its output pipe; closed at EOF
+  Fd in;                   // the runner's end of its stdin socket (a group with a relay); closed at the end
   std::unique_ptr<LineSplitter> lines;
   bool exited = false;     // waitid saw it end (a zombie until reaped)
   double exited_at = 0;
   ProcessResult result;
 };
 
-// Forks the guardian of `child` (its pid and output pipe are set on success);
-// returns the error text when the command could not be started.
-std::string Launch(Child& child, int lifeline_read, int lifeline_write) {
+// Forks the guardian of `child` (its pid and output pipe are set on success,
+// and with `with_input` the runner's end of its stdin socket); returns the
+// error text when the command could not be started.
+std::string Launch(Child& child, int lifeline_read, int lifeline_write, bool with_input) {
   const ProcessSpec& spec = *child.spec;
   if (spec.argv.empty() || spec.argv[0].empty()) return "empty command line";
   const PreparedCommand command(spec);
@@ -395,8 +403,17 @@ std::string Launch(Child& child, int lifeline_read, int lifeline_write) {
   Fd out_read(out_pipe[0]), out_write(out_pipe[1]);
   if (::pipe2(err_pipe, O_CLOEXEC) != 0) return fmt::format("cannot create a pipe: {}", std::strerror(errno));
   Fd err_read(err_pipe[0]), err_write(err_pipe[1]);
-  Fd dev_null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-  const GuardianFds fds{dev_null.get(), out_write.get(), err_write.get(), lifeline_read, lifeline_write};
+  Fd input, input_ours;
+  if (with_input) {
+    int sv[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+      return fmt::format("cannot create a socket pair: {}", std::strerror(errno));
+    input_ours.Reset(sv[0]);
+    input.Reset(sv[1]);
+  } else {
+    input.Reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  }
+  const GuardianFds fds{input.get(), out_write.get(), err_write.get(), lifeline_read, lifeline_write};
 
   const pid_t runner = ::getpid();
   const pid_t pid = ::fork();
@@ -405,7 +422,7 @@ std::string Launch(Child& child, int lifeline_read, int lifeline_write) {
   ::setpgid(pid, pid);  // also done by the guardian; whichever runs first wins, both agree
   out_write.Close();
   err_write.Close();
-  dev_null.Close();
+  input.Close();
 
   // EOF on the error pipe means the command was exec'd (CLOEXEC closed it).
   ChildError failure{0, 0};
@@ -424,6 +441,7 @@ std::string Launch(Child& child, int lifeline_read, int lifeline_write) {
   }
   child.pid = pid;
   child.out.Reset(out_read.Release());
+  child.in.Reset(input_ours.Release());
   return "";
 }
 
@@ -431,13 +449,15 @@ std::string Launch(Child& child, int lifeline_read, int lifeline_write) {
 class GroupRun {
  public:
   GroupRun(const std::vector<ProcessSpec>& specs, double timeout_seconds, double kill_grace_seconds,
-           const StopFlag& stop, GroupLog log, GroupLineCallback on_line)
+           const StopFlag& stop, GroupLog log, GroupLineCallback on_line,
+           std::function<std::string(size_t, std::string_view)> relay = nullptr)
       : children_(specs.size()),
         timeout_seconds_(timeout_seconds),
         kill_grace_seconds_(kill_grace_seconds),
         stop_(stop),
         log_(std::move(log)),
-        on_line_(std::move(on_line)) {
+        on_line_(std::move(on_line)),
+        relay_(std::move(relay)) {
     for (size_t i = 0; i < specs.size(); ++i) {
       children_[i].spec = &specs[i];
       children_[i].lines = std::make_unique<LineSplitter>([this, i](std::string_view line) { OnLine(i, line); });
@@ -468,7 +488,7 @@ class GroupRun {
     lifeline_write_.Reset(lifeline[1]);
     Fd lifeline_read(lifeline[0]);  // the guardians hold it; the runner needs no copy
     for (size_t i = 0; i < children_.size(); ++i) {
-      std::string error = Launch(children_[i], lifeline_read.get(), lifeline_write_.get());
+      std::string error = Launch(children_[i], lifeline_read.get(), lifeline_write_.get(), relay_ != nullptr);
       if (!error.empty()) {
         FailToStart(i, std::move(error));
         return;
@@ -489,6 +509,22 @@ class GroupRun {
     if (log_.fd >= 0 && !log_.raw && (!log_.keep || log_.keep(line)))
       WriteAll(log_.fd, children_[index].spec->log_prefix + std::string(line) + "\n");
     if (on_line_) on_line_(index, line);
+    if (relay_) Relay(index, relay_(index, line));
+  }
+
+  // `text` and a newline to every other child still running: one non-blocking
+  // write each (a line far below the socket's buffer), no SIGPIPE.
+  void Relay(size_t from, const std::string& text) {
+    if (text.empty()) return;
+    const std::string line = text + "\n";
+    for (size_t j = 0; j < children_.size(); ++j) {
+      Child& c = children_[j];
+      if (j == from || !c.in.valid() || c.exited) continue;
+      ssize_t sent;
+      do {
+        sent = ::send(c.in.get(), line.data(), line.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      } while (sent < 0 && errno == EINTR);
+    }
   }
 
   // One poll over every open pipe: output to the log and the line splitters.
@@ -517,7 +553,7 @@ class GroupRun {
         c.lines->Feed(buffer_, static_cast<size_t>(n));
       } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
         c.out.Close();  // EOF: every writer is gone
-        c.lines->Finish();
+        if (c.lines->Finish()) c.result.ended_mid_line = true;
       }
     }
   }
@@ -608,8 +644,9 @@ class GroupRun {
       }
     }
     for (Child& c : children_) {
-      c.lines->Finish();
+      if (c.lines->Finish()) c.result.ended_mid_line = true;
       c.out.Close();
+      c.in.Close();
     }
   }
 
@@ -660,6 +697,7 @@ class GroupRun {
   const StopFlag& stop_;
   GroupLog log_;
   GroupLineCallback on_line_;
+  std::function<std::string(size_t, std::string_view)> relay_;
   Fd lifeline_write_;
   GroupResult result_;
   double start_ = 0;
@@ -732,7 +770,7 @@ class SystemProcessRunner : public ProcessRunner {
     group_log.fd = log.get();
     group_log.keep = options.keep_in_log;
     GroupRun group(children, options.timeout_seconds, options.kill_grace_seconds, stop, std::move(group_log),
-                   on_line);
+                   on_line, options.relay);
     return group.Run();
   }
 };

@@ -60,6 +60,9 @@ struct ProcessResult {
   double seconds = 0;  // wall time from start to the child's end
   std::string error;
   int pid = 0;         // the child's process (its group's id); 0 when it never started
+  // The output's last line had no line end: it was delivered at end-of-file
+  // and may be cut (a log reader must not take a value at its end as whole).
+  bool ended_mid_line = false;
 };
 
 // What RunGroup shares between its children.
@@ -70,6 +73,14 @@ struct GroupOptions {
   // When set, a line for which it returns false is handed to the callback but
   // not written to the log (e.g. the ranks' heartbeats).
   std::function<bool(std::string_view line)> keep_in_log;
+  // When set, every child's standard input is a socket whose other end the
+  // runner holds until the group ends (not /dev/null), and each complete line
+  // of child i is offered to `relay` after the line callback: a non-empty
+  // return is written, with a newline, to the standard input of every other
+  // child still running (one short write each, never blocking; a child that
+  // stopped reading misses it). The rendezvous of a distributed case uses it:
+  // rank 0 announces the port its store listens on, the other ranks read it.
+  std::function<std::string(size_t index, std::string_view line)> relay;
 };
 
 // How a group of children ended, as a whole and each.

@@ -46,7 +46,7 @@ class CaseEventSink : public CaseEvents {
 
   void OnStep(const StepSample& step) override {
     std::lock_guard<std::mutex> lock(mu_);
-    step_seconds_.push_back(step.seconds);
+    steps_seen_.push_back(step);
     pending_steps_.push_back(step);
     if (steps_ > 0) progress_.CaseFractionDone(std::min(1.0, static_cast<double>(step.step) / steps_));
     MaybeFlush();
@@ -66,7 +66,7 @@ class CaseEventSink : public CaseEvents {
   // REQUIRES: the backend has returned (no more events).
   std::vector<StepSample> TakePendingSteps() { return std::move(pending_steps_); }
   std::vector<RequestSample> TakePendingRequests() { return std::move(pending_requests_); }
-  const std::vector<double>& step_seconds() const { return step_seconds_; }
+  const std::vector<StepSample>& steps() const { return steps_seen_; }
   const Status& error() const { return error_; }
 
  private:
@@ -99,7 +99,7 @@ class CaseEventSink : public CaseEvents {
   double last_flush_;
   std::vector<StepSample> pending_steps_;
   std::vector<RequestSample> pending_requests_;
-  std::vector<double> step_seconds_;
+  std::vector<StepSample> steps_seen_;  // every step, flushed or not, in order
   Status error_;
 };
 
@@ -269,7 +269,7 @@ BackendOutcome RunBackend(Backend& backend, BackendContext& context) {
 // failure's time is data), the backend's figures, contention, then derived
 // ones (the step mean; for an ok case the figures at the other lengths).
 // A contended case is counted in `summary`.
-void AddMeasurements(const CaseSpec& spec, double seconds, const std::vector<double>& step_seconds,
+void AddMeasurements(const CaseSpec& spec, double seconds, const std::vector<StepSample>& steps,
                      std::vector<Measurement> backend_figures, std::vector<Measurement> contention_figures,
                      CaseResult& result, RunSummary& summary) {
   Measurement wall;
@@ -284,8 +284,10 @@ void AddMeasurements(const CaseSpec& spec, double seconds, const std::vector<dou
     ++summary.contended;
     summary.worst_contention = std::max(summary.worst_contention, *share);
   }
-  if (auto mean = StepSecondsMean(step_seconds, spec.warmup_steps)) result.measurements.push_back(*mean);
+  if (auto mean = StepSecondsMean(steps, spec.warmup_steps)) result.measurements.push_back(*mean);
   if (result.status == CaseStatus::kOk) {
+    std::vector<double> step_seconds;
+    for (const StepSample& s : steps) step_seconds.push_back(s.seconds);
     std::vector<std::string> problems;
     for (Measurement& m : FiguresAtOtherLengths(spec, seconds, step_seconds, &problems))
       result.measurements.push_back(std::move(m));
@@ -498,7 +500,7 @@ Result<bool> Runner::RunCase(const Plan& plan, const RunOptions& options, const 
   result.eval_curve = std::move(outcome.eval_curve);
   const bool stop_seen = stop_.requested();
   SetStatus(outcome, stop_seen, result);
-  AddMeasurements(spec, seconds, events.step_seconds(), std::move(outcome.measurements),
+  AddMeasurements(spec, seconds, events.steps(), std::move(outcome.measurements),
                   std::move(contention_figures), result, summary);
   AddExpected(spec, expected, seconds, result, summary);
   result.steps = events.TakePendingSteps();

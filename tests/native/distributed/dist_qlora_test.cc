@@ -147,17 +147,14 @@ TEST_CASE("fsdp qlora: per-rank NF4 bytes by formula; gathered codes bit-identic
         want = model_forward(one, tokens, nullptr);
       }
       // W ranks on threads, each with its own Gloo group.
-      auto free_port = FreeTcpPort();
-      REQUIRE(free_port.ok());
-      const int port = *free_port;
+      auto stores = testing::LocalStores(W);
       std::vector<RankResult> results(static_cast<size_t>(W));
       std::vector<std::thread> threads;
       for (int r = 0; r < W; ++r) {
         threads.emplace_back([&, r] {
           RankResult& out = results[static_cast<size_t>(r)];
           try {
-            auto store = compat::CommStoreConnect("127.0.0.1", port, r == 0, W, 30000);
-            auto group = compat::CommGroupCreate(store, r, W, false, 30000);
+            auto group = compat::CommGroupCreate(stores[static_cast<size_t>(r)], r, W, false, 30000);
             auto reader = WeightsReader::Open((fx.root / "model").string());
             if (!reader.ok()) throw std::runtime_error(reader.status().message());
             auto fill = [&](const std::vector<NamedParameter>& unit) -> Status {

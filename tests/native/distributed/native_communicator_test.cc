@@ -22,17 +22,15 @@ struct RankRun {
 }  // namespace
 
 TEST_CASE("communicator: results of the collectives and the bytes this rank sent") {
-  auto port = FreeTcpPort();
-  REQUIRE(port.ok());
   const int W = 2;
+  auto stores = testing::LocalStores(W);
   std::vector<RankRun> runs(W);
   std::vector<std::thread> threads;
   for (int r = 0; r < W; ++r) {
     threads.emplace_back([&, r] {
       RankRun& run = runs[static_cast<size_t>(r)];
       try {
-        auto store = compat::CommStoreConnect("127.0.0.1", *port, r == 0, W, 30000);
-        Communicator comm(compat::CommGroupCreate(store, r, W, false, 30000));
+        Communicator comm(compat::CommGroupCreate(stores[static_cast<size_t>(r)], r, W, false, 30000));
         if (comm.size() != W) throw std::runtime_error("the group has " + std::to_string(comm.size()) + " ranks");
         run.all_reduced = at::full({6}, static_cast<float>(r + 1));  // 24 bytes
         comm.AllReduceSum(run.all_reduced);

@@ -102,15 +102,42 @@ TEST_CASE("Extrapolation refuses different units and non-positive lengths") {
         "cannot extrapolate 100 steps to 0 steps: lengths must be positive");
 }
 
+namespace {
+// Step samples numbered `first`, first + `every`, ... with these seconds.
+std::vector<StepSample> Numbered(int64_t first, int64_t every, const std::vector<double>& seconds) {
+  std::vector<StepSample> out;
+  for (size_t i = 0; i < seconds.size(); ++i) {
+    StepSample s;
+    s.step = first + static_cast<int64_t>(i) * every;
+    s.seconds = seconds[i];
+    out.push_back(s);
+  }
+  return out;
+}
+}  // namespace
+
 TEST_CASE("StepSecondsMean averages the steps after the warm-up") {
-  auto m = StepSecondsMean({5, 1, 2, 3}, 1);
+  auto m = StepSecondsMean(Numbered(1, 1, {5, 1, 2, 3}), 1);
   REQUIRE(m.has_value());
   CHECK(m->name == "step_seconds_mean");
   CHECK(*m->value == 2);
   CHECK(m->how == Provenance::kMeasured);
   CHECK(m->method == "mean of steps 2..4");
-  CHECK_FALSE(StepSecondsMean({5, 1}, 2).has_value());
+  CHECK_FALSE(StepSecondsMean(Numbered(1, 1, {5, 1}), 2).has_value());
   CHECK_FALSE(StepSecondsMean({}, 0).has_value());
+}
+
+TEST_CASE("StepSecondsMean numbers steps as the system printed them, warm-up by that number") {
+  // A log that prints every 10th step: steps 10, 20, 30, as the log format's figures say.
+  auto m = StepSecondsMean(Numbered(10, 10, {4, 2, 3}), 0);
+  REQUIRE(m.has_value());
+  CHECK(*m->value == 3);
+  CHECK(m->method == "mean of 3 logged steps (steps 10..30)");
+  // warmup_steps: 10 leaves out step 10 itself, not the first ten lines.
+  m = StepSecondsMean(Numbered(10, 10, {4, 2, 3}), 10);
+  REQUIRE(m.has_value());
+  CHECK(*m->value == 2.5);
+  CHECK(m->method == "mean of 2 logged steps (steps 20..30)");
 }
 
 TEST_CASE("FormatFigure keeps at most three decimals without trailing zeros") {

@@ -1,5 +1,6 @@
 // The system process runner, with real /bin/sh children.
 
+#include <algorithm>
 #include <doctest/doctest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -310,4 +311,35 @@ TEST_CASE("Process: RunGroup ends all children together and names the first that
   CHECK(r.children[1].error == "cannot run 'fdsp-no-such-program': No such file or directory");
   CHECK(r.children[2].error == "not started");
   CHECK(r.children[2].pid == 0);
+}
+
+TEST_CASE("Process: RunGroup relays a child's line to the others' standard input, and only then") {
+  // Child 0 announces; children 1 and 2 read their stdin and print what came.
+  std::vector<ProcessSpec> children(3);
+  children[0].argv = {"/bin/sh", "-c", "echo port=41234; echo other"};
+  children[1].argv = {"/bin/sh", "-c", "read -r line; echo \"heard $line\""};
+  children[2].argv = {"/bin/sh", "-c", "read -r line; echo \"heard $line\""};
+  GroupOptions options;
+  options.timeout_seconds = 10;
+  options.relay = [](size_t index, std::string_view line) {
+    return index == 0 && line.rfind("port=", 0) == 0 ? std::string(line) : std::string();
+  };
+  StopFlag never;
+  std::vector<std::pair<size_t, std::string>> lines;
+  GroupResult r = MakeSystemProcessRunner()->RunGroup(
+      children, options, never, [&](size_t index, std::string_view line) { lines.emplace_back(index, line); });
+  CHECK(r.outcome == GroupResult::Outcome::kOk);
+  CHECK(std::count(lines.begin(), lines.end(), std::make_pair(size_t{1}, std::string("heard port=41234"))) == 1);
+  CHECK(std::count(lines.begin(), lines.end(), std::make_pair(size_t{2}, std::string("heard port=41234"))) == 1);
+  CHECK(lines.size() == 4);  // "other" was not relayed: nobody heard it
+
+  // Without a relay, standard input is /dev/null: `read` meets end-of-file at once.
+  options.relay = nullptr;
+  children[0].argv = {"/bin/sh", "-c", "if read -r line; then echo got; else echo eof; fi"};
+  children.resize(1);
+  lines.clear();
+  r = MakeSystemProcessRunner()->RunGroup(children, options, never,
+                                          [&](size_t index, std::string_view line) { lines.emplace_back(index, line); });
+  CHECK(r.outcome == GroupResult::Outcome::kOk);
+  CHECK(lines == std::vector<std::pair<size_t, std::string>>{{0, "eof"}});
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <stdexcept>
 
 #include "runner/base/text.h"
 
@@ -86,7 +87,29 @@ std::vector<int> Range(int first, int count, int stride) {
 
 }  // namespace
 
-ProcessGroups ConnectGroups(const DistEnv& env, const GroupsRequest& request) {
+namespace {
+
+// Rank 0 serves the store (on the announced port when master_port is 0); the others join it.
+std::shared_ptr<compat::CommStore> ConnectStore(const DistEnv& env, const PortExchange& exchange, double timeout_seconds) {
+  const auto ms = static_cast<int64_t>(timeout_seconds * 1000);
+  if (env.rank == 0) {
+    auto store = compat::CommStoreListen(env.master_addr, env.master_port, env.world, ms);
+    if (env.master_port == 0 && exchange.announce) exchange.announce(compat::CommStorePort(*store));
+    return store;
+  }
+  int port = env.master_port;
+  if (port == 0) {
+    if (!exchange.await) throw std::runtime_error("MASTER_PORT=0 but this rank has no way to learn rank 0's port");
+    auto announced = exchange.await(timeout_seconds);
+    if (!announced.ok()) throw std::runtime_error(announced.status().message());
+    port = *announced;
+  }
+  return compat::CommStoreJoin(env.master_addr, port, env.world, ms);
+}
+
+}  // namespace
+
+ProcessGroups ConnectGroups(const DistEnv& env, const GroupsRequest& request, const PortExchange& exchange) {
   ProcessGroups g;
   const int K = request.group_size;
   g.rank = env.rank;
@@ -97,7 +120,7 @@ ProcessGroups ConnectGroups(const DistEnv& env, const GroupsRequest& request) {
   g.group_rank = env.rank % K;
   const auto ms = static_cast<int64_t>(request.timeout_seconds * 1000);
   const bool cuda = request.cuda;
-  auto store = compat::CommStoreConnect(env.master_addr, env.master_port, env.rank == 0, env.world, ms);
+  auto store = ConnectStore(env, exchange, request.timeout_seconds);
   auto connect = [&](const std::string& prefix, int rank, const std::vector<int>& members) {
     return std::make_shared<Communicator>(compat::CommGroupCreate(compat::CommStorePrefix(store, prefix), rank,
                                                                   static_cast<int>(members.size()), cuda, ms),

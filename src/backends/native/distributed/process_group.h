@@ -2,7 +2,9 @@
 #define PROTOCOL_BACKENDS_NATIVE_DISTRIBUTED_PROCESS_GROUP_H_
 
 // The process groups of one worker rank: rendezvous through a TCPStore on
-// MASTER_ADDR:MASTER_PORT (rank 0 serves it), then
+// MASTER_ADDR:MASTER_PORT (rank 0 serves it; MASTER_PORT=0: on a port the
+// kernel picks, which rank 0 announces and the others are told, see
+// PortExchange and launch/rendezvous.h), then
 //   world    all ranks                                    (barriers)
 //   group    the K ranks of this rank's group             (the loss, the evaluation)
 //   cross    the ranks with this local rank in every group (share merges)
@@ -18,6 +20,7 @@
 // barriers); bytes between nodes are counted apart from the ranks' placement.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,7 +37,7 @@ struct DistEnv {
   int world = 1;       // WORLD_SIZE
   int local_rank = 0;  // LOCAL_RANK: index among the ranks of this node (the CUDA device)
   std::string master_addr = "127.0.0.1";  // MASTER_ADDR
-  int master_port = 0;                    // MASTER_PORT
+  int master_port = 0;                    // MASTER_PORT; 0: announced by rank 0 (PortExchange)
   std::string node;                       // PROTOCOL_NODE: the node's name in the plan
 };
 // Reads the variables above; an error names the missing or malformed one.
@@ -74,10 +77,20 @@ struct ProcessGroups {
 // consecutive (the fsdp layout is).
 std::string HybridLayoutProblem(const GroupsRequest& request);
 
+// How the ranks agree on the store's port when MASTER_PORT is 0: rank 0
+// calls `announce` with the port its store listens on; every other rank calls
+// `await`, which returns that port or why it did not come within the timeout.
+struct PortExchange {
+  std::function<void(int port)> announce;
+  std::function<Result<int>(double timeout_seconds)> await;
+};
+
 // Connects every group. REQUIRES: env.world == groups·group_size and
-// rank_nodes of that size; for hybrid, HybridLayoutProblem(request) empty.
-// Throws c10::Error when the rendezvous or a group fails (timeout_seconds).
-ProcessGroups ConnectGroups(const DistEnv& env, const GroupsRequest& request);
+// rank_nodes of that size; for hybrid, HybridLayoutProblem(request) empty;
+// `exchange` set when env.master_port is 0.
+// Throws c10::Error when the rendezvous or a group fails (timeout_seconds),
+// std::runtime_error when the announced port does not come.
+ProcessGroups ConnectGroups(const DistEnv& env, const GroupsRequest& request, const PortExchange& exchange = {});
 
 }  // namespace native
 }  // namespace protocol

@@ -62,6 +62,10 @@ std::string EncodeEvent(const WorkerEvent& e) {
       j["training_seconds"] = e.eval_point.training_seconds;
       j["loss"] = e.eval_point.loss;
       break;
+    case WorkerEvent::Kind::kRendezvous:
+      j["event"] = "rendezvous";
+      j["port"] = e.port;
+      break;
     case WorkerEvent::Kind::kFact:
       j["event"] = "fact";
       j["key"] = e.text;
@@ -118,6 +122,9 @@ std::optional<WorkerEvent> DecodeEvent(std::string_view line) {
       e.eval_point.tokens = j.at("tokens").get<int64_t>();
       e.eval_point.training_seconds = j.at("training_seconds").get<double>();
       e.eval_point.loss = j.at("loss").get<double>();
+    } else if (kind == "rendezvous") {
+      e.kind = WorkerEvent::Kind::kRendezvous;
+      e.port = j.at("port").get<int>();
     } else if (kind == "bytes") {
       e.kind = WorkerEvent::Kind::kBytes;
       e.bytes_within = j.at("within").get<int64_t>();

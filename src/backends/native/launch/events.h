@@ -20,6 +20,9 @@
 //   {"event":"eval","step":4,"tokens":2048,"training_seconds":1.5,"loss":5.2}
 //                                                     a point of the held-out loss curve (rank 0;
 //                                                     records.h EvalPoint, eval_curve.h)
+//   {"event":"rendezvous","port":41234}               rank 0's store listens on this port; the
+//                                                     runner relays the line to every other
+//                                                     rank's standard input (rendezvous.h)
 
 #include <cstdint>
 #include <optional>
@@ -32,7 +35,7 @@ namespace protocol {
 namespace native {
 
 struct WorkerEvent {
-  enum class Kind { kStep, kRequest, kMeasurement, kNote, kStatus, kBytes, kError, kHeartbeat, kFact, kEvalPoint };
+  enum class Kind { kStep, kRequest, kMeasurement, kNote, kStatus, kBytes, kError, kHeartbeat, kFact, kEvalPoint, kRendezvous };
   Kind kind = Kind::kStatus;
   StepSample step;
   RequestSample request;
@@ -45,6 +48,7 @@ struct WorkerEvent {
   int64_t bytes_between = 0;   // kBytes: between groups (merges)
   int64_t bytes_between_nodes = 0;  // kBytes: of all of them, those sent to a rank on another node
   int64_t bytes_between_nodes_steps = 0;  // kBytes: of those, the ones sent during the training steps
+  int port = 0;                // kRendezvous
 };
 
 // How often a rank sends a heartbeat; the supervisor calls a rank silent after

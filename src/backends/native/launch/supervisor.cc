@@ -2,6 +2,7 @@
 
 #include <fstream>
 
+#include "backends/native/launch/rendezvous.h"
 #include "runner/base/text.h"
 
 namespace protocol {
@@ -45,6 +46,8 @@ SuperviseResult Supervise(ProcessRunner& processes, const std::vector<RankLaunch
   group.timeout_seconds = options.timeout_seconds;
   group.kill_grace_seconds = options.kill_grace_seconds;
   group.keep_in_log = options.keep_in_log;
+  // Rank 0's announced rendezvous port reaches every other rank (rendezvous.h).
+  group.relay = [&ranks](size_t index, std::string_view line) { return RelayRendezvous(ranks[index].rank, line); };
   const GroupResult ended = processes.RunGroup(children, group, stop, [&](size_t index, std::string_view line) {
     if (on_line) on_line(ranks[index].rank, line);
   });

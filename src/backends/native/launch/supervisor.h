@@ -5,7 +5,9 @@
 // the one process layer (runner/exec/process.h ProcessRunner::RunGroup): each
 // rank is a child of one group, in its own process group under a guardian, so
 // it dies with the runner, grandchildren included. Every output line is
-// appended to the case log prefixed "[rank N] " and handed to the callback.
+// appended to the case log prefixed "[rank N] " and handed to the callback;
+// rank 0's rendezvous line is relayed to the other ranks' standard input
+// (rendezvous.h).
 // The ranks end together:
 //   - all exit 0                       → kOk
 //   - one exits non-zero / is killed   → every other rank's group gets SIGTERM,

@@ -240,6 +240,7 @@ using GroupBase = c10d::ProcessGroup;
 
 struct CommStore {
   c10::intrusive_ptr<c10d::Store> store;
+  int port = 0;  // the TCP store's (0 for a prefix of it)
 };
 
 #if PROTOCOL_WITH_NCCL
@@ -365,30 +366,49 @@ void PendingCollective::Wait() {
   g.in_flight_seconds += static_cast<double>(std::max<int64_t>(0, end_ns - SteadyNs(w->issued))) * 1e-9;
 }
 
-std::shared_ptr<CommStore> CommStoreConnect(const std::string& host, int port, bool is_server, int world,
-                                            int64_t timeout_ms) {
+namespace {
+
+std::shared_ptr<CommStore> CommStoreOpen(const std::string& host, int port, bool is_server, int world,
+                                         int64_t timeout_ms) {
   c10d::TCPStoreOptions o;
   o.port = static_cast<std::uint16_t>(port);
   o.isServer = is_server;
   o.numWorkers = static_cast<std::size_t>(world);
-  o.waitWorkers = true;
+  // The server never waits for its clients here: with port 0 they learn the
+  // port only after this returns (rendezvous.h).
+  o.waitWorkers = !is_server;
   o.timeout = std::chrono::milliseconds(timeout_ms);
   auto out = std::make_shared<CommStore>();
+  c10::intrusive_ptr<c10d::TCPStore> tcp;
 #if PROTOCOL_TCPSTORE_LIBUV
   // The libuv store (the default) where the build has it; Debian's libtorch
   // is built without libuv and refuses it: the classic store then.
   try {
-    out->store = c10::make_intrusive<c10d::TCPStore>(host, o);
+    tcp = c10::make_intrusive<c10d::TCPStore>(host, o);
   } catch (const c10::Error& e) {
     if (std::string(e.what()).find("libuv") == std::string::npos) throw;
     o.useLibUV = false;
-    out->store = c10::make_intrusive<c10d::TCPStore>(host, o);
+    tcp = c10::make_intrusive<c10d::TCPStore>(host, o);
   }
 #else
-  out->store = c10::make_intrusive<c10d::TCPStore>(host, o);
+  tcp = c10::make_intrusive<c10d::TCPStore>(host, o);
 #endif
+  out->port = tcp->getPort();
+  out->store = tcp;
   return out;
 }
+
+}  // namespace
+
+std::shared_ptr<CommStore> CommStoreListen(const std::string& host, int port, int world, int64_t timeout_ms) {
+  return CommStoreOpen(host, port, /*is_server=*/true, world, timeout_ms);
+}
+
+std::shared_ptr<CommStore> CommStoreJoin(const std::string& host, int port, int world, int64_t timeout_ms) {
+  return CommStoreOpen(host, port, /*is_server=*/false, world, timeout_ms);
+}
+
+int CommStorePort(const CommStore& store) { return store.port; }
 
 std::shared_ptr<CommStore> CommStorePrefix(const std::shared_ptr<CommStore>& base, const std::string& prefix) {
   auto out = std::make_shared<CommStore>();

@@ -131,10 +131,17 @@ bool GlooReducesBfloat16();
 // libtorch 2.6 and later. Then ReduceScatterSum is a real reduce-scatter.
 bool GlooHasFlatCollectives();
 
-// The rendezvous store on host:port; the server (rank 0) opens the port and
-// waits up to `timeout_ms` for `world` clients.
-std::shared_ptr<CommStore> CommStoreConnect(const std::string& host, int port, bool is_server, int world,
-                                            int64_t timeout_ms);
+// The rendezvous store's server (rank 0), listening on `port` on every
+// interface; port 0: a port the kernel picks, bound from that moment on
+// (CommStorePort reads it). `host` is an address of this host that its own
+// client connects to (MASTER_ADDR). Returns at once: the clients meet the
+// server through the groups' keys, each wait bounded by `timeout_ms`. Throws
+// c10::Error when the port cannot be bound.
+std::shared_ptr<CommStore> CommStoreListen(const std::string& host, int port, int world, int64_t timeout_ms);
+// A client of the server on host:port (ranks other than 0).
+std::shared_ptr<CommStore> CommStoreJoin(const std::string& host, int port, int world, int64_t timeout_ms);
+// The port the server listens on, or the port a client joined.
+int CommStorePort(const CommStore& store);
 // Keys of the result live under `prefix` in `base` (subgroups of one store).
 std::shared_ptr<CommStore> CommStorePrefix(const std::shared_ptr<CommStore>& base, const std::string& prefix);
 // A process group of `size` ranks; `cuda`: NCCL (only where built), else Gloo.
