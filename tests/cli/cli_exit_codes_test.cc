@@ -44,7 +44,8 @@ TEST_CASE("cli: a full disk is an I/O error: exit 3") {
   Output db = Protocol({"list", "--db", "/dev/full"}, dir.path);
   CHECK(db.exit_code == 3);
   CHECK(db.out == "");
-  CHECK(db.err == "protocol: /dev/full: migrating to schema version 1: database or disk is full\n");
+  CHECK(db.err == "protocol: /dev/full: migrating to schema version 1: no space left on device for the database "
+                 "(SQLite: database or disk is full)\n");
 
   WriteFile(dir.path / "pub.yaml",
             "source: \"fixture\"\nresults:\n  - {model: m, workload: pretrain, steps: 10, backend: fsdp, nodes: 1, "

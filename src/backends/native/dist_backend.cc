@@ -12,7 +12,7 @@
 
 #include "backends/native/launch/events.h"
 #include "backends/native/rank_events.h"
-#include "backends/native/rank_failure.h"
+#include "backends/native/launch/rank_failure.h"
 #include "backends/native/memory_estimate.h"
 #include "backends/native/launch/network_emulation.h"
 #include "backends/native/launch/rendezvous.h"

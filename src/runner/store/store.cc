@@ -250,6 +250,8 @@ Status SqlError(sqlite3* db, int rc, const std::string& doing) {
   int primary = rc & 0xff;
   if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED)
     msg += fmt::format(" (another process held it for more than {} s)", kBusyTimeoutMs / 1000);
+  // SQLite's "database or disk is full" names neither: it is the database's file system.
+  if (primary == SQLITE_FULL) msg = "no space left on device for the database (SQLite: " + msg + ")";
   std::string text = doing + ": " + msg;
   if (primary == SQLITE_NOTADB || primary == SQLITE_CORRUPT) return Status::Corruption(text);
   return Status::IoError(text);

@@ -1,4 +1,4 @@
-#include "backends/native/rank_failure.h"
+#include "backends/native/launch/rank_failure.h"
 
 #include <signal.h>
 

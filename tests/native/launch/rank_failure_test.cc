@@ -6,7 +6,7 @@
 
 #include <signal.h>
 
-#include "backends/native/rank_failure.h"
+#include "backends/native/launch/rank_failure.h"
 
 namespace protocol {
 namespace native {

@@ -1,5 +1,5 @@
-#ifndef PROTOCOL_BACKENDS_NATIVE_RANK_FAILURE_H_
-#define PROTOCOL_BACKENDS_NATIVE_RANK_FAILURE_H_
+#ifndef PROTOCOL_BACKENDS_NATIVE_LAUNCH_RANK_FAILURE_H_
+#define PROTOCOL_BACKENDS_NATIVE_LAUNCH_RANK_FAILURE_H_
 
 // Why a distributed case failed, in the words an operator on the rigs needs
 // (docs/runner.md, "Faults"), from what the runner saw: which rank ended the
@@ -56,4 +56,4 @@ bool IsLostPeerError(const std::string& error);
 }  // namespace native
 }  // namespace protocol
 
-#endif  // PROTOCOL_BACKENDS_NATIVE_RANK_FAILURE_H_
+#endif  // PROTOCOL_BACKENDS_NATIVE_LAUNCH_RANK_FAILURE_H_
