@@ -8,6 +8,8 @@
 
 #include "native_test_support.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -97,6 +99,58 @@ inline void WriteCorpusAndTokenizer(const std::filesystem::path& root) {
                           (root / "model/tokenizer").string() +
                           " --vocab_size=60 --hard_vocab_limit=false --model_type=bpe --minloglevel=2 >/dev/null 2>&1";
   REQUIRE(std::system(cmd.c_str()) == 0);
+}
+
+// A 2-layer model of 32 dimensions (config.json only: its weights start
+// random) with a 60-piece tokenizer and a small corpus in a fresh temporary
+// directory, and a plan naming them "mini" and "corpus".
+struct MiniModelFixture {
+  std::filesystem::path root;
+  native::ModelConfig config;
+  MiniModelFixture() {
+    root = std::filesystem::temp_directory_path() / ("protocol_dist_" + std::to_string(getpid()));
+    std::filesystem::remove_all(root);
+    WriteCorpusAndTokenizer(root);
+    config.dim = 32;
+    config.n_layers = 2;
+    config.n_heads = 4;
+    config.n_kv_heads = 2;
+    config.hidden_dim = 64;
+    config.vocab_size = 64;
+    config.max_seq_len = 128;
+    std::ofstream(root / "model/config.json") << config.ToHfJson();
+  }
+  ~MiniModelFixture() { std::filesystem::remove_all(root); }
+
+  Plan MakePlan() const {
+    Plan plan;
+    plan.name = "dist";
+    plan.file = (root / "plan.yaml").string();
+    ModelSpec m;
+    m.name = "mini";
+    m.path = (root / "model").string();
+    plan.models["mini"] = m;
+    plan.datasets["corpus"] = DatasetSpec{"corpus", "text", (root / "corpus.txt").string(), {}};
+    return plan;
+  }
+};
+
+// A CPU pretrain of "mini" on "corpus" by `backend` for `steps` steps (batch 4 x 16 tokens).
+inline CaseSpec MiniTraining(const std::string& backend, int64_t steps) {
+  CaseSpec spec;
+  spec.id = "d.1";
+  spec.workload = Workload::kPretrain;
+  spec.backend = backend;
+  spec.model = "mini";
+  spec.dataset = "corpus";
+  spec.length = Length{Length::Unit::kSteps, steps};
+  spec.training.batch_size = 4;
+  spec.training.seq_len = 16;
+  spec.training.learning_rate = 1e-2;
+  spec.training.device = DeviceChoice::kCpu;
+  spec.training.collective_timeout = 60;
+  spec.timeout_seconds = 120;
+  return spec;
 }
 
 // The number in a method text like "mean loss on 8 held-out sequences".

@@ -1,5 +1,6 @@
 #include "backends/native/dist_backend.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -314,7 +315,7 @@ BackendOutcome OutcomeOf(const BackendContext& ctx, NativeRole role, const DistL
         if (r.rank == sr.failed_rank) f.failed_signal = r.signal;
       f.failed_error = collector.ErrorOf(sr.failed_rank);
       f.reason = sr.reason;
-      if (f.failed_signal != 0 || IsOutOfMemoryError(f.failed_error))
+      if (f.failed_signal == SIGKILL || IsOutOfMemoryError(f.failed_error))  // the findings that name it
         f.expected_memory = native_case_expected_memory(ctx.plan, ctx.spec, role);
       BackendOutcome failed = FailedOutcome(CaseStatus::kFailed, ExplainRankFailure(f));
       AddRankExitCodes(sr, failed);

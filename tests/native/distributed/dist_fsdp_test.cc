@@ -32,54 +32,6 @@ namespace {
 namespace fs = std::filesystem;
 using namespace dist_test;
 
-struct Fixture {
-  fs::path root;
-  native::ModelConfig config;
-  Fixture() {
-    root = fs::temp_directory_path() / ("protocol_dist_" + std::to_string(getpid()));
-    fs::remove_all(root);
-    WriteCorpusAndTokenizer(root);
-    config.dim = 32;
-    config.n_layers = 2;
-    config.n_heads = 4;
-    config.n_kv_heads = 2;
-    config.hidden_dim = 64;
-    config.vocab_size = 64;
-    config.max_seq_len = 128;
-    std::ofstream(root / "model/config.json") << config.ToHfJson();
-  }
-  ~Fixture() { fs::remove_all(root); }
-
-  Plan MakePlan() const {
-    Plan plan;
-    plan.name = "dist";
-    plan.file = (root / "plan.yaml").string();
-    ModelSpec m;
-    m.name = "mini";
-    m.path = (root / "model").string();
-    plan.models["mini"] = m;
-    plan.datasets["corpus"] = DatasetSpec{"corpus", "text", (root / "corpus.txt").string(), {}};
-    return plan;
-  }
-};
-
-CaseSpec Training(const std::string& backend, int64_t steps) {
-  CaseSpec spec;
-  spec.id = "d.1";
-  spec.workload = Workload::kPretrain;
-  spec.backend = backend;
-  spec.model = "mini";
-  spec.dataset = "corpus";
-  spec.length = Length{Length::Unit::kSteps, steps};
-  spec.training.batch_size = 4;
-  spec.training.seq_len = 16;
-  spec.training.learning_rate = 1e-2;
-  spec.training.device = DeviceChoice::kCpu;
-  spec.training.collective_timeout = 60;
-  spec.timeout_seconds = 120;
-  return spec;
-}
-
 native::Model Load(const native::ModelConfig& c, const fs::path& dir) {
   native::Model m = native::model_create(c, at::TensorOptions().dtype(at::kFloat));
   Status s = native::model_load_weights(m, dir.string());
@@ -199,7 +151,7 @@ TEST_CASE("dist fsdp: 2 and 4 ranks on CPU, full and hybrid sharding, prefetch o
       {2, 2, 0, 1, 4, false, true},
       {1, 2, 1, 1, 4, true, true},
   };
-  Fixture fx;
+  MiniModelFixture fx;
   Plan plan = fx.MakePlan();
   for (const Variant& v : variants) {
     CAPTURE(v.ranks_per_node);
@@ -211,7 +163,7 @@ TEST_CASE("dist fsdp: 2 and 4 ranks on CPU, full and hybrid sharding, prefetch o
     const std::string tag = fmt::format("w{}x{}_c{}_a{}_{}_{}", v.nodes, v.ranks_per_node, v.checkpoint_every,
                                         v.grad_accum, v.prefetch ? "prefetch" : "sync", v.hybrid ? "hybrid" : "full");
     // One process: the in-process backend (train.cc's train_step and AdamW).
-    CaseSpec one = Training("fsdp", 3);
+    CaseSpec one = MiniTraining("fsdp", 3);
     one.training.batch_size = v.batch_size;
     one.training.grad_accum = v.world() * v.grad_accum;
     Harness h1;
@@ -331,9 +283,9 @@ TEST_CASE("dist fsdp: 2 and 4 ranks on CPU, full and hybrid sharding, prefetch o
 }
 
 TEST_CASE("dist share: 2 groups of 1 rank train on their own data, merge, and store merged and best-group losses") {
-  Fixture fx;
+  MiniModelFixture fx;
   Plan plan = fx.MakePlan();
-  CaseSpec spec = Training("share", 4);
+  CaseSpec spec = MiniTraining("share", 4);
   spec.topology.parts = {{"rig0", 2, 1}};
   spec.training.sync_every = 2;
   Harness h;
@@ -361,12 +313,12 @@ TEST_CASE("dist share: 2 groups of 1 rank train on their own data, merge, and st
 // (its fact, its bytes, the same arithmetic); the copies between host and
 // device are what a GPU adds (outer_step.cc copies tensor by tensor at a merge).
 TEST_CASE("dist share: DiLoCo's outer step gives the same merged model with its state on the host or the device") {
-  Fixture fx;
+  MiniModelFixture fx;
   Plan plan = fx.MakePlan();
   std::vector<native::Model> merged;
   for (const char* state : {"host", "device"}) {
     CAPTURE(state);
-    CaseSpec spec = Training("share", 4);
+    CaseSpec spec = MiniTraining("share", 4);
     spec.topology.parts = {{"rig0", 2, 1}};
     spec.training.sync_every = 2;
     spec.training.outer_lr = 0.7;
@@ -390,9 +342,9 @@ TEST_CASE("dist share: DiLoCo's outer step gives the same merged model with its 
 }
 
 TEST_CASE("dist share: 2 groups of 2 ranks shard within each group, merge their shards, and evaluate together") {
-  Fixture fx;
+  MiniModelFixture fx;
   Plan plan = fx.MakePlan();
-  CaseSpec spec = Training("share", 4);
+  CaseSpec spec = MiniTraining("share", 4);
   spec.topology.parts = {{"rig0", 2, 2}};
   spec.training.sync_every = 2;
   spec.training.batch_size = 8;
@@ -417,13 +369,13 @@ TEST_CASE("dist share: 2 groups of 2 ranks shard within each group, merge their 
 }
 
 TEST_CASE("dist fsdp: a 2-rank finetune reads the path's safetensors unit by unit into its shards and saves them back") {
-  Fixture fx;
+  MiniModelFixture fx;
   Plan plan = fx.MakePlan();
   // Weights to start from: a seeded model other than the case's seed, saved beside the tokenizer.
   native::Model start = native::model_create(fx.config, at::TensorOptions().dtype(at::kFloat));
   native::model_init_random(start, 99);
   REQUIRE(native::model_save(start, (fx.root / "model").string()).ok());
-  CaseSpec spec = Training("fsdp", 1);
+  CaseSpec spec = MiniTraining("fsdp", 1);
   spec.workload = Workload::kFinetune;
   spec.training.ranks_per_node = 2;
   spec.training.learning_rate = 1e-9;  // one AdamW step moves each weight by about 1e-9
@@ -462,7 +414,7 @@ static CaseSpec MultiInference(const std::string& id, std::vector<int> max_new_t
 }
 
 TEST_CASE("dist share: multi-inference serves the schedule round-robin over 2 replicas") {
-  Fixture fx;
+  MiniModelFixture fx;
   Plan plan = fx.MakePlan();
   plan.models["mini"].init_random = true;  // the fixture's model has no weights
   CaseSpec spec = MultiInference("d.inf", {3, 4, 5});
@@ -493,7 +445,7 @@ TEST_CASE("dist share: multi-inference serves the schedule round-robin over 2 re
 }
 
 TEST_CASE("dist share: 4-bit multi-inference: each replica loads its model one projection at a time, the same codes") {
-  Fixture fx;
+  MiniModelFixture fx;
   Plan plan = fx.MakePlan();
   plan.models["mini"].init_random = true;  // the fixture's model has no weights
   plan.models["mini"].quantization = Quantization::kNf4;
@@ -520,9 +472,9 @@ TEST_CASE("dist share: 4-bit multi-inference: each replica loads its model one p
 }
 
 TEST_CASE("dist fsdp: a rank killed with signal 9 fails the case within the timeout; no worker survives") {
-  Fixture fx;
+  MiniModelFixture fx;
   Plan plan = fx.MakePlan();
-  CaseSpec spec = Training("fsdp", 100000);  // would run for hours
+  CaseSpec spec = MiniTraining("fsdp", 100000);  // would run for hours
   spec.training.ranks_per_node = 2;
   spec.timeout_seconds = 60;
   const fs::path pids = fx.root / "pids";
@@ -566,9 +518,9 @@ TEST_CASE("dist fsdp: a rank killed with signal 9 fails the case within the time
 }
 
 TEST_CASE("dist fsdp: a stopped rank (SIGSTOP) is named by its silent heartbeat when its peer times out") {
-  Fixture fx;
+  MiniModelFixture fx;
   Plan plan = fx.MakePlan();
-  CaseSpec spec = Training("fsdp", 100000);  // would run for hours
+  CaseSpec spec = MiniTraining("fsdp", 100000);  // would run for hours
   spec.training.ranks_per_node = 2;
   spec.training.collective_timeout = 8;
   spec.timeout_seconds = 90;
@@ -598,9 +550,9 @@ TEST_CASE("dist fsdp: a stopped rank (SIGSTOP) is named by its silent heartbeat 
 }
 
 TEST_CASE("dist fsdp: each rank's step times are stored; a rank slowed on purpose is flagged as a straggler") {
-  Fixture fx;
+  MiniModelFixture fx;
   Plan plan = fx.MakePlan();
-  CaseSpec spec = Training("fsdp", 5);
+  CaseSpec spec = MiniTraining("fsdp", 5);
   spec.training.ranks_per_node = 2;
   // Test-only (worker.cc): rank 1 sleeps 0.4 s in every step.
   setenv("PROTOCOL_TEST_STEP_DELAY", "1:0.4", 1);
@@ -634,10 +586,10 @@ TEST_CASE("dist fsdp: each rank's step times are stored; a rank slowed on purpos
 namespace protocol {
 
 TEST_CASE("dist fsdp: each rank's environment; two plan nodes on one host share its cores") {
-  Fixture fx;
+  MiniModelFixture fx;
   Plan plan = fx.MakePlan();
   plan.cluster.nodes = {NodeSpec{"n0", "localhost", 0}, NodeSpec{"n1", "localhost", 0}};
-  CaseSpec spec = Training("fsdp", 3);
+  CaseSpec spec = MiniTraining("fsdp", 3);
   spec.nodes = 2;
   spec.training.ranks_per_node = 1;
   native::DistOptions o = Options();

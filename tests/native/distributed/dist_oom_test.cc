@@ -13,7 +13,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 
 #include "backends/native/fsdp_backend.h"
@@ -86,39 +85,10 @@ struct MemoryCgroup {
 TEST_CASE("dist oom: a rank the kernel's out-of-memory killer ends is named, with the case's memory estimate") {
   MemoryCgroup cgroup;
   if (!cgroup.error.empty()) SKIP_TEST(cgroup.error);
-  const fs::path root = fs::temp_directory_path() / ("protocol_oom_" + std::to_string(getpid()));
-  fs::remove_all(root);
-  WriteCorpusAndTokenizer(root);
-  native::ModelConfig config;
-  config.dim = 32;
-  config.n_layers = 2;
-  config.n_heads = 4;
-  config.n_kv_heads = 2;
-  config.hidden_dim = 64;
-  config.vocab_size = 64;
-  config.max_seq_len = 128;
-  std::ofstream(root / "model/config.json") << config.ToHfJson();
-  Plan plan;
-  plan.name = "oom";
-  plan.file = (root / "plan.yaml").string();
-  ModelSpec m;
-  m.name = "mini";
-  m.path = (root / "model").string();
-  plan.models["mini"] = m;
-  plan.datasets["corpus"] = DatasetSpec{"corpus", "text", (root / "corpus.txt").string(), {}};
-  CaseSpec spec;
-  spec.id = "oom.1";
-  spec.workload = Workload::kPretrain;
-  spec.backend = "fsdp";
-  spec.model = "mini";
-  spec.dataset = "corpus";
-  spec.length = Length{Length::Unit::kSteps, 3};
-  spec.training.batch_size = 4;
-  spec.training.seq_len = 16;
-  spec.training.device = DeviceChoice::kCpu;
+  MiniModelFixture fx;
+  Plan plan = fx.MakePlan();
+  CaseSpec spec = MiniTraining("fsdp", 3);
   spec.training.ranks_per_node = 2;
-  spec.training.collective_timeout = 60;
-  spec.timeout_seconds = 120;
   native::DistOptions o = Options();
   // Rank 1 joins the limited cgroup, then becomes the worker (exec keeps the pid).
   o.wrap = [&](std::vector<native::RankLaunch>& launches) {
@@ -133,7 +103,7 @@ TEST_CASE("dist oom: a rank the kernel's out-of-memory killer ends is named, wit
   };
   Harness h;
   auto backend = MakeNativeFsdpBackend(o);
-  BackendOutcome out = h.Run(*backend, plan, spec, "", (root / "oom.log").string());
+  BackendOutcome out = h.Run(*backend, plan, spec, "", (fx.root / "oom.log").string());
   INFO(out.reason);
   CHECK(out.status == CaseStatus::kFailed);
   CHECK(cgroup.OomKills() == 1);  // the kernel killed it, for the cgroup's limit
@@ -142,7 +112,6 @@ TEST_CASE("dist oom: a rank the kernel's out-of-memory killer ends is named, wit
                          0) == 0);
   CHECK(out.reason.find("the memory estimate expected ") != std::string::npos);
   CHECK(out.exit_code == 128 + 9);
-  fs::remove_all(root);
 }
 
 }  // namespace protocol

@@ -83,22 +83,12 @@ struct Fixture {
   }
 };
 
+// QLoRA continued pretraining of the saved weights: the shared mini case with LoRA rank 4.
 CaseSpec Training(const std::string& backend, int64_t steps) {
-  CaseSpec spec;
+  CaseSpec spec = MiniTraining(backend, steps);
   spec.id = "q.1";
-  spec.workload = Workload::kPretrain;  // QLoRA continued pretraining of the saved weights
-  spec.backend = backend;
-  spec.model = "mini";
-  spec.dataset = "corpus";
-  spec.length = Length{Length::Unit::kSteps, steps};
-  spec.training.batch_size = 4;
-  spec.training.seq_len = 16;
-  spec.training.learning_rate = 1e-2;
-  spec.training.device = DeviceChoice::kCpu;
-  spec.training.collective_timeout = 60;
   spec.training.lora_rank = 4;
   spec.training.lora_alpha = 8;
-  spec.timeout_seconds = 120;
   return spec;
 }
 
