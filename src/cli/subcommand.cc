@@ -61,7 +61,7 @@ int WriteOutput(const std::string& text, const std::string& path) {
   out << text;
   out.close();
   if (!out) {
-    PrintError(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
+    PrintError(CannotWrite(path, errno));
     return kExitInternal;
   }
   spdlog::info("wrote {}", path);

@@ -67,5 +67,5 @@ stages:
   std::string err = run.err;
   if (!err.empty() && err.back() == '\n') err.pop_back();
   CHECK(err.substr(err.rfind('\n') == std::string::npos ? 0 : err.rfind('\n') + 1) ==
-        "protocol: creating run of plan 'quick': database is locked (another process held it for more than 30 s)");
+        "protocol: q.db: creating run of plan 'quick': database is locked (another process held it for more than 30 s)");
 }

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "cli_support.h"
 #include "runner/store/store.h"
@@ -37,6 +38,51 @@ TEST_CASE("cli: a file that is not a database, or a directory, is an I/O error: 
   CHECK(adir.err == "protocol: adir: cannot open database: unable to open database file\n");
 }
 
+TEST_CASE("cli: a damaged database is refused by list, report and run, named and left unchanged") {
+  TempDir dir;
+  WriteFile(dir.path / "quick.yaml", R"yaml(protocol: 1
+name: quick
+title: "one quick case"
+models:
+  m: {preset: tiny}
+defaults: {model: m, backend: command, system: fsdp}
+stages:
+  - name: s
+    cases:
+      - {id: c, workload: inference, nodes: 1, inference: {prompt: hi, max_new_tokens: [1]}, command: {argv: ["true"]}}
+)yaml");
+  REQUIRE(Protocol({"run", "quick.yaml", "--db", "good.db", "--logs", "logs"}, dir.path).exit_code == 0);
+  const std::string good = ReadAll(dir.path / "good.db");
+  REQUIRE(good.size() > 8192);
+  std::string garbage = good;
+  garbage.replace(0, 16, "GARBAGEGARBAGE!!");  // SQLite's magic header overwritten
+  std::string notes;
+  for (int i = 0; i < 100; ++i) notes += "these are my notes, not a database\n";
+  const struct {
+    const char* name;
+    std::string bytes;
+    const char* reason;
+  } damaged[] = {
+      {"truncated.db", good.substr(0, good.size() / 2), "database disk image is malformed"},
+      {"garbage.db", garbage, "file is not a database"},
+      {"notes.db", notes, "file is not a database"},
+  };
+  for (const auto& db : damaged) {
+    for (std::vector<std::string> command : {std::vector<std::string>{"list"},
+                                             std::vector<std::string>{"report", "--run", "latest"},
+                                             std::vector<std::string>{"run", "quick.yaml", "--logs", "logs"}}) {
+      CAPTURE(db.name);
+      CAPTURE(command[0]);
+      WriteFile(dir.path / db.name, db.bytes);
+      command.insert(command.end(), {"--db", db.name});
+      Output o = Protocol(command, dir.path);
+      CHECK(o.exit_code == 3);
+      CHECK(o.err.find(std::string("protocol: ") + db.name + ": " + db.reason) != std::string::npos);
+      CHECK(ReadAll(dir.path / db.name) == db.bytes);  // untouched
+    }
+  }
+}
+
 TEST_CASE("cli: a full disk is an I/O error: exit 3") {
   // /dev/full accepts opens and fails every write with ENOSPC.
   REQUIRE(fs::is_character_file("/dev/full"));
@@ -53,7 +99,7 @@ TEST_CASE("cli: a full disk is an I/O error: exit 3") {
   REQUIRE(Protocol({"import", "pub.yaml", "--db", "i.db"}, dir.path).exit_code == 0);
   Output out = Protocol({"export", "--db", "i.db", "--format", "csv", "--out", "/dev/full"}, dir.path);
   CHECK(out.exit_code == 3);
-  CHECK(out.err == "protocol: cannot write /dev/full: No space left on device\n");
+  CHECK(out.err == "protocol: /dev/full: no space left on device\n");
 }
 
 TEST_CASE("cli: bad input stays exit 2: an unknown subcommand, a missing plan, an unknown run") {

@@ -64,6 +64,8 @@ void RankEventCollector::Add(int rank, const WorkerEvent& e, double now) {
     case WorkerEvent::Kind::kFact:  // rank 0 speaks for the case (every rank runs the same setup)
       if (rank == 0) facts_.push_back({e.text, e.value});
       break;
+    case WorkerEvent::Kind::kRendezvous:  // the supervisor relays it to the other ranks (rendezvous.h)
+      break;
   }
 }
 

@@ -46,6 +46,12 @@ bool EndsWith(std::string_view text, std::string_view suffix) {
   return text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix;
 }
 
+std::string CannotWrite(const std::string& path, int error) {
+  if (error == ENOSPC) return path + ": no space left on device";
+  if (error == 0) return path + ": cannot write";
+  return path + ": cannot write: " + std::strerror(error);
+}
+
 Result<std::string> ReadFileText(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   auto failure = [](int err) {

@@ -25,6 +25,12 @@ bool EndsWith(std::string_view text, std::string_view suffix);
 // directory", so each caller can say what the file was for.
 Result<std::string> ReadFileText(const std::string& path);
 
+// Why `path` could not be written, from the errno of the write (or close)
+// that failed: "<path>: no space left on device" for ENOSPC (a full disk says
+// where, in the same words for the database, a case log or an output file),
+// "<path>: cannot write: <strerror>" otherwise, "<path>: cannot write" for 0.
+std::string CannotWrite(const std::string& path, int error);
+
 // One CSV field per RFC 4180: quoted (with "" for \") only when it holds a
 // comma, a quote, CR or LF.
 std::string CsvField(const std::string& text);

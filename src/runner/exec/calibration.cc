@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 
@@ -79,7 +80,8 @@ Status WriteCalibration(const std::string& path, const HostCalibration& c) {
   {
     std::ofstream out(tmp, std::ios::trunc);
     out << j.dump(2) << "\n";
-    if (!out) return Status::IoError(fmt::format("cannot write {}", tmp));
+    out.close();
+    if (!out) return Status::IoError(CannotWrite(tmp, errno));
   }
   fs::rename(tmp, path, ec);
   if (ec) return Status::IoError(fmt::format("cannot write {}: {}", path, ec.message()));

@@ -124,20 +124,22 @@ class Fd {
   int fd_;
 };
 
-void WriteAll(int fd, const char* data, size_t size) {
-  if (fd < 0) return;
+// Writes all of `data` to `fd`; returns 0, or the errno of the write that
+// failed and adds the bytes not written to `*unwritten`.
+int WriteAll(int fd, const char* data, size_t size, uint64_t* unwritten) {
+  if (fd < 0) return 0;
   while (size > 0) {
     ssize_t n = ::write(fd, data, size);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return;  // a full disk loses log text, never the run
+      *unwritten += size;
+      return errno;
     }
     data += n;
     size -= static_cast<size_t>(n);
   }
+  return 0;
 }
-
-void WriteAll(int fd, const std::string& text) { WriteAll(fd, text.data(), text.size()); }
 
 // "$ prog 'arg with space'": each element quoted only when it needs it.
 std::string QuoteCommand(const std::vector<std::string>& argv) {
@@ -370,12 +372,25 @@ std::string OpenLog(const std::string& path, Fd& log) {
   return "";
 }
 
-// Where a group's output goes besides the callback.
+// Where a group's output goes besides the callback. A write that fails
+// (a full disk) loses that text, never the run: the loss is counted and
+// reported in the result's log_error.
 struct GroupLog {
+  std::string path;
   int fd = -1;                // -1: nowhere
   bool raw = false;           // Run: bytes as they come; RunGroup: line by line after the child's prefix
   std::function<bool(std::string_view line)> keep;  // line mode: a line it refuses is not logged
   bool at_line_start = true;  // raw mode: whether the last byte written ended a line
+  int error = 0;              // errno of the first write that failed
+  uint64_t unwritten = 0;     // bytes lost to failed writes
+
+  void Write(const char* data, size_t size) {
+    const int e = WriteAll(fd, data, size, &unwritten);
+    if (e != 0 && error == 0) error = e;
+  }
+  void Write(const std::string& text) { Write(text.data(), text.size()); }
+  // ProcessResult::log_error's text; "" when everything was written.
+  std::string ErrorText() const { return error == 0 ? "" : LogWriteError(path, error, unwritten); }
 };
 
 // One child of a group, from its start to its reaping.
@@ -474,7 +489,7 @@ class GroupRun {
     return std::move(result_);
   }
 
-  const GroupLog& log() const { return log_; }
+  GroupLog& log() { return log_; }
 
  private:
   enum class Phase { kRunning, kTerminating, kKilled };
@@ -507,7 +522,7 @@ class GroupRun {
 
   void OnLine(size_t index, std::string_view line) {
     if (log_.fd >= 0 && !log_.raw && (!log_.keep || log_.keep(line)))
-      WriteAll(log_.fd, children_[index].spec->log_prefix + std::string(line) + "\n");
+      log_.Write(children_[index].spec->log_prefix + std::string(line) + "\n");
     if (on_line_) on_line_(index, line);
     if (relay_) Relay(index, relay_(index, line));
   }
@@ -547,7 +562,7 @@ class GroupRun {
       const ssize_t n = ::read(c.out.get(), buffer_, sizeof buffer_);
       if (n > 0) {
         if (log_.raw && log_.fd >= 0) {
-          WriteAll(log_.fd, buffer_, static_cast<size_t>(n));
+          log_.Write(buffer_, static_cast<size_t>(n));
           log_.at_line_start = buffer_[n - 1] == '\n';
         }
         c.lines->Feed(buffer_, static_cast<size_t>(n));
@@ -730,10 +745,11 @@ class SystemProcessRunner : public ProcessRunner {
       result.error = std::move(error);
       return result;
     }
-    WriteAll(log.get(), LogHeader(spec) + "\n");
     const std::vector<ProcessSpec> one{spec};
     GroupLog group_log;
+    group_log.path = spec.log_path;
     group_log.fd = log.get();
+    group_log.Write(LogHeader(spec) + "\n");
     group_log.raw = true;
     GroupRun group(one, spec.timeout_seconds, spec.kill_grace_seconds, stop, std::move(group_log),
                    [&on_line](size_t, std::string_view line) {
@@ -745,8 +761,10 @@ class SystemProcessRunner : public ProcessRunner {
     if (ended.outcome == GroupResult::Outcome::kStopped) result.ending = ProcessResult::Ending::kStopped;
     // A child that ran but whose end was lost says so plainly, not "failed to start".
     const bool lost = result.ending == ProcessResult::Ending::kFailedToStart && result.pid > 0;
-    WriteAll(log.get(), (group.log().at_line_start ? "" : "\n") +
-                            (lost ? result.error : EndingText(result, spec.timeout_seconds)) + "\n");
+    GroupLog& ended_log = group.log();
+    ended_log.Write((ended_log.at_line_start ? "" : "\n") +
+                    (lost ? result.error : EndingText(result, spec.timeout_seconds)) + "\n");
+    result.log_error = ended_log.ErrorText();
     return result;
   }
 
@@ -767,15 +785,24 @@ class SystemProcessRunner : public ProcessRunner {
       return result;
     }
     GroupLog group_log;
+    group_log.path = options.log_path;
     group_log.fd = log.get();
     group_log.keep = options.keep_in_log;
     GroupRun group(children, options.timeout_seconds, options.kill_grace_seconds, stop, std::move(group_log),
                    on_line, options.relay);
-    return group.Run();
+    GroupResult result = group.Run();
+    result.log_error = group.log().ErrorText();
+    return result;
   }
 };
 
 }  // namespace
+
+std::string LogWriteError(const std::string& path, int error, uint64_t unwritten) {
+  const std::string amount = unwritten < 1024 ? fmt::format("{} bytes", unwritten)
+                                              : fmt::format("{:.1f} KiB", unwritten / 1024.0);
+  return fmt::format("{}; {} of output not written", CannotWrite(path, error), amount);
+}
 
 std::unique_ptr<ProcessRunner> MakeSystemProcessRunner() {
   return std::make_unique<SystemProcessRunner>();

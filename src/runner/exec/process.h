@@ -63,6 +63,10 @@ struct ProcessResult {
   // The output's last line had no line end: it was delivered at end-of-file
   // and may be cut (a log reader must not take a value at its end as whole).
   bool ended_mid_line = false;
+  // Output that could not be written to the log (LogWriteError's text, e.g. a
+  // full disk); "" when the log holds everything. The child is not disturbed:
+  // the callback still saw every line.
+  std::string log_error;
 };
 
 // What RunGroup shares between its children.
@@ -106,6 +110,7 @@ struct GroupResult {
   // for a child after one that failed to start).
   std::vector<ProcessResult> children;
   double seconds = 0;
+  std::string log_error;  // as ProcessResult::log_error, for the group's log
 };
 
 // Called with each complete output line (stdout and stderr interleaved), without
@@ -126,6 +131,11 @@ class ProcessRunner {
   virtual GroupResult RunGroup(const std::vector<ProcessSpec>& children, const GroupOptions& options,
                                const StopFlag& stop, const GroupLineCallback& on_line) = 0;
 };
+
+// "<path>: no space left on device; 12.0 KiB of output not written" for the
+// errno of a failed write to the log at `path` and the bytes it lost (text.h
+// CannotWrite, then the amount).
+std::string LogWriteError(const std::string& path, int error, uint64_t unwritten);
 
 // fork/exec with process groups and guardians, poll()-based output capture and timeouts.
 std::unique_ptr<ProcessRunner> MakeSystemProcessRunner();

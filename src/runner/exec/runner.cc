@@ -4,6 +4,7 @@
 #include "runner/exec/runner.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <exception>
 #include <filesystem>
 #include <fstream>
@@ -208,28 +209,71 @@ Status CheckOnlyIds(const Plan& plan, const std::vector<std::string>& only) {
   return Status::Ok();
 }
 
+// Appends `line` to the case log; "" or why it could not (text.h CannotWrite).
+std::string AppendToLog(const std::string& log_path, const std::string& line) {
+  std::ofstream log(log_path, std::ios::app);
+  if (!log) return CannotWrite(log_path, errno);
+  log << line;
+  log.close();
+  if (!log) return CannotWrite(log_path, errno);
+  return "";
+}
+
 // Creates the case log (and its folder) with its header line; the log exists
 // before the row says "running".
 Status WriteLogHeader(const CaseRecord& record, const CaseSpec& spec) {
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(record.log_path).parent_path(), ec);
-  std::ofstream log(record.log_path, std::ios::app);
-  if (ec || !log)
-    return Status::IoError(fmt::format("cannot write the case log {}{}", record.log_path,
-                                       ec ? ": " + ec.message() : std::string()));
-  log << fmt::format("# protocol run {} case {} repeat {}/{} backend {} started {}\n", record.run_id,
-                     spec.id, record.repeat + 1, std::max(1, spec.repeats), spec.backend,
-                     record.started_at);
+  if (ec) return Status::IoError(fmt::format("cannot create the folder of the case log {}: {}", record.log_path,
+                                             ec.message()));
+  const std::string error = AppendToLog(
+      record.log_path, fmt::format("# protocol run {} case {} repeat {}/{} backend {} started {}\n", record.run_id,
+                                   spec.id, record.repeat + 1, std::max(1, spec.repeats), spec.backend,
+                                   record.started_at));
+  if (!error.empty()) return Status::IoError(error + " (the case log; nothing of the case ran)");
   return Status::Ok();
 }
 
-// Appends the footer line; best effort: the row is stored whatever happens to the log.
-void WriteLogFooter(const std::string& log_path, const CaseSpec& spec, int repeat,
-                    const CaseResult& result, double seconds) {
-  std::ofstream log(log_path, std::ios::app);
-  log << fmt::format("# protocol case {} repeat {}/{} ended {} after {} s{}\n", spec.id, repeat + 1,
-                     std::max(1, spec.repeats), CaseStatusName(result.status), FormatFigure(seconds),
-                     result.reason.empty() ? "" : ": " + result.reason);
+// Appends the footer line; "" or why it could not.
+std::string WriteLogFooter(const std::string& log_path, const CaseSpec& spec, int repeat,
+                           const CaseResult& result, double seconds) {
+  return AppendToLog(log_path, fmt::format("# protocol case {} repeat {}/{} ended {} after {} s{}\n", spec.id,
+                                           repeat + 1, std::max(1, spec.repeats), CaseStatusName(result.status),
+                                           FormatFigure(seconds), result.reason.empty() ? "" : ": " + result.reason));
+}
+
+// The ProcessRunner a backend gets: the runner's own, keeping the first
+// log_error of what it ran (a case log the disk could not take).
+class LogWatchingProcessRunner : public ProcessRunner {
+ public:
+  explicit LogWatchingProcessRunner(ProcessRunner& inner) : inner_(inner) {}
+  ProcessResult Run(const ProcessSpec& spec, const StopFlag& stop, const LineCallback& on_line) override {
+    ProcessResult result = inner_.Run(spec, stop, on_line);
+    Keep(result.log_error);
+    return result;
+  }
+  GroupResult RunGroup(const std::vector<ProcessSpec>& children, const GroupOptions& options, const StopFlag& stop,
+                       const GroupLineCallback& on_line) override {
+    GroupResult result = inner_.RunGroup(children, options, stop, on_line);
+    Keep(result.log_error);
+    return result;
+  }
+  const std::string& log_error() const { return log_error_; }
+
+ private:
+  void Keep(const std::string& error) {
+    if (log_error_.empty()) log_error_ = error;
+  }
+  ProcessRunner& inner_;
+  std::string log_error_;
+};
+
+// The case could not be logged whole: it is stored as interrupted (so that
+// --resume runs it again), what the backend said kept in the reason.
+void MarkLogLost(const std::string& log_error, CaseResult& result) {
+  result.reason = fmt::format("the case log could not be written whole ({}); backend reported {}{}", log_error,
+                              CaseStatusName(result.status), result.reason.empty() ? "" : ": " + result.reason);
+  result.status = CaseStatus::kInterrupted;
 }
 
 // The case's status and reason from the backend's outcome: 'running' is a
@@ -356,7 +400,14 @@ Result<RunSummary> Runner::Run(const Plan& plan, const RunOptions& options) {
       break;
     }
     Result<bool> stop_seen = RunCase(plan, options, work[i], i + 1, total, summary);
-    if (!stop_seen.ok()) return stop_seen.status();
+    if (!stop_seen.ok()) {
+      // A lost case log stops the run as a Ctrl-C would (the database took the case: it can take the run's end).
+      if (summary.log_lost) {
+        summary.stopped = true;
+        (void)FinishRun(summary);
+      }
+      return stop_seen.status();
+    }
     if (*stop_seen) {
       summary.stopped = true;
       break;
@@ -478,6 +529,7 @@ Result<bool> Runner::RunCase(const Plan& plan, const RunOptions& options, const 
   if (options.cpu_meter) contention.emplace(*options.cpu_meter, options.contention_interval_seconds);
   // The backend lives until the case is stored (its tear-down is not timed).
   Lookup lookup = LookUpBackend(backends_, plan, spec);
+  LogWatchingProcessRunner watched(processes_);
   TimeEstimate expected;  // computed before the case runs, as validate prints it
   expected.why_not = "no backend";
   if (lookup.failure.empty()) expected = lookup.backend->EstimateTime(plan, spec, options.calibration);
@@ -487,7 +539,7 @@ Result<bool> Runner::RunCase(const Plan& plan, const RunOptions& options, const 
     outcome.reason = lookup.failure;
   } else {
     BackendContext context{plan, spec, repeat, record.log_path, output_dir,
-                           stop_, processes_, clock_, events, run_id};
+                           stop_, watched, clock_, events, run_id};
     outcome = RunBackend(*lookup.backend, context);
   }
   const double seconds = clock_.NowSeconds() - t0;
@@ -507,13 +559,31 @@ Result<bool> Runner::RunCase(const Plan& plan, const RunOptions& options, const 
   result.requests = events.TakePendingRequests();
   result.finished_at = clock_.NowIso8601();
 
-  WriteLogFooter(record.log_path, spec, repeat, result, seconds);
+  std::string log_error = watched.log_error();
+  if (!log_error.empty()) MarkLogLost(log_error, result);
+  if (std::string footer = WriteLogFooter(record.log_path, spec, repeat, result, seconds); !footer.empty() &&
+      log_error.empty()) {
+    log_error = footer;
+    MarkLogLost(log_error, result);
+  }
   // Provenance: the log as it stands now, footer included, is what the row vouches for.
   if (Result<std::string> sha = Sha256File(record.log_path); sha.ok()) result.log_sha256 = *sha;
   Status finished = store_.FinishCase(*row, result);
-  if (!finished.ok()) return finished;
+  if (!finished.ok()) {
+    if (log_error.empty()) return finished;
+    // The log met the full disk first; the database then could not store the case either.
+    return Status::IoError(fmt::format("{} (the case log); the case could not be stored either: {}", log_error,
+                                       finished.message()));
+  }
   Count(summary, result.status);
   progress_.CaseFinished(index, total, spec, repeat, result.status, seconds, result.reason);
+  if (!log_error.empty()) {
+    summary.log_lost = true;
+    return Status::IoError(fmt::format(
+        "{} (the case log); case {} repeat {}/{} is stored as interrupted with its figures, and the run stops: "
+        "free space, then --resume {} runs it again",
+        log_error, spec.id, repeat + 1, std::max(1, spec.repeats), run_id));
+  }
   return stop_seen;
 }
 

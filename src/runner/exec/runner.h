@@ -15,6 +15,10 @@
 //   5. Store::FinishCase in one transaction.
 // A raised StopFlag ends the running case as interrupted, marks the remaining
 // ones as not run (they stay absent, so --resume runs them) and returns.
+// A case log that could not be written whole (a full disk: the runner's lines
+// or the processes' output) ends the run the same way, with an I/O error
+// naming the log: the case is stored as interrupted, its figures kept, so that
+// --resume runs it again once there is space.
 
 #include <functional>
 #include <memory>
@@ -62,6 +66,7 @@ struct RunSummary {
   // "qn.1.1: 3.1x its estimate (...; the term most likely at fault: compute 1.2 s)".
   std::vector<std::string> off_estimate;
   bool stopped = false;  // the StopFlag ended the run early
+  bool log_lost = false;  // a case log could not be written whole: the run stopped (Run returned the error)
   // Exit code per the CLI contract: 0 all ok, 1 any case not ok (or stopped).
   int ExitCode() const { return (failed || timeout || interrupted || stopped) ? 1 : 0; }
 };

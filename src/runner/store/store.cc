@@ -257,6 +257,13 @@ Status SqlError(sqlite3* db, int rc, const std::string& doing) {
   return Status::IoError(text);
 }
 
+// "<path>: <doing>": an error names the database it is about (a full disk
+// says which file system), once.
+std::string NamedDoing(const std::string& path, const std::string& doing) {
+  if (path.empty() || path == ":memory:" || StartsWith(doing, path)) return doing;
+  return path + ": " + doing;
+}
+
 // ---- 2. wrappers ------------------------------------------------------------
 
 // A prepared statement. Parameters are bound by 1-based position, in order,
@@ -339,26 +346,28 @@ class Stmt {
 // Rolled back on destruction unless Commit() succeeded.
 class Txn {
  public:
-  explicit Txn(sqlite3* db) : db_(db) {}
+  // `path` names the database in every error (NamedDoing).
+  Txn(sqlite3* db, const std::string& path) : db_(db), path_(path) {}
   ~Txn() {
     if (open_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
   }
   // `begin` is "BEGIN IMMEDIATE" for writers, "BEGIN" for a consistent read.
   Status Begin(const std::string& doing, const char* begin = "BEGIN IMMEDIATE") {
     int rc = sqlite3_exec(db_, begin, nullptr, nullptr, nullptr);
-    if (rc != SQLITE_OK) return SqlError(db_, rc, doing);
+    if (rc != SQLITE_OK) return SqlError(db_, rc, NamedDoing(path_, doing));
     open_ = true;
     return Status::Ok();
   }
   Status Commit(const std::string& doing) {
     int rc = sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
-    if (rc != SQLITE_OK) return SqlError(db_, rc, doing);
+    if (rc != SQLITE_OK) return SqlError(db_, rc, NamedDoing(path_, doing));
     open_ = false;
     return Status::Ok();
   }
 
  private:
   sqlite3* db_;
+  const std::string& path_;
   bool open_ = false;
 };
 
@@ -451,7 +460,7 @@ class SqliteStore : public Store {
       const CaseQuery& query, const std::vector<std::string>& names) override;
 
  private:
-  Status Err(int rc, const std::string& doing) { return SqlError(db_, rc, doing); }
+  Status Err(int rc, const std::string& doing) { return SqlError(db_, rc, NamedDoing(path_, doing)); }
   bool InMemory() const { return path_ == ":memory:" || path_.empty(); }
   // Checks a file with user_version `version` before anything is written to it.
   Status CheckOwnership(int64_t version);
@@ -506,7 +515,7 @@ Status SqliteStore::Init() {
   // transaction, so the version and the tables come from the same snapshot
   // even while another process is migrating the file.
   {
-    Txn read(db_);
+    Txn read(db_, path_);
     if (Status s = read.Begin(path_, "BEGIN"); !s.ok()) return s;
     auto version = QueryInt(db_, "PRAGMA user_version", path_);
     if (!version.ok()) return version.status();
@@ -548,7 +557,7 @@ Status SqliteStore::Migrate() {
   if (!current.ok()) return current.status();
   for (int step = static_cast<int>(*current); step < kSchemaVersion; ++step) {
     std::string doing = fmt::format("{}: migrating to schema version {}", path_, step + 1);
-    Txn txn(db_);
+    Txn txn(db_, path_);
     if (Status s = txn.Begin(doing); !s.ok()) return s;
     // Read again under the write lock: another process may have migrated meanwhile.
     auto version = QueryInt(db_, "PRAGMA user_version", doing);
@@ -585,7 +594,7 @@ Result<std::string> SqliteStore::CaseLabel(int64_t row_id) {
 
 Result<int64_t> SqliteStore::CreateRun(const RunRecord& run) {
   const std::string doing = fmt::format("creating run of plan '{}'", run.plan_name);
-  Txn txn(db_);
+  Txn txn(db_, path_);
   if (Status s = txn.Begin(doing); !s.ok()) return s;
   Stmt q(db_,
          "INSERT INTO runs (kind, plan_name, plan_title, plan_file, plan_text, plan_sha256, "
@@ -603,7 +612,7 @@ Result<int64_t> SqliteStore::CreateRun(const RunRecord& run) {
 Status SqliteStore::FinishRun(int64_t run_id, const std::string& status,
                               const std::string& finished_at) {
   const std::string doing = fmt::format("finishing run {}", run_id);
-  Txn txn(db_);
+  Txn txn(db_, path_);
   if (Status s = txn.Begin(doing); !s.ok()) return s;
   Stmt q(db_, "UPDATE runs SET status = ?, finished_at = ? WHERE id = ?");
   q.Bind(status).Bind(finished_at).Bind(run_id);
@@ -616,7 +625,7 @@ Status SqliteStore::FinishRun(int64_t run_id, const std::string& status,
 Status SqliteStore::PutContext(int64_t run_id,
                                const std::vector<std::pair<std::string, std::string>>& facts) {
   const std::string doing = fmt::format("storing context of run {}", run_id);
-  Txn txn(db_);
+  Txn txn(db_, path_);
   if (Status s = txn.Begin(doing); !s.ok()) return s;
   if (Status s = RunExists(run_id, doing); !s.ok()) return s;
   Stmt next(db_, "SELECT COALESCE(MAX(seq) + 1, 0) FROM run_context WHERE run_id = ?");
@@ -635,7 +644,7 @@ Status SqliteStore::PutContext(int64_t run_id,
 
 Result<int64_t> SqliteStore::BeginCase(const CaseRecord& r) {
   const std::string doing = fmt::format("starting case {}", r.case_id);
-  Txn txn(db_);
+  Txn txn(db_, path_);
   if (Status s = txn.Begin(doing); !s.ok()) return s;
   if (Status s = RunExists(r.run_id, doing); !s.ok()) return s;
   Stmt q(db_,
@@ -683,7 +692,7 @@ Status SqliteStore::AppendSteps(int64_t row_id, const std::vector<StepSample>& s
   auto label = CaseLabel(row_id);
   if (!label.ok()) return label.status();
   const std::string doing = "appending steps of " + *label;
-  Txn txn(db_);
+  Txn txn(db_, path_);
   if (Status s = txn.Begin(doing); !s.ok()) return s;
   if (Status s = InsertSamples(row_id, steps, {}, doing); !s.ok()) return s;
   return txn.Commit(doing);
@@ -693,7 +702,7 @@ Status SqliteStore::AppendRequests(int64_t row_id, const std::vector<RequestSamp
   auto label = CaseLabel(row_id);
   if (!label.ok()) return label.status();
   const std::string doing = "appending requests of " + *label;
-  Txn txn(db_);
+  Txn txn(db_, path_);
   if (Status s = txn.Begin(doing); !s.ok()) return s;
   if (Status s = InsertSamples(row_id, {}, requests, doing); !s.ok()) return s;
   return txn.Commit(doing);
@@ -703,7 +712,7 @@ Status SqliteStore::FinishCase(int64_t row_id, const CaseResult& result) {
   auto label = CaseLabel(row_id);
   if (!label.ok()) return label.status();
   const std::string doing = "storing " + *label;
-  Txn txn(db_);
+  Txn txn(db_, path_);
   if (Status s = txn.Begin(doing); !s.ok()) return s;
   Stmt q(db_, "UPDATE cases SET status = ?, reason = ?, exit_code = ?, finished_at = ?, "
               "log_sha256 = ? WHERE id = ?");
@@ -738,7 +747,7 @@ Status SqliteStore::FinishCase(int64_t row_id, const CaseResult& result) {
 
 Result<int> SqliteStore::InterruptRunningCases(int64_t run_id, const std::string& reason) {
   const std::string doing = fmt::format("interrupting running cases of run {}", run_id);
-  Txn txn(db_);
+  Txn txn(db_, path_);
   if (Status s = txn.Begin(doing); !s.ok()) return s;
   Stmt q(db_, "UPDATE cases SET status = ?, reason = ? WHERE run_id = ? AND status = ?");
   q.Bind(CaseStatusName(CaseStatus::kInterrupted)).Bind(reason).Bind(run_id)

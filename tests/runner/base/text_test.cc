@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include <cerrno>
+
 #include "runner/base/text.h"
 
 using namespace protocol;
@@ -92,4 +94,10 @@ TEST_CASE("DecodeUtf8 gives the code point and length of a well-formed sequence,
   CHECK(DecodeUtf8("\xED\xA0\x80", 0, &cp) == 0);
   CHECK(DecodeUtf8("\xC1\xBF", 0, &cp) == 0);
   CHECK(DecodeUtf8("a\x80", 1, &cp) == 0);
+}
+
+TEST_CASE("CannotWrite says 'no space left on device' for a full disk, the system's reason otherwise") {
+  CHECK(CannotWrite("q.db", ENOSPC) == "q.db: no space left on device");
+  CHECK(CannotWrite("out/m.safetensors", EACCES) == "out/m.safetensors: cannot write: Permission denied");
+  CHECK(CannotWrite("x", 0) == "x: cannot write");
 }

@@ -1,6 +1,7 @@
 // The system process runner, with real /bin/sh children.
 
 #include <algorithm>
+#include <cerrno>
 #include <doctest/doctest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -16,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "runner/base/text.h"
 #include "runner/exec/process.h"
 #include "test_files.h"
 
@@ -267,6 +269,36 @@ TEST_CASE("Process: the guardian relays the command's end: its exit code, or the
   CHECK(std::stoi(pids.lines[1]) == pids.result.pid);
   CHECK(std::stoi(pids.lines[2]) == pids.result.pid);
   CHECK(std::stoi(pids.lines[0]) != pids.result.pid);
+}
+
+TEST_CASE("Process: a log the disk cannot take loses text, never the run, and says so") {
+  // /dev/full opens for appending and fails every write with ENOSPC.
+  REQUIRE(std::filesystem::is_character_file("/dev/full"));
+  ProcessSpec spec;
+  spec.log_path = "/dev/full";
+  Captured c = RunSh("echo one; echo two", spec);
+  CHECK(c.result.ending == ProcessResult::Ending::kExited);
+  CHECK(c.result.exit_code == 0);
+  CHECK(c.lines == std::vector<std::string>{"one", "two"});  // the case's reader saw everything
+  CAPTURE(c.result.log_error);
+  CHECK(c.result.log_error.rfind("/dev/full: no space left on device; ", 0) == 0);
+  CHECK(EndsWith(c.result.log_error, " bytes of output not written"));
+
+  std::vector<ProcessSpec> children(2);
+  children[0].argv = {"/bin/sh", "-c", "echo zero"};
+  children[1].argv = {"/bin/sh", "-c", "echo one"};
+  GroupOptions options;
+  options.log_path = "/dev/full";
+  StopFlag never;
+  GroupResult group = MakeSystemProcessRunner()->RunGroup(children, options, never, nullptr);
+  CHECK(group.outcome == GroupResult::Outcome::kOk);
+  CHECK(group.log_error == "/dev/full: no space left on device; 9 bytes of output not written");  // "zero\none\n"
+
+  TempDir temp("fine");
+  spec.log_path = temp.str() + "/case.log";
+  CHECK(RunSh("echo fine", spec).result.log_error == "");
+  CHECK(LogWriteError("x.log", ENOSPC, 3 * 1024 + 512) == "x.log: no space left on device; 3.5 KiB of output not written");
+  CHECK(LogWriteError("x.log", EACCES, 7) == "x.log: cannot write: Permission denied; 7 bytes of output not written");
 }
 
 TEST_CASE("Process: RunGroup ends all children together and names the first that failed") {

@@ -589,6 +589,58 @@ TEST_CASE("A store failure aborts the run with its status") {
   CHECK(appended.status().message() == "database is locked");
 }
 
+TEST_CASE("A case log the disk cannot take stops the run with its path; --resume runs the case again") {
+  Harness h("log_lost");
+  const std::string lost = "logs/2.1.1.2.log: no space left on device; 4.0 KiB of output not written";
+  h.processes.result = FakeProcessRunner::Exited(0);
+  h.processes.result.log_error = lost;
+  FakeScript fills;  // runs its command (whose log lost text), then reports ok with a figure
+  fills.hook = [](BackendContext& ctx) { ctx.processes.Run(ProcessSpec{}, ctx.stop, nullptr); };
+  fills.measurements = {MeasuredFigure("tokens_per_second", 42, "tokens/s")};
+  h.backend.scripts["2.1.1.2"] = fills;
+  const Plan plan = MakePlan({MakeCase("2.1.1.1"), MakeCase("2.1.1.2"), MakeCase("2.1.1.3")});
+
+  auto first = h.Run(plan);
+  REQUIRE_FALSE(first.ok());
+  CHECK(first.status().code() == Status::Code::kIoError);
+  CHECK(first.status().message() == lost + " (the case log); case 2.1.1.2 repeat 1/1 is stored as interrupted "
+                                           "with its figures, and the run stops: free space, then --resume 1 "
+                                           "runs it again");
+  REQUIRE(h.backend.calls.size() == 2);  // 2.1.1.3 never ran
+  REQUIRE(h.store.case_rows().size() == 2);
+  CHECK(h.store.case_rows()[0].record.status == CaseStatus::kOk);
+  const auto& row = h.store.case_rows()[1];
+  CHECK(row.record.status == CaseStatus::kInterrupted);
+  CHECK(row.record.reason == "the case log could not be written whole (" + lost + "); backend reported ok");
+  CHECK(Find(row.measurements, "tokens_per_second", Provenance::kMeasured) != nullptr);
+  CHECK(h.store.runs()[0].status == "interrupted");
+
+  // Space is back: the resume runs the interrupted case and the one after it.
+  h.processes.result.log_error = "";
+  h.backend.calls.clear();
+  h.options.resume_run_id = 1;
+  auto second = h.Run(plan);
+  REQUIRE(second.ok());
+  CHECK(second->ok == 2);
+  REQUIRE(h.backend.calls.size() == 2);
+  CHECK(h.backend.calls[0].case_id == "2.1.1.2");
+  CHECK(h.store.runs()[0].status == "ok");
+
+  // The runner's own footer line counts too (here the log became a folder while the case ran).
+  Harness f("footer_lost");
+  FakeScript swap;
+  swap.hook = [](BackendContext& ctx) {
+    std::filesystem::remove(ctx.log_path);
+    std::filesystem::create_directory(ctx.log_path);
+  };
+  f.backend.scripts["2.1.1.1"] = swap;
+  auto footer = f.Run(MakePlan({MakeCase("2.1.1.1")}));
+  REQUIRE_FALSE(footer.ok());
+  const std::string log_path = f.options.logs_dir + "/run-1/2.1.1.1.log";
+  CHECK(footer.status().message().rfind(log_path + ": cannot write: Is a directory (the case log); case 2.1.1.1", 0) == 0);
+  CHECK(f.store.case_rows()[0].record.status == CaseStatus::kInterrupted);
+}
+
 TEST_CASE("Backend status lines reach the progress display") {
   Harness h("status_lines");
   h.backend.default_script.status_lines = {"step 1/10 loss 2.5", "step 2/10 loss 2.4"};

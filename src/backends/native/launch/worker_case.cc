@@ -1,5 +1,6 @@
 #include "backends/native/launch/worker_case.h"
 
+#include <cerrno>
 #include <fstream>
 #include <stdexcept>
 #include <type_traits>
@@ -114,10 +115,10 @@ Result<WorkerCase> DecodeWorkerCase(const std::string& text) {
 
 Status WriteWorkerCase(const std::string& path, const WorkerCase& c) {
   std::ofstream out(path, std::ios::trunc);
-  if (!out) return Status::IoError(fmt::format("{}: cannot write the case file", path));
+  if (!out) return Status::IoError(CannotWrite(path, errno) + " (the case file)");
   out << EncodeWorkerCase(c);
   out.close();
-  if (!out) return Status::IoError(fmt::format("{}: cannot write the case file", path));
+  if (!out) return Status::IoError(CannotWrite(path, errno) + " (the case file)");
   return Status::Ok();
 }
 

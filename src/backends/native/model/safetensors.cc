@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -47,7 +48,7 @@ Status WriteText(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << text;
   out.close();
-  if (!out) return Status::IoError(fmt::format("{}: cannot write", path));
+  if (!out) return Status::IoError(CannotWrite(path, errno));
   return Status::Ok();
 }
 
@@ -169,12 +170,13 @@ Result<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::Create(const std::
   w->path_ = path;
   w->entries_ = entries;
   w->out_.open(path, std::ios::binary | std::ios::trunc);
-  if (!w->out_) return Status::IoError(fmt::format("{}: cannot create", path));
+  if (!w->out_) return Status::IoError(CannotWrite(path, errno));
   uint64_t n = text.size();
   char len[8];
   for (int i = 0; i < 8; ++i) len[i] = static_cast<char>((n >> (8 * i)) & 0xff);
   w->out_.write(len, 8);
   w->out_.write(text.data(), static_cast<std::streamsize>(text.size()));
+  if (!w->out_) w->error_ = errno;
   return w;
 }
 
@@ -188,6 +190,7 @@ Status SafetensorsWriter::Write(const at::Tensor& t) {
                                                std::string(c10::toString(e.dtype)), ShapeText(e.shape)));
   at::Tensor c = t.detach().to(at::kCPU).contiguous();
   out_.write(static_cast<const char*>(c.data_ptr()), static_cast<std::streamsize>(c.numel() * c.element_size()));
+  if (!out_ && error_ == 0) error_ = errno;
   ++next_;
   return Status::Ok();
 }
@@ -196,7 +199,7 @@ Status SafetensorsWriter::Close() {
   if (next_ != entries_.size())
     return Status::InvalidArgument(fmt::format("{}: {} of {} tensors written", path_, next_, entries_.size()));
   out_.close();
-  if (!out_) return Status::IoError(fmt::format("{}: write failed", path_));
+  if (!out_) return Status::IoError(CannotWrite(path_, error_ != 0 ? error_ : errno));
   return Status::Ok();
 }
 

@@ -89,6 +89,7 @@ class SafetensorsWriter {
   std::vector<Entry> entries_;
   size_t next_ = 0;
   std::ofstream out_;
+  int error_ = 0;  // errno of the first write that failed (a full disk)
 };
 
 // Writes `tensors` (contiguous CPU copies are made as needed) in the given order.

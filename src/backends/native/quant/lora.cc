@@ -2,6 +2,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <cerrno>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -165,7 +166,7 @@ Status lora_save(LoraAdapters& lora, const std::string& dir, const std::string& 
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << config.dump(2) << '\n';
   out.close();
-  if (!out) return Status::IoError(fmt::format("{}: cannot write", path));
+  if (!out) return Status::IoError(CannotWrite(path, errno));
   return Status::Ok();
 }
 
