@@ -219,6 +219,14 @@ int CmdRun(Args& a) {
                  s.off_estimate.size() == 1 ? "its" : "their", kEstimateBandLow, kEstimateBandHigh);
     for (const std::string& line : s.off_estimate) std::fprintf(stderr, "  %s\n", line.c_str());
   }
+  if (!s.link_off_label.empty()) {
+    std::fprintf(stderr,
+                 "protocol: warning: %zu case%s measured a link more than %gx away from %s network's nominal rate "
+                 "(bus bandwidth before the first step; docs/distributed.md):\n",
+                 s.link_off_label.size(), s.link_off_label.size() == 1 ? "" : "s", metric::kLinkLabelFactor,
+                 s.link_off_label.size() == 1 ? "its" : "their");
+    for (const std::string& line : s.link_off_label) std::fprintf(stderr, "  %s\n", line.c_str());
+  }
   if (s.stopped)
     std::fprintf(stderr, "protocol: continue with: protocol run %s --db %s --resume %lld\n",
                  a.plans[0].c_str(), a.db.c_str(), static_cast<long long>(s.run_id));

@@ -68,6 +68,9 @@ Result<ReportRunInput> ReadRun(Store& store, int64_t run_id, const std::set<int6
     auto reqs = store.RequestsOfCase(c.record.row_id);
     if (!reqs.ok()) return reqs.status();
     c.requests = std::move(reqs.value());
+    auto facts = store.FactsOfCase(c.record.row_id);
+    if (!facts.ok()) return facts.status();
+    c.facts = std::move(facts.value());
     if (c.record.workload != "inference") {
       auto curve = store.EvalCurveOfCase(c.record.row_id);
       if (!curve.ok()) return curve.status();

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "report/formats/numbers.h"
@@ -28,6 +29,9 @@ struct ReportCaseInput {
   std::vector<Measurement> measurements;
   std::vector<RequestSample> requests;
   std::vector<EvalPoint> eval_curve;  // training: the held-out loss curve, by step (may be empty)
+  // The case's facts (Store::FactsOfCase): the report reads the network's
+  // label and nominal rate beside the link measured (link_label.h).
+  std::vector<std::pair<std::string, std::string>> facts;
 };
 
 struct ReportRunInput {
@@ -72,6 +76,11 @@ struct ReportCell {
   // one ran contended (records.h ContendedShare); the text ends with the
   // marker "!" (not in `marker`: it goes with any other).
   std::optional<double> contended;
+  // Value cells of multi-node cases: their link, measured before the first
+  // step, was more than metric::kLinkLabelFactor away from their network
+  // label's nominal rate (link_label.h); the text ends with the marker "≠"
+  // and `origin` says both rates (it gives the measured link of every such cell).
+  bool link_off_label = false;
   std::string origin;           // where the number came from (appendix text, HTML title)
   // Value cells: the values combined into `value` (display unit), one per
   // repeat of the winning run, in stored order.
@@ -221,11 +230,13 @@ struct VerdictLine {
   // "not stored", "fsdp: not stored"; "" for rows without a loss (inference,
   // scaling).
   std::string loss_difference;
-  // bytes_between_nodes of the candidate, then of the baseline: "13.51 MiB vs
-  // 328.82 MiB"; "not stored" for a side without; "" on 1 node.
+  // bytes_between_nodes of the candidate, then of the baseline, each with
+  // the link its ranks measured beside its network label where they did:
+  // "13.51 MiB (10G, measured 9.4 Gbit/s) vs 328.82 MiB"; "not stored" for a
+  // side without; "" on 1 node (verdict.h BytesBetweenNodesCell).
   std::string bytes_between_nodes;
   // Short tags, each explained once in ModelReport::verdict_legend:
-  // "contended 40 %", "one host", "random weights", "extrapolated", "first
+  // "contended 40 %", "one host", "link ≠ label", "random weights", "extrapolated", "first
   // steps", "imported", "different runs", "not significant", "different
   // machines", "different work".
   std::vector<std::string> caveats;

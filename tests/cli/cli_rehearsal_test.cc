@@ -5,6 +5,9 @@
 
 #include <doctest/doctest.h>
 
+#include <signal.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -108,12 +111,20 @@ TEST_CASE("cli: the two-node rehearsal runs over an unshaped and a 50 Mbit/s lin
     if (line.rfind("| | fsdp", 0) == 0) headers.push_back(line);
   REQUIRE(!headers.empty());
   CHECK(headers[0] == "| | fsdp 2 nodes (50mbit) | fsdp 2 nodes (unshaped) | share 2 nodes (50mbit) | share 2 nodes (unshaped) |");
-  // Every namespace this test's runs made is gone.
-  std::string namespaces;
+  // Every namespace this test's runs made is gone: none is left whose owner
+  // ("protocol-<pid>-<seq>-<node>") has ended. Tests running beside this one
+  // may hold namespaces of their own, owned by live processes.
+  std::string leftovers;
   if (FILE* p = popen("ip netns list", "r")) {
     char line[512];
-    while (std::fgets(line, sizeof line, p)) namespaces += line;
+    while (std::fgets(line, sizeof line, p)) {
+      const std::string name = std::string(line).substr(0, std::string(line).find_first_of(" \n"));
+      if (name.rfind("protocol-", 0) != 0) continue;
+      const std::string owner = name.substr(9, name.find('-', 9) - 9);
+      if (owner.empty() || owner.find_first_not_of("0123456789") != std::string::npos) continue;
+      if (::kill(static_cast<pid_t>(std::stol(owner)), 0) != 0 && errno == ESRCH) leftovers += name + " ";
+    }
     pclose(p);
   }
-  CHECK(namespaces.find("protocol-") == std::string::npos);
+  CHECK(leftovers == "");
 }

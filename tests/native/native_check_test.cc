@@ -304,8 +304,11 @@ TEST_CASE("native check: the memory note compares with the stated GPU memory") {
     CaseAdvice a = MakeNativeShareBackend()->Advise(plan, *plan.FindCase("big"));
     REQUIRE(a.warnings.size() == 1);
     CHECK(StartsWith(a.warnings[0], "expected peak memory per GPU 54.89 GB exceeds the 40 GB of node 'rig0'"));
-    REQUIRE(a.notes.size() == 2);  // the memory, and what crosses between the two nodes
+    REQUIRE(a.notes.size() == 3);  // the memory, what crosses between the two nodes, and over which network
     CHECK(StartsWith(a.notes[1], "between nodes: nothing in a step"));
+    CAPTURE(a.notes[2]);
+    CHECK(StartsWith(a.notes[2], "network"));
+    CHECK(a.notes[2].find("the transport picks its own") != std::string::npos);  // a label, no cluster.networks
     CHECK(StartsWith(a.notes[0], "expected peak memory per GPU: 54.89 GB of 40 GB (does not fit); FSDP FULL_SHARD over "
                                  "W = 2 (each of 8 groups), bf16; micro-batch 1 x 128 tokens, checkpoint_every 1\n"
                                  "54.89 GB = "));
@@ -324,7 +327,7 @@ TEST_CASE("native check: the memory note compares with the stated GPU memory") {
     Plan plan = ParsePlan("{preset: llama2-7b}", cases, "0");
     CaseAdvice a = MakeNativeShareBackend()->Advise(plan, *plan.FindCase("big"));
     CHECK(a.warnings.empty());
-    REQUIRE(a.notes.size() == 2);
+    REQUIRE(a.notes.size() == 3);  // memory, traffic, network
     CHECK(a.notes[0].find("(GPU memory not stated in cluster.nodes[].gpu_memory_gb: not compared)") != std::string::npos);
   }
 }
@@ -420,6 +423,63 @@ TEST_CASE("native check: a two-node training case says what crosses between the 
   // validate shows it among the case's notes.
   const CaseAdvice advice = MakeNativeFsdpBackend()->Advise(plan, *plan.FindCase("full"));
   CHECK(std::find(advice.notes.begin(), advice.notes.end(), full) != advice.notes.end());
+}
+
+}  // namespace protocol
+
+namespace protocol {
+
+TEST_CASE("native check: a model an earlier case writes is a note, not a warning; order and kind are checked") {
+  const std::string dir = (fs::temp_directory_path() / ("protocol_produced_" + std::to_string(getpid()))).string();
+  fs::remove_all(dir);  // not on this machine yet: the plan's first case writes it
+  auto plan_of = [&](const std::string& cases) {
+    const std::string text =
+        "protocol: 1\nname: chain\n"
+        "models:\n  base: {preset: tiny, path: " + kQuickstartModel + ", init: random}\n"
+        "  made: {preset: tiny, path: " + dir + "}\n"
+        "  made4: {preset: tiny, path: " + dir + ", quantization: nf4}\n"
+        "datasets:\n  corpus: {format: text, path: " + kQuickstartModel + "/corpus.txt}\n"
+        "defaults: {dataset: corpus, training: {batch_size: 4, seq_len: 16, device: cpu}}\n"
+        "stages:\n  - name: s\n    cases:\n" + cases;
+    PlanParseResult r = ParsePlanString(text, "<string>");
+    REQUIRE(r.ok());
+    return *r.plan;
+  };
+  const std::string writes = "      - {id: p, backend: fsdp, workload: pretrain, model: base, steps: 2, output_dir: " + dir + "}\n";
+  const std::string reads = "      - {id: f, backend: fsdp, workload: finetune, model: made, steps: 2}\n"
+                            "      - {id: q, backend: fsdp, workload: pretrain, model: made4, steps: 2}\n";
+  {
+    Plan plan = plan_of(writes + reads);
+    for (const char* id : {"f", "q"}) {
+      CAPTURE(id);
+      auto backend = MakeNativeFsdpBackend();
+      CHECK(backend->Check(plan, *plan.FindCase(id)).empty());
+      CaseAdvice advice = backend->Advise(plan, *plan.FindCase(id));
+      for (const std::string& w : advice.warnings) CHECK(w.find("cannot check") == std::string::npos);
+      bool named = false;
+      for (const std::string& n : advice.notes) named = named || n.find("written by case 'p' (its output_dir)") != std::string::npos;
+      CHECK(named);
+      // When it runs, the weights must be there: a case left out of the run is named.
+      CHECK(native::native_run_refusal(plan, *plan.FindCase(id), native::NativeRole::kFsdp).find(
+                "but its weights are not there yet: run that case first") != std::string::npos);
+    }
+  }
+  {
+    Plan plan = plan_of(reads + writes);  // the writer comes after its readers
+    const auto problems = MakeNativeFsdpBackend()->Check(plan, *plan.FindCase("f"));
+    REQUIRE(problems.size() == 1);
+    CHECK(problems[0] == "model 'made' is read from the output_dir of case 'p', which runs after this case: put 'p' "
+                         "before it");
+  }
+  {
+    // A 4-bit writer saves LoRA adapters there, not a model.
+    Plan plan = plan_of("      - {id: p, backend: fsdp, workload: finetune, model: made4, steps: 2, output_dir: " + dir +
+                        "}\n      - {id: f, backend: fsdp, workload: finetune, model: made, steps: 2}\n");
+    const auto problems = MakeNativeFsdpBackend()->Check(plan, *plan.FindCase("f"));
+    REQUIRE(!problems.empty());
+    CHECK(problems[0].find("which trains the 4-bit model 'made4' and saves LoRA adapters there, not a model") !=
+          std::string::npos);
+  }
 }
 
 }  // namespace protocol

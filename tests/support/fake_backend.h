@@ -19,6 +19,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fake_clock.h"
@@ -33,6 +34,7 @@ struct FakeScript {
   std::string reason;
   std::optional<int> exit_code;
   std::vector<Measurement> measurements;
+  std::vector<std::pair<std::string, std::string>> facts;  // the outcome's facts
   std::vector<double> step_seconds;      // OnStep{step i+1, seconds, loss 1/(i+1)} each
   std::vector<RequestSample> requests;   // OnRequest each
   std::vector<std::string> status_lines; // OnStatusLine each
@@ -107,6 +109,7 @@ class FakeBackend : public Backend {
     out.reason = s.reason;
     out.exit_code = s.exit_code;
     out.measurements = s.measurements;
+    out.facts = s.facts;
     return out;
   }
 

@@ -76,6 +76,18 @@ inline ReportCaseInput Imported(ReportCaseInput c, const std::string& source, co
   return c;
 }
 
+// A multi-node case's link as its ranks measured it before the first step
+// (`busbw` bytes/s, 85 µs), beside its network label `network` at a nominal
+// `bits_per_second` (the facts the dist backend stores).
+inline ReportCaseInput WithLink(ReportCaseInput c, double busbw, const std::string& network = "10G",
+                                const std::string& bits_per_second = "1e+10") {
+  c.measurements.push_back(M(metric::kLinkBusBandwidth, busbw, Provenance::kMeasured, "bytes/s"));
+  c.measurements.push_back(M(metric::kLinkLatency, 85e-6, Provenance::kMeasured, "s"));
+  c.facts.emplace_back(fact::kNetwork, network);
+  c.facts.emplace_back(fact::kNetworkRate, bits_per_second);
+  return c;
+}
+
 inline ReportCaseInput Failed(ReportCaseInput c, CaseStatus status, const std::string& reason) {
   c.record.status = status;
   c.record.reason = reason;

@@ -10,6 +10,9 @@
 #include <set>
 #include <cstdlib>
 #include <thread>
+#include <functional>
+#include <map>
+#include <optional>
 
 #include "backends/native/launch/events.h"
 #include "backends/native/rank_events.h"
@@ -21,6 +24,7 @@
 #include "backends/native/launch/supervisor.h"
 #include "backends/native/launch/worker_case.h"
 #include "runner/base/text.h"
+#include "runner/plan/networks.h"
 
 namespace protocol {
 namespace native {
@@ -208,14 +212,51 @@ Result<std::unique_ptr<CaseFile>> WriteCaseFile(const BackendContext& ctx, Nativ
   return std::make_unique<CaseFile>(case_path, ctx.log_path.empty());
 }
 
-// One worker command per rank, through the plan's launcher.
+// The network a case runs on (cluster.networks), when its ranks span nodes
+// and its label names one; nullptr otherwise.
+const NetworkSpec* CaseNetwork(const BackendContext& ctx, const DistLayout& layout) {
+  return layout.nodes() > 1 ? ctx.plan.cluster.FindNetwork(ctx.spec.network) : nullptr;
+}
+
+// The runner's own environment, NAME -> value.
+std::map<std::string, std::string> RunnerEnvironment() {
+  std::map<std::string, std::string> out;
+  for (char** e = environ; e && *e; ++e) {
+    const std::string entry = *e;
+    const size_t eq = entry.find('=');
+    if (eq != std::string::npos) out[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
+  return out;
+}
+
+// The environment levels of a rank on `node` (networks.h MergeEnv).
+EnvSpec PlanEnvOf(const BackendContext& ctx, const NetworkSpec* network, const std::string& node_name) {
+  const NodeSpec* node = ctx.plan.cluster.FindNode(node_name);
+  return MergeEnv(&ctx.plan.cluster.env, network ? &network->env : nullptr, node ? &node->env : nullptr,
+                  &ctx.spec.env);
+}
+
+std::function<std::optional<std::string>(const std::string&)> LookupIn(const std::map<std::string, std::string>& env) {
+  return [&env](const std::string& name) -> std::optional<std::string> {
+    auto it = env.find(name);
+    return it == env.end() ? std::nullopt : std::optional<std::string>(it->second);
+  };
+}
+
+// One worker command per rank, through the plan's launcher. Each rank's
+// environment: the plan's levels (networks.h MergeEnv: cluster, network, node,
+// case), then protocol's own variables.
 Result<std::vector<RankLaunch>> PrepareLaunches(const BackendContext& ctx, const DistLayout& layout,
                                                 const std::string& program, const std::string& case_path,
                                                 const std::string& workdir) {
   const std::string first_node = layout.rank_nodes.front();
-  const std::string master = layout.node_hosts.count(first_node) && layout.node_hosts.at(first_node) != "localhost"
+  const NetworkSpec* network = CaseNetwork(ctx, layout);
+  // Rendezvous at node 0's address on the case's network, else at its host.
+  const std::string master = network && network->addresses.count(first_node) ? network->addresses.at(first_node)
+                             : layout.node_hosts.count(first_node) && layout.node_hosts.at(first_node) != "localhost"
                                  ? layout.node_hosts.at(first_node)
                                  : "127.0.0.1";
+  const std::map<std::string, std::string> runner_env = RunnerEnvironment();
   // Ranks per HOST: two plan nodes on one host (both "localhost") share its cores.
   auto host_of = [&](const std::string& node) {
     auto it = layout.node_hosts.find(node);
@@ -232,15 +273,21 @@ Result<std::vector<RankLaunch>> PrepareLaunches(const BackendContext& ctx, const
     l.rank = r;
     l.node = layout.rank_nodes[static_cast<size_t>(r)];
     l.argv = {program, "worker", "--case", case_path};
-    l.env = {{"RANK", std::to_string(r)},
-             {"WORLD_SIZE", std::to_string(layout.world())},
-             {"LOCAL_RANK", std::to_string(local_index[l.node]++)},
-             {"MASTER_ADDR", master},
-             // Rank 0's store binds a port the kernel picks and announces it (rendezvous.h):
-             // no port is chosen here and bound later, where something else could take it.
-             {"MASTER_PORT", std::to_string(kAnnouncedPort)},
-             {"PROTOCOL_NODE", l.node},
-             {kInWorkerVariable, "1"}};
+    const EnvSpec env = PlanEnvOf(ctx, network, l.node);
+    l.unset = WithheldVariables(runner_env, env);
+    l.env = ResolveEnv(env, LookupIn(runner_env));
+    // Protocol's own (the parser refuses them in an env:).
+    const std::map<std::string, std::string> own = {
+        {"RANK", std::to_string(r)},
+        {"WORLD_SIZE", std::to_string(layout.world())},
+        {"LOCAL_RANK", std::to_string(local_index[l.node]++)},
+        {"MASTER_ADDR", master},
+        // Rank 0's store binds a port the kernel picks and announces it (rendezvous.h):
+        // no port is chosen here and bound later, where something else could take it.
+        {"MASTER_PORT", std::to_string(kAnnouncedPort)},
+        {"PROTOCOL_NODE", l.node},
+        {kInWorkerVariable, "1"}};
+    for (const auto& [name, value] : own) l.env[name] = value;
     // glibc's malloc is left as PyTorch users run it: its dynamic mmap
     // threshold keeps large freed blocks on the heap for reuse. A fixed small
     // threshold (MALLOC_MMAP_THRESHOLD_=65536) makes a rank's RSS follow what
@@ -266,12 +313,15 @@ Result<std::vector<RankLaunch>> PrepareLaunches(const BackendContext& ctx, const
 Result<std::unique_ptr<EmulatedNetwork>> EmulateNetwork(BackendContext& ctx, const DistLayout& layout,
                                                         std::vector<RankLaunch>& launches) {
   const Plan& plan = ctx.plan;
-  if (!plan.cluster.emulate) return std::unique_ptr<EmulatedNetwork>();
+  // The case's network's own emulated link, else the cluster's.
+  const NetworkSpec* named = CaseNetwork(ctx, layout);
+  const std::optional<NetworkEmulation>& emulate = named && named->emulate ? named->emulate : plan.cluster.emulate;
+  if (!emulate) return std::unique_ptr<EmulatedNetwork>();
   std::vector<std::string> nodes;
   for (const std::string& n : layout.rank_nodes)
     if (std::find(nodes.begin(), nodes.end(), n) == nodes.end()) nodes.push_back(n);
   if (nodes.size() < 2) return std::unique_ptr<EmulatedNetwork>();
-  auto created = EmulatedNetwork::Create(nodes, *plan.cluster.emulate);
+  auto created = EmulatedNetwork::Create(nodes, *emulate);
   if (!created.ok()) return Status::InvalidArgument("network emulation: " + created.status().message());
   std::unique_ptr<EmulatedNetwork> network = std::move(created).value();
   const auto& emulated = network->nodes();
@@ -281,9 +331,36 @@ Result<std::unique_ptr<EmulatedNetwork>> EmulateNetwork(BackendContext& ctx, con
     l.env["MASTER_ADDR"] = emulated[0].address;
     l.env["GLOO_SOCKET_IFNAME"] = emulated[index].device;
   }
-  ctx.events.OnStatusLine(fmt::format("emulated network: {} nodes, {} {}", nodes.size(), plan.cluster.emulate->bandwidth,
-                                      plan.cluster.emulate->delay));
+  ctx.events.OnStatusLine(fmt::format("emulated network{}: {} nodes, {} {}",
+                                      named ? " '" + named->name + "'" : std::string(), nodes.size(),
+                                      emulate->bandwidth, emulate->delay));
   return network;
+}
+
+// What the ranks ran on, for the record (a failed case too): the network's
+// label and nominal rate, and the environment the plan gave the ranks (secrets
+// masked), per node where the nodes' differ.
+void AddNetworkFacts(const BackendContext& ctx, const DistLayout& layout, BackendOutcome& out) {
+  const NetworkSpec* network = CaseNetwork(ctx, layout);
+  if (network) {
+    out.facts.push_back({fact::kNetwork, network->name});
+    out.facts.push_back({fact::kNetworkRate, fmt::format("{}", network->bits_per_second)});
+  }
+  const std::map<std::string, std::string> runner_env = RunnerEnvironment();
+  std::map<std::string, std::string> per_node;  // node -> its ranks' plan environment
+  for (const std::string& node : layout.rank_nodes)
+    per_node.emplace(node, DescribeEnv(ResolveEnv(PlanEnvOf(ctx, network, node), LookupIn(runner_env))));
+  std::set<std::string> distinct;
+  for (const auto& [node, text] : per_node) distinct.insert(text);
+  std::string text;
+  if (distinct.size() == 1) {
+    text = *distinct.begin();
+  } else {
+    std::vector<std::string> parts;
+    for (const auto& [node, vars] : per_node) parts.push_back(node + ": " + (vars.empty() ? "(none)" : vars));
+    text = Join(parts, "; ");
+  }
+  if (!text.empty()) out.facts.push_back({fact::kRankEnv, text});
 }
 
 // The case's result once every rank has ended: a failure (why, in the
@@ -377,7 +454,9 @@ BackendOutcome RunDistributed(BackendContext& ctx, NativeRole role, const DistLa
   SuperviseResult sr = Supervise(ctx.processes, *launches, so, ctx.stop, [&](int rank, std::string_view line) {
     if (auto e = DecodeEvent(line)) collector.Add(rank, *e, SteadyNow());
   });
-  return OutcomeOf(ctx, role, layout, sr, collector, *launches, program, SteadyNow());
+  BackendOutcome out = OutcomeOf(ctx, role, layout, sr, collector, *launches, program, SteadyNow());
+  AddNetworkFacts(ctx, layout, out);
+  return out;
 }
 
 }  // namespace native

@@ -19,6 +19,8 @@
 #include "backends/native/training/data.h"
 #include "backends/native/training/parquet.h"
 #include "runner/base/text.h"
+#include "runner/plan/case_placeholders.h"
+#include "runner/plan/networks.h"
 #include "runner/exec/calibration.h"
 
 namespace protocol {
@@ -66,6 +68,55 @@ CaseIssue MissingWeights(const ModelSpec& ms, const std::string& path, Workload 
                    fmt::format("{}, but model '{}' has no model.safetensors or model.safetensors.index.json in its path "
                                "'{}'{}",
                                what, ms.name, path, hint)};
+}
+
+// The case of the plan that writes `model_path` (a model's directory, not yet
+// on this machine): the first whose output_dir, expanded as the runner expands
+// it and taken from the working directory, is that directory. An output_dir
+// that varies by run or repeat ({run_id}, {repeat}) names no fixed directory.
+const CaseSpec* ProducerOf(const Plan& plan, const std::string& model_path) {
+  if (model_path.empty()) return nullptr;
+  std::error_code ec;
+  const fs::path wanted = fs::absolute(model_path, ec).lexically_normal();
+  for (const CaseSpec* c : plan.Cases()) {
+    if (c->output_dir.empty() || c->output_dir.find("{run_id}") != std::string::npos ||
+        c->output_dir.find("{repeat}") != std::string::npos)
+      continue;
+    const std::string dir = ExpandPlaceholders(
+        c->output_dir, CasePlaceholderValues(PlaceholderField::kOutputDir, {plan, *c, 0, 0, ""}));
+    if (fs::absolute(dir, ec).lexically_normal() == wanted) return c;
+  }
+  return nullptr;
+}
+
+// A model whose directory an earlier case of the plan writes: nothing to warn
+// about, but three things to check. The producer must run first (plan order),
+// and save a whole model (a training case of a full-precision model; a 4-bit
+// one saves LoRA adapters, inference saves nothing). Returns the issue, or a
+// note (kind kUnchecked is never returned) in *note when all holds.
+std::optional<CaseIssue> ProducedModelIssue(const Plan& plan, const CaseSpec& spec, const ModelSpec& ms,
+                                            const CaseSpec& producer, std::string* note) {
+  const ModelSpec* made_by = plan.models.count(producer.model) ? &plan.models.at(producer.model) : nullptr;
+  const auto cases = plan.Cases();
+  const auto at = [&](const CaseSpec* c) { return std::find(cases.begin(), cases.end(), c) - cases.begin(); };
+  if (&producer == &spec || at(&producer) > at(&spec))
+    return CaseIssue{CaseIssueKind::kError,
+                     fmt::format("model '{}' is read from the output_dir of case '{}', which runs {} this case: "
+                                 "put '{}' before it",
+                                 ms.name, producer.id, &producer == &spec ? "as" : "after", producer.id)};
+  if (producer.workload == Workload::kInference)
+    return CaseIssue{CaseIssueKind::kError,
+                     fmt::format("model '{}' is read from the output_dir of case '{}', an inference case, which saves "
+                                 "no model",
+                                 ms.name, producer.id)};
+  if (made_by && IsNf4(*made_by))
+    return CaseIssue{CaseIssueKind::kError,
+                     fmt::format("model '{}' is read from the output_dir of case '{}', which trains the 4-bit model "
+                                 "'{}' and saves LoRA adapters there, not a model",
+                                 ms.name, producer.id, made_by->name)};
+  *note = fmt::format("model '{}': written by case '{}' (its output_dir), which runs earlier in this plan{}", ms.name,
+                      producer.id, IsNf4(ms) ? "; quantized to 4 bits when loaded" : "");
+  return std::nullopt;
 }
 
 // What the backends' ResolveModel (model_resolve.h) refuses about the model's
@@ -353,10 +404,30 @@ std::vector<CaseIssue> native_case_issues(const Plan& plan, const CaseSpec& spec
                                     "cannot reduce bfloat16 tensors; use auto (float32 on a CPU)",
                                     setting, compat::TorchVersion())});
   }
+  // Between rigs (ssh, slurm) a label must name a network: the label alone chooses no fabric.
+  const std::string& launcher = plan.cluster.launcher;
+  if (spec.nodes > 1 && (launcher == "ssh" || launcher == "slurm") && !plan.cluster.FindNetwork(spec.network))
+    issues.push_back({CaseIssueKind::kError,
+                      fmt::format("a {}-node case on the {} launcher needs its network defined in cluster.networks "
+                                  "(rate, env, addresses): {}; a label alone chooses no fabric (NCCL would pick one "
+                                  "by itself)",
+                                  spec.nodes, launcher,
+                                  spec.network.empty() ? std::string("the case names none (network:)")
+                                                       : fmt::format("'{}' is not defined", spec.network))});
   if (training) DatasetIssues(plan, spec, &issues);
   const std::string path = plan.ResolvePath(ms.path);
   const bool weights_missing =
       native_weights_source(spec.workload, nf4, ms.init_random, path) == WeightsSource::kMissing;
+  std::error_code ec;
+  if (weights_missing && !path.empty() && !fs::exists(path, ec)) {
+    // Not here yet: written by an earlier case of the plan?
+    if (const CaseSpec* producer = ProducerOf(plan, path)) {
+      std::string note;
+      if (auto issue = ProducedModelIssue(plan, spec, ms, *producer, &note)) issues.push_back(*issue);
+      else issues.push_back({CaseIssueKind::kNote, note});
+      return issues;
+    }
+  }
   if (weights_missing) issues.push_back(MissingWeights(ms, path, spec.workload, nf4));
   if (CaseIssue files; ModelFilesIssue(ms, path, weights_missing, &files)) issues.push_back(files);
   return issues;
@@ -374,7 +445,12 @@ std::string native_weights_note(WeightsSource source, int64_t seed) {
 
 std::string native_run_refusal(const Plan& plan, const CaseSpec& spec, NativeRole role) {
   std::vector<CaseIssue> issues = native_case_issues(plan, spec, role);
-  return issues.empty() ? "" : issues.front().message;
+  if (issues.empty()) return "";
+  // When the case runs, a model an earlier case writes must be there by now.
+  if (issues.front().kind == CaseIssueKind::kNote)
+    return issues.front().message + ", but its weights are not there yet: run that case first (with --only, name it "
+                                     "too)";
+  return issues.front().message;
 }
 
 namespace {
@@ -517,13 +593,38 @@ std::vector<std::string> native_check_errors(const Plan& plan, const CaseSpec& s
   return errors;
 }
 
+std::string native_case_network(const Plan& plan, const CaseSpec& spec) {
+  if (spec.nodes <= 1) return "";
+  const NetworkSpec* net = plan.cluster.FindNetwork(spec.network);
+  if (!net)
+    return spec.network.empty() ? "network: none named (the transport picks its own)"
+                                : fmt::format("network '{}': a label only (not in cluster.networks; the transport "
+                                              "picks its own)",
+                                              spec.network);
+  std::string text = fmt::format("network '{}': {} nominal", net->name, net->rate);
+  std::vector<std::string> nodes;
+  for (const NodeSpec& n : plan.cluster.nodes) {
+    const EnvSpec env = MergeEnv(&plan.cluster.env, &net->env, &n.env, &spec.env);
+    std::string line = fmt::format("{}{}", n.name, net->addresses.count(n.name) ? " at " + net->addresses.at(n.name) : "");
+    const std::string vars = DescribeEnv(env.vars);
+    line += vars.empty() ? ", no env" : ", env " + vars;
+    if (!env.inherit.empty()) line += " (inherits " + Join(env.inherit, ", ") + ")";
+    nodes.push_back(line);
+  }
+  if (const std::optional<NetworkEmulation>& e = net->emulate ? net->emulate : plan.cluster.emulate)
+    text += fmt::format(", emulated here at {}{}", e->bandwidth, e->delay.empty() ? "" : " + " + e->delay);
+  return text + "; " + Join(nodes, "; ");
+}
+
 CaseAdvice native_advise(const Plan& plan, const CaseSpec& spec, NativeRole role) {
   CaseAdvice advice = native_case_memory(plan, spec, role);
   if (std::string traffic = native_case_traffic(plan, spec, role); !traffic.empty()) advice.notes.push_back(traffic);
+  if (std::string network = native_case_network(plan, spec); !network.empty()) advice.notes.push_back(network);
   std::vector<std::string> refusals;
   for (CaseIssue& i : native_case_issues(plan, spec, role))
     if (i.kind == CaseIssueKind::kRefusal) refusals.push_back("a run fails: " + i.message);
     else if (i.kind == CaseIssueKind::kUnchecked) refusals.push_back(std::move(i.message));
+    else if (i.kind == CaseIssueKind::kNote) advice.notes.push_back(std::move(i.message));
   advice.warnings.insert(advice.warnings.begin(), refusals.begin(), refusals.end());
   // 4-bit groups of the share protocol with periodic merges: exact only with A frozen (lora.h).
   auto model = plan.models.find(spec.model);
@@ -605,15 +706,27 @@ bool AllHostsHere(const DistLayout& layout) {
   return true;
 }
 
-// The rate of the link between the case's nodes: cluster.emulate's bandwidth
-// (a rehearsal's shaped link), else the case's network label read as a rate
-// ("10G" and "80G" are Gbit/s; "100mbit" as tc reads it), else loopback when
-// every node is this host. 0 when unknown; *text says which.
+// The rate of the link between the case's nodes: its network's emulated link
+// (cluster.networks.<label>.emulate), else cluster.emulate's bandwidth (a
+// rehearsal's shaped link), else its network's nominal rate, else the label
+// read as a rate ("10G" and "80G" are Gbit/s; "100mbit" as tc reads it), else
+// loopback when every node is this host. 0 when unknown; *text says which.
 double NetworkBytesPerSecond(const Plan& plan, const CaseSpec& spec, const DistLayout& layout, std::string* text) {
+  const NetworkSpec* network = plan.cluster.FindNetwork(spec.network);
+  if (network && network->emulate && network->emulate->bits_per_second > 0) {
+    *text = fmt::format("{} (network '{}', emulated at {})", FormatRate(network->emulate->bits_per_second / 8),
+                        network->name, network->emulate->bandwidth);
+    return network->emulate->bits_per_second / 8;
+  }
   if (plan.cluster.emulate && plan.cluster.emulate->bits_per_second > 0) {
     *text = fmt::format("{} (cluster.emulate.bandwidth {})", FormatRate(plan.cluster.emulate->bits_per_second / 8),
                         plan.cluster.emulate->bandwidth);
     return plan.cluster.emulate->bits_per_second / 8;
+  }
+  if (network && network->bits_per_second > 0) {
+    *text = fmt::format("{} (network '{}', {} nominal)", FormatRate(network->bits_per_second / 8), network->name,
+                        network->rate);
+    return network->bits_per_second / 8;
   }
   const std::string& label = spec.network;
   double bits = 0;

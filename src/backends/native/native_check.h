@@ -14,6 +14,8 @@
 //     kUnchecked what the case needs cannot be checked on this machine (a
 //               model path that is not here): validate warns; Run refuses on
 //               a machine where it still does not hold
+//     kNote     not a problem, what validate says besides (a model that an
+//               earlier case of the plan writes)
 //   native_run_refusal   what Run stores: the first error or refusal
 //   native_case_memory   validate's memory note (memory_estimate.h for the
 //               plan's cluster) and its warning when the expected peak
@@ -36,7 +38,9 @@
 namespace protocol {
 namespace native {
 
-enum class CaseIssueKind { kError, kRefusal, kUnchecked };
+// kNote: not a problem but what validate should say (a model written by an
+// earlier case of the plan).
+enum class CaseIssueKind { kError, kRefusal, kUnchecked, kNote };
 struct CaseIssue {
   CaseIssueKind kind = CaseIssueKind::kError;
   std::string message;  // no location, no trailing "nothing was run"
@@ -91,6 +95,11 @@ TimeEstimate native_case_time(const Plan& plan, const CaseSpec& spec, NativeRole
 // its devices — "16 GPUs" on GPUs, else "2 CPU threads per host" or "every CPU
 // thread of each host" (training.threads, split over the ranks on a host). nullopt when its layout is invalid.
 std::optional<CaseResources> native_case_resources(const Plan& plan, const CaseSpec& spec, NativeRole role);
+
+// A multi-node case's network for validate: its label, nominal rate, each
+// node's address on it and the environment its ranks get (secrets masked);
+// "" for a one-node case.
+std::string native_case_network(const Plan& plan, const CaseSpec& spec);
 
 // Check's errors and Advise's warnings + notes of a case, from the functions above.
 std::vector<std::string> native_check_errors(const Plan& plan, const CaseSpec& spec, NativeRole role);

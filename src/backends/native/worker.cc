@@ -11,6 +11,7 @@
 #include <functional>
 #include <iostream>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <c10/core/GradMode.h>
 
@@ -23,6 +24,7 @@
 #include "backends/native/launch/events.h"
 #include "backends/native/distributed/fsdp_qlora.h"
 #include "backends/native/distributed/fsdp_sharded.h"
+#include "backends/native/distributed/link_probe.h"
 #include "backends/native/model/generate.h"
 #include "backends/native/platform/host_memory.h"
 #include "backends/native/memory_estimate.h"
@@ -90,6 +92,15 @@ void EmitFigure(const Measurement& m) {
   WorkerEvent e;
   e.kind = WorkerEvent::Kind::kMeasurement;
   e.measurement = m;
+  Emit(e);
+}
+
+// A fact of the case (rank 0 speaks for it).
+void EmitFact(const std::string& key, const std::string& value) {
+  WorkerEvent e;
+  e.kind = WorkerEvent::Kind::kFact;
+  e.text = key;
+  e.value = value;
   Emit(e);
 }
 
@@ -166,13 +177,7 @@ void EmitShardingFacts(const WorkerCase& wc, at::ScalarType compute_dtype, const
                                  pseudo ? (t.outer_state == OuterState::kHost ? "on the host" : "on the device")
                                         : "none"));
   }
-  for (const auto& [key, value] : all) {
-    WorkerEvent e;
-    e.kind = WorkerEvent::Kind::kFact;
-    e.text = key;
-    e.value = value;
-    Emit(e);
-  }
+  for (const auto& [key, value] : all) EmitFact(key, value);
 }
 
 // This rank's communication per timed step: the seconds it was stalled
@@ -800,6 +805,34 @@ int RunInference(const WorkerCase& wc, Setup& s, ProcessGroups& g, const DistEnv
   return 0;
 }
 
+// The link between the case's nodes, measured before anything of the case
+// crosses it (link_probe.h) on the world group, which spans every node; rank
+// 0 stores its bus bandwidth and latency. Nothing on one node; with
+// training.link_probe false, a fact that says it was not measured.
+// `cuda_groups`: the groups are NCCL's, so the probe's buffers live on the device.
+void ProbeCaseLink(const WorkerCase& wc, const Setup& s, ProcessGroups& g, bool cuda_groups) {
+  const int nodes = static_cast<int>(std::set<std::string>(wc.rank_nodes.begin(), wc.rank_nodes.end()).size());
+  if (nodes < 2) return;
+  if (!wc.training.link_probe) {
+    if (g.rank == 0) EmitFact(fact::kLinkProbe, "off (training.link_probe: false)");
+    return;
+  }
+  const int64_t largest = wc.workload == Workload::kInference
+                              ? 0  // inference sends no tensors between ranks
+                              : LargestCollectiveBytes(s.config, static_cast<int64_t>(c10::elementSize(s.dtype)),
+                                                       wc.groups, wc.group_size);
+  LinkProbeOptions options;
+  options.sizes = LinkProbeSizes(largest);
+  options.device = cuda_groups ? s.device : at::Device(at::kCPU);
+  const LinkProbeResult probe = ProbeLink(*g.world_comm, options);
+  if (g.rank != 0) return;
+  EmitMeasurement(metric::kLinkBusBandwidth, probe.bandwidth().busbw, "bytes/s", probe.BandwidthMethod(nodes));
+  EmitMeasurement(metric::kLinkLatency, probe.latency_seconds(), "s", probe.LatencyMethod(nodes));
+  Log("worker: link between {} nodes: {:.3g} GB/s bus bandwidth at {}, latency {:.0f} us ({:.2f} s)", nodes,
+      probe.bandwidth().busbw / 1e9, ProbeSizeText(probe.sizes.back().bytes), probe.latency_seconds() * 1e6,
+      probe.seconds);
+}
+
 }  // namespace
 
 int RunWorker(const std::string& case_path) {
@@ -832,13 +865,8 @@ int RunWorker(const std::string& case_path) {
           WorkloadName(wc->workload), wc->world(), wc->groups, wc->group_size, s.device.str(), compat::TorchVersion());
       for (const auto& [key, value] : CaseFacts(at::get_num_threads(),
                                                 s.device.is_cuda() ? "cuda (one GPU per rank)" : s.device.str(),
-                                                s.dtype, wc->workload)) {
-        WorkerEvent e;
-        e.kind = WorkerEvent::Kind::kFact;
-        e.text = key;
-        e.value = value;
-        Emit(e);
-      }
+                                                s.dtype, wc->workload))
+        EmitFact(key, value);
     }
     // Inference issues barriers only: Gloo groups, which also allow replicas that share a GPU
     // (NCCL refuses two ranks of one group on one device).
@@ -861,6 +889,7 @@ int RunWorker(const std::string& case_path) {
     exchange.await = [](double timeout_seconds) { return ReadAnnouncedPort(STDIN_FILENO, timeout_seconds); };
     ProcessGroups g = ConnectGroups(*env, request, exchange);
     if (env->rank == 0 && wc->workload != Workload::kInference) EmitShardingFacts(*wc, s.dtype, g);
+    ProbeCaseLink(*wc, s, g, request.cuda);
     int code = 0;
     int64_t steps_between_nodes = 0;
     if (wc->workload == Workload::kInference) {

@@ -157,7 +157,33 @@ ResolvedCell Resolve(const CellResults* cell, const FigureFn& get, double scale,
   for (const auto* f : cell->failures) {
     if (f->run_id > r.run_id) r.origin += "; newer, not ok: " + f->text;
   }
+  if (std::optional<CaseLink> link = CellLink(cell)) {
+    r.origin += "; link: " + LinkBesideLabel(*link);
+    r.link_off_label = link->OffLabel();
+  }
   return r;
+}
+
+std::optional<CaseLink> CellLink(const CellResults* cell) {
+  if (!cell || !cell->Winning()) return std::nullopt;
+  std::optional<CaseLink> out;
+  std::vector<double> busbw, latency;
+  for (const CaseEntry& e : *cell->Winning()) {
+    if (e.c->record.nodes < 2) continue;
+    const CaseLink link = LinkOfCase(e.c->measurements, e.c->facts);
+    if (!link.measured()) continue;
+    busbw.push_back(*link.busbw_bytes_per_second);
+    if (link.latency_seconds) latency.push_back(*link.latency_seconds);
+    if (!out) out = link;
+    if (!out->nominal_bits_per_second && link.nominal_bits_per_second) {
+      out->network = link.network;
+      out->nominal_bits_per_second = link.nominal_bits_per_second;
+    }
+  }
+  if (!out) return std::nullopt;
+  out->busbw_bytes_per_second = Median(busbw);
+  out->latency_seconds = latency.empty() ? std::nullopt : Median(latency);
+  return out;
 }
 
 RunFigure MedianFigure(const std::vector<CaseEntry>& entries, const FigureFn& get, double scale) {
@@ -186,8 +212,10 @@ ReportCell ValueCell(const std::string& column, const ResolvedCell& r,
   c.sources = r.sources;
   c.run_id = r.run_id;
   c.contended = r.contended;
+  c.link_off_label = r.link_off_label;
   if (r.value) {
-    c.text = format(*r.value) + (r.marker == "*" ? " *" : "") + (r.contended ? std::string(" ") + kContendedMark : "");
+    c.text = format(*r.value) + (r.marker == "*" ? " *" : "") + (r.contended ? std::string(" ") + kContendedMark : "") +
+             (r.link_off_label ? std::string(" ") + kLinkOffLabelMark : "");
   } else {
     c.text = r.marker;
   }

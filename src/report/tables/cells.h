@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "report/report_data.h"
+#include "runner/store/link_label.h"
 
 namespace protocol {
 
@@ -22,6 +23,9 @@ inline constexpr const char* kDash = "–";  // U+2013: no value / no ratio
 inline constexpr const char* kNoSolution = "no solution";
 // After a value: a case behind it ran contended (ReportCell::contended).
 inline constexpr const char* kContendedMark = "!";
+// After a value: the link a multi-node case measured is off its network's
+// label (ReportCell::link_off_label; link_label.h).
+inline constexpr const char* kLinkOffLabelMark = "≠";
 
 // One stored case and the run it belongs to.
 struct CaseEntry {
@@ -77,6 +81,7 @@ struct ResolvedCell {
   std::string origin;
   int64_t run_id = 0;
   std::optional<double> contended;  // the largest contention of a contended case shown
+  bool link_off_label = false;      // the link of the cases shown is off their label (CellLink)
 };
 
 using FigureFn = std::function<std::optional<CaseFigure>(const CaseEntry&)>;
@@ -98,6 +103,15 @@ struct RunFigure {
   int n = 0;
 };
 RunFigure MedianFigure(const std::vector<CaseEntry>& entries, const FigureFn& get, double scale);
+
+// The link of a multi-node cell's cases shown (those of the winning run that
+// measured one, link_label.h): the median of their bus bandwidths and of
+// their latencies, with the network label and nominal rate of the first that
+// stored them; nullopt for a cell on one node, without an ok result, or whose
+// cases measured no link. Resolve appends it to a cell's origin ("; link:
+// 1.17 GB/s bus bandwidth (9.4 Gbit/s), latency 85 µs; its network '10G' is
+// nominally 10 Gbit/s") and marks the cell when it is off the label.
+std::optional<CaseLink> CellLink(const CellResults* cell);
 
 // The table cell of a resolved figure under `column`.
 ReportCell ValueCell(const std::string& column, const ResolvedCell& r, const FormatFn& format);

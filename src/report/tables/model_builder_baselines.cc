@@ -50,6 +50,7 @@ ReportCell BytesCell(const std::string& column, const CellResults* cell) {
     r.marker = kDash;
   }
   r.contended.reset();  // a count of bytes does not depend on the CPU other processes took
+  r.link_off_label = false;  // nor on the link's rate (its tooltip still says it)
   return ValueCell(column, r, FormatBinaryBytes);
 }
 

@@ -30,6 +30,11 @@ const CaveatSpec kCaveats[] = {
     {"one host", "one host",
      "the nodes of a multi-node side ran on one machine: no network between machines was measured",
      "its nodes were one machine, so no network between machines was measured"},
+    {"link ≠ label", "link ≠ label",
+     "a multi-node side's link, measured by its ranks before the first step (all-reduce bus bandwidth, "
+     "docs/distributed.md), was more than 2× away from its network label's nominal rate (marked ≠ in the tables): "
+     "the label does not say what the figure ran on",
+     "a side's link measured more than 2× away from its network's label, so the label does not say what it ran on"},
     {"random weights", "random weights",
      "measured on seeded random weights (the plan says init: random), not on a trained model",
      "measured on random weights, not on a trained model"},
@@ -229,9 +234,19 @@ std::string LossClause(const CellResults* baseline, const CellResults* candidate
   return fmt::format(", its held-out loss {} % {}", FormatDecimals(std::abs(pct), 1), pct > 0 ? "higher" : "lower");
 }
 
+std::string MeasuredLinkNote(const CellResults* cell) {
+  const std::optional<CaseLink> link = CellLink(cell);
+  if (!link) return "";
+  std::string note = (link->network.empty() ? "" : link->network + ", ") + "measured " +
+                     GbitText(*link->busbw_bytes_per_second * 8);
+  if (link->OffLabel()) note += ": link ≠ label";
+  return " (" + note + ")";
+}
+
 std::string BytesBetweenNodesCell(const CellResults* candidate, const CellResults* baseline) {
   std::string c = BetweenNodesText(candidate), b = BetweenNodesText(baseline);
-  return (c.empty() ? "not stored" : c) + " vs " + (b.empty() ? "not stored" : b);
+  return (c.empty() ? "not stored" : c) + MeasuredLinkNote(candidate) + " vs " + (b.empty() ? "not stored" : b) +
+         MeasuredLinkNote(baseline);
 }
 
 std::vector<std::string> RatioCaveats(const ReportCell& ratio,
@@ -252,6 +267,8 @@ std::vector<std::string> RatioCaveats(const ReportCell& ratio,
       tags.push_back("imported");
     }
   }
+  if (std::any_of(inputs.begin(), inputs.end(), [](const auto& side) { return side.second->link_off_label; }))
+    tags.push_back("link ≠ label");
   if (contended) tags.push_back(fmt::format("contended {} %", FormatPercent(*contended)));
   if (ratio.value && ratio.numerator_run_id != ratio.denominator_run_id) tags.push_back("different runs");
   if (ratio.interval && ratio.interval->low <= 1 && ratio.interval->high >= 1) tags.push_back("not significant");

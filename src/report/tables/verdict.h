@@ -84,13 +84,22 @@ std::string LossDifferenceCell(const CellResults* baseline, const CellResults* c
 // same held-out loss" (equal at 4 decimals); "" when a side has none.
 std::string LossClause(const CellResults* baseline, const CellResults* candidate);
 
+// A side's link as its ranks measured it before the first step
+// (CellLink), beside its network label, for the bytes column: " (10G,
+// measured 9.4 Gbit/s)", ending ": link ≠ label" when it is more than
+// metric::kLinkLabelFactor away from the label's nominal rate; " (measured
+// 9.4 Gbit/s)" without a label; "" when no link was measured.
+std::string MeasuredLinkNote(const CellResults* cell);
+
 // The bytes between nodes of the candidate, then of the baseline
-// (BetweenNodesText): "13.51 MiB vs 328.82 MiB", "not stored" for a side
-// without.
+// (BetweenNodesText), each with its MeasuredLinkNote: "13.51 MiB (10G,
+// measured 9.4 Gbit/s) vs 328.82 MiB (10G, measured 0.8 Gbit/s: link ≠
+// label)", "13.51 MiB vs 328.82 MiB" where no link was measured, "not
+// stored" for a side without bytes.
 std::string BytesBetweenNodesCell(const CellResults* candidate, const CellResults* baseline);
 
 // The caveat tags of a ratio, in kCaveats order (verdict.cc): "contended 40
-// %" (the most of its sides), "extrapolated", "first steps", "imported",
+// %" (the most of its sides), "link ≠ label" (a side's ReportCell::link_off_label), "extrapolated", "first steps", "imported",
 // "different runs", "not significant"; of a refused one "different machines"
 // or "different work".
 std::vector<std::string> RatioCaveats(const ReportCell& ratio,

@@ -22,6 +22,7 @@
 #include "runner/exec/extrapolate.h"
 #include "runner/plan/case_placeholders.h"
 #include "runner/plan/schedule.h"
+#include "runner/store/link_label.h"
 
 namespace protocol {
 namespace {
@@ -362,6 +363,15 @@ void AddExpected(const CaseSpec& spec, const TimeEstimate& expected, double seco
   }
 }
 
+// A case whose measured link is off its network's label (link_label.h):
+// listed for the run's end, and warned of now.
+void CheckLinkLabel(const CaseSpec& spec, const CaseResult& result, RunSummary& summary) {
+  const std::string warning = LinkLabelWarning(LinkOfCase(result.measurements, result.facts));
+  if (warning.empty()) return;
+  summary.link_off_label.push_back(fmt::format("{}: {}", spec.id, warning));
+  spdlog::warn("case {}: {}", spec.id, warning);
+}
+
 }  // namespace
 
 Runner::Runner(Store& store, Clock& clock, ProcessRunner& processes, BackendFactory backends,
@@ -555,6 +565,7 @@ Result<bool> Runner::RunCase(const Plan& plan, const RunOptions& options, const 
   AddMeasurements(spec, seconds, events.steps(), std::move(outcome.measurements),
                   std::move(contention_figures), result, summary);
   AddExpected(spec, expected, seconds, result, summary);
+  CheckLinkLabel(spec, result, summary);
   result.steps = events.TakePendingSteps();
   result.requests = events.TakePendingRequests();
   result.finished_at = clock_.NowIso8601();

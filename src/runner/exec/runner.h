@@ -65,6 +65,11 @@ struct RunSummary {
   // Cases whose measured wall time left the estimate's band (estimate.h):
   // "qn.1.1: 3.1x its estimate (...; the term most likely at fault: compute 1.2 s)".
   std::vector<std::string> off_estimate;
+  // Cases whose link, measured before the first step, was more than
+  // metric::kLinkLabelFactor away from their network's nominal rate
+  // (link_label.h): "r.1: link measured 0.8 Gbit/s bus bandwidth, its network
+  // '10G' is nominally 10 Gbit/s (12.5x slower)".
+  std::vector<std::string> link_off_label;
   bool stopped = false;  // the StopFlag ended the run early
   bool log_lost = false;  // a case log could not be written whole: the run stopped (Run returned the error)
   // Exit code per the CLI contract: 0 all ok, 1 any case not ok (or stopped).

@@ -127,6 +127,17 @@ std::vector<const CaseSpec*> Plan::Cases() const {
   return out;
 }
 
+const NetworkSpec* ClusterSpec::FindNetwork(const std::string& label) const {
+  auto it = networks.find(label);
+  return it == networks.end() ? nullptr : &it->second;
+}
+
+const NodeSpec* ClusterSpec::FindNode(const std::string& name) const {
+  for (const NodeSpec& n : nodes)
+    if (n.name == name) return &n;
+  return nullptr;
+}
+
 const CaseSpec* Plan::FindCase(const std::string& id) const {
   for (const auto* c : Cases())
     if (c->id == id) return c;

@@ -125,6 +125,18 @@ struct DatasetSpec {
   SourceLocation where;
 };
 
+// `env:` at cluster, network, node or case level (docs/plan-format.md,
+// "env"): what the ranks of a native case get besides protocol's own
+// variables, merged in that order (a later level's value wins; networks.h
+// MergeEnv). Written as a map of NAME: value; the key `inherit` takes a list
+// of names whose values are passed on from the runner's own environment.
+struct EnvSpec {
+  std::map<std::string, std::string> vars;
+  std::vector<std::string> inherit;
+  SourceLocation where;  // the `env:` map, for messages
+  bool empty() const { return vars.empty() && inherit.empty(); }
+};
+
 struct NodeSpec {
   std::string name;  // e.g. "rig0"; topologies refer to it
   std::string host;  // hostname or address used by launchers
@@ -136,6 +148,7 @@ struct NodeSpec {
   // The fraction of the accelerator's peak FLOP/s training achieves (MFU),
   // in (0, 1]; 0 = not stated (the device table's assumption).
   double gpu_mfu = 0;
+  EnvSpec env;
 };
 
 // Optional two-node rehearsal on one host (docs/rehearsal.md): a veth pair shaped with tc.
@@ -158,11 +171,30 @@ Result<double> ParseTcRate(std::string_view text);
 // "2ms" -> 0.002, "500us", "1.5s". InvalidArgument otherwise.
 Result<double> ParseTcTime(std::string_view text);
 
+// `cluster.networks.<label>`: what a case's `network` label means
+// (docs/plan-format.md, "networks"): its nominal rate, the environment that
+// makes the ranks' transport use it (NCCL_SOCKET_IFNAME, NCCL_IB_DISABLE ...),
+// each node's address on it (rendezvous and Gloo then use that address), and
+// in a rehearsal the emulated link of its own.
+struct NetworkSpec {
+  std::string name;                              // the label, e.g. "10G"
+  std::string rate;                              // as written, e.g. "10gbit" (tc units)
+  double bits_per_second = 0;                    // rate, read (> 0)
+  EnvSpec env;
+  std::map<std::string, std::string> addresses;  // node name -> its address on this network
+  std::optional<NetworkEmulation> emulate;       // overrides cluster.emulate for this network's cases
+  SourceLocation where;                          // the network's entry
+};
+
 struct ClusterSpec {
   std::vector<NodeSpec> nodes;
   std::string launcher = "local";  // "local" | "ssh" | "slurm"
   std::string network;             // default network label for multi-node cases, e.g. "10G"
   std::optional<NetworkEmulation> emulate;
+  EnvSpec env;
+  std::map<std::string, NetworkSpec> networks;  // by label
+  const NetworkSpec* FindNetwork(const std::string& label) const;
+  const NodeSpec* FindNode(const std::string& name) const;
 };
 
 // Share-protocol topology "rig0:2x4 rig1:2x4": G groups of K ranks per node.
@@ -274,6 +306,11 @@ struct TrainingSettings {
   // at the last step; 0 = only at the end. The time to a target loss
   // (docs/report.md, "Speed-up at equal quality") is read from it.
   int64_t eval_every;
+  // Multi-node native cases: the ranks time an all-reduce between the nodes
+  // before the first step and store the link's bus bandwidth and latency
+  // (link_probe.h in the native backends; docs/distributed.md, "The link,
+  // measured before each case"); false: not measured, a fact says so.
+  bool link_probe;
   int64_t LoraRank() const { return lora_rank; }
   double LoraAlpha() const { return lora_alpha; }
 };
@@ -320,6 +357,7 @@ struct CaseSpec {
   std::string output_dir;           // where the resulting model is saved; "{placeholders}" expanded
   CommandSpec command;              // command backend only
   TrainingSettings training;
+  EnvSpec env;                      // native cases: the case's level of the ranks' environment
   std::vector<ReferenceBand> references;  // in the order written; empty = nothing to check
   // `quality_target: {loss: X}`: the held-out loss the report's time to
   // target aims at for this case's rows instead of the baseline's own final

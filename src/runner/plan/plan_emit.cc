@@ -78,6 +78,25 @@ YamlNode Seq(std::vector<YamlNode> items) {
   return n;
 }
 
+// `env:` as written: NAME: value entries, then `inherit` (absent when empty).
+YamlNode EnvNode(const EnvSpec& env) {
+  MapBuilder b;
+  for (const auto& [k, v] : env.vars) b.Add(k, Str(v));
+  if (!env.inherit.empty()) {
+    std::vector<YamlNode> names;
+    for (const std::string& n : env.inherit) names.push_back(Str(n));
+    b.Add("inherit", Seq(std::move(names)));
+  }
+  return b.node;
+}
+
+YamlNode EmulationNode(const NetworkEmulation& e) {
+  MapBuilder eb;
+  eb.Add("bandwidth", Str(e.bandwidth));
+  eb.AddIf(!e.delay.empty(), "delay", Str(e.delay));
+  return eb.node;
+}
+
 YamlNode ResolvedCase(const CaseSpec& c) {
   MapBuilder b;
   b.Add("id", Str(c.id)).AddIf(!c.title.empty(), "title", Str(c.title));
@@ -106,6 +125,7 @@ YamlNode ResolvedCase(const CaseSpec& c) {
   }
   b.Add("timeout", Num(c.timeout_seconds)).Add("repeats", Int(c.repeats)).Add("warmup_steps", Int(c.warmup_steps));
   b.AddIf(!c.output_dir.empty(), "output_dir", Str(c.output_dir));
+  if (!c.env.empty()) b.Add("env", EnvNode(c.env));
   if (HasCommand(c.command)) {
     MapBuilder cmd;
     if (!c.command.argv.empty()) {
@@ -190,14 +210,27 @@ std::string ResolvedText(const Plan& plan) {
     // The time estimate's inputs, only when stated: no backend's run reads them.
     nb.AddIf(!n.gpu_model.empty(), "gpu_model", Str(n.gpu_model));
     nb.AddIf(n.gpu_mfu > 0, "gpu_mfu", Num(n.gpu_mfu));
+    if (!n.env.empty()) nb.Add("env", EnvNode(n.env));
     nodes.push_back(nb.node);
   }
   cluster.Add("nodes", Seq(std::move(nodes)));
-  if (plan.cluster.emulate) {
-    MapBuilder eb;
-    eb.Add("bandwidth", Str(plan.cluster.emulate->bandwidth));
-    eb.AddIf(!plan.cluster.emulate->delay.empty(), "delay", Str(plan.cluster.emulate->delay));
-    cluster.Add("emulate", eb.node);
+  if (plan.cluster.emulate) cluster.Add("emulate", EmulationNode(*plan.cluster.emulate));
+  if (!plan.cluster.env.empty()) cluster.Add("env", EnvNode(plan.cluster.env));
+  if (!plan.cluster.networks.empty()) {
+    MapBuilder networks;
+    for (const auto& [label, net] : plan.cluster.networks) {
+      MapBuilder nb;
+      nb.Add("rate", Str(net.rate));
+      if (!net.env.empty()) nb.Add("env", EnvNode(net.env));
+      if (!net.addresses.empty()) {
+        MapBuilder ab;
+        for (const auto& [node, address] : net.addresses) ab.Add(node, Str(address));
+        nb.Add("addresses", ab.node);
+      }
+      if (net.emulate) nb.Add("emulate", EmulationNode(*net.emulate));
+      networks.Add(label, nb.node);
+    }
+    cluster.Add("networks", networks.node);
   }
   root.Add("cluster", cluster.node);
   std::vector<YamlNode> stages;

@@ -29,6 +29,7 @@
 #include "runner/base/text.h"
 #include "runner/plan/case_placeholders.h"
 #include "runner/plan/inheritance.h"
+#include "runner/plan/networks.h"
 #include "runner/plan/overrides.h"
 #include "runner/plan/plan_emit.h"
 #include "runner/plan/plan_reader.h"
@@ -48,14 +49,13 @@ const std::vector<std::string> kCaseKeys = {
     "id",       "title",   "workload", "backend",   "system",  "model",    "dataset",
     "nodes",    "topology", "network", "variant",   "steps",   "epochs",   "report_as", "not_provided",
     "inference", "timeout", "repeats", "warmup_steps", "output_dir", "command", "training",
-    "reference", "quality_target"};
+    "reference", "quality_target", "env"};
 const std::vector<std::string> kStageKeys = {"name", "title", "defaults", "cases"};
 const std::vector<std::string> kModelKeys = {"preset", "path", "quantization", "double_quant", "init"};
 const std::vector<std::string> kModelInits = {"weights", "random"};
 const std::vector<std::string> kDatasetKeys = {"format", "path", "column"};
-const std::vector<std::string> kClusterKeys = {"launcher", "network", "nodes", "emulate"};
-const std::vector<std::string> kNodeKeys = {"name", "host", "gpus", "gpu_memory_gb", "gpu_model", "gpu_mfu"};
-const std::vector<std::string> kEmulateKeys = {"bandwidth", "delay"};
+const std::vector<std::string> kClusterKeys = {"launcher", "network", "nodes", "emulate", "env", "networks"};
+const std::vector<std::string> kNodeKeys = {"name", "host", "gpus", "gpu_memory_gb", "gpu_model", "gpu_mfu", "env"};
 const std::vector<std::string> kInferenceKeys = {"prompt", "max_new_tokens", "ignore_eos"};
 const std::vector<std::string> kRangeKeys = {"from", "to", "step"};
 const std::vector<std::string> kQualityTargetKeys = {"loss"};
@@ -387,40 +387,21 @@ void PlanParser::ParseCluster(const YamlNode& node) {
           else spec.gpu_mfu = *v;
         }
       }
+      if (const YamlNode* e = item.Find("env"))
+        if (auto env = ReadEnv(r_, *e)) spec.env = *env;
       c.nodes.push_back(spec);
     }
   }
-  if (const YamlNode* n = node.Find("emulate"); n && r_.ExpectMap(*n, "emulate")) {
-    r_.CheckKeys(*n, kEmulateKeys);
-    // Read by the rules the run uses (ParseTcRate, ParseTcTime): what validate
-    // accepts, the run shapes.
-    NetworkEmulation e;
-    bool ok = true;
-    auto read = [&](const char* key, auto parse, std::string* text, double* value) {
-      const YamlNode* v = n->Find(key);
-      if (!v) return;
-      std::optional<std::string> written = r_.String(*v, key);
-      if (!written) {
-        ok = false;
-        return;
-      }
-      Result<double> parsed = parse(*written);
-      if (!parsed.ok()) {
-        r_.Error(*v, parsed.status().message());
-        ok = false;
-        return;
-      }
-      *text = *written;
-      *value = *parsed;
-    };
-    if (!n->Find("bandwidth")) {
-      r_.Error(*n, "emulate needs a bandwidth (e.g. bandwidth: 100mbit)");
-      ok = false;
-    }
-    read("bandwidth", ParseTcRate, &e.bandwidth, &e.bits_per_second);
-    read("delay", ParseTcTime, &e.delay, &e.delay_seconds);
-    if (ok) c.emulate = e;
-  }
+  if (const YamlNode* n = node.Find("emulate"))
+    if (auto e = ReadEmulation(r_, *n)) c.emulate = *e;
+  if (const YamlNode* n = node.Find("env"))
+    if (auto e = ReadEnv(r_, *n)) c.env = *e;
+  if (const YamlNode* n = node.Find("networks")) ReadNetworks(r_, *n, c);
+  // The default label must mean something where networks are defined.
+  if (const YamlNode* n = node.Find("network"); n && !c.networks.empty() && !c.network.empty() &&
+                                                 !c.FindNetwork(c.network))
+    r_.Error(*n, fmt::format("cluster.network '{}' names no network of cluster.networks", c.network),
+             "networks: " + Join(KeysOf(c.networks), ", "));
 }
 
 // Checks a `defaults:` block (plan or stage) and returns it, or an empty map.
@@ -926,6 +907,12 @@ std::optional<CaseSpec> PlanParser::ParseCase(const YamlNode& m, const YamlNode&
   }
   if (const YamlNode* n = m.Find("command")) ParseCommand(*n, c, &ok);
   if (const YamlNode* n = m.Find("training")) ParseTraining(*n, c, &ok);
+  if (const YamlNode* n = m.Find("env")) {
+    if (auto e = ReadEnv(r_, *n)) c.env = *e;
+    else ok = false;
+    if (c.backend == "command")
+      Fail(*n, fmt::format("{} runs a command: its environment is command.env", who), &ok);
+  }
   // A hybrid-sharded FSDP is another baseline than the methodology's: its own
   // column unless the plan names its system.
   if (!m.Find("system") && c.backend == "fsdp" && c.training.sharding == Sharding::kHybrid)
@@ -1042,7 +1029,17 @@ void PlanParser::ParsePlacement(const YamlNode& m, const std::string& who, CaseS
     if (cluster > 0 && static_cast<size_t>(c.nodes) > cluster)
       Fail(*nodes_node, fmt::format("{} needs {} nodes but the cluster has {}", who, c.nodes, cluster), ok);
   }
-  if (!ReadString(m, "network", &c.network, ok) && c.nodes > 1) c.network = plan_.cluster.network;
+  const YamlNode* network = ReadString(m, "network", &c.network, ok);
+  if (!network && c.nodes > 1) c.network = plan_.cluster.network;
+  // Where the plan defines networks, a multi-node case's label is one of them
+  // (a typo would otherwise run on whatever the transport picks).
+  const auto& networks = plan_.cluster.networks;
+  if (c.nodes > 1 && !networks.empty() && !c.network.empty() && !plan_.cluster.FindNetwork(c.network)) {
+    const std::vector<std::string> labels = KeysOf(networks);
+    const std::string close = DidYouMean(c.network, labels);
+    Fail(network ? *network : m, fmt::format("{}: network '{}' is not one of cluster.networks", who, c.network), ok,
+         close.empty() ? "networks: " + Join(labels, ", ") : fmt::format("did you mean '{}'?", close));
+  }
   ReadString(m, "variant", &c.variant, ok);
 }
 

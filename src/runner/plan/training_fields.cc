@@ -77,6 +77,9 @@ const std::vector<TrainingField>& TrainingFields() {
           "held-out loss against training time (share: at the first merge from each such step on); 0 = only at "
           "the end",
           AtLeast(0)),
+      Row("link_probe", &S::link_probe, true,
+          "multi-node native cases: before the first step, time an all-reduce between the nodes at a few sizes and "
+          "store the link's bus bandwidth and latency (at most 10 s); false = not measured"),
   };
   return rows;
 }

@@ -7,6 +7,7 @@
 
 #include "runner/base/json.h"
 #include "runner/base/text.h"
+#include "runner/store/link_label.h"
 
 namespace protocol {
 
@@ -337,6 +338,7 @@ Result<std::string> CaseText(Store& store, const CaseRecord& c) {
   auto ms = store.MeasurementsOfCase(c.row_id);
   if (!ms.ok()) return ms.status();
   add("communication", CommunicationText(*ms));
+  add("link", LinkBesideLabel(LinkOfCase(*ms, *ran_on)));
   out += facts.Render("    ");
 
   if (ms->empty()) {

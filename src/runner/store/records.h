@@ -134,6 +134,16 @@ inline constexpr const char* kLatencyMeanSeconds = "latency_mean_seconds";    //
 inline constexpr const char* kContention = "contention";
 inline constexpr const char* kContentionPeak = "contention_peak";
 inline constexpr double kContendedShare = 0.20;
+// The link between the nodes of a multi-node native case, measured by its
+// ranks before the first step on the case's own communicator (an all-reduce
+// at a few sizes; training.link_probe): bus bandwidth as nccl-tests defines
+// it, busbw = algbw x 2(n-1)/n with algbw = bytes / seconds, at the largest
+// size; the latency is the time of the smallest size's all-reduce.
+inline constexpr const char* kLinkBusBandwidth = "link_busbw_bytes_per_second";  // bytes/s
+inline constexpr const char* kLinkLatency = "link_latency_seconds";             // s
+// A measured link more than this factor away from its network's nominal rate
+// (either way) is flagged: `run` warns, the report tags the cell "link ≠ label".
+inline constexpr double kLinkLabelFactor = 2.0;
 }  // namespace metric
 
 struct Measurement {
@@ -169,6 +179,15 @@ inline constexpr const char* kSharding = "sharding";          // "full over 4 ra
 inline constexpr const char* kPrefetch = "prefetch";          // "on" | "off"
 inline constexpr const char* kReduceDtype = "reduce_dtype";   // the gradient reductions' dtype: "float32", "bfloat16"
 inline constexpr const char* kMerge = "merge";                 // share: "one flat bfloat16 all-reduce of the pseudo-gradient; outer state on the host"
+// Multi-node native cases: the network they ran on (cluster.networks).
+inline constexpr const char* kNetwork = "network";                            // the case's label: "10G"
+inline constexpr const char* kNetworkRate = "network_rate_bits_per_second";   // its nominal rate: "1e+10"
+// Multi-node native cases whose link was not measured (metric::kLinkBusBandwidth):
+// why, "off (training.link_probe: false)".
+inline constexpr const char* kLinkProbe = "link_probe";
+// What every rank was given besides protocol's own variables, secrets masked
+// (docs/plan-format.md, "env"): "NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=eth1".
+inline constexpr const char* kRankEnv = "rank_env";
 }  // namespace fact
 
 // One training step, as the backend reports it.

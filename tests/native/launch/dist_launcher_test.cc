@@ -66,6 +66,22 @@ TEST_CASE("dist launcher: local runs each rank's command unchanged") {
   REQUIRE(out->size() == 2);
   CHECK((*out)[1].argv == std::vector<std::string>{"/opt/protocol", "worker", "--case", "/r/case.json"});
   CHECK((*out)[1].env.at("RANK") == "1");
+
+  // The runner's own transport variables the plan did not ask for: --export=ALL
+  // would carry them, so the step removes them before the worker starts.
+  LaunchRequest withheld = TwoNodes();
+  withheld.ranks[1].unset = {"NCCL_P2P_LEVEL", "TORCH_NCCL_BLOCKING_WAIT"};
+  auto cleaned = FindLauncher("slurm")->make()->Prepare(withheld);
+  REQUIRE(cleaned.ok());
+  CHECK((*cleaned)[1].argv == std::vector<std::string>{"srun", "--nodes=1", "--ntasks=1", "--nodelist=rig1.lab",
+                                                       "--export=ALL", "--kill-on-bad-exit=1",
+                                                       "--chdir=/work/it's here", "env", "-u", "NCCL_P2P_LEVEL", "-u",
+                                                       "TORCH_NCCL_BLOCKING_WAIT", "/opt/protocol", "worker",
+                                                       "--case", "/r/case.json"});
+  // ssh passes only the rank's env: nothing to remove.
+  auto ssh = FindLauncher("ssh")->make()->Prepare(withheld);
+  REQUIRE(ssh.ok());
+  CHECK((*ssh)[1].argv.back().find("NCCL_P2P_LEVEL") == std::string::npos);
 }
 
 TEST_CASE("dist launcher: ssh quotes the whole remote command, environment inside it") {

@@ -259,12 +259,19 @@ TEST_CASE("shipped plans: every methodology case fits 80 GB GPUs by the memory e
       std::unique_ptr<Backend> backend = c->backend == "fsdp" ? MakeNativeFsdpBackend() : MakeNativeShareBackend();
       CHECK(backend->Check(plan, *c).empty());
       CaseAdvice advice = backend->Advise(plan, *c);
-      // The memory, and for a training case over two nodes what crosses between them.
+      // The memory, for a training case over two nodes what crosses between them, and for
+      // every case over two nodes its network: the label's rate and the ranks' environment.
       const bool two_node_training = c->nodes > 1 && c->workload != Workload::kInference;
-      REQUIRE(advice.notes.size() == (two_node_training ? 2u : 1u));
+      REQUIRE(advice.notes.size() == 1u + (two_node_training ? 1u : 0u) + (c->nodes > 1 ? 1u : 0u));
       CHECK(StartsWith(advice.notes[0], "expected peak memory per GPU: "));
       CHECK(advice.notes[0].find(" of 80 GB (fits); ") != std::string::npos);
       if (two_node_training) CHECK(StartsWith(advice.notes[1], "between nodes"));
+      if (c->nodes > 1) {
+        const std::string& network = advice.notes.back();
+        CHECK(StartsWith(network, "network '" + c->network + "': "));
+        CHECK(network.find(c->network == "80G" ? "80gbit nominal" : "10gbit nominal") != std::string::npos);
+        CHECK(network.find(c->network == "80G" ? "NCCL_IB_HCA=mlx5_0" : "NCCL_IB_DISABLE=1") != std::string::npos);
+      }
       for (const std::string& w : advice.warnings) CHECK(w.find("expected peak memory") == std::string::npos);
     }
   }
@@ -416,4 +423,24 @@ TEST_CASE("shipped plans: the rigs' plans spend at most 5 % of a case's training
     }
     CHECK(with_curve > 0);
   }
+}
+
+TEST_CASE("shipped plans: the rehearsal does not warn about the model its own first case writes") {
+  // As its header says, it runs from the repository root: there the 4-bit
+  // model's path (relative to the plan) is r.base's output_dir (relative to
+  // the working directory).
+  const std::filesystem::path before = std::filesystem::current_path();
+  std::filesystem::current_path(PROTOCOL_SOURCE_DIR);
+  Plan plan = Load("rehearsal-methodology.yaml");
+  int named = 0;
+  for (const CaseSpec* c : plan.Cases()) {
+    CAPTURE(c->id);
+    std::unique_ptr<Backend> backend = c->backend == "fsdp" ? MakeNativeFsdpBackend() : MakeNativeShareBackend();
+    CHECK(backend->Check(plan, *c).empty());
+    const CaseAdvice advice = backend->Advise(plan, *c);
+    for (const std::string& w : advice.warnings) CHECK(w.find("cannot check") == std::string::npos);
+    for (const std::string& n : advice.notes) named += n.find("written by case 'r.base'") != std::string::npos;
+  }
+  std::filesystem::current_path(before);
+  CHECK(named == 13);  // every case of model tiny4: each was a "cannot check" warning before
 }

@@ -59,6 +59,10 @@ class SlurmLauncher : public Launcher {
       std::vector<std::string> argv = {"srun", "--nodes=1", "--ntasks=1", "--nodelist=" + host, "--export=ALL",
                                        "--kill-on-bad-exit=1"};
       if (!request.workdir.empty()) argv.push_back("--chdir=" + request.workdir);
+      if (!rank.unset.empty()) {  // --export=ALL would carry them to the node
+        argv.push_back("env");
+        for (const std::string& name : rank.unset) argv.insert(argv.end(), {"-u", name});
+      }
       argv.insert(argv.end(), rank.argv.begin(), rank.argv.end());
       l.argv = std::move(argv);
       return l;

@@ -29,6 +29,11 @@ struct RankLaunch {
   std::string node;                        // the node's name in the plan, e.g. "rig1"
   std::vector<std::string> argv;           // argv[0] searched in PATH; never through a local shell
   std::map<std::string, std::string> env;  // set on top of the inherited environment
+  // Variables of the runner's environment the rank must not get (networks.h
+  // WithheldVariables): removed where a launcher would pass the runner's
+  // environment on (slurm's --export=ALL); ssh passes only `env`, and a local
+  // rank is on the runner's own host.
+  std::vector<std::string> unset;
 };
 
 struct LaunchRequest {
