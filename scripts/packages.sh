@@ -16,6 +16,7 @@ BUILD_PACKAGES=(
 TEST_PACKAGES=(
   python3                                   # the command-backend demo workload (tests/cli/cli_demo_test.cc)
   iproute2                                  # ip/tc: network namespaces for the two-node rehearsal tests
+  openssh-server openssh-client             # a real sshd on localhost for the ssh launcher's test
 )
 
 # Debian 12's CPU libtorch.
