@@ -483,3 +483,41 @@ TEST_CASE("native check: a model an earlier case writes is a note, not a warning
 }
 
 }  // namespace protocol
+
+namespace protocol {
+
+TEST_CASE("native check: two systems of one row on different networks warn, unless the plan says it is the comparison") {
+  auto plan_of = [](const std::string& flag) {
+    const std::string text =
+        "protocol: 1\nname: rows\n"
+        "models:\n  m: {preset: llama2-7b}\n"
+        "datasets:\n  web: {format: text, path: /nowhere/web.txt}\n"
+        "cluster:\n" + flag +
+        "  networks: {80G: {rate: 80gbit}, 10G: {rate: 10gbit}}\n"
+        "  nodes:\n    - {name: rig0, host: rig0, gpus: 8}\n    - {name: rig1, host: rig1, gpus: 8}\n"
+        "defaults: {model: m, dataset: web, workload: pretrain, steps: 100}\n"
+        "stages:\n  - name: s\n    cases:\n"
+        "      - {id: f, backend: fsdp, nodes: 2, network: 80G}\n"
+        "      - {id: s, backend: share, topology: 'rig0:1x8 rig1:1x8', network: 10G}\n"
+        "      - {id: s-same, backend: share, topology: 'rig0:1x8 rig1:1x8', network: 80G, steps: 50}\n";
+    PlanParseResult r = ParsePlanString(text, "<string>");
+    REQUIRE(r.ok());
+    return *r.plan;
+  };
+  Plan plain = plan_of("");
+  CHECK(native::native_network_mismatch(plain, *plain.FindCase("f")) == "");  // the earlier case of the pair
+  CHECK(native::native_network_mismatch(plain, *plain.FindCase("s")) ==
+        "this case (share) runs on network '10G' and case f (fsdp) of its row on '80G': their ratio compares the "
+        "networks as well as the systems; if that is the comparison (as the methodology's is), say so with "
+        "cluster.compare_across_networks: true");
+  CHECK(native::native_network_mismatch(plain, *plain.FindCase("s-same")) == "");  // another length: another row
+  bool warned = false;
+  for (const std::string& w : MakeNativeShareBackend()->Advise(plain, *plain.FindCase("s")).warnings)
+    warned = warned || w.find("compares the networks as well as the systems") != std::string::npos;
+  CHECK(warned);
+  Plan said = plan_of("  compare_across_networks: true\n");
+  CHECK(native::native_network_mismatch(said, *said.FindCase("s")) == "");
+  CHECK(said.resolved_text.find("compare_across_networks: true") != std::string::npos);
+}
+
+}  // namespace protocol

@@ -616,6 +616,23 @@ std::string native_case_network(const Plan& plan, const CaseSpec& spec) {
   return text + "; " + Join(nodes, "; ");
 }
 
+std::string native_network_mismatch(const Plan& plan, const CaseSpec& spec) {
+  if (plan.cluster.compare_across_networks || spec.nodes <= 1 || spec.network.empty()) return "";
+  for (const CaseSpec* other : plan.Cases()) {
+    if (other == &spec) return "";  // only an earlier case of the row is named (once per pair)
+    if (other->workload != spec.workload || other->model != spec.model || other->nodes != spec.nodes ||
+        other->system == spec.system || other->network.empty() || other->network == spec.network ||
+        (other->length.has_value() != spec.length.has_value()) ||
+        (other->length && (other->length->unit != spec.length->unit || other->length->count != spec.length->count)))
+      continue;
+    return fmt::format("this case ({}) runs on network '{}' and case {} ({}) of its row on '{}': their ratio "
+                       "compares the networks as well as the systems; if that is the comparison (as the "
+                       "methodology's is), say so with cluster.compare_across_networks: true",
+                       spec.system, spec.network, other->id, other->system, other->network);
+  }
+  return "";
+}
+
 CaseAdvice native_advise(const Plan& plan, const CaseSpec& spec, NativeRole role) {
   CaseAdvice advice = native_case_memory(plan, spec, role);
   if (std::string traffic = native_case_traffic(plan, spec, role); !traffic.empty()) advice.notes.push_back(traffic);
@@ -626,6 +643,8 @@ CaseAdvice native_advise(const Plan& plan, const CaseSpec& spec, NativeRole role
     else if (i.kind == CaseIssueKind::kUnchecked) refusals.push_back(std::move(i.message));
     else if (i.kind == CaseIssueKind::kNote) advice.notes.push_back(std::move(i.message));
   advice.warnings.insert(advice.warnings.begin(), refusals.begin(), refusals.end());
+  if (std::string mismatch = native_network_mismatch(plan, spec); !mismatch.empty())
+    advice.warnings.push_back(std::move(mismatch));
   // 4-bit groups of the share protocol with periodic merges: exact only with A frozen (lora.h).
   auto model = plan.models.find(spec.model);
   int groups = 0;

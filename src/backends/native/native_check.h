@@ -101,6 +101,12 @@ std::optional<CaseResources> native_case_resources(const Plan& plan, const CaseS
 // "" for a one-node case.
 std::string native_case_network(const Plan& plan, const CaseSpec& spec);
 
+// Validate's warning for a multi-node case whose row (same workload, model,
+// node count and length) has an earlier case of another system on another
+// network, unless cluster.compare_across_networks says that is the
+// comparison; "" otherwise.
+std::string native_network_mismatch(const Plan& plan, const CaseSpec& spec);
+
 // Check's errors and Advise's warnings + notes of a case, from the functions above.
 std::vector<std::string> native_check_errors(const Plan& plan, const CaseSpec& spec, NativeRole role);
 CaseAdvice native_advise(const Plan& plan, const CaseSpec& spec, NativeRole role);

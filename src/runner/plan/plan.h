@@ -193,6 +193,11 @@ struct ClusterSpec {
   std::optional<NetworkEmulation> emulate;
   EnvSpec env;
   std::map<std::string, NetworkSpec> networks;  // by label
+  // `compare_across_networks: true`: the plan compares systems each on its own
+  // network on purpose (the methodology: FSDP over InfiniBand, share over
+  // 10 Gbit). Otherwise validate warns where two systems of one row run on
+  // different networks.
+  bool compare_across_networks = false;
   const NetworkSpec* FindNetwork(const std::string& label) const;
   const NodeSpec* FindNode(const std::string& name) const;
 };

@@ -216,6 +216,7 @@ std::string ResolvedText(const Plan& plan) {
   cluster.Add("nodes", Seq(std::move(nodes)));
   if (plan.cluster.emulate) cluster.Add("emulate", EmulationNode(*plan.cluster.emulate));
   if (!plan.cluster.env.empty()) cluster.Add("env", EnvNode(plan.cluster.env));
+  cluster.AddIf(plan.cluster.compare_across_networks, "compare_across_networks", Bool(true));
   if (!plan.cluster.networks.empty()) {
     MapBuilder networks;
     for (const auto& [label, net] : plan.cluster.networks) {

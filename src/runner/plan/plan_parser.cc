@@ -54,7 +54,8 @@ const std::vector<std::string> kStageKeys = {"name", "title", "defaults", "cases
 const std::vector<std::string> kModelKeys = {"preset", "path", "quantization", "double_quant", "init"};
 const std::vector<std::string> kModelInits = {"weights", "random"};
 const std::vector<std::string> kDatasetKeys = {"format", "path", "column"};
-const std::vector<std::string> kClusterKeys = {"launcher", "network", "nodes", "emulate", "env", "networks"};
+const std::vector<std::string> kClusterKeys = {"launcher", "network", "nodes", "emulate", "env", "networks",
+                                               "compare_across_networks"};
 const std::vector<std::string> kNodeKeys = {"name", "host", "gpus", "gpu_memory_gb", "gpu_model", "gpu_mfu", "env"};
 const std::vector<std::string> kInferenceKeys = {"prompt", "max_new_tokens", "ignore_eos"};
 const std::vector<std::string> kRangeKeys = {"from", "to", "step"};
@@ -397,6 +398,8 @@ void PlanParser::ParseCluster(const YamlNode& node) {
   if (const YamlNode* n = node.Find("env"))
     if (auto e = ReadEnv(r_, *n)) c.env = *e;
   if (const YamlNode* n = node.Find("networks")) ReadNetworks(r_, *n, c);
+  if (const YamlNode* n = node.Find("compare_across_networks"))
+    if (auto v = r_.Bool(*n, "compare_across_networks")) c.compare_across_networks = *v;
   // The default label must mean something where networks are defined.
   if (const YamlNode* n = node.Find("network"); n && !c.networks.empty() && !c.network.empty() &&
                                                  !c.FindNetwork(c.network))
