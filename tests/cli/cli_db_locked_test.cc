@@ -26,17 +26,7 @@ TEST_CASE("cli: a database locked beyond the busy timeout is an I/O error: exit 
   const std::string sqlite3 = FindProgram("sqlite3");
   if (sqlite3.empty()) SKIP_TEST("no sqlite3 shell on PATH to hold a lock with");
   TempDir dir;
-  WriteFile(dir.path / "quick.yaml", R"yaml(protocol: 1
-name: quick
-title: "one quick case"
-models:
-  m: {preset: tiny}
-defaults: {model: m, backend: command, system: fsdp}
-stages:
-  - name: s
-    cases:
-      - {id: c, workload: inference, nodes: 1, inference: {prompt: hi, max_new_tokens: [1]}, command: {argv: ["true"]}}
-)yaml");
+  WriteFile(dir.path / "quick.yaml", kQuickPlan);
   REQUIRE(Protocol({"run", "quick.yaml", "--db", "q.db", "--logs", "logs"}, dir.path).exit_code == 0);
   // The sqlite3 shell takes the write lock, says so through a file, then
   // sleeps holding it (killed below).

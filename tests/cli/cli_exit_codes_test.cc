@@ -40,17 +40,7 @@ TEST_CASE("cli: a file that is not a database, or a directory, is an I/O error: 
 
 TEST_CASE("cli: a damaged database is refused by list, report and run, named and left unchanged") {
   TempDir dir;
-  WriteFile(dir.path / "quick.yaml", R"yaml(protocol: 1
-name: quick
-title: "one quick case"
-models:
-  m: {preset: tiny}
-defaults: {model: m, backend: command, system: fsdp}
-stages:
-  - name: s
-    cases:
-      - {id: c, workload: inference, nodes: 1, inference: {prompt: hi, max_new_tokens: [1]}, command: {argv: ["true"]}}
-)yaml");
+  WriteFile(dir.path / "quick.yaml", kQuickPlan);
   REQUIRE(Protocol({"run", "quick.yaml", "--db", "good.db", "--logs", "logs"}, dir.path).exit_code == 0);
   const std::string good = ReadAll(dir.path / "good.db");
   REQUIRE(good.size() > 8192);

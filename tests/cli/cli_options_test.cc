@@ -34,18 +34,6 @@ void ImportTwice(const TempDir& dir) {
   for (int i = 0; i < 2; ++i) REQUIRE(Protocol({"import", "pub.yaml", "--db", "i.db"}, dir.path).exit_code == 0);
 }
 
-// A plan of one quick command case: runs of it are "runs" (latest finds them).
-const char* kQuickPlan = R"yaml(protocol: 1
-name: quick
-title: "one quick case"
-models:
-  m: {preset: tiny}
-defaults: {model: m, backend: command, system: fsdp}
-stages:
-  - name: s
-    cases:
-      - {id: c, workload: inference, nodes: 1, inference: {prompt: hi, max_new_tokens: [1]}, command: {argv: ["true"]}}
-)yaml";
 
 const std::string kCsvHeader =
     "row_id,run_id,kind,plan,plan_sha256,case_id,repeat,stage,model,workload,backend,system,nodes,topology,network,"

@@ -58,6 +58,19 @@ inline Output Protocol(const std::vector<std::string>& args, const std::filesyst
   return Shell(cmd, cwd);
 }
 
+// A plan of one quick command case (`true`): a run of it takes well under a second.
+inline constexpr const char* kQuickPlan = R"yaml(protocol: 1
+name: quick
+title: "one quick case"
+models:
+  m: {preset: tiny}
+defaults: {model: m, backend: command, system: fsdp}
+stages:
+  - name: s
+    cases:
+      - {id: c, workload: inference, nodes: 1, inference: {prompt: hi, max_new_tokens: [1]}, command: {argv: ["true"]}}
+)yaml";
+
 inline std::vector<CaseRecord> CasesOf(const std::filesystem::path& db, int64_t run) {
   auto store = OpenStore(db.string());
   REQUIRE(store.ok());
