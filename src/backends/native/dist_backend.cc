@@ -10,9 +10,7 @@
 #include <set>
 #include <cstdlib>
 #include <thread>
-#include <functional>
 #include <map>
-#include <optional>
 
 #include "backends/native/launch/events.h"
 #include "backends/native/rank_events.h"
@@ -43,12 +41,6 @@ std::string SelfProgram() {
   fs::path p = fs::read_symlink("/proc/self/exe", ec);
   if (ec || !fs::exists(p, ec)) return "/proc/self/exe";
   return p.string();
-}
-
-const NodeSpec* FindNode(const Plan& plan, const std::string& name) {
-  for (const NodeSpec& n : plan.cluster.nodes)
-    if (n.name == name) return &n;
-  return nullptr;
 }
 
 double SteadyNow() {
@@ -124,7 +116,7 @@ Result<DistLayout> ShareLayout(const Plan& plan, const CaseSpec& spec) {
           l.group_size, p.ranks_per_group));
     for (int i = 0; i < p.groups * p.ranks_per_group; ++i) l.rank_nodes.push_back(p.node);
     l.groups += p.groups;
-    const NodeSpec* node = FindNode(plan, p.node);
+    const NodeSpec* node = plan.cluster.FindNode(p.node);
     l.node_hosts[p.node] = node && !node->host.empty() ? node->host : "localhost";
   }
   return l;
@@ -236,13 +228,6 @@ EnvSpec PlanEnvOf(const BackendContext& ctx, const NetworkSpec* network, const s
                   &ctx.spec.env);
 }
 
-std::function<std::optional<std::string>(const std::string&)> LookupIn(const std::map<std::string, std::string>& env) {
-  return [&env](const std::string& name) -> std::optional<std::string> {
-    auto it = env.find(name);
-    return it == env.end() ? std::nullopt : std::optional<std::string>(it->second);
-  };
-}
-
 // One worker command per rank, through the plan's launcher. Each rank's
 // environment: the plan's levels (networks.h MergeEnv: cluster, network, node,
 // case), then protocol's own variables.
@@ -275,7 +260,7 @@ Result<std::vector<RankLaunch>> PrepareLaunches(const BackendContext& ctx, const
     l.argv = {program, "worker", "--case", case_path};
     const EnvSpec env = PlanEnvOf(ctx, network, l.node);
     l.unset = WithheldVariables(runner_env, env);
-    l.env = ResolveEnv(env, LookupIn(runner_env));
+    l.env = ResolveEnv(env, runner_env);
     // Protocol's own (the parser refuses them in an env:).
     const std::map<std::string, std::string> own = {
         {"RANK", std::to_string(r)},
@@ -349,7 +334,7 @@ void AddNetworkFacts(const BackendContext& ctx, const DistLayout& layout, Backen
   const std::map<std::string, std::string> runner_env = RunnerEnvironment();
   std::map<std::string, std::string> per_node;  // node -> its ranks' plan environment
   for (const std::string& node : layout.rank_nodes)
-    per_node.emplace(node, DescribeEnv(ResolveEnv(PlanEnvOf(ctx, network, node), LookupIn(runner_env))));
+    per_node.emplace(node, DescribeEnv(ResolveEnv(PlanEnvOf(ctx, network, node), runner_env)));
   std::set<std::string> distinct;
   for (const auto& [node, text] : per_node) distinct.insert(text);
   std::string text;

@@ -28,12 +28,6 @@ namespace native {
 namespace {
 namespace fs = std::filesystem;
 
-const NodeSpec* FindNode(const Plan& plan, const std::string& name) {
-  for (const NodeSpec& n : plan.cluster.nodes)
-    if (n.name == name) return &n;
-  return nullptr;
-}
-
 bool IsNf4(const ModelSpec& ms) { return ms.quantization == Quantization::kNf4; }
 
 bool HasWeightsFiles(const std::string& path) {
@@ -156,7 +150,7 @@ std::vector<const NodeSpec*> CaseNodes(const Plan& plan, const CaseSpec& spec, c
   for (const std::string& n : layout.rank_nodes) {
     if (std::find(seen.begin(), seen.end(), n) != seen.end()) continue;
     seen.push_back(n);
-    nodes.push_back(FindNode(plan, n));  // null: a node the plan does not list (fsdp's "node0" on localhost)
+    nodes.push_back(plan.cluster.FindNode(n));  // null: a node the plan does not list (fsdp's "node0" on localhost)
   }
   return nodes;
 }
@@ -291,7 +285,7 @@ ReplicaPlacement PlaceReplica(const Plan& plan, const CaseSpec& spec, NativeRole
   }
   r.devices = layout.group_size;
   for (const TopologyPart& p : spec.topology.parts) {
-    const NodeSpec* node = FindNode(plan, p.node);
+    const NodeSpec* node = plan.cluster.FindNode(p.node);
     const int ranks = p.groups * p.ranks_per_group;
     if (node && node->gpus > 0 && ranks > node->gpus)
       r.replicas_per_device = std::max(r.replicas_per_device, (ranks + node->gpus - 1) / node->gpus);
@@ -377,7 +371,7 @@ std::vector<CaseIssue> native_case_issues(const Plan& plan, const CaseSpec& spec
   // Share topologies: a training group runs one rank per GPU.
   if (role == NativeRole::kShare) {
     for (const TopologyPart& p : spec.topology.parts) {
-      const NodeSpec* node = FindNode(plan, p.node);
+      const NodeSpec* node = plan.cluster.FindNode(p.node);
       const int ranks = p.groups * p.ranks_per_group;
       if (!node || node->gpus <= 0 || ranks <= node->gpus || !training || spec.training.device == DeviceChoice::kCpu)
         continue;

@@ -89,11 +89,10 @@ EnvSpec MergeEnv(const EnvSpec* cluster, const EnvSpec* network, const EnvSpec* 
   return merged;
 }
 
-std::map<std::string, std::string> ResolveEnv(
-    const EnvSpec& env, const std::function<std::optional<std::string>(const std::string&)>& lookup) {
+std::map<std::string, std::string> ResolveEnv(const EnvSpec& env, const std::map<std::string, std::string>& runner_env) {
   std::map<std::string, std::string> out;
   for (const std::string& name : env.inherit)
-    if (std::optional<std::string> value = lookup(name)) out[name] = *value;
+    if (auto it = runner_env.find(name); it != runner_env.end()) out[name] = it->second;
   for (const auto& [name, value] : env.vars) out[name] = value;
   return out;
 }

@@ -23,7 +23,6 @@
 // nothing else of it reaches a remote rank (an NCCL_*, GLOO_* or TORCH_*
 // variable in the runner's environment is withheld: WithheldVariables).
 
-#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -53,10 +52,9 @@ std::string DescribeEnv(const std::map<std::string, std::string>& vars);
 // inherit lists joined (each name once). Null levels are skipped.
 EnvSpec MergeEnv(const EnvSpec* cluster, const EnvSpec* network, const EnvSpec* node, const EnvSpec* case_env);
 
-// `env.vars` plus each `env.inherit` name that `lookup` finds (a value the
-// plan wrote wins over the inherited one).
-std::map<std::string, std::string> ResolveEnv(
-    const EnvSpec& env, const std::function<std::optional<std::string>(const std::string&)>& lookup);
+// `env.vars` plus each `env.inherit` name that `runner_env` (NAME -> value)
+// holds (a value the plan wrote wins over the inherited one).
+std::map<std::string, std::string> ResolveEnv(const EnvSpec& env, const std::map<std::string, std::string>& runner_env);
 
 // The names of `runner_env` (NAME -> value) that must not reach a remote rank
 // unasked: NCCL_*, GLOO_* and TORCH_* variables that `env` neither sets nor

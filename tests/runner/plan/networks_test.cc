@@ -114,11 +114,7 @@ TEST_CASE("networks: the ranks' environment merges cluster, network, node, case;
   const std::map<std::string, std::string> runner = {
       {"NCCL_DEBUG_SUBSYS", "INIT"}, {"NCCL_P2P_DISABLE", "1"}, {"TORCH_SHOW_CPP_STACKTRACES", "1"},
       {"NCCL_DEBUG", "INFO"},        {"HOME", "/root"}};
-  auto lookup = [&](const std::string& n) -> std::optional<std::string> {
-    auto it = runner.find(n);
-    return it == runner.end() ? std::nullopt : std::optional<std::string>(it->second);
-  };
-  const auto resolved = ResolveEnv(rig1, lookup);
+  const auto resolved = ResolveEnv(rig1, runner);
   CHECK(resolved.at("NCCL_DEBUG_SUBSYS") == "INIT");
   CHECK(resolved.at("NCCL_DEBUG") == "WARN");
   CHECK(resolved.count("NCCL_P2P_DISABLE") == 0);
