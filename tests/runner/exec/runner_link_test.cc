@@ -36,19 +36,12 @@ CaseSpec LinkCase(const std::string& id) {
   return c;
 }
 
-Measurement Figure(const char* name, double value, const char* unit) {
-  Measurement m;
-  m.name = name;
-  m.value = value;
-  m.unit = unit;
-  return m;
-}
-
 // What a 2-node case stores: its link measured at `busbw` bytes/s, its network '10G' at 1e10 bit/s.
 FakeScript MeasuredLink(double busbw) {
   FakeScript s;
   s.seconds_after = 2;
-  s.measurements = {Figure(metric::kLinkBusBandwidth, busbw, "bytes/s"), Figure(metric::kLinkLatency, 85e-6, "s")};
+  s.measurements = {MeasuredFigure(metric::kLinkBusBandwidth, busbw, "bytes/s"),
+                    MeasuredFigure(metric::kLinkLatency, 85e-6, "s")};
   s.facts = {{fact::kNetwork, "10G"}, {fact::kNetworkRate, "1e+10"}};
   return s;
 }

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include "runner/store/export.h"
+#include "runner/exec/backend.h"
 #include "runner/store/link_label.h"
 #include "runner/store/store.h"
 
@@ -12,17 +13,10 @@ using namespace protocol;
 
 namespace {
 
-Measurement Figure(const char* name, double value, const char* unit) {
-  Measurement m;
-  m.name = name;
-  m.value = value;
-  m.unit = unit;
-  return m;
-}
-
 // A case's link: `busbw` bytes/s measured (and 85 µs), its network '10G' at 1e10 bit/s.
 CaseLink TenG(double busbw) {
-  return LinkOfCase({Figure(metric::kLinkBusBandwidth, busbw, "bytes/s"), Figure(metric::kLinkLatency, 85e-6, "s")},
+  return LinkOfCase({MeasuredFigure(metric::kLinkBusBandwidth, busbw, "bytes/s"),
+                     MeasuredFigure(metric::kLinkLatency, 85e-6, "s")},
                     {{fact::kNetwork, "10G"}, {fact::kNetworkRate, "1e+10"}});
 }
 
@@ -43,12 +37,13 @@ TEST_CASE("link label: a case's link is read from its figures and facts") {
   CHECK_FALSE(unmeasured.OffLabel());
   for (const char* rate : {"", "fast", "0", "-1e9", "1e10 bits"}) {
     CAPTURE(rate);
-    const CaseLink bad = LinkOfCase({Figure(metric::kLinkBusBandwidth, 1e8, "bytes/s")}, {{fact::kNetworkRate, rate}});
+    const CaseLink bad =
+        LinkOfCase({MeasuredFigure(metric::kLinkBusBandwidth, 1e8, "bytes/s")}, {{fact::kNetworkRate, rate}});
     CHECK_FALSE(bad.nominal_bits_per_second);
     CHECK_FALSE(bad.OffLabel());
   }
   // A figure at another length (a report_as length) is not the case's own.
-  Measurement other = Figure(metric::kLinkBusBandwidth, 1e8, "bytes/s");
+  Measurement other = MeasuredFigure(metric::kLinkBusBandwidth, 1e8, "bytes/s");
   other.length_unit = "steps";
   other.length_count = 1000;
   CHECK_FALSE(LinkOfCase({other}, {}).measured());
@@ -73,7 +68,7 @@ TEST_CASE("link label: the texts of the measured link, beside its label, and run
   CHECK(GbitText(1e10) == "10 Gbit/s");
   CHECK(GbitText(4e11) == "400 Gbit/s");
   CHECK(LinkText(TenG(1.17e9)) == "1.17 GB/s bus bandwidth (9.4 Gbit/s), latency 85 µs");
-  CHECK(LinkText(LinkOfCase({Figure(metric::kLinkBusBandwidth, 5e8, "bytes/s")}, {})) ==
+  CHECK(LinkText(LinkOfCase({MeasuredFigure(metric::kLinkBusBandwidth, 5e8, "bytes/s")}, {})) ==
         "500 MB/s bus bandwidth (4 Gbit/s)");
   CHECK(LinkText(LinkOfCase({}, {})) == "");
   CHECK(LinkBesideLabel(TenG(1.17e9)) ==
@@ -108,14 +103,15 @@ TEST_CASE("link label: protocol show prints a multi-node case's measured link be
   c.length_count = 12;
   CaseResult ok;
   ok.facts = {{fact::kNetwork, "10G"}, {fact::kNetworkRate, "1e+10"}};
-  ok.measurements = {Figure(metric::kWallSeconds, 3.25, "s"), Figure(metric::kLinkBusBandwidth, 1e8, "bytes/s"),
-                     Figure(metric::kLinkLatency, 85e-6, "s")};
+  ok.measurements = {MeasuredFigure(metric::kWallSeconds, 3.25, "s"),
+                     MeasuredFigure(metric::kLinkBusBandwidth, 1e8, "bytes/s"),
+                     MeasuredFigure(metric::kLinkLatency, 85e-6, "s")};
   REQUIRE(store->FinishCase(*store->BeginCase(c), ok).ok());
   // A case that measured nothing (one node, or training.link_probe: false): no line.
   c.case_id = "r.2";
   CaseResult off;
   off.facts = {{fact::kLinkProbe, "off (training.link_probe: false)"}};
-  off.measurements = {Figure(metric::kWallSeconds, 1.5, "s")};
+  off.measurements = {MeasuredFigure(metric::kWallSeconds, 1.5, "s")};
   REQUIRE(store->FinishCase(*store->BeginCase(c), off).ok());
   auto text = RenderRunDetails(*store, id, false);
   REQUIRE(text.ok());
