@@ -235,6 +235,7 @@ Figures BenchPreset(const std::string& preset, const Options& o, const at::Tenso
 }  // namespace
 
 int main(int argc, char** argv) {
+  native::compat::TurnOffCudnn();  // as protocol-native does at its start
   Options o;
   for (BenchArgs args(argc, argv, 1); args.Next();) {
     const std::string& a = args.flag();

@@ -8,6 +8,9 @@
 #   scripts/cuda-build-check.sh                           # root in $TMPDIR/protocol-cuda-root
 #   CUDA_ROOT_CACHE=/var/cache/cuda-root scripts/cuda-build-check.sh   # make or reuse that root
 #   scripts/cuda-build-check.sh -R dist_fsdp_test         # extra arguments go to ctest
+#   scripts/cuda-build-check.sh --root-only               # steps 1 and 2 only
+#   scripts/cuda-build-check.sh --programs-only           # steps 1-4 for protocol and protocol-native
+#                                                         # alone (scripts/build-image.sh)
 #
 # Steps (each prints one line; the logs are under OUT_DIR, default
 # results/cuda-build-check):
@@ -28,18 +31,22 @@
 #
 # cuDNN. libtorch-cuda-2.6 depends on nvidia-cudnn, an installer package whose
 # post-install script downloads cuDNN from outside Debian's archive. protocol
-# calls no cuDNN function (no convolutions), so the root gets, instead, a local
-# package of that name holding a stub libcudnn.so.9: one function per cudnn*
-# symbol libtorch_cuda imports, each returning an error status, and
-# cudnnGetVersion, which libtorch calls while loading. Nothing is downloaded
-# outside the Debian archive. A GPU machine uses the PyTorch wheel's real cuDNN.
+# calls no cuDNN function (it turns cuDNN off at start), so the root gets,
+# instead, a local package of that name holding a stub libcudnn.so.9 that
+# aborts on any call (scripts/cudnn-stub.sh). Nothing is downloaded outside
+# the Debian archive. A GPU machine uses the PyTorch wheel's real cuDNN.
 #
 # Needs root (debootstrap, chroot, mounts) and Debian's archive. Not part of
 # .ci/run: the root is too large and too slow for CI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-case ${1:-} in -h|--help) sed -n '2,37p' "$0"; exit 0 ;; esac
+case ${1:-} in -h|--help) sed -n '2,40p' "$0"; exit 0 ;; esac
+root_only=0 programs_only=0
+case ${1:-} in
+  --root-only) root_only=1; shift ;;
+  --programs-only) programs_only=1; shift ;;
+esac
 [[ $(id -u) -eq 0 ]] || { echo "cuda-build-check: needs root (debootstrap, chroot)" >&2; exit 2; }
 
 SUITE=trixie
@@ -98,7 +105,7 @@ mount_into_root sysfs sysfs /sys
 cp -L /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
 
 # ---- 2. packages ---------------------------------------------------------------
-stamp="$root/.protocol-packages-$(printf '%s\n' "${packages[@]}" | sha256sum | cut -c1-16)"
+stamp="$root/.protocol-packages-$({ printf '%s\n' "${packages[@]}"; cat scripts/cudnn-stub.sh; } | sha256sum | cut -c1-16)"
 if [[ ! -f $stamp ]]; then
   say "root: installing ${#packages[@]} packages (log: $OUT_DIR/packages.log)"
   echo "deb $MIRROR $SUITE main contrib non-free" >"$root/etc/apt/sources.list"
@@ -109,37 +116,8 @@ if [[ ! -f $stamp ]]; then
     # The tools the stub needs, before anything that depends on nvidia-cudnn.
     in_root apt-get install -y -qq --no-install-recommends gcc libc6-dev binutils dpkg-dev &&
     # The cuDNN stub package, built from the symbols libtorch_cuda imports.
-    in_root bash -euo pipefail -c '
-      rm -rf /tmp/cudnn-stub && mkdir -p /tmp/cudnn-stub && cd /tmp/cudnn-stub
-      apt-get download -qq libtorch-cuda-2.6 nvidia-cudnn 2>/dev/null
-      dpkg -x libtorch-cuda-2.6_*.deb torch
-      version=$(dpkg-deb -f nvidia-cudnn_*.deb Version)
-      {
-        echo "/* Stub of libcudnn.so.9 for a build without cuDNN: every call fails. */"
-        echo "#include <stddef.h>"
-        echo "size_t cudnnGetVersion(void) { return 90000; }"
-        echo "const char* cudnnGetErrorString(int status) { return \"cuDNN is a stub in this build\"; }"
-        nm -D --undefined-only torch/usr/lib/x86_64-linux-gnu/libtorch_cuda.so.* |
-          awk "{print \$2}" | grep "^cudnn" | sed "s/@.*//" | sort -u |
-          grep -vx -e cudnnGetVersion -e cudnnGetErrorString |
-          sed "s/.*/int &(void) { return 4; \/* CUDNN_STATUS_NOT_SUPPORTED *\/ }/"
-      } >stub.c
-      printf "libcudnn.so.9 {\n  global: *;\n};\n" >stub.map
-      mkdir -p pkg/DEBIAN pkg/usr/lib/x86_64-linux-gnu
-      gcc -shared -fPIC -O1 -Wl,-soname,libcudnn.so.9 -Wl,--version-script,stub.map \
-        -o pkg/usr/lib/x86_64-linux-gnu/libcudnn.so.9 stub.c
-      cat >pkg/DEBIAN/control <<CONTROL
-Package: nvidia-cudnn
-Version: ${version}+protocol.stub
-Architecture: amd64
-Maintainer: protocol <protocol@localhost>
-Provides: libcudnn.so.9
-Description: stub libcudnn.so.9 for compiling and linking without cuDNN
- Every cudnn* function libtorch_cuda imports returns an error status.
-CONTROL
-      dpkg-deb --build --root-owner-group pkg /tmp/nvidia-cudnn-stub.deb >/dev/null
-      echo "cudnn stub: $(grep -c "^int cudnn" stub.c) functions, version ${version}+protocol.stub"
-    ' &&
+    cp scripts/cudnn-stub.sh "$root/tmp/cudnn-stub.sh" &&
+    in_root bash /tmp/cudnn-stub.sh /tmp/nvidia-cudnn-stub.deb &&
     in_root apt-get install -y -qq --no-install-recommends /tmp/nvidia-cudnn-stub.deb "${packages[@]}"
   } >"$OUT_DIR/packages.log" 2>&1 || { tail -15 "$OUT_DIR/packages.log"; fail "root: package installation FAILED"; }
   grep '^cudnn stub:' "$OUT_DIR/packages.log" | sed 's/^/cuda-build-check: root: /'
@@ -147,6 +125,8 @@ CONTROL
 fi
 say "root: libtorch $(in_root dpkg-query -W -f='${Version}' libtorch-cuda-dev), CUDA toolkit" \
     "$(in_root dpkg-query -W -f='${Version}' nvidia-cuda-toolkit), NCCL $(in_root dpkg-query -W -f='${Version}' libnccl-dev)"
+
+((root_only)) && { say "root: ready"; exit 0; }
 
 # ---- 3. build ------------------------------------------------------------------
 # The working tree's files, synchronised into the root's copy: a file whose
@@ -176,8 +156,17 @@ fi
 say "build: $(git rev-parse --short HEAD 2>/dev/null || echo 'working tree')$(git diff --quiet HEAD 2>/dev/null || echo ' + local changes') → $build, $copied file(s) new or changed (log: $OUT_DIR/build.log)"
 in_root bash -euo pipefail -c "
   cmake -S $src -B $build -G Ninja -C $src/cmake/cuda.cmake
-  cmake --build $build -j $(nproc)
+  if [[ $programs_only == 1 ]]; then
+    cmake --build $build -j $(nproc) --target protocol protocol-native
+  else
+    cmake --build $build -j $(nproc)
+    cmake --build $build -j $(nproc) --target protocol_gpu_tests
+  fi
 " >"$OUT_DIR/build.log" 2>&1 || { grep -E 'error|Error' "$OUT_DIR/build.log" | head -30; fail "build: FAILED"; }
+# The NF4 kernel ships in this build or the build fails: without a working nvcc
+# configure would leave it out with a warning.
+grep -q 'nf4_cuda\.cu' "$root$build/build.ninja" ||
+  fail "build: the NF4 CUDA kernel was not compiled (no working nvcc for sm_90?): see $OUT_DIR/build.log"
 say "build: ok ($(grep -c 'Building CXX' "$OUT_DIR/build.log") objects compiled, $(grep -m1 -o 'CUDA architectures [^.]*' "$OUT_DIR/build.log" || echo 'cmake/cuda.cmake'))"
 
 # ---- 4. what the binary links --------------------------------------------------
@@ -189,6 +178,10 @@ done
 version=$(in_root "$build/protocol" --version)
 say "version: $version"
 grep -q 'CUDA' <<<"$version" && grep -q 'NCCL' <<<"$version" || fail "version: the binary was not built with CUDA and NCCL"
+grep -q 'NF4 kernel sm_' <<<"$version" || fail "version: the binary has no NF4 CUDA kernel"
+grep -q 'cuDNN off' <<<"$version" || fail "version: cuDNN is not turned off"
+
+((programs_only)) && { say "ok (programs only)"; exit 0; }
 
 # ---- 5. the test suite ---------------------------------------------------------
 say "tests: ctest in $build (log: $OUT_DIR/ctest.log)"

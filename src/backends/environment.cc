@@ -12,6 +12,7 @@
 #include <fstream>
 #include <string>
 
+#include "backends/build_capabilities.h"
 #include "backends/gpu_probe.h"
 #include "backends/native/platform/torch_compat.h"
 #include "runner/base/build_info.h"
@@ -36,6 +37,7 @@ const std::vector<EnvironmentKey>& EnvironmentKeys() {
       {"build_type", "its CMake build type"},
       {"compiler", "its compiler"},
       {"libtorch_version", "TORCH_VERSION of the libtorch headers it was built with"},
+      {"build_capabilities", "what the native build can do, as `protocol --version` says it: libtorch, CUDA runtime, NCCL, the GPU architectures of libtorch's kernels, the NF4 kernel's, cuDNN off"},
       {"cuda_available", "only where nvidia-smi lists GPUs: whether libtorch can use them"},
       {"cuda_version", "only with GPUs: the CUDA version the driver supports (libcuda)"},
       {"nccl_version", "only with GPUs: the libnccl.so.2 the loader finds"},
@@ -129,6 +131,7 @@ std::vector<std::pair<std::string, std::string>> CollectEnvironment() {
   add("build_type", build.build_type ? build.build_type : "");
   add("compiler", build.compiler ? build.compiler : "");
   add("libtorch_version", native::compat::TorchVersion());
+  add("build_capabilities", BuildCapabilitiesLine());
 
   std::string nvidia_smi = FindProgram("nvidia-smi");
   std::optional<GpuFacts> gpus;

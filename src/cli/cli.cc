@@ -416,7 +416,7 @@ int RunCli(int argc, char** argv) {
       "Documentation: docs/README.md (every page, in reading order); every command and flag:\n"
       "docs/cli.md; the words of the reports and plans: docs/glossary.md.");
   app.require_subcommand(1);
-  RememberCommandLine(argc, argv);
+  StartProgram(argc, argv);
   app.set_version_flag("--version", [] {
     return fmt::format("protocol {} ({}, {}; {})", BuildInfo().version, BuildInfo().git_revision,
                        BuildInfo().build_type, NativeBuildFeatures());

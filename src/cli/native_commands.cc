@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/build_capabilities.h"
 #include "backends/environment.h"
 #include "backends/native/calibrate.h"
 #include "backends/native/platform/torch_compat.h"
@@ -131,9 +132,9 @@ std::optional<HostCalibration> LoadCalibration(const std::string& db) {
 
 }  // namespace
 
-void RememberCommandLine(int, char**) {}  // this program runs every subcommand itself
+void StartProgram(int, char**) { native::compat::TurnOffCudnn(); }
 
-std::string NativeBuildFeatures() { return native::compat::BuildFeatures(); }
+std::string NativeBuildFeatures() { return BuildCapabilitiesLine(); }
 
 int CmdRun(Args& a) {
   std::optional<Plan> plan = LoadPlan(a.plans.at(0), a.set, nullptr, /*print_warnings=*/!a.dry_run);
@@ -325,6 +326,8 @@ int CmdCalibrate(Args& a) {
 
 int CmdBackends(Args&) {
   for (const BackendEntry& entry : BackendTable()) std::printf("%-8s %s\n", entry.name, entry.summary);
+  std::printf("\nThis build of the native backends (fsdp, share):\n");
+  for (const BuildCapability& row : BuildCapabilities()) std::printf("  %-18s %s\n", row.name, row.value.c_str());
   return kExitOk;
 }
 

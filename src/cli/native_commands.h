@@ -21,15 +21,18 @@
 
 namespace protocol {
 
-// Called first by RunCli: the command line a dispatch passes on unchanged.
-void RememberCommandLine(int argc, char** argv);
+// Called first by RunCli, each program's own start: protocol remembers the
+// command line a dispatch passes on unchanged; protocol-native turns libtorch's
+// cuDNN use off (torch_compat.h: TurnOffCudnn) before any tensor work.
+void StartProgram(int argc, char** argv);
 
 int CmdRun(Args& a);
 int CmdValidate(Args& a);
 int CmdBackends(Args& a);
 int CmdCalibrate(Args& a);
 int CmdWorker(Args& a);
-// libtorch's version and devices, for --version ("libtorch 1.13.0, CPU").
+// What the native build can do, for --version (build_capabilities.h:
+// "libtorch 1.13.0, CPU only, NF4 kernel absent, cuDNN off").
 std::string NativeBuildFeatures();
 
 }  // namespace protocol

@@ -49,7 +49,7 @@ int RunInNativeProgram() {
 
 }  // namespace
 
-void RememberCommandLine(int argc, char** argv) { CommandLine().assign(argv, argv + argc); }
+void StartProgram(int argc, char** argv) { CommandLine().assign(argv, argv + argc); }
 
 int CmdRun(Args&) { return RunInNativeProgram(); }
 int CmdValidate(Args&) { return RunInNativeProgram(); }

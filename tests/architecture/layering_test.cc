@@ -58,7 +58,7 @@ const std::map<std::string, std::set<std::string>> kMayInclude = {
     {"backends/native",
      With(kRunnerLayers, {"backends/native/platform", "backends/native/model", "backends/native/quant",
                           "backends/native/training", "backends/native/distributed", "backends/native/launch"})},
-    {"backends", With(kRunnerLayers, {"backends/native", "backends/native/platform"})},
+    {"backends", With(kRunnerLayers, {"backends/native", "backends/native/platform", "backends/native/quant"})},
     {"cli",
      With(kRunnerLayers, {"runner/analysis", "report", "backends", "backends/native", "backends/native/platform",
                           "backends/native/launch"})},

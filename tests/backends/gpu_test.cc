@@ -81,6 +81,25 @@ TEST_CASE("gpu: a bf16 forward equals the fp32 forward within bf16 rounding") {
   CHECK(rel > 0);  // the bf16 path really ran in bf16
 }
 
+TEST_CASE("gpu: with cuDNN turned off, attention runs on flash or memory-efficient kernels") {
+  if (!compat::CudaAvailable()) SKIP_TEST(kNoCuda);
+  compat::TurnOffCudnn();  // as each program does at its start
+  CHECK(compat::CudnnTurnedOff());
+  // The shapes of a llama-7b layer's attention (B=1, NH=32, T=256, HD=128), in
+  // bfloat16: the image's libcudnn.so.9 is a stub that aborts on any call.
+  const auto options = at::TensorOptions().dtype(at::kBFloat16).device(at::Device(at::kCUDA, 0));
+  at::Tensor q = at::randn({1, 32, 256, 128}, options), k = at::randn({1, 32, 256, 128}, options),
+             v = at::randn({1, 32, 256, 128}, options);
+  for (bool causal : {true, false}) {
+    const std::string backend = compat::SdpaBackendFor(q, k, v, causal);
+    MESSAGE("SDPA backend, causal " << causal << ": " << backend);
+    CHECK((backend == "flash" || backend == "efficient"));
+  }
+  at::Tensor out = compat::ScaledDotProductAttention(q, k, v, /*is_causal=*/true, std::nullopt);
+  compat::DeviceSynchronize(out.device());
+  CHECK(at::isfinite(out).all().item<bool>());
+}
+
 TEST_CASE("gpu: KV-cache generation equals generation without the cache") {
   if (!compat::CudaAvailable()) SKIP_TEST(kNoCuda);
   c10::InferenceMode guard;

@@ -10,12 +10,15 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <iterator>
 #include <limits>
 
 // CUDA facilities exist only where the CUDA runtime headers do (the CUDA wheel);
@@ -44,6 +47,7 @@
 #define USE_C10D_NCCL 1
 #endif
 #include <ATen/cuda/CUDAEvent.h>
+#include <nccl.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #else
 #define PROTOCOL_WITH_NCCL 0
@@ -92,17 +96,78 @@ std::string DtypeName(at::ScalarType dtype) {
   }
 }
 
+std::string CudaRuntimeVersion() {
+#if PROTOCOL_WITH_CUDA
+  return std::to_string(CUDART_VERSION / 1000) + "." + std::to_string(CUDART_VERSION % 1000 / 10);
+#else
+  return "";
+#endif
+}
+
+std::string NcclVersion() {
+#if PROTOCOL_WITH_NCCL
+  // The loaded library's own answer (libtorch_cuda brings libnccl.so.2 in):
+  // code = major·10000 + minor·100 + patch from 2.9 on.
+  using GetVersion = int (*)(int*);
+  if (auto get = reinterpret_cast<GetVersion>(::dlsym(RTLD_DEFAULT, "ncclGetVersion"))) {
+    int code = 0;
+    if (get(&code) == 0 && code >= 10000)
+      return std::to_string(code / 10000) + "." + std::to_string(code % 10000 / 100) + "." + std::to_string(code % 100);
+  }
+  return std::to_string(NCCL_MAJOR) + "." + std::to_string(NCCL_MINOR) + "." + std::to_string(NCCL_PATCH);
+#else
+  return "";
+#endif
+}
+
+std::string TorchCudaArchitectures() {
+#if PROTOCOL_WITH_CUDA
+  return PROTOCOL_TORCH_CUDA_ARCHITECTURES;
+#else
+  return "";
+#endif
+}
+
 std::string BuildFeatures() {
   std::string out = std::string("libtorch ") + TORCH_VERSION;
 #if PROTOCOL_WITH_CUDA
-  out += ", CUDA " + std::to_string(CUDART_VERSION / 1000) + "." + std::to_string(CUDART_VERSION % 1000 / 10);
+  out += ", CUDA " + CudaRuntimeVersion();
 #if PROTOCOL_WITH_NCCL
-  out += ", NCCL";
+  out += ", NCCL " + NcclVersion();
 #endif
 #else
   out += ", CPU only";
 #endif
   return out;
+}
+
+void TurnOffCudnn() {
+  at::globalContext().setUserEnabledCuDNN(false);
+#if PROTOCOL_TORCH_AT_LEAST(2, 2)
+  at::globalContext().setSDPUseCuDNN(false);
+#endif
+}
+
+bool CudnnTurnedOff() {
+  bool off = !at::globalContext().userEnabledCuDNN();
+#if PROTOCOL_TORCH_AT_LEAST(2, 2)
+  off = off && !at::globalContext().userEnabledCuDNNSDP();
+#endif
+  return off;
+}
+
+std::string SdpaBackendFor(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool is_causal) {
+#if PROTOCOL_TORCH_2
+  // sdp::SDPBackend's order (aten/src/ATen/native/transformers/sdp_utils_cpp.h):
+  // error = -1, math, flash_attention, efficient_attention, cudnn_attention, overrideable.
+  static const char* const kNames[] = {"math", "flash", "efficient", "cudnn", "overrideable"};
+  const int64_t choice = at::_fused_sdp_choice(q, k, v, c10::nullopt, 0.0, is_causal);
+  if (choice >= 0 && choice < static_cast<int64_t>(std::size(kNames))) return kNames[choice];
+  return "unknown (" + std::to_string(choice) + ")";
+#else
+  (void)q, (void)k, (void)v, (void)is_causal;
+  return "math";
+#endif
 }
 
 bool GlooHasFlatCollectives() { return PROTOCOL_GLOO_FLAT; }

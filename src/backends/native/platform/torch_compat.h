@@ -30,9 +30,33 @@ std::string TorchVersion();  // "1.13.0"
 // A dtype as PyTorch users write it: "float32", "bfloat16", "float16", "float64"
 // (c10::toString says "Float", "BFloat16", ...); other types as c10 names them.
 std::string DtypeName(at::ScalarType dtype);
-// What this binary was compiled with: "libtorch 2.6.0, CUDA 12.4, NCCL" or
-// "libtorch 1.13.0, CPU only" (compile-time facts, not the machine's devices).
+// What this binary was compiled with: "libtorch 2.6.0, CUDA 12.4, NCCL 2.22.3"
+// or "libtorch 1.13.0, CPU only" (the build, not the machine's devices).
 std::string BuildFeatures();
+// The CUDA runtime the build was compiled against, "12.4"; empty without CUDA.
+std::string CudaRuntimeVersion();
+// The NCCL library this process has loaded, "2.22.3" (ncclGetVersion); the
+// headers' version where it cannot be asked; empty in a build without NCCL.
+std::string NcclVersion();
+// The GPU architectures libtorch's own kernels were compiled for, read from
+// libtorch_cuda at configure time: "sm_50,sm_60,…,sm_90"; "not read" where the
+// build had no cuobjdump; empty without CUDA.
+std::string TorchCudaArchitectures();
+
+// ---- cuDNN: never called ----------------------------------------------------
+// The CUDA image's libcudnn.so.9 is a stub that aborts on any call (scripts/
+// cudnn-stub.sh): Debian ships cuDNN only as an installer that downloads it.
+// The model needs none of it: no convolution, and attention has flash and
+// memory-efficient kernels. Called once at each program's start, before any
+// tensor work: turns off libtorch's cuDNN (at::Context::setUserEnabledCuDNN)
+// and SDPA's cuDNN attention backend (libtorch 2.2 on), in every build alike.
+void TurnOffCudnn();
+// Whether TurnOffCudnn's settings are in force in this process.
+bool CudnnTurnedOff();
+// The SDPA kernel libtorch picks for these inputs (as ScaledDotProductAttention
+// passes them, no mask): "flash", "efficient", "cudnn", "math", "overrideable";
+// "math" on 1.13, where attention is written out.
+std::string SdpaBackendFor(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool is_causal);
 bool CudaAvailable();
 // The current CUDA device's name, e.g. "NVIDIA H100 80GB HBM3"; empty without CUDA.
 std::string CudaDeviceName();

@@ -219,6 +219,14 @@ at::Tensor nf4_dequantize_aten(const Nf4Tensor& q, at::ScalarType dtype) {
   return ToShape(out, q);
 }
 
+std::string nf4_cuda_kernel_architectures() {
+#if PROTOCOL_CUDA_KERNELS
+  return PROTOCOL_CUDA_KERNEL_ARCHITECTURES;
+#else
+  return "";
+#endif
+}
+
 namespace {
 
 // CUDA, float32/bfloat16/float16: the one-pass kernel of nf4_cuda.cu, on the

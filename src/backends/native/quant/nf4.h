@@ -37,6 +37,7 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace protocol {
@@ -81,6 +82,9 @@ inline constexpr int64_t kNf4QuantizeChunkBlocks = 16384;  // 1 Mi weights
 //         output written once), on the current stream, no host copy.
 //   else  nf4_dequantize_aten below.
 at::Tensor nf4_dequantize(const Nf4Tensor& q, at::ScalarType dtype = at::kFloat);
+// The CUDA architectures the one-pass kernel above was compiled for ("90",
+// "80,90"); empty where this build has no CUDA kernels.
+std::string nf4_cuda_kernel_architectures();
 // The same values through ATen ops only, as on CUDA, on any device (tests run
 // it on CPU): the bytes widened to an int32 index into the cached pair table
 // (nf4_pair_table: no host-to-device copy per call), the float32 levels looked
