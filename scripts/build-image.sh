@@ -73,6 +73,7 @@ install -D -m 644 scripts/image/sshd_config "$root$stage/etc/ssh/protocol_sshd_c
 mkdir -p "$root$stage/work"
 version=$(in_root "$stage/usr/local/bin/protocol" --version)
 say "stage: $version"
+grep -qE 'NF4 kernel [^ ]*sm_90' <<<"$version" || fail "stage: the NF4 kernel is not compiled for sm_90 (H100): $version"
 libtorch=$(in_root dpkg-query -W -f='${Version}' libtorch-cuda-dev | sed 's/[+~-].*//')
 cuda=$(sed -n 's/.*CUDA \([0-9.]*\).*/\1/p' <<<"$version")
 nccl=$(sed -n 's/.*NCCL \([0-9.]*\).*/\1/p' <<<"$version")
@@ -98,7 +99,7 @@ if [[ ! -f $debs/libcuda1-host.deb ]]; then
   echo "libcuda.so.1 comes from the host's NVIDIA driver (NVIDIA container toolkit)." >"$p/usr/share/doc/libcuda1/README"
   cat >"$p/DEBIAN/control" <<CONTROL
 Package: libcuda1
-Version: 550.54.15+protocol.host
+Version: 1:550.54.15+protocol.host
 Architecture: amd64
 Maintainer: protocol <protocol@localhost>
 Provides: libcuda.so.1 (= 550.54.15), libcuda-12.4-1
@@ -117,21 +118,35 @@ if [[ ! -f $base/.ready ]]; then
   say "runtime: mmdebstrap trixie with ${#runtime_packages[@]} packages and their dependencies (log: $OUT_DIR/runtime.log)"
   rm -rf "$IMAGE_CACHE"/base-*
   # UCX (through Open MPI, through libtorch) ships plugins for ROCm whose
-  # libraries pull in LLVM: removed, with any library only they need, when no
-  # other file of the root names them.
+  # libraries pull in LLVM (about 210 MB): the plugins and these packages are
+  # removed; the check below proves no file left needs them.
+  rocm_llvm=(libamdhip64-5 libamd-comgr2 libhsa-runtime64-1 libhsakmt1 libllvm17t64 libdrm-amdgpu1)
+  # (the hook makes the local .deb files visible to dpkg inside the new root;
+  # the placeholder's epoch puts it above the archive's libcuda1.)
   mmdebstrap --variant=essential --components=main,contrib,non-free --format=directory \
+    --hook-dir=/usr/share/mmdebstrap/hooks/file-mirror-automount \
     --include="$(IFS=,; echo "${runtime_packages[*]}")" \
-    --customize-hook='rm -f "$1"/usr/lib/x86_64-linux-gnu/ucx/libuct_rocm* "$1"/usr/lib/x86_64-linux-gnu/ucx/libucm_rocm* "$1"/usr/lib/x86_64-linux-gnu/ucx/libucx_perftest_rocm*' \
+    --customize-hook='rm -f "$1"/usr/lib/x86_64-linux-gnu/ucx/*rocm*' \
+    --customize-hook="chroot \"\$1\" dpkg --purge --force-depends ${rocm_llvm[*]}" \
     --customize-hook='rm -rf "$1"/usr/share/doc/* "$1"/usr/share/man/* "$1"/usr/share/info/* "$1"/var/cache/apt/* "$1"/var/lib/apt/lists/*' \
     trixie "$base/rootfs" "$MIRROR" >"$OUT_DIR/runtime.log" 2>&1 ||
     { tail -15 "$OUT_DIR/runtime.log"; fail "runtime: mmdebstrap FAILED"; }
   touch "$base/.ready"
 fi
 say "runtime: $base ($(du -sh --apparent-size "$base/rootfs" | cut -f1) installed)"
-# Every library the programs load is in the runtime root.
-missing=$(chroot "$base/rootfs" /usr/bin/env -i PATH=/usr/bin:/bin \
-            sh -c 'LD_LIBRARY_PATH= ldd /dev/stdin 2>&1' <"$root$stage/usr/local/bin/protocol-native" | grep 'not found' || true)
+# Every library the programs load is in the runtime root, and every NEEDED
+# library of every ELF file of the root is there, but the host driver's
+# (mounted by the NVIDIA container toolkit).
+cp "$root$stage/usr/local/bin/protocol-native" "$base/rootfs/tmp/protocol-native"
+missing=$(chroot "$base/rootfs" /usr/bin/env -i PATH=/usr/bin:/bin ldd /tmp/protocol-native | grep 'not found' || true)
+rm -f "$base/rootfs/tmp/protocol-native"
 [[ -z $missing ]] || fail "runtime: protocol-native's libraries not in the image: $missing"
+host_provided='^(libcuda\.so\.1|libnvidia-ml\.so\.1)$'
+present=$(find "$base/rootfs/usr/lib" "$base/rootfs/lib" -name '*.so*' \( -type f -o -type l \) -printf '%f\n' 2>/dev/null | sort -u)
+unresolved=$(find "$base/rootfs/usr/lib" "$base/rootfs/usr/bin" "$base/rootfs/usr/sbin" -type f \( -name '*.so*' -o -perm -u+x \) \
+               -exec readelf -d {} + 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | sort -u |
+             comm -23 - <(echo "$present") | grep -vE "$host_provided" || true)
+[[ -z $unresolved ]] || fail "runtime: libraries needed by files of the image but not in it: $(echo $unresolved)"
 
 # ---- 4. layers -------------------------------------------------------------------
 layout=$IMAGE_CACHE/oci

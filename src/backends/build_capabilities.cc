@@ -7,13 +7,15 @@ namespace protocol {
 
 namespace {
 
-std::string SmList(const std::string& architectures) {  // "80,90" → "sm_80,sm_90"
+std::string SmList(const std::string& architectures) {  // "80,90a" → "sm_80,sm_90a"
   std::string out;
   size_t start = 0;
   while (start <= architectures.size()) {
     size_t comma = architectures.find(',', start);
     if (comma == std::string::npos) comma = architectures.size();
-    if (comma > start) out += (out.empty() ? "sm_" : ",sm_") + architectures.substr(start, comma - start);
+    const std::string arch = architectures.substr(start, comma - start);
+    const bool number = !arch.empty() && arch[0] >= '0' && arch[0] <= '9';  // else a word ("nvcc-default")
+    if (!arch.empty()) out += (out.empty() ? "" : ",") + (number ? "sm_" + arch : arch);
     start = comma + 1;
   }
   return out;
