@@ -71,7 +71,8 @@ in_root cmake --install "$build" --prefix "$stage/usr/local" >"$OUT_DIR/stage.lo
 install -D -m 755 scripts/image/entrypoint.sh "$root$stage/usr/local/bin/protocol-entrypoint"
 install -D -m 644 scripts/image/sshd_config "$root$stage/etc/ssh/protocol_sshd_config"
 mkdir -p "$root$stage/work"
-version=$(in_root "$stage/usr/local/bin/protocol" --version)
+# (protocol-native itself: without /proc in the chroot, protocol cannot find its sibling.)
+version=$(in_root "$stage/usr/local/bin/protocol-native" --version)
 say "stage: $version"
 grep -qE 'NF4 kernel [^ ]*sm_90' <<<"$version" || fail "stage: the NF4 kernel is not compiled for sm_90 (H100): $version"
 libtorch=$(in_root dpkg-query -W -f='${Version}' libtorch-cuda-dev | sed 's/[+~-].*//')
