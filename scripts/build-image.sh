@@ -72,7 +72,7 @@ install -D -m 755 scripts/image/entrypoint.sh "$root$stage/usr/local/bin/protoco
 install -D -m 644 scripts/image/sshd_config "$root$stage/etc/ssh/protocol_sshd_config"
 mkdir -p "$root$stage/work"
 # (protocol-native itself: without /proc in the chroot, protocol cannot find its sibling.)
-version=$(in_root "$stage/usr/local/bin/protocol-native" --version)
+version=$(in_root "$stage/usr/local/bin/protocol-native" --version 2>/dev/null | grep "^protocol ")
 say "stage: $version"
 grep -qE 'NF4 kernel [^ ]*sm_90' <<<"$version" || fail "stage: the NF4 kernel is not compiled for sm_90 (H100): $version"
 libtorch=$(in_root dpkg-query -W -f='${Version}' libtorch-cuda-dev | sed 's/[+~-].*//')
@@ -118,6 +118,7 @@ base=$IMAGE_CACHE/base-$key
 if [[ ! -f $base/.ready ]]; then
   say "runtime: mmdebstrap trixie with ${#runtime_packages[@]} packages and their dependencies (log: $OUT_DIR/runtime.log)"
   rm -rf "$IMAGE_CACHE"/base-*
+  mkdir -p "$base"
   # UCX (through Open MPI, through libtorch) ships plugins for ROCm whose
   # libraries pull in LLVM (about 210 MB): the plugins and these packages are
   # removed; the check below proves no file left needs them.
