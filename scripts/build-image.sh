@@ -70,7 +70,11 @@ in_root cmake --install "$build" --prefix "$stage/usr/local" >"$OUT_DIR/stage.lo
   fail "stage: cmake --install FAILED ($OUT_DIR/stage.log)"
 install -D -m 755 scripts/image/entrypoint.sh "$root$stage/usr/local/bin/protocol-entrypoint"
 install -D -m 644 scripts/image/sshd_config "$root$stage/etc/ssh/protocol_sshd_config"
-mkdir -p "$root$stage/work"
+mkdir -p "$root$stage/work" "$root$stage/root"
+chmod 700 "$root$stage/root"
+# ssh reads the passwd home's .ssh, not $HOME's: root's is the work volume's,
+# so the runner's key, config and known hosts live in /work/.ssh (docs/rigs.md).
+ln -s /work/.ssh "$root$stage/root/.ssh"
 # (protocol-native itself: without /proc in the chroot, protocol cannot find its sibling.)
 version=$(in_root "$stage/usr/local/bin/protocol-native" --version 2>/dev/null | grep "^protocol ")
 say "stage: $version"

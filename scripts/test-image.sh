@@ -26,7 +26,7 @@ if command -v podman >/dev/null; then
   engine=podman
   # Without CAP_SYS_RESOURCE and with cgroups in hybrid mode (as in some CI
   # sandboxes) podman's default runtime cannot start: runc and explicit limits.
-  run_flags=(--runtime runc --ulimit nofile=65536:65536 --ulimit nproc=65536:65536)
+  run_flags=(--runtime runc --ulimit "nofile=$(ulimit -Sn):$(ulimit -Hn)" --ulimit nproc=4096:4096)
 elif command -v docker >/dev/null && docker info >/dev/null 2>&1; then
   engine=docker
   run_flags=()
@@ -58,7 +58,7 @@ say "version: $version ($(lap))"
 # ---- 3. validate ---------------------------------------------------------------
 run validate /usr/local/share/protocol/plans/llama70b.yaml >"$work/validate.log" 2>&1 ||
   { tail -5 "$work/validate.log"; fail "validate plans/llama70b.yaml"; }
-say "validate: $(head -1 "$work/validate.log") ($(lap))"
+say "validate: $(grep -m1 ': ok' "$work/validate.log") ($(lap))"
 
 # ---- 4. the quick start --------------------------------------------------------
 run run /usr/local/share/protocol/plans/quickstart.yaml --db quick.db --logs logs >"$work/quick.log" 2>&1 ||
@@ -112,15 +112,15 @@ stages:
 PLAN
 }
 two_nodes 2 >"$work/ssh.yaml"
-# HOME=/work: the runner's ssh reads /work/.ssh/config (the shared volume, as on the rigs).
-$engine exec -e HOME=/work "$container" protocol run ssh.yaml --db ssh.db --logs logs >"$work/ssh.log" 2>&1 ||
+# The runner's ssh reads /root/.ssh/config, which is /work/.ssh/config (the shared volume, as on the rigs).
+$engine exec "$container" protocol run ssh.yaml --db ssh.db --logs logs >"$work/ssh.log" 2>&1 ||
   { tail -15 "$work/ssh.log"; tail -20 "$work/logs/run-1/s.1.log" 2>/dev/null; fail "two nodes through sshd"; }
 grep -q 'ssh' "$work/logs/run-1/s.1.log" 2>/dev/null || true
 say "ssh: a 2-node fsdp case through the image's sshd on port $port: ok ($(lap))"
 
 # ---- 6. a killed runner leaves no rank behind ----------------------------------
 two_nodes 100000 >"$work/kill.yaml"
-$engine exec -e HOME=/work "$container" sh -c 'protocol run kill.yaml --db kill.db --logs logs-kill >kill.log 2>&1 & echo $! >runner.pid' 
+$engine exec "$container" sh -c 'protocol run kill.yaml --db kill.db --logs logs-kill >kill.log 2>&1 & echo $! >runner.pid' 
 ranks=0
 for _ in $(seq 150); do
   ranks=$($engine exec "$container" sh -c 'pgrep -fc "[p]rotocol-native worker"' || true)
