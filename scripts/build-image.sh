@@ -117,16 +117,17 @@ CONTROL
 fi
 runtime_packages=($owners libopenblas0-openmp openssh-server openssh-client ibverbs-providers iproute2 procps
                   ca-certificates "$debs/libcuda1-host.deb" "$debs/nvidia-cudnn-stub.deb")
-key=$({ printf '%s\n' "${runtime_packages[@]}"; sha256sum "$debs"/*.deb; cat "$0"; } | sha256sum | cut -c1-16)
+# UCX (through Open MPI, through libtorch) ships plugins for ROCm whose
+# libraries pull in LLVM (about 210 MB): the plugins and these packages are
+# removed; the check below proves no file left needs them.
+rocm_llvm=(libamdhip64-5 libamd-comgr2 libhsa-runtime64-1 libhsakmt1 libllvm17t64 libdrm-amdgpu1)
+# The runtime root is made again when what goes into it changes.
+key=$({ printf '%s\n' "${runtime_packages[@]}" "${rocm_llvm[@]}"; sha256sum "$debs"/*.deb; } | sha256sum | cut -c1-16)
 base=$IMAGE_CACHE/base-$key
 if [[ ! -f $base/.ready ]]; then
   say "runtime: mmdebstrap trixie with ${#runtime_packages[@]} packages and their dependencies (log: $OUT_DIR/runtime.log)"
   rm -rf "$IMAGE_CACHE"/base-*
   mkdir -p "$base"
-  # UCX (through Open MPI, through libtorch) ships plugins for ROCm whose
-  # libraries pull in LLVM (about 210 MB): the plugins and these packages are
-  # removed; the check below proves no file left needs them.
-  rocm_llvm=(libamdhip64-5 libamd-comgr2 libhsa-runtime64-1 libhsakmt1 libllvm17t64 libdrm-amdgpu1)
   # (the hook makes the local .deb files visible to dpkg inside the new root;
   # the placeholder's epoch puts it above the archive's libcuda1.)
   mmdebstrap --variant=essential --components=main,contrib,non-free --format=directory \

@@ -38,8 +38,7 @@ work=$(mktemp -d /tmp/protocol-image-test.XXXXXX)
 container=protocol-image-test-$$
 cleanup() { $engine rm -f "$container" >/dev/null 2>&1 || true; rm -rf "$work"; }
 trap cleanup EXIT
-t0=$SECONDS
-lap() { local t=$((SECONDS - t0)); t0=$SECONDS; echo "${t} s"; }
+lap() { echo "at ${SECONDS} s"; }
 
 # ---- 1. load -------------------------------------------------------------------
 loaded=$($engine load -i "$archive" 2>&1) || fail "load: $loaded"
