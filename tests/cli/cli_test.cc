@@ -104,6 +104,17 @@ TEST_CASE("cli: every shipped plan validates") {
   Output o = Protocol(args, PROTOCOL_SOURCE_DIR);
   INFO(o.err);
   CHECK(o.exit_code == 0);
+  // The plans a new user runs first on this machine say nothing is wrong with
+  // them: no warning at all (a plan-level one, such as the two sides of a row on
+  // different resources, included), from any working directory.
+  TempDir elsewhere;
+  for (const char* name : {"quickstart.yaml", "rehearsal.yaml", "rehearsal-methodology.yaml", "rehearsal-networks.yaml"}) {
+    CAPTURE(name);
+    Output v = Protocol({"validate", (fs::path(PROTOCOL_SOURCE_DIR) / "plans" / name).string()}, elsewhere.path);
+    CHECK(v.exit_code == 0);
+    CHECK(v.err.find("warning") == std::string::npos);
+    CHECK(v.err == "");
+  }
 }
 
 TEST_CASE("cli: a malformed plan prints located errors and exits 2") {
@@ -563,11 +574,29 @@ TEST_CASE("cli: the quickstart plan runs natively end to end and writes both rep
     Output rep = Protocol({"report", "--db", (dir.path / "q.db").string(), "--run", "latest", "--out", out}, src);
     CHECK(rep.exit_code == 0);
   }
-  // Every system and node count has its column; the quality table is there.
+  // The finetune and inference cases start from the model qn.1.1 saved (model
+  // tiny-trained, from_case): real weights, so none of their figures carries
+  // the random-weights caveat.
+  {
+    auto store = OpenStore((dir.path / "q.db").string());
+    REQUIRE(store.ok());
+    for (const auto& c : cases) {
+      if (c.workload == "pretrain") continue;
+      CAPTURE(c.case_id);
+      auto ms = (*store)->MeasurementsOfCase(c.row_id);
+      REQUIRE(ms.ok());
+      CHECK_FALSE(ms->empty());
+      for (const Measurement& m : *ms) CHECK(m.method.find(metric::kRandomWeightsNote) == std::string::npos);
+    }
+  }
+  // Every system and node count has its column, in each model's section (the
+  // pretrained tiny, and tiny-trained: the finetunes and inference); the quality table is there.
   std::multiset<std::string> md = Lines(ReadAll(dir.path / "report.md"));
-  CHECK(md.count("| | fsdp 1 node | share 1 node | fsdp 2 nodes | share 2 nodes |") == 1);
+  CHECK(md.count("## tiny") == 1);
+  CHECK(md.count("## tiny-trained") == 1);
+  CHECK(md.count("| | fsdp 1 node | share 1 node | fsdp 2 nodes | share 2 nodes |") == 2);
   CHECK(md.count("| | eval loss | best group eval loss | final loss | bytes communicated | bytes between nodes | "
-                 "merge time (s) |") == 1);
+                 "merge time (s) |") == 2);
   // The hybrid-sharded baseline is set against share beside fsdp, in a table of its own.
   CHECK(md.count("### share against each baseline") == 1);
   CHECK(md.count("| | fsdp (min) | fsdp / share | fsdp bytes between nodes | fsdp-hybrid (min) | fsdp-hybrid / share | "
@@ -576,7 +605,7 @@ TEST_CASE("cli: the quickstart plan runs natively end to end and writes both rep
   CHECK(md.count("### Inference, single-stream") == 1);
   // Every case stored its expected wall time (calibrated on this host), and the report sets it beside the
   // measured one.
-  CHECK(md.count("### Expected against measured wall time (s)") == 1);
+  CHECK(md.count("### Expected against measured wall time (s)") == 2);
   CheckQuickstartEstimates(dir.path / "q.db");
   // The HTML report draws the generation-time chart of the inference cases.
   CHECK(ReadAll(dir.path / "report.html")
@@ -585,7 +614,7 @@ TEST_CASE("cli: the quickstart plan runs natively end to end and writes both rep
   // And one chart of held-out loss against training time per compared training row.
   CHECK(ReadAll(dir.path / "report.html").find("aria-label=\"held-out loss against training time (s)\"") !=
         std::string::npos);
-  CHECK(md.count("### Speed-up at equal quality") == 1);
+  CHECK(md.count("### Speed-up at equal quality") == 2);
   CheckEqualQualityByHand(dir.path / "q.db", src);
 }
 

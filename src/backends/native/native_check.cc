@@ -415,7 +415,7 @@ std::vector<CaseIssue> native_case_issues(const Plan& plan, const CaseSpec& spec
   std::error_code ec;
   if (weights_missing && !path.empty() && !fs::exists(path, ec)) {
     // Not here yet: written by an earlier case of the plan?
-    if (const CaseSpec* producer = ProducerOf(plan, path)) {
+    if (const CaseSpec* producer = ms.from_case.empty() ? ProducerOf(plan, path) : plan.FindCase(ms.from_case)) {
       std::string note;
       if (auto issue = ProducedModelIssue(plan, spec, ms, *producer, &note)) issues.push_back(*issue);
       else issues.push_back({CaseIssueKind::kNote, note});

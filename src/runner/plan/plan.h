@@ -113,6 +113,10 @@ struct ModelSpec {
   // whose model has none fails validate, except a full-precision pretrain,
   // which trains from a seeded random start by definition.
   bool init_random = false;
+  // `from_case: ID`: the model that case of this plan saves. The parser sets
+  // `path` to that case's output_dir, expanded and made absolute from the
+  // working directory (where the case writes it); the plan's text keeps the id.
+  std::string from_case;
   SourceLocation where;
 };
 

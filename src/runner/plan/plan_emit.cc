@@ -185,7 +185,9 @@ std::string ResolvedText(const Plan& plan) {
   MapBuilder models;
   for (const auto& [name, m] : plan.models) {
     MapBuilder mb;
-    mb.AddIf(!m.preset.empty(), "preset", Str(m.preset)).AddIf(!m.path.empty(), "path", Str(m.path));
+    mb.AddIf(!m.preset.empty(), "preset", Str(m.preset));
+    if (m.from_case.empty()) mb.AddIf(!m.path.empty(), "path", Str(m.path));
+    else mb.Add("from_case", Str(m.from_case));
     mb.AddIf(m.quantization != Quantization::kNone, "quantization", Str(NameOf(m.quantization)));
     mb.Add("double_quant", Bool(m.double_quant));
     mb.AddIf(m.init_random, "init", Str("random"));

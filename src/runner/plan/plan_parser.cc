@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <filesystem>
 #include <cmath>
 #include <map>
 #include <regex>
@@ -51,7 +52,7 @@ const std::vector<std::string> kCaseKeys = {
     "inference", "timeout", "repeats", "warmup_steps", "output_dir", "command", "training",
     "reference", "quality_target", "env"};
 const std::vector<std::string> kStageKeys = {"name", "title", "defaults", "cases"};
-const std::vector<std::string> kModelKeys = {"preset", "path", "quantization", "double_quant", "init"};
+const std::vector<std::string> kModelKeys = {"preset", "path", "from_case", "quantization", "double_quant", "init"};
 const std::vector<std::string> kModelInits = {"weights", "random"};
 const std::vector<std::string> kDatasetKeys = {"format", "path", "column"};
 const std::vector<std::string> kClusterKeys = {"launcher", "network", "nodes", "emulate", "env", "networks",
@@ -156,6 +157,9 @@ class PlanParser {
   void ParseQualityTarget(const YamlNode& node, bool training, CaseSpec& c, bool* ok);
   // `interleave:` — after the stages, so every case id is known.
   void ParseInterleave(const YamlNode& node);
+  // models[].from_case — after the stages: the named case's output_dir
+  // becomes the model's path (ModelSpec::from_case).
+  void ResolveModelsFromCases();
   void CheckPlaceholders(const YamlNode& node, const std::string& text, const std::string& field,
                          const std::vector<std::string>& known);
 
@@ -169,6 +173,7 @@ class PlanParser {
   }();
   std::map<std::string, int> case_lines_;   // id → line of its first `id:`
   std::map<std::string, int> stage_lines_;  // name → line
+  std::map<std::string, const YamlNode*> from_case_nodes_;  // model name → its from_case value
 };
 
 Plan PlanParser::Parse(const YamlNode& root) {
@@ -207,7 +212,39 @@ Plan PlanParser::Parse(const YamlNode& root) {
     for (const auto& stage : stages->items) ParseStage(stage, defaults);
   }
   if (const YamlNode* n = root.Find("interleave")) ParseInterleave(*n);
+  ResolveModelsFromCases();
   return plan_;
+}
+
+void PlanParser::ResolveModelsFromCases() {
+  for (auto& [name, model] : plan_.models) {
+    if (model.from_case.empty() || !from_case_nodes_.count(name)) continue;
+    const YamlNode& at = *from_case_nodes_.at(name);
+    const CaseSpec* producer = plan_.FindCase(model.from_case);
+    if (producer == nullptr) {
+      if (case_lines_.count(model.from_case)) continue;  // the case failed to parse: said already
+      const std::string close = DidYouMean(model.from_case, KeysOf(case_lines_));
+      r_.Error(at, fmt::format("model '{}': from_case names unknown case id '{}'", name, model.from_case),
+               close.empty() ? "" : fmt::format("did you mean '{}'?", close));
+      continue;
+    }
+    if (producer->output_dir.empty()) {
+      r_.Error(at, fmt::format("model '{}': case '{}' saves no model (it has no output_dir)", name, producer->id),
+               "give that case an output_dir (defaults.output_dir applies to every case)");
+      continue;
+    }
+    if (producer->output_dir.find("{run_id}") != std::string::npos ||
+        producer->output_dir.find("{repeat}") != std::string::npos) {
+      r_.Error(at, fmt::format("model '{}': case '{}' saves to '{}', a folder that changes with each run or repeat "
+                               "({{run_id}}, {{repeat}}): from_case needs one fixed folder",
+                               name, producer->id, producer->output_dir));
+      continue;
+    }
+    const std::string dir = ExpandPlaceholders(
+        producer->output_dir, CasePlaceholderValues(PlaceholderField::kOutputDir, {plan_, *producer, 0, 0, ""}));
+    std::error_code ec;
+    model.path = std::filesystem::absolute(dir, ec).lexically_normal().string();
+  }
 }
 
 void PlanParser::ParseInterleave(const YamlNode& node) {
@@ -294,8 +331,15 @@ void PlanParser::ParseModels(const YamlNode& node) {
     }
     if (const YamlNode* n = value.Find("init"))
       if (auto v = r_.OneOf(*n, "init", "init", kModelInits)) m.init_random = *v == "random";
-    if (!value.Find("preset") && !value.Find("path"))
-      r_.Error(key, fmt::format("model '{}' needs a preset or a path", m.name));
+    if (const YamlNode* n = value.Find("from_case")) {
+      if (auto v = r_.String(*n, "from_case")) m.from_case = *v;
+      if (value.Find("path"))
+        r_.Error(*n, fmt::format("model '{}' has both a path and from_case: give one", m.name),
+                 "from_case: ID reads the model that case saves, from its output_dir");
+      from_case_nodes_[m.name] = n;
+    }
+    if (!value.Find("preset") && !value.Find("path") && !value.Find("from_case"))
+      r_.Error(key, fmt::format("model '{}' needs a preset, a path or from_case", m.name));
     plan_.models[m.name] = m;
   }
 }

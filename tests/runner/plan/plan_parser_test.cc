@@ -3,6 +3,7 @@
 #include "test_files.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <numeric>
 
 #include "runner/base/text.h"
@@ -555,7 +556,7 @@ TEST_CASE("plan: plan-level fields") {
             "datasets:\n  d: {format: csv}\ncluster:\n  launcher: k8s\n  nodes: [{host: h}, {name: n, gpus: -1}]\n"
             "  emulate: {bandwidth: fast, delay: 2}\nstages:\n  - cases: []\n",
             "p.yaml")) ==
-        "p.yaml:4:3: model 'm' needs a preset or a path\n"
+        "p.yaml:4:3: model 'm' needs a preset, a path or from_case\n"
         "p.yaml:4:21: unknown quantization 'int3' (expected one of: none, nf4)\n"
         "p.yaml:5:3: model name 'bad name' may only contain letters, digits, '.', '_' and '-'\n"
         "p.yaml:7:3: dataset 'd' needs a path\n"
@@ -883,4 +884,54 @@ TEST_CASE("plan: a bad quality_target or eval_every is an error at the value") {
         "<string>:15:126: quality_target applies to training workloads only (a held-out loss to reach)");
   CHECK(Errors("      - {id: a, workload: pretrain, backend: fsdp, model: m7, dataset: web, steps: 10, "
                "training: {eval_every: -1}}\n") != "(ok)");
+}
+
+TEST_CASE("plan: from_case reads the model an earlier case saves, from its output_dir") {
+  const std::string plan_text =
+      "protocol: 1\nname: chain\n"
+      "models:\n  base: {preset: tiny}\n  trained: {preset: tiny, from_case: p}\n"
+      "datasets:\n  web: {format: text, path: /d/web.txt}\n"
+      "cluster:\n  nodes:\n    - {name: n0, gpus: 0}\n"
+      "defaults: {output_dir: \"out/{plan}/{case_id}\"}\n"
+      "stages:\n  - name: s\n    cases:\n"
+      "      - {id: p, workload: pretrain, backend: fsdp, model: base, dataset: web, steps: 2}\n"
+      "      - {id: f, workload: finetune, backend: fsdp, model: trained, dataset: web, steps: 2}\n";
+  PlanParseResult r = ParsePlanString(plan_text, "<string>");
+  INFO(ErrorsOf(r));
+  REQUIRE(r.ok());
+  // The path is where p writes, from the working directory (not the plan's folder).
+  const std::string expected = (std::filesystem::current_path() / "out/chain/p").lexically_normal().string();
+  CHECK(r.plan->models.at("trained").path == expected);
+  CHECK(r.plan->models.at("trained").from_case == "p");
+  // The resolved text keeps the case id, not this machine's path, and parses back to the same.
+  const std::string resolved = r.plan->resolved_text;
+  CHECK(resolved.find("from_case: p") != std::string::npos);
+  CHECK(resolved.find(expected) == std::string::npos);
+  PlanParseResult again = ParsePlanString(resolved, "<string>");
+  INFO(ErrorsOf(again));
+  REQUIRE(again.ok());
+  CHECK(again.plan->models.at("trained").path == expected);
+}
+
+TEST_CASE("plan: from_case errors name the case and say what to change") {
+  auto plan_with = [](const std::string& model, const std::string& defaults) {
+    return "protocol: 1\nname: chain\nmodels:\n  base: {preset: tiny}\n  trained: " + model +
+           "\ndatasets:\n  web: {format: text, path: /d/web.txt}\ncluster:\n  nodes:\n    - {name: n0, gpus: 0}\n" +
+           defaults + "stages:\n  - name: s\n    cases:\n"
+           "      - {id: pre, workload: pretrain, backend: fsdp, model: base, dataset: web, steps: 2}\n"
+           "      - {id: f, workload: finetune, backend: fsdp, model: trained, dataset: web, steps: 2}\n";
+  };
+  const std::string out = "defaults: {output_dir: \"out/{case_id}\"}\n";
+  CHECK(ErrorsOf(ParsePlanString(plan_with("{preset: tiny, from_case: prr}", out), "<string>")) ==
+        "<string>:5:38: model 'trained': from_case names unknown case id 'prr' (did you mean 'pre'?)");
+  CHECK(ErrorsOf(ParsePlanString(plan_with("{preset: tiny, path: /m, from_case: pre}", out), "<string>")) ==
+        "<string>:5:48: model 'trained' has both a path and from_case: give one (from_case: ID reads the model "
+        "that case saves, from its output_dir)");
+  CHECK(ErrorsOf(ParsePlanString(plan_with("{preset: tiny, from_case: pre}", ""), "<string>")) ==
+        "<string>:5:38: model 'trained': case 'pre' saves no model (it has no output_dir) (give that case an "
+        "output_dir (defaults.output_dir applies to every case))");
+  CHECK(ErrorsOf(ParsePlanString(plan_with("{preset: tiny, from_case: pre}", "defaults: {output_dir: \"out/{run_id}\"}\n"),
+                                 "<string>")) ==
+        "<string>:5:38: model 'trained': case 'pre' saves to 'out/{run_id}', a folder that changes with each run or "
+        "repeat ({run_id}, {repeat}): from_case needs one fixed folder");
 }

@@ -397,7 +397,10 @@ TEST_CASE("shipped plans: the CPU plans keep a held-out curve of at least 5 poin
       if (c->workload == Workload::kInference) continue;
       CAPTURE(c->id);
       CHECK(c->training.eval_every > 0);
-      if (c->length->unit == Length::Unit::kSteps) CHECK(Evaluations(*c) >= 5);
+      // A 4-bit share case merges once, at the end, as on the rigs (plans/llama70b.yaml): its curve
+      // is of the merged model, at step 0 and the last step.
+      const bool merged_at_end_only = c->backend == "share" && c->training.sync_every == 0;
+      if (c->length->unit == Length::Unit::kSteps) CHECK(Evaluations(*c) >= (merged_at_end_only ? 2 : 5));
       else CHECK(c->training.eval_every == 1);  // an epoch's steps are known when it runs: every one
     }
   }
@@ -427,12 +430,11 @@ TEST_CASE("shipped plans: the rigs' plans spend at most 5 % of a case's training
   }
 }
 
-TEST_CASE("shipped plans: the rehearsal does not warn about the model its own first case writes") {
-  // As its header says, it runs from the repository root: there the 4-bit
-  // model's path (relative to the plan) is r.base's output_dir (relative to
-  // the working directory).
+TEST_CASE("shipped plans: the rehearsal reads its 4-bit model from r.base, from any working directory") {
+  // model tiny4 is `from_case: r.base`: validated from another directory than the
+  // repository's, every case of it says r.base writes it, and none warns.
   const std::filesystem::path before = std::filesystem::current_path();
-  std::filesystem::current_path(PROTOCOL_SOURCE_DIR);
+  std::filesystem::current_path(std::filesystem::temp_directory_path());
   Plan plan = Load("rehearsal-methodology.yaml");
   int named = 0;
   for (const CaseSpec* c : plan.Cases()) {
@@ -444,5 +446,31 @@ TEST_CASE("shipped plans: the rehearsal does not warn about the model its own fi
     for (const std::string& n : advice.notes) named += n.find("written by case 'r.base'") != std::string::npos;
   }
   std::filesystem::current_path(before);
-  CHECK(named == 13);  // every case of model tiny4: each was a "cannot check" warning before
+  CHECK(named == 13);  // every case of model tiny4
+}
+
+TEST_CASE("shipped plans: the quick start and the rehearsals validate without a warning") {
+  // The warnings validate gives about a plan's own content (a model or dataset it
+  // cannot check, a method that is not exact, a setting without effect, a row whose
+  // two sides differ): none in the plans a new user runs first. The quick start's
+  // finetune and inference cases read the model its one-node pretrain saves.
+  for (const char* name : {"quickstart.yaml", "rehearsal.yaml", "rehearsal-methodology.yaml",
+                           "rehearsal-networks.yaml"}) {
+    CAPTURE(name);
+    Plan plan = Load(name);
+    for (const CaseSpec* c : plan.Cases()) {
+      CAPTURE(c->id);
+      std::unique_ptr<Backend> backend = c->backend == "fsdp" ? MakeNativeFsdpBackend() : MakeNativeShareBackend();
+      CHECK(backend->Check(plan, *c).empty());
+      for (const std::string& w : backend->Advise(plan, *c).warnings) CHECK(w == "");
+    }
+  }
+  Plan quick = Load("quickstart.yaml");
+  for (const CaseSpec* c : quick.Cases()) {
+    if (c->workload == Workload::kPretrain) continue;
+    CAPTURE(c->id);
+    CHECK(c->model == "tiny-trained");
+    CHECK(quick.models.at(c->model).from_case == "qn.1.1");
+    CHECK_FALSE(quick.models.at(c->model).init_random);
+  }
 }
