@@ -17,6 +17,7 @@ TEST_PACKAGES=(
   python3                                   # the command-backend demo workload (tests/cli/cli_demo_test.cc)
   iproute2                                  # ip/tc: network namespaces for the two-node rehearsal tests
   openssh-server openssh-client             # a real sshd on localhost for the ssh launcher's test
+  chromium                                  # headless: the HTML report as a reader sees it (tests/cli/report_screen_test.cc)
 )
 
 # Debian 12's CPU libtorch.
