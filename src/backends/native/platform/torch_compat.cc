@@ -143,14 +143,14 @@ std::string BuildFeatures() {
 
 void TurnOffCudnn() {
   at::globalContext().setUserEnabledCuDNN(false);
-#if PROTOCOL_TORCH_AT_LEAST(2, 2)
+#if PROTOCOL_TORCH_AT_LEAST(2, 3)  // SDPA's cuDNN backend arrived in 2.3
   at::globalContext().setSDPUseCuDNN(false);
 #endif
 }
 
 bool CudnnTurnedOff() {
   bool off = !at::globalContext().userEnabledCuDNN();
-#if PROTOCOL_TORCH_AT_LEAST(2, 2)
+#if PROTOCOL_TORCH_AT_LEAST(2, 3)
   off = off && !at::globalContext().userEnabledCuDNNSDP();
 #endif
   return off;
@@ -158,7 +158,7 @@ bool CudnnTurnedOff() {
 
 std::string SdpaBackendFor(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool is_causal) {
 #if PROTOCOL_TORCH_2
-  // sdp::SDPBackend's order (aten/src/ATen/native/transformers/sdp_utils_cpp.h):
+  // at::SDPBackend's order (ATen/SDPBackend.h in 2.6; 2.0-2.2 end at efficient):
   // error = -1, math, flash_attention, efficient_attention, cudnn_attention, overrideable.
   static const char* const kNames[] = {"math", "flash", "efficient", "cudnn", "overrideable"};
   const int64_t choice = at::_fused_sdp_choice(q, k, v, c10::nullopt, 0.0, is_causal);

@@ -49,7 +49,7 @@ std::string TorchCudaArchitectures();
 // The model needs none of it: no convolution, and attention has flash and
 // memory-efficient kernels. Called once at each program's start, before any
 // tensor work: turns off libtorch's cuDNN (at::Context::setUserEnabledCuDNN)
-// and SDPA's cuDNN attention backend (libtorch 2.2 on), in every build alike.
+// and SDPA's cuDNN attention backend (libtorch 2.3 on), in every build alike.
 void TurnOffCudnn();
 // Whether TurnOffCudnn's settings are in force in this process.
 bool CudnnTurnedOff();
