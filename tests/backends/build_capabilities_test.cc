@@ -2,13 +2,12 @@
 // --version` and `protocol backends` say it. This CPU build: libtorch without
 // CUDA, no NF4 kernel, cuDNN off once the program has started.
 
-#include "backends/build_capabilities.h"
-
-#include <doctest/doctest.h>
+#include "native_test_support.h"  // first: libtorch's glog CHECK must not replace doctest's
 
 #include <map>
 #include <string>
 
+#include "backends/build_capabilities.h"
 #include "backends/native/platform/torch_compat.h"
 #include "cli_support.h"
 
