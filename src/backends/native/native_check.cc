@@ -71,15 +71,9 @@ CaseIssue MissingWeights(const ModelSpec& ms, const std::string& path, Workload 
 const CaseSpec* ProducerOf(const Plan& plan, const std::string& model_path) {
   if (model_path.empty()) return nullptr;
   std::error_code ec;
-  const fs::path wanted = fs::absolute(model_path, ec).lexically_normal();
-  for (const CaseSpec* c : plan.Cases()) {
-    if (c->output_dir.empty() || c->output_dir.find("{run_id}") != std::string::npos ||
-        c->output_dir.find("{repeat}") != std::string::npos)
-      continue;
-    const std::string dir = ExpandPlaceholders(
-        c->output_dir, CasePlaceholderValues(PlaceholderField::kOutputDir, {plan, *c, 0, 0, ""}));
-    if (fs::absolute(dir, ec).lexically_normal() == wanted) return c;
-  }
+  const std::string wanted = fs::absolute(model_path, ec).lexically_normal().string();
+  for (const CaseSpec* c : plan.Cases())
+    if (const std::string dir = FixedOutputDir(plan, *c); !dir.empty() && dir == wanted) return c;
   return nullptr;
 }
 

@@ -1,5 +1,8 @@
 #include "runner/plan/case_placeholders.h"
 
+#include <filesystem>
+
+#include "runner/base/placeholders.h"
 #include "runner/base/text.h"
 
 namespace protocol {
@@ -76,6 +79,16 @@ PlaceholderValues CasePlaceholderValues(PlaceholderField field, const Placeholde
   for (const CasePlaceholder& p : CasePlaceholders())
     if (Allowed(field, p)) values.emplace_back(p.name, p.value(in));
   return values;
+}
+
+std::string FixedOutputDir(const Plan& plan, const CaseSpec& spec) {
+  if (spec.output_dir.empty() || spec.output_dir.find("{run_id}") != std::string::npos ||
+      spec.output_dir.find("{repeat}") != std::string::npos)
+    return "";
+  const std::string dir =
+      ExpandPlaceholders(spec.output_dir, CasePlaceholderValues(PlaceholderField::kOutputDir, {plan, spec, 0, 0, ""}));
+  std::error_code ec;
+  return std::filesystem::absolute(dir, ec).lexically_normal().string();
 }
 
 }  // namespace protocol

@@ -49,6 +49,12 @@ std::vector<std::string> PlaceholderNames(PlaceholderField field);
 // The values of the names `field` may use, for ExpandPlaceholders.
 PlaceholderValues CasePlaceholderValues(PlaceholderField field, const PlaceholderInputs& in);
 
+// The one folder `spec` saves its model into on every run and repeat: its
+// output_dir expanded as the runner expands it, absolute from the working
+// directory, normalized. Empty when it has no output_dir or the folder
+// changes per run or repeat ({run_id}, {repeat}).
+std::string FixedOutputDir(const Plan& plan, const CaseSpec& spec);
+
 }  // namespace protocol
 
 #endif  // PROTOCOL_RUNNER_PLAN_CASE_PLACEHOLDERS_H_

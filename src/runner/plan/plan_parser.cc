@@ -20,7 +20,6 @@
 
 #include <algorithm>
 #include <climits>
-#include <filesystem>
 #include <cmath>
 #include <map>
 #include <regex>
@@ -233,17 +232,11 @@ void PlanParser::ResolveModelsFromCases() {
                "give that case an output_dir (defaults.output_dir applies to every case)");
       continue;
     }
-    if (producer->output_dir.find("{run_id}") != std::string::npos ||
-        producer->output_dir.find("{repeat}") != std::string::npos) {
+    model.path = FixedOutputDir(plan_, *producer);
+    if (model.path.empty())
       r_.Error(at, fmt::format("model '{}': case '{}' saves to '{}', a folder that changes with each run or repeat "
                                "({{run_id}}, {{repeat}}): from_case needs one fixed folder",
                                name, producer->id, producer->output_dir));
-      continue;
-    }
-    const std::string dir = ExpandPlaceholders(
-        producer->output_dir, CasePlaceholderValues(PlaceholderField::kOutputDir, {plan_, *producer, 0, 0, ""}));
-    std::error_code ec;
-    model.path = std::filesystem::absolute(dir, ec).lexically_normal().string();
   }
 }
 
