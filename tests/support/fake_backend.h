@@ -144,6 +144,39 @@ class FakeBackend : public Backend {
   FakeClock* clock_;
 };
 
+// A case of the fake backend ("fake"): a `steps`-step pretrain of model tiny
+// in stage1, the shape the runner's tests start from.
+inline CaseSpec MakeCase(const std::string& id, int64_t steps = 10) {
+  CaseSpec c;
+  c.id = id;
+  c.stage = "stage1";
+  c.workload = Workload::kPretrain;
+  c.backend = "fake";
+  c.system = "fsdp";
+  c.model = "tiny";
+  c.dataset = "text";
+  c.length = Length{Length::Unit::kSteps, steps};
+  return c;
+}
+
+// A plan of one stage (stage1) holding `cases`, with a resolved text naming them.
+inline Plan MakePlan(std::vector<CaseSpec> cases) {
+  Plan plan;
+  plan.name = "test";
+  plan.title = "Runner test plan";
+  plan.file = "<string>";
+  StageSpec stage;
+  stage.name = "stage1";
+  std::string text = "protocol: 1\nname: test\ncases:\n";
+  for (auto& c : cases) {
+    text += "  - id: " + c.id + "\n";
+    stage.cases.push_back(c);
+  }
+  plan.stages.push_back(stage);
+  plan.resolved_text = text;
+  return plan;
+}
+
 }  // namespace protocol
 
 #endif  // PROTOCOL_TESTS_FAKE_BACKEND_H_

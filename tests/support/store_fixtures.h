@@ -14,6 +14,7 @@
 
 #include "runner/base/text.h"
 #include "runner/store/records.h"
+#include "runner/store/store.h"
 
 namespace protocol::testing {
 
@@ -52,6 +53,30 @@ inline RunRecord FullRun() {
   r.protocol_version = "0.1.0";
   r.git_revision = "1234abcd-dirty";
   return r;
+}
+
+// A run of plan quickstart stored in `store`, for tests of one run's details; its id.
+inline int64_t CreateQuickstartRun(Store& store) {
+  RunRecord run;
+  run.plan_name = "quickstart";
+  run.started_at = "2024-05-01T10:00:00Z";
+  run.status = "ok";
+  return *store.CreateRun(run);
+}
+
+// A 2-node pretrain of model tiny, 12 steps, of run `run_id`, as system `system` reports it.
+inline CaseRecord TwoNodeTinyPretrain(int64_t run_id, const std::string& case_id, const std::string& system) {
+  CaseRecord c;
+  c.run_id = run_id;
+  c.case_id = case_id;
+  c.model = "tiny";
+  c.workload = "pretrain";
+  c.backend = "fsdp";
+  c.system = system;
+  c.nodes = 2;
+  c.length_unit = "steps";
+  c.length_count = 12;
+  return c;
 }
 
 inline CaseRecord FullCase(int64_t run_id) {

@@ -22,17 +22,9 @@ using namespace protocol;
 namespace {
 
 CaseSpec LinkCase(const std::string& id) {
-  CaseSpec c;
-  c.id = id;
-  c.stage = "stage1";
-  c.workload = Workload::kPretrain;
-  c.backend = "fake";
-  c.system = "fsdp";
-  c.model = "tiny";
-  c.dataset = "text";
+  CaseSpec c = MakeCase(id);
   c.nodes = 2;
   c.network = "10G";
-  c.length = Length{Length::Unit::kSteps, 10};
   return c;
 }
 
@@ -64,14 +56,7 @@ TEST_CASE("runner: a case whose measured link is more than 2x off its network's 
   backend.scripts["near"] = MeasuredLink(0.7e9);    // 5.6 Gbit/s: within 2x
   backend.scripts["unmeasured"] = MeasuredLink(0);  // facts only: no figure
   backend.scripts["unmeasured"].measurements.clear();
-  Plan plan;
-  plan.name = "test";
-  plan.file = "<string>";
-  plan.resolved_text = "protocol: 1\nname: test\n";
-  StageSpec stage;
-  stage.name = "stage1";
-  for (const char* id : {"slow", "fast", "near", "unmeasured"}) stage.cases.push_back(LinkCase(id));
-  plan.stages.push_back(stage);
+  const Plan plan = MakePlan({LinkCase("slow"), LinkCase("fast"), LinkCase("near"), LinkCase("unmeasured")});
   RunOptions options;
   options.logs_dir = logs;
   auto summary = runner.Run(plan, options);

@@ -23,36 +23,6 @@ using protocol::testing::FakeProcessRunner;
 
 namespace {
 
-CaseSpec MakeCase(const std::string& id, int64_t steps = 10) {
-  CaseSpec c;
-  c.id = id;
-  c.stage = "stage1";
-  c.workload = Workload::kPretrain;
-  c.backend = "fake";
-  c.system = "fsdp";
-  c.model = "tiny";
-  c.dataset = "text";
-  c.length = Length{Length::Unit::kSteps, steps};
-  return c;
-}
-
-Plan MakePlan(std::vector<CaseSpec> cases) {
-  Plan plan;
-  plan.name = "test";
-  plan.title = "Runner test plan";
-  plan.file = "<string>";
-  StageSpec stage;
-  stage.name = "stage1";
-  std::string text = "protocol: 1\nname: test\ncases:\n";
-  for (auto& c : cases) {
-    text += "  - id: " + c.id + "\n";
-    stage.cases.push_back(c);
-  }
-  plan.stages.push_back(stage);
-  plan.resolved_text = text;
-  return plan;
-}
-
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
   std::stringstream ss;

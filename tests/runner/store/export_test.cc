@@ -7,6 +7,7 @@
 #include "runner/base/text.h"
 #include "runner/store/export.h"
 #include "runner/store/store.h"
+#include "store_fixtures.h"
 
 using namespace protocol;
 
@@ -221,21 +222,8 @@ cases (1)
 
 TEST_CASE("RenderRunDetails sums up a distributed case's communication in one line") {
   auto store = std::move(OpenStore(":memory:")).value();
-  RunRecord run;
-  run.plan_name = "quickstart";
-  run.started_at = "2024-05-01T10:00:00Z";
-  run.status = "ok";
-  const int64_t id = *store->CreateRun(run);
-  CaseRecord c;
-  c.run_id = id;
-  c.case_id = "qn.1.2-hybrid";
-  c.model = "tiny";
-  c.workload = "pretrain";
-  c.backend = "fsdp";
-  c.system = "fsdp-hybrid";
-  c.nodes = 2;
-  c.length_unit = "steps";
-  c.length_count = 12;
+  const int64_t id = testing::CreateQuickstartRun(*store);
+  CaseRecord c = testing::TwoNodeTinyPretrain(id, "qn.1.2-hybrid", "fsdp-hybrid");
   CaseResult ok;
   ok.facts = {{"sharding", "hybrid: 1 rank(s) per node x 2 nodes (sharded within a node, replicated across)"},
               {"prefetch", "on"}};

@@ -8,6 +8,7 @@
 #include "runner/exec/backend.h"
 #include "runner/store/link_label.h"
 #include "runner/store/store.h"
+#include "store_fixtures.h"
 
 using namespace protocol;
 
@@ -85,22 +86,9 @@ TEST_CASE("link label: the texts of the measured link, beside its label, and run
 
 TEST_CASE("link label: protocol show prints a multi-node case's measured link beside its label") {
   auto store = std::move(OpenStore(":memory:")).value();
-  RunRecord run;
-  run.plan_name = "quickstart";
-  run.started_at = "2024-05-01T10:00:00Z";
-  run.status = "ok";
-  const int64_t id = *store->CreateRun(run);
-  CaseRecord c;
-  c.run_id = id;
-  c.case_id = "r.1";
-  c.model = "tiny";
-  c.workload = "pretrain";
-  c.backend = "fsdp";
-  c.system = "fsdp";
-  c.nodes = 2;
+  const int64_t id = testing::CreateQuickstartRun(*store);
+  CaseRecord c = testing::TwoNodeTinyPretrain(id, "r.1", "fsdp");
   c.network = "10G";
-  c.length_unit = "steps";
-  c.length_count = 12;
   CaseResult ok;
   ok.facts = {{fact::kNetwork, "10G"}, {fact::kNetworkRate, "1e+10"}};
   ok.measurements = {MeasuredFigure(metric::kWallSeconds, 3.25, "s"),
