@@ -32,7 +32,7 @@
 #include <c10/core/GradMode.h>
 
 #include "bench_args.h"
-#include "backends/native/case_weights.h"
+#include "backends/native/case/case_weights.h"
 #include "backends/native/model/model.h"
 #include "backends/native/model/model_config.h"
 #include "backends/native/model/safetensors.h"

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/cli.h"
+#include "cli/exit_code.h"
 #include "report/report.h"
 #include "runner/base/status.h"
 #include "runner/plan/coverage.h"  // kBaselineSystem, kCandidateSystem

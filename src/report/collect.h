@@ -19,7 +19,7 @@
 // ComputeReport gives the same report from this input as from every stored
 // record (tests/report/report_scale_test.cc checks it).
 
-#include "report/report.h"
+#include "report/report_options.h"
 #include "report/report_data.h"
 #include "runner/base/status.h"
 #include "runner/store/store.h"

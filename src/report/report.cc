@@ -51,15 +51,6 @@ Result<std::string> ReadFile(const std::string& path) {
 
 }  // namespace
 
-std::vector<std::string> FurtherBaselines(const ReportOptions& o) {
-  std::vector<std::string> out;
-  for (const std::string& s : o.further_baselines)
-    if (!s.empty() && s != o.baseline_system && s != o.candidate_system &&
-        std::find(out.begin(), out.end(), s) == out.end())
-      out.push_back(s);
-  return out;
-}
-
 bool ParseReportFormat(const std::string& text, ReportFormat* out) {
   for (const auto& row : kFormats) {
     if (text == row.name) {

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "report/formats/numbers.h"
-#include "report/report.h"
-#include "report/formats/svg.h"
+#include "report/report_options.h"
+#include "report/formats/chart.h"
 #include "runner/analysis/compare.h"
 #include "runner/analysis/compare_stats.h"
 #include "runner/store/records.h"

@@ -27,7 +27,8 @@ namespace fs = std::filesystem;
 const std::vector<std::string> kLayers = {
     "runner/base",  "runner/plan", "runner/store", "runner/exec", "runner/analysis", "report",
     "backends/native/platform", "backends/native/model", "backends/native/quant", "backends/native/training",
-    "backends/native/distributed", "backends/native/launch", "backends/native", "backends", "cli"};
+    "backends/native/distributed", "backends/native/launch", "backends/native/case", "backends/native", "backends",
+    "cli"};
 
 const std::set<std::string> kRunnerLayers = {"runner/base", "runner/plan", "runner/store", "runner/exec"};
 
@@ -55,9 +56,14 @@ const std::map<std::string, std::set<std::string>> kMayInclude = {
      {"runner/base", "runner/plan", "backends/native/platform", "backends/native/model", "backends/native/quant",
       "backends/native/training"}},
     {"backends/native/launch", kRunnerLayers},
-    {"backends/native",
+    // One case's steps, the same for one process and for a rank (one training loop).
+    {"backends/native/case",
      With(kRunnerLayers, {"backends/native/platform", "backends/native/model", "backends/native/quant",
                           "backends/native/training", "backends/native/distributed", "backends/native/launch"})},
+    {"backends/native",
+     With(kRunnerLayers, {"backends/native/platform", "backends/native/model", "backends/native/quant",
+                          "backends/native/training", "backends/native/distributed", "backends/native/launch",
+                          "backends/native/case"})},
     {"backends", With(kRunnerLayers, {"backends/native", "backends/native/platform", "backends/native/quant"})},
     {"cli",
      With(kRunnerLayers, {"runner/analysis", "report", "backends", "backends/native", "backends/native/platform",
@@ -89,7 +95,8 @@ const std::map<std::string, std::vector<std::string>> kLibraryHomes = {
 const std::vector<std::string> kTorchPrefixes = {"ATen/", "c10/", "torch/"};
 const std::set<std::string> kTorchLayers = {"backends/native/platform", "backends/native/model",
                                             "backends/native/quant",    "backends/native/training",
-                                            "backends/native/distributed", "backends/native"};
+                                            "backends/native/distributed", "backends/native/case",
+                                            "backends/native"};
 
 std::string LayerOf(const std::string& path) {
   for (const std::string& layer : kLayers)
@@ -173,6 +180,32 @@ std::vector<std::string> MisplacedLibraries(const fs::path& src) {
   return violations;
 }
 
+// Entry points: the files through which a folder is used from above (a
+// backend's factory, the distributed launch, the rank worker, the report's
+// entry, the command line and the programs' main files). Within its folder
+// an entry header is included only by its own .cc and by the other entry
+// points: types that several files share live in headers of their own
+// (launch/dist_layout.h, report_options.h, formats/chart.h, exit_code.h),
+// so no file below an entry point reaches back up to it.
+const std::set<std::string> kEntryPoints = {
+    "backends/native/dist_backend.h", "backends/native/fsdp_backend.h", "backends/native/share_backend.h",
+    "backends/native/worker.h",       "report/report.h",                "report/verify.h",
+    "cli/cli.h",                      "cli/main.cc",                    "cli/native_commands.cc"};
+
+// Includes of an entry header from its own folder by a file that is neither
+// its .cc nor an entry point.
+std::vector<std::string> IncludesOfEntryPoints(const fs::path& src) {
+  std::vector<std::string> violations;
+  for (const Include& inc : ScanIncludes(src)) {
+    if (inc.system || !kEntryPoints.count(inc.target) || kEntryPoints.count(inc.file)) continue;
+    if (LayerOf(inc.file) != LayerOf(inc.target)) continue;  // from above: the folder graph's rule
+    const fs::path own = fs::path(inc.target).replace_extension(".cc");
+    if (inc.file == own.generic_string()) continue;
+    violations.push_back(At(inc) + "includes \"" + inc.target + "\", an entry point of its own folder");
+  }
+  return violations;
+}
+
 const fs::path kSrc = fs::path(PROTOCOL_SOURCE_DIR) / "src";
 
 TEST_CASE("layering: every source file belongs to a folder of the graph") {
@@ -181,6 +214,10 @@ TEST_CASE("layering: every source file belongs to a folder of the graph") {
 
 TEST_CASE("layering: no include reaches up the folder graph") {
   CHECK(UpwardIncludes(kSrc) == std::vector<std::string>{});
+}
+
+TEST_CASE("layering: no file includes an entry point of its own folder; shared types have headers of their own") {
+  CHECK(IncludesOfEntryPoints(kSrc) == std::vector<std::string>{});
 }
 
 TEST_CASE("layering: each third-party library is included from its home, libtorch from the native rooms") {
@@ -247,6 +284,8 @@ TEST_CASE("layering: the checks fail on a planted violation of each rule") {
   t.Write("report/bad.cc", "#include <fmt/format.h>\n#include <yaml-cpp/yaml.h>\n");
   t.Write("backends/native/platform/torch_compat.cc", "#include <c10/cuda/CUDAFunctions.h>\n");  // its home
   t.Write("elsewhere/orphan.cc", "int x;\n");
+  t.Write("report/report.cc", "#include \"report/report.h\"\n");  // fine: its own .cc
+  t.Write("report/tables/bad.cc", "#include \"report/report.h\"\n");
   for (int i = 0; i <= kMostSourcesPerFolder; ++i) t.Write("report/many/f" + std::to_string(i) + ".cc", "");
 
   CHECK(Orphans(t.src) == std::vector<std::string>{"elsewhere/orphan.cc"});
@@ -257,6 +296,9 @@ TEST_CASE("layering: the checks fail on a planted violation of each rule") {
                       "backends/native/model/bad.cc:1: backends/native/model may not include "
                       "backends/native/distributed (\"backends/native/distributed/fsdp_sharded.h\")",
                       "runner/base/bad.cc:2: runner/base may not include runner/exec (\"runner/exec/runner.h\")"});
+  CHECK(IncludesOfEntryPoints(t.src) ==
+        std::vector<std::string>{
+            "report/tables/bad.cc:1: includes \"report/report.h\", an entry point of its own folder"});
   std::vector<std::string> libraries = MisplacedLibraries(t.src);
   std::sort(libraries.begin(), libraries.end());
   CHECK(libraries == std::vector<std::string>{

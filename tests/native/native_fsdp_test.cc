@@ -455,9 +455,9 @@ TEST_CASE("native fsdp: a 4-bit model: pretrain is QLoRA continued pretraining, 
     CHECK(loaded->layers[1][6].b.abs().sum().item<double>() > 0);  // trained
     std::ifstream in(log);
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    CHECK(text.find("fsdp: weights loaded from " + base_dir + " (each projection quantized to NF4 as it is read)\n") !=
+    CHECK(text.find("\nweights loaded from " + base_dir + " (each projection quantized to NF4 as it is read)\n") !=
           std::string::npos);
-    CHECK(text.find("fsdp: " + method + " (10368 bytes of 4-bit projection weights)\n") != std::string::npos);
+    CHECK(text.find("\n" + method + " (10368 bytes of 4-bit projection weights)\n") != std::string::npos);
   }
 
   // More than one rank: tests/native/distributed/dist_qlora_test.cc (FSDP-QLoRA through the rank workers).
@@ -475,9 +475,9 @@ TEST_CASE("native fsdp: a 4-bit model: pretrain is QLoRA continued pretraining, 
   std::ifstream in(log);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   // 2 layers · (36 bytes per 64 weights) · (1024 + 512 + 512 + 1024 + 3·2048) weights.
-  CHECK(text.find("fsdp: QLoRA: 4-bit NF4 base frozen, LoRA rank 8 alpha 16 on q,k,v,o,gate,up,down "
+  CHECK(text.find("\nQLoRA: 4-bit NF4 base frozen, LoRA rank 8 alpha 16 on q,k,v,o,gate,up,down "
                   "(10368 bytes of 4-bit projection weights)\n") != std::string::npos);
-  CHECK(text.find("fsdp: LoRA adapters saved to " + adapter_dir + "\n") != std::string::npos);
+  CHECK(text.find("\nLoRA adapters saved to " + adapter_dir + "\n") != std::string::npos);
 
   CaseSpec ranked = TrainingCase(Workload::kFinetune, "dolly", 1);
   ranked.training.lora_rank = 4;
@@ -504,7 +504,7 @@ TEST_CASE("native fsdp: a 4-bit model: pretrain is QLoRA continued pretraining, 
     CHECK(Find(out, metric::kFinalLoss)->method == "training loss of the last step; " + method);
     std::ifstream in(log);
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    CHECK(text.find("fsdp: " + method + " (9616 bytes of 4-bit projection weights)\n") != std::string::npos);
+    CHECK(text.find("\n" + method + " (9616 bytes of 4-bit projection weights)\n") != std::string::npos);
   }
 
   CaseSpec gen;

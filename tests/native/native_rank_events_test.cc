@@ -91,6 +91,10 @@ TEST_CASE("rank events: per-rank figures are stored as <name>_rank<r> with the l
   step.step.step = 1;
   step.step.loss = 2.5;
   c.Add(0, Sent(step), 0);
+  WorkerEvent status;  // a step's status line comes as a status event, with the step count
+  status.kind = WorkerEvent::Kind::kStatus;
+  status.text = "step 1/4 loss 2.50";
+  c.Add(0, Sent(status), 0);
   c.Add(0, Figure(metric::kFinalLoss, 2.5, "last step"), 0);
   c.Add(0, Figure(metric::kPeakHostRss, 100, "rss of 0", 0), 0);
   c.Add(1, Figure(metric::kPeakHostRss, 300, "rss of 1", 1), 0);
@@ -105,7 +109,7 @@ TEST_CASE("rank events: per-rank figures are stored as <name>_rank<r> with the l
   CHECK(c.Reported(0));
   CHECK(c.Reported(1));
   REQUIRE(live.steps.size() == 1);
-  CHECK(live.lines == std::vector<std::string>{"step 1 loss 2.50"});
+  CHECK(live.lines == std::vector<std::string>{"step 1/4 loss 2.50"});
 
   BackendOutcome out;
   out.measurements = c.RankZeroFigures();

@@ -16,6 +16,7 @@
 #include "backends/native/rank_events.h"
 #include "backends/native/launch/rank_failure.h"
 #include "backends/native/memory_estimate.h"
+#include "backends/native/native_check.h"
 #include "backends/native/launch/network_emulation.h"
 #include "backends/native/launch/rendezvous.h"
 #include "backends/native/launch/stragglers.h"
@@ -68,60 +69,6 @@ void AddRankExitCodes(const SuperviseResult& sr, BackendOutcome& out) {
 
 }  // namespace
 
-int ThreadsPerRank(const TrainingSettings& training, int ranks_on_host) {
-  int64_t total = training.threads;
-  if (total <= 0) {
-    const char* omp = std::getenv("OMP_NUM_THREADS");
-    total = omp && std::atoi(omp) > 0 ? std::atoi(omp) : static_cast<int64_t>(std::thread::hardware_concurrency());
-  }
-  return static_cast<int>(std::max<int64_t>(1, total / std::max(1, ranks_on_host)));
-}
-
-int DistLayout::nodes() const {
-  return static_cast<int>(std::set<std::string>(rank_nodes.begin(), rank_nodes.end()).size());
-}
-
-Result<DistLayout> FsdpLayout(const Plan& plan, const CaseSpec& spec) {
-  DistLayout l;
-  for (int n = 0; n < spec.nodes; ++n) {
-    std::string name = fmt::format("node{}", n), host = "localhost";
-    int gpus = 0;
-    if (static_cast<size_t>(n) < plan.cluster.nodes.size()) {
-      const NodeSpec& node = plan.cluster.nodes[static_cast<size_t>(n)];
-      name = node.name;
-      host = node.host.empty() ? "localhost" : node.host;
-      gpus = node.gpus;
-    } else if (!plan.cluster.nodes.empty()) {
-      return Status::InvalidArgument(fmt::format("the case needs {} nodes but the cluster lists {}", spec.nodes,
-                                                 plan.cluster.nodes.size()));
-    }
-    const int ranks = spec.training.ranks_per_node > 0 ? spec.training.ranks_per_node : std::max(1, gpus);
-    for (int r = 0; r < ranks; ++r) l.rank_nodes.push_back(name);
-    l.node_hosts[name] = host;
-  }
-  l.groups = 1;
-  l.group_size = static_cast<int>(l.rank_nodes.size());
-  return l;
-}
-
-Result<DistLayout> ShareLayout(const Plan& plan, const CaseSpec& spec) {
-  if (spec.topology.empty()) return Status::InvalidArgument("the share backend needs a topology (node:GxK ...)");
-  DistLayout l;
-  l.group_size = spec.topology.parts[0].ranks_per_group;
-  l.groups = 0;
-  for (const TopologyPart& p : spec.topology.parts) {
-    if (p.ranks_per_group != l.group_size)
-      return Status::InvalidArgument(fmt::format(
-          "topology '{}': every group must have the same number of ranks (K), got {} and {}", spec.topology.ToString(),
-          l.group_size, p.ranks_per_group));
-    for (int i = 0; i < p.groups * p.ranks_per_group; ++i) l.rank_nodes.push_back(p.node);
-    l.groups += p.groups;
-    const NodeSpec* node = plan.cluster.FindNode(p.node);
-    l.node_hosts[p.node] = node && !node->host.empty() ? node->host : "localhost";
-  }
-  return l;
-}
-
 std::vector<std::string> CheckDistributed(const Plan& plan, const CaseSpec& spec, const DistLayout& layout) {
   std::vector<std::string> problems;
   if (!FindLauncher(plan.cluster.launcher)) {
@@ -158,40 +105,6 @@ class CaseFile {
   fs::path path_;
   bool temporary_;
 };
-
-WorkerCase WorkerCaseOf(const BackendContext& ctx, NativeRole role, const DistLayout& layout) {
-  const CaseSpec& spec = ctx.spec;
-  const Plan& plan = ctx.plan;
-  WorkerCase wc;
-  wc.role = role;
-  wc.case_id = spec.id;
-  wc.plan_file = plan.file;
-  wc.plan_text = plan.resolved_text;
-  wc.workload = spec.workload;
-  const ModelSpec& ms = plan.models.at(spec.model);
-  wc.model_name = ms.name;
-  wc.model_preset = ms.preset;
-  wc.model_path = ms.path.empty() ? "" : fs::absolute(plan.ResolvePath(ms.path)).lexically_normal().string();
-  wc.quantization = ms.quantization;
-  wc.double_quant = ms.double_quant;
-  wc.init_random = ms.init_random;
-  if (spec.workload != Workload::kInference) {
-    const DatasetSpec& ds = plan.datasets.at(spec.dataset);
-    wc.dataset_format = ds.format;
-    wc.dataset_column = ds.column;
-    wc.dataset_path = fs::absolute(plan.ResolvePath(ds.path)).lexically_normal().string();
-    if (spec.length->unit == Length::Unit::kSteps) wc.steps = spec.length->count;
-    else wc.epochs = spec.length->count;
-  }
-  wc.training = spec.training;
-  wc.warmup_steps = spec.warmup_steps;
-  wc.inference = spec.inference;
-  wc.output_dir = ctx.output_dir.empty() ? "" : fs::absolute(ctx.output_dir).string();
-  wc.groups = layout.groups;
-  wc.group_size = layout.group_size;
-  wc.rank_nodes = layout.rank_nodes;
-  return wc;
-}
 
 Result<std::unique_ptr<CaseFile>> WriteCaseFile(const BackendContext& ctx, NativeRole role, const DistLayout& layout) {
   std::error_code ec;
@@ -401,6 +314,40 @@ BackendOutcome OutcomeOf(const BackendContext& ctx, NativeRole role, const DistL
 }
 
 }  // namespace
+
+WorkerCase WorkerCaseOf(const BackendContext& ctx, NativeRole role, const DistLayout& layout) {
+  const CaseSpec& spec = ctx.spec;
+  const Plan& plan = ctx.plan;
+  WorkerCase wc;
+  wc.role = role;
+  wc.case_id = spec.id;
+  wc.plan_file = plan.file;
+  wc.plan_text = plan.resolved_text;
+  wc.workload = spec.workload;
+  const ModelSpec& ms = plan.models.at(spec.model);
+  wc.model_name = ms.name;
+  wc.model_preset = ms.preset;
+  wc.model_path = ms.path.empty() ? "" : fs::absolute(plan.ResolvePath(ms.path)).lexically_normal().string();
+  wc.quantization = ms.quantization;
+  wc.double_quant = ms.double_quant;
+  wc.init_random = ms.init_random;
+  if (spec.workload != Workload::kInference) {
+    const DatasetSpec& ds = plan.datasets.at(spec.dataset);
+    wc.dataset_format = ds.format;
+    wc.dataset_column = ds.column;
+    wc.dataset_path = fs::absolute(plan.ResolvePath(ds.path)).lexically_normal().string();
+    if (spec.length->unit == Length::Unit::kSteps) wc.steps = spec.length->count;
+    else wc.epochs = spec.length->count;
+  }
+  wc.training = spec.training;
+  wc.warmup_steps = spec.warmup_steps;
+  wc.inference = spec.inference;
+  wc.output_dir = ctx.output_dir.empty() ? "" : fs::absolute(ctx.output_dir).string();
+  wc.groups = layout.groups;
+  wc.group_size = layout.group_size;
+  wc.rank_nodes = layout.rank_nodes;
+  return wc;
+}
 
 BackendOutcome RunDistributed(BackendContext& ctx, NativeRole role, const DistLayout& layout,
                               const DistOptions& options) {

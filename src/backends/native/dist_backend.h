@@ -3,7 +3,7 @@
 
 // The runner's side of a distributed native case, shared by the `fsdp`
 // backend (more than one rank) and the `share` backend:
-//   1. the layout: which node each rank runs on, in groups (fsdp: one group of
+//   1. the layout (launch/dist_layout.h): which node each rank runs on, in groups (fsdp: one group of
 //      nodes × ranks_per_node ranks; share: the topology's G×K per node);
 //   2. the case file (worker_case.h) beside the case log;
 //   3. one `protocol worker --case FILE` per rank, with RANK, WORLD_SIZE,
@@ -19,7 +19,9 @@
 #include <vector>
 
 #include "backends/native/launch/launcher.h"
-#include "backends/native/native_check.h"
+#include "backends/native/launch/worker_case.h"
+#include "backends/native/launch/dist_layout.h"
+#include "backends/native/launch/native_role.h"
 #include "runner/exec/backend.h"
 
 namespace protocol {
@@ -34,29 +36,12 @@ struct DistOptions {
   double kill_grace_seconds = 3;
 };
 
-struct DistLayout {
-  int groups = 1;
-  int group_size = 1;
-  std::vector<std::string> rank_nodes;  // node of each rank
-  std::map<std::string, std::string> node_hosts;
-  int world() const { return groups * group_size; }
-  int nodes() const;  // distinct nodes among rank_nodes
-};
-
-// CPU threads for each of `ranks_on_host` ranks of a case on one host
-// (training.threads, docs/plan-format.md): threads / ranks_on_host when the
-// plan sets threads; else OMP_NUM_THREADS / ranks_on_host when the environment
-// sets it; else hardware threads / ranks_on_host; at least 1. A one-process
-// case is ranks_on_host = 1.
-int ThreadsPerRank(const TrainingSettings& training, int ranks_on_host);
-
-// fsdp: `nodes` nodes (the cluster's first ones; "node0".. on "localhost" when
-// the plan lists none), ranks_per_node each (0: max(1, the node's gpus)).
-Result<DistLayout> FsdpLayout(const Plan& plan, const CaseSpec& spec);
-// share: the topology; every part must have the same K.
-Result<DistLayout> ShareLayout(const Plan& plan, const CaseSpec& spec);
 // Problems of running `spec` over `layout` (batch divisibility, launcher name, ...).
 std::vector<std::string> CheckDistributed(const Plan& plan, const CaseSpec& spec, const DistLayout& layout);
+
+// The case file's contents for `layout` (worker_case.h): the plan's inputs
+// resolved to absolute paths. The one-process backend runs the same.
+WorkerCase WorkerCaseOf(const BackendContext& ctx, NativeRole role, const DistLayout& layout);
 
 BackendOutcome RunDistributed(BackendContext& ctx, NativeRole role, const DistLayout& layout,
                               const DistOptions& options);

@@ -6,8 +6,8 @@
 #include <map>
 #include <optional>
 
-#include "backends/native/case_device.h"
-#include "backends/native/dist_backend.h"
+#include "backends/native/case/case_device.h"
+#include "backends/native/launch/dist_layout.h"
 #include "backends/native/memory_estimate.h"
 #include "backends/native/model/model_config.h"
 #include "backends/native/model/model_resolve.h"
@@ -29,12 +29,6 @@ namespace {
 namespace fs = std::filesystem;
 
 bool IsNf4(const ModelSpec& ms) { return ms.quantization == Quantization::kNf4; }
-
-bool HasWeightsFiles(const std::string& path) {
-  std::error_code ec;
-  return !path.empty() && (fs::is_regular_file(fs::path(path) / "model.safetensors", ec) ||
-                           fs::is_regular_file(fs::path(path) / "model.safetensors.index.json", ec));
-}
 
 // Why a case whose weights are kMissing cannot run (model_dir_has_weights in
 // safetensors.h reads the same files).
@@ -419,16 +413,6 @@ std::vector<CaseIssue> native_case_issues(const Plan& plan, const CaseSpec& spec
   if (weights_missing) issues.push_back(MissingWeights(ms, path, spec.workload, nf4));
   if (CaseIssue files; ModelFilesIssue(ms, path, weights_missing, &files)) issues.push_back(files);
   return issues;
-}
-
-WeightsSource native_weights_source(Workload workload, bool nf4, bool init_random, const std::string& path) {
-  if (workload == Workload::kPretrain && !nf4) return WeightsSource::kRandomFromScratch;
-  if (init_random) return WeightsSource::kRandomDeclared;
-  return HasWeightsFiles(path) ? WeightsSource::kPath : WeightsSource::kMissing;
-}
-
-std::string native_weights_note(WeightsSource source, int64_t seed) {
-  return source == WeightsSource::kRandomDeclared ? fmt::format("{}, seed {})", metric::kRandomWeightsNote, seed) : "";
 }
 
 std::string native_run_refusal(const Plan& plan, const CaseSpec& spec, NativeRole role) {

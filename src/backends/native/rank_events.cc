@@ -9,12 +9,13 @@ namespace protocol {
 namespace native {
 namespace {
 
-// The memory figures every rank reports about itself; the case's is the largest.
-const char* const kPerRankMemoryFigures[] = {metric::kPeakHostRss, metric::kPeakHostRssAboveBaseline,
-                                             metric::kPeakDeviceMemory};
+// The figures every rank reports about itself whose case figure is the
+// largest over the ranks: memory, and the host reads per step.
+const char* const kLargestOverRanks[] = {metric::kPeakHostRss, metric::kPeakHostRssAboveBaseline,
+                                         metric::kPeakDeviceMemory, metric::kHostReadsPerStep};
 
-bool IsMemoryFigure(const std::string& name) {
-  for (const char* base : kPerRankMemoryFigures)
+bool IsLargestOverRanks(const std::string& name) {
+  for (const char* base : kLargestOverRanks)
     if (name == base) return true;
   return false;
 }
@@ -25,8 +26,7 @@ void RankEventCollector::Add(int rank, const WorkerEvent& e, double now) {
   switch (e.kind) {
     case WorkerEvent::Kind::kStep:
       ++steps_seen_;
-      events_.OnStep(e.step);
-      events_.OnStatusLine(fmt::format("step {} loss {:.2f}", e.step.step, e.step.loss.value_or(0)));
+      events_.OnStep(e.step);  // its status line comes as a status event ("step 3/10 loss 4.10")
       break;
     case WorkerEvent::Kind::kRequest:
       ++requests_;
@@ -74,7 +74,7 @@ void RankEventCollector::AddMeasurement(int rank, const WorkerEvent& e) {
   if (e.rank) {  // a figure of the rank itself: <name>_rank<r>
     Measurement named = m;
     named.name = fmt::format("{}_rank{}", m.name, *e.rank);
-    if (IsMemoryFigure(m.name)) {
+    if (IsLargestOverRanks(m.name)) {
       per_rank_[m.name][*e.rank] = std::move(named);
       return;
     }
@@ -140,8 +140,9 @@ void RankEventCollector::AddTrainingFigures(const DistLayout& layout, BackendOut
   }
   // Training only: inference replicas issue no tensor collectives (barriers
   // only, which are not counted), so a 0 there would claim more than is known.
+  // One rank sends nothing (its collectives are with itself), as the one process.
   const int world = layout.world();
-  if (bytes_reports_ != world) return;
+  if (bytes_reports_ != world || world < 2) return;
   const int64_t steps = std::max<int64_t>(1, steps_seen_);
   const std::string how = fmt::format(
       "sum over {} ranks of the bytes each rank sent in the collectives it issued, counted as ring-algorithm volume "
@@ -193,10 +194,10 @@ void RankEventCollector::AddCommunication(const DistLayout& layout, BackendOutco
                     comm_.size(), exposed, in_flight)));
 }
 
-// Per-rank memory: every rank's own figure, and the largest as the case's.
+// Every rank's own figure of kLargestOverRanks, and the largest as the case's.
 void RankEventCollector::AddPerRankFigures(const DistLayout& layout, BackendOutcome& out) const {
   const int world = layout.world();
-  for (const char* base : kPerRankMemoryFigures) {
+  for (const char* base : kLargestOverRanks) {
     auto it = per_rank_.find(base);
     if (it == per_rank_.end()) continue;
     const Measurement* largest = nullptr;
@@ -219,6 +220,7 @@ void RankEventCollector::AddPerRankFigures(const DistLayout& layout, BackendOutc
 void RankEventCollector::AddStragglers(const DistLayout& layout, BackendOutcome& out) const {
   if (step_times_.empty()) return;
   for (const Measurement& m : rank_step_figures_) out.measurements.push_back(m);
+  if (layout.world() < 2) return;  // one rank: nothing to straggle behind
   std::vector<RankStepTimes> times;
   for (auto [rank, t] : step_times_) {
     t.node = layout.rank_nodes[static_cast<size_t>(rank)];

@@ -6,7 +6,8 @@
 // case's live events (steps, requests, status lines) and, once every rank has
 // ended, its measurements:
 //   - rank 0's figures as sent; the figures a rank sends about itself
-//     (events with a rank) as <name>_rank<r>, and for the memory figures the
+//     (events with a rank) as <name>_rank<r>, and for the memory figures and
+//     the host reads per step the
 //     largest over the ranks under the plain name;
 //   - the per-rank step figures and the stragglers among them (stragglers.h);
 //   - inference: the replicas' generation totals; training: the best group's
@@ -23,7 +24,7 @@
 #include <utility>
 #include <vector>
 
-#include "backends/native/dist_backend.h"
+#include "backends/native/launch/dist_layout.h"
 #include "backends/native/launch/events.h"
 #include "backends/native/launch/stragglers.h"
 #include "runner/exec/backend.h"
@@ -67,7 +68,7 @@ class RankEventCollector {
   CaseEvents& events_;
   std::map<int, std::string> errors_;
   std::vector<Measurement> rank0_;
-  std::map<std::string, std::map<int, Measurement>> per_rank_;  // memory figure → rank → its figure
+  std::map<std::string, std::map<int, Measurement>> per_rank_;  // largest-over-ranks figure → rank → its figure
   std::vector<std::pair<int, double>> group_evals_;             // (rank, loss)
   std::vector<double> replica_seconds_;
   std::string note_;

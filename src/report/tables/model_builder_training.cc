@@ -4,6 +4,7 @@
 #include <tuple>
 
 #include "report/formats/numbers.h"
+#include "report/formats/svg.h"
 #include "report/tables/sentences.h"
 #include "report/tables/stored_plan.h"
 #include "report/time_to_target.h"

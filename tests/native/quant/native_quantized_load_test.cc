@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/native/case_weights.h"
+#include "backends/native/case/case_weights.h"
 #include "backends/native/model/model.h"
 #include "backends/native/model/safetensors.h"
 #include "backends/native/quant/quantized_model.h"

@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <map>
 
-#include "backends/native/eval_curve.h"
+#include "backends/native/case/eval_curve.h"
 #include "backends/native/fsdp_backend.h"
 #include "backends/native/training/training_data.h"
 #include "backends/native/share_backend.h"

@@ -12,6 +12,11 @@
 // evaluation, the merges) is handed the communicator instead of a byte counter.
 // Every rank of the group calls the same collectives in the same order.
 //
+// A solo communicator (Solo()) is the group of one process: no store, no
+// socket; its collectives are local copies (or nothing) and send no bytes.
+// One process is a mesh of one rank whose collectives do nothing, as FSDP2
+// with world_size 1 and llm.c with num_processes 1 run.
+//
 // Bytes between nodes: in the ring model every rank sends all of its bytes to
 // the next rank of the ring (group rank + 1 mod W). So a rank's bytes cross
 // from one node to another exactly when that next rank is on another node; a
@@ -34,6 +39,8 @@ class Communicator {
   // `member_nodes`: the node of each rank of the group, in group-rank order
   // (empty: one node, nothing crosses).
   explicit Communicator(std::shared_ptr<compat::CommGroup> group, std::vector<std::string> member_nodes = {});
+  // The group of this process alone (see above).
+  static std::shared_ptr<Communicator> Solo();
 
   int size() const;
   int rank() const;
@@ -60,12 +67,13 @@ class Communicator {
   // seconds they were in flight (compat::CommExposedSeconds / CommInFlightSeconds).
   double ExposedSeconds();
   double InFlightSeconds();
+  // REQUIRES: not Solo().
   compat::CommGroup& group() { return *group_; }
 
  private:
   compat::PendingCollective Count(compat::PendingCollective p);
 
-  std::shared_ptr<compat::CommGroup> group_;
+  std::shared_ptr<compat::CommGroup> group_;  // null: Solo()
   bool next_on_other_node_ = false;  // the ring's next rank runs on another node
   int64_t bytes_sent_ = 0;
   int64_t bytes_between_nodes_ = 0;

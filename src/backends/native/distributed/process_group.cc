@@ -145,6 +145,13 @@ ProcessGroups ConnectGroups(const DistEnv& env, const GroupsRequest& request, co
   return g;
 }
 
+ProcessGroups SoloGroups() {
+  ProcessGroups g;
+  g.world_comm = Communicator::Solo();
+  g.group_comm = g.cross_comm = g.shard_comm = g.world_comm;
+  return g;
+}
+
 std::vector<Communicator*> ProcessGroups::All() const {
   std::vector<Communicator*> out;
   for (const auto& comm : {world_comm, group_comm, cross_comm, shard_comm, replica_comm})

@@ -85,6 +85,10 @@ struct PortExchange {
   std::function<Result<int>(double timeout_seconds)> await;
 };
 
+// One process: every group is the same solo communicator (communicator.h),
+// rank 0 of a world of 1; no store, no socket.
+ProcessGroups SoloGroups();
+
 // Connects every group. REQUIRES: env.world == groups·group_size and
 // rank_nodes of that size; for hybrid, HybridLayoutProblem(request) empty;
 // `exchange` set when env.master_port is 0.

@@ -1,6 +1,8 @@
 #include "backends/native/training/train.h"
 
+#include <algorithm>
 #include <cmath>
+#include <tuple>
 #include <c10/core/GradMode.h>
 
 #include "backends/native/platform/torch_compat.h"
@@ -195,31 +197,49 @@ std::vector<at::Tensor> model_trainable(Model& model) {
   return out;
 }
 
+double counted_targets(const std::vector<const Sequence*>& batch) {
+  double counted = 0;
+  for (const Sequence* s : batch)
+    for (uint8_t m : s->mask) counted += m;
+  return counted;
+}
+
+at::Tensor backward_micro_batches(const std::function<at::Tensor(const at::Tensor& tokens)>& forward,
+                                  const std::function<void(bool last)>& last_micro_batch,
+                                  const std::vector<const Sequence*>& mine, int64_t grad_accum, double denominator,
+                                  int64_t seq_len, const at::Device& device) {
+  at::Tensor loss_sum = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(device));
+  const int64_t n = static_cast<int64_t>(mine.size());
+  const int64_t micro = std::max<int64_t>(1, n / std::max<int64_t>(1, grad_accum));
+  for (int64_t start = 0; start < n; start += micro) {
+    std::vector<const Sequence*> part(mine.begin() + start, mine.begin() + std::min(n, start + micro));
+    BatchTensors b = batch_tensors(part, seq_len, device);
+    if (last_micro_batch) last_micro_batch(start + micro >= n);
+    at::Tensor loss = masked_loss(forward(b.inputs), b, denominator);
+    loss.backward();
+    loss_sum += loss.detach().to(at::kDouble);  // summed in float64
+  }
+  return loss_sum;
+}
+
+std::pair<double, double> read_loss_and_norm(const at::Tensor& loss_sum, const at::Tensor& norm) {
+  const std::vector<double> read = compat::ReadToHost(at::cat({loss_sum, norm.reshape({1}).to(loss_sum.device())}));
+  return {read[0], read[1]};
+}
+
 StepStats train_step(Model& model, AdamW& optimizer, const std::vector<const Sequence*>& batch,
                      const TrainOptions& o, double lr) {
   StepStats stats;
   stats.lr = lr;
-  double counted = 0;
-  for (const Sequence* s : batch)
-    for (uint8_t m : s->mask) counted += m;
-  const double denominator = std::max(counted, 1.0);
   optimizer.zero_grad();
-  at::Tensor loss_sum;  // on the device: read once, with the norm, at the end
-  const size_t micro = std::max<size_t>(1, batch.size() / static_cast<size_t>(std::max<int64_t>(1, o.grad_accum)));
-  for (size_t start = 0; start < batch.size(); start += micro) {
-    std::vector<const Sequence*> part(batch.begin() + static_cast<std::ptrdiff_t>(start),
-                                      batch.begin() + static_cast<std::ptrdiff_t>(std::min(batch.size(), start + micro)));
-    at::Tensor loss = loss_forward(model, part, denominator, o.checkpoint_every);
-    loss.backward();
-    const at::Tensor part_loss = loss.detach().to(at::kDouble);  // summed in float64, as before
-    loss_sum = loss_sum.defined() ? loss_sum + part_loss : part_loss;
-    stats.tokens += static_cast<int64_t>(part.size() * part[0]->mask.size());
-  }
+  const int64_t seq_len = static_cast<int64_t>(batch[0]->mask.size());
+  const at::Tensor loss_sum = backward_micro_batches(
+      [&](const at::Tensor& tokens) { return train_forward(model, tokens, o.checkpoint_every); }, nullptr, batch,
+      o.grad_accum, std::max(counted_targets(batch), 1.0), seq_len, model.embed.device());
   const at::Tensor norm = grad_clip_norm(optimizer.params(), o.grad_clip);
   optimizer.step(lr);
-  const std::vector<double> read = compat::ReadToHost(at::stack({loss_sum, norm.to(loss_sum.device())}));
-  stats.loss = read[0];
-  stats.grad_norm = read[1];
+  std::tie(stats.loss, stats.grad_norm) = read_loss_and_norm(loss_sum, norm);
+  stats.tokens = static_cast<int64_t>(batch.size()) * seq_len;
   return stats;
 }
 

@@ -8,7 +8,9 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "backends/native/training/data.h"
@@ -128,8 +130,31 @@ struct StepStats {
   int64_t tokens = 0;     // input tokens processed (batch · seq_len)
 };
 
-// One optimizer step over `batch` (batch_size sequences, split into grad_accum
-// micro-batches): forward, backward, clip (over the optimizer's tensors), AdamW.
+// The counted targets of `batch` (Σ of its masks): a step's loss denominator.
+double counted_targets(const std::vector<const Sequence*>& batch);
+
+// The backward passes of one step over `mine` (this process's sequences of
+// the step), in micro-batches of max(1, |mine| / grad_accum) sequences: each
+// micro-batch's loss is masked_loss(forward(inputs)) / `denominator` (the
+// counted targets of the whole batch the step's processes share, so the
+// losses add up to the batch's mean), and backward() runs on it;
+// `last_micro_batch(true)` is called before the step's last one (FSDP
+// reduces the gradients there), `(false)` before the others. Returns Σ of
+// the losses in float64 on the device, nothing read back. The one training
+// loop (case_training.h) and train_step both step with it.
+at::Tensor backward_micro_batches(const std::function<at::Tensor(const at::Tensor& tokens)>& forward,
+                                  const std::function<void(bool last)>& last_micro_batch,
+                                  const std::vector<const Sequence*>& mine, int64_t grad_accum, double denominator,
+                                  int64_t seq_len, const at::Device& device);
+
+// The step's one read back from the device: its loss (float64, shape {1})
+// and gradient norm (a scalar) together, as {loss, norm}.
+std::pair<double, double> read_loss_and_norm(const at::Tensor& loss_sum, const at::Tensor& norm);
+
+// One optimizer step of a whole model over `batch` (batch_size sequences,
+// split into grad_accum micro-batches): backward_micro_batches, clip (over
+// the optimizer's tensors), AdamW, one read back. A unit of the loop, for
+// tests and benchmarks; cases train through case_training.h.
 StepStats train_step(Model& model, AdamW& optimizer, const std::vector<const Sequence*>& batch,
                      const TrainOptions& options, double lr);
 

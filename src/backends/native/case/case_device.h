@@ -1,5 +1,5 @@
-#ifndef PROTOCOL_BACKENDS_NATIVE_CASE_DEVICE_H_
-#define PROTOCOL_BACKENDS_NATIVE_CASE_DEVICE_H_
+#ifndef PROTOCOL_BACKENDS_NATIVE_CASE_CASE_DEVICE_H_
+#define PROTOCOL_BACKENDS_NATIVE_CASE_CASE_DEVICE_H_
 
 // Where a native case runs, the same for the one-process backend and for each
 // rank of a distributed case: the device and compute dtype, and the case
@@ -40,4 +40,4 @@ std::vector<std::pair<std::string, std::string>> CaseFacts(int threads_per_rank,
 }  // namespace native
 }  // namespace protocol
 
-#endif  // PROTOCOL_BACKENDS_NATIVE_CASE_DEVICE_H_
+#endif  // PROTOCOL_BACKENDS_NATIVE_CASE_CASE_DEVICE_H_

@@ -6,7 +6,7 @@
 #include <optional>
 #include <vector>
 
-#include "backends/native/eval_curve.h"
+#include "backends/native/case/eval_curve.h"
 
 namespace protocol {
 namespace native {

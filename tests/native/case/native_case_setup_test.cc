@@ -5,9 +5,10 @@
 
 #include <string>
 
-#include "backends/native/case_device.h"
-#include "backends/native/case_weights.h"
+#include "backends/native/case/case_device.h"
+#include "backends/native/case/case_weights.h"
 #include "backends/native/platform/torch_compat.h"
+#include "runner/store/records.h"
 
 namespace protocol {
 namespace native {

@@ -1,4 +1,4 @@
-#include "backends/native/throughput.h"
+#include "backends/native/case/throughput.h"
 
 #include "backends/native/platform/device_peak.h"
 #include "runner/base/text.h"

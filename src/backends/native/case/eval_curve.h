@@ -1,5 +1,5 @@
-#ifndef PROTOCOL_BACKENDS_NATIVE_EVAL_CURVE_H_
-#define PROTOCOL_BACKENDS_NATIVE_EVAL_CURVE_H_
+#ifndef PROTOCOL_BACKENDS_NATIVE_CASE_EVAL_CURVE_H_
+#define PROTOCOL_BACKENDS_NATIVE_CASE_EVAL_CURVE_H_
 
 // The held-out loss curve of a training case (training.eval_every), kept one
 // way for the one-process case (fsdp_backend.cc) and for the ranks of a
@@ -82,4 +82,4 @@ class EvalCurve {
 }  // namespace native
 }  // namespace protocol
 
-#endif  // PROTOCOL_BACKENDS_NATIVE_EVAL_CURVE_H_
+#endif  // PROTOCOL_BACKENDS_NATIVE_CASE_EVAL_CURVE_H_

@@ -1,5 +1,5 @@
-#ifndef PROTOCOL_BACKENDS_NATIVE_CASE_WEIGHTS_H_
-#define PROTOCOL_BACKENDS_NATIVE_CASE_WEIGHTS_H_
+#ifndef PROTOCOL_BACKENDS_NATIVE_CASE_CASE_WEIGHTS_H_
+#define PROTOCOL_BACKENDS_NATIVE_CASE_CASE_WEIGHTS_H_
 
 // The weights of a native case, the same for the one-process backend and for
 // every rank: where they start from (native_weights_source, the rule validate
@@ -13,7 +13,7 @@
 
 #include "backends/native/quant/lora.h"
 #include "backends/native/model/model.h"
-#include "backends/native/native_check.h"
+#include "backends/native/case/weights_source.h"
 #include "runner/base/status.h"
 
 namespace protocol {
@@ -74,4 +74,4 @@ Status SaveTrainedWeights(const std::string& dir, const TrainedWeights& what, co
 }  // namespace native
 }  // namespace protocol
 
-#endif  // PROTOCOL_BACKENDS_NATIVE_CASE_WEIGHTS_H_
+#endif  // PROTOCOL_BACKENDS_NATIVE_CASE_CASE_WEIGHTS_H_

@@ -1,4 +1,4 @@
-#include "backends/native/eval_curve.h"
+#include "backends/native/case/eval_curve.h"
 
 #include "runner/base/text.h"
 

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "backends/native/throughput.h"
+#include "backends/native/case/throughput.h"
 
 namespace protocol {
 namespace native {

@@ -1,5 +1,5 @@
-#ifndef PROTOCOL_BACKENDS_NATIVE_THROUGHPUT_H_
-#define PROTOCOL_BACKENDS_NATIVE_THROUGHPUT_H_
+#ifndef PROTOCOL_BACKENDS_NATIVE_CASE_THROUGHPUT_H_
+#define PROTOCOL_BACKENDS_NATIVE_CASE_THROUGHPUT_H_
 
 // A training case's speed, measured one way for the one-process backend and
 // for the ranks (rank 0's step times): the steps after the warm-up are timed
@@ -57,4 +57,4 @@ std::vector<Measurement> ThroughputFigures(const TimedSteps& timed, const Throug
 }  // namespace native
 }  // namespace protocol
 
-#endif  // PROTOCOL_BACKENDS_NATIVE_THROUGHPUT_H_
+#endif  // PROTOCOL_BACKENDS_NATIVE_CASE_THROUGHPUT_H_

@@ -1,4 +1,4 @@
-#include "backends/native/case_weights.h"
+#include "backends/native/case/case_weights.h"
 
 #include <filesystem>
 #include <memory>
@@ -7,10 +7,21 @@
 #include "backends/native/model/safetensors.h"
 #include "backends/native/quant/quantized_model.h"
 #include "runner/base/text.h"
+#include "runner/store/records.h"
 
 namespace protocol {
 namespace native {
 namespace fs = std::filesystem;
+
+WeightsSource native_weights_source(Workload workload, bool nf4, bool init_random, const std::string& path) {
+  if (workload == Workload::kPretrain && !nf4) return WeightsSource::kRandomFromScratch;
+  if (init_random) return WeightsSource::kRandomDeclared;
+  return model_dir_has_weights(path) ? WeightsSource::kPath : WeightsSource::kMissing;
+}
+
+std::string native_weights_note(WeightsSource source, int64_t seed) {
+  return source == WeightsSource::kRandomDeclared ? fmt::format("{}, seed {})", metric::kRandomWeightsNote, seed) : "";
+}
 
 Result<CaseWeights> DecideWeights(Workload workload, bool nf4, bool init_random, const std::string& path,
                                   int64_t seed, const std::string& model_name) {

@@ -1,4 +1,4 @@
-#include "backends/native/case_device.h"
+#include "backends/native/case/case_device.h"
 
 #include <algorithm>
 
