@@ -27,8 +27,8 @@ namespace fs = std::filesystem;
 const std::vector<std::string> kLayers = {
     "runner/base",  "runner/plan", "runner/store", "runner/exec", "runner/analysis", "report",
     "backends/native/platform", "backends/native/model", "backends/native/quant", "backends/native/training",
-    "backends/native/distributed", "backends/native/launch", "backends/native/case", "backends/native", "backends",
-    "cli"};
+    "backends/native/distributed", "backends/native/launch", "backends/native/case", "backends/native/estimate",
+    "backends/native/check", "backends/native", "backends", "cli"};
 
 const std::set<std::string> kRunnerLayers = {"runner/base", "runner/plan", "runner/store", "runner/exec"};
 
@@ -60,10 +60,16 @@ const std::map<std::string, std::set<std::string>> kMayInclude = {
     {"backends/native/case",
      With(kRunnerLayers, {"backends/native/platform", "backends/native/model", "backends/native/quant",
                           "backends/native/training", "backends/native/distributed", "backends/native/launch"})},
+    // What a case will take, by formula: memory, traffic, time.
+    {"backends/native/estimate", With(kRunnerLayers, {"backends/native/platform", "backends/native/model"})},
+    // The plan rules of the native backends, and their notes.
+    {"backends/native/check",
+     With(kRunnerLayers, {"backends/native/platform", "backends/native/model", "backends/native/training",
+                          "backends/native/launch", "backends/native/case", "backends/native/estimate"})},
     {"backends/native",
      With(kRunnerLayers, {"backends/native/platform", "backends/native/model", "backends/native/quant",
                           "backends/native/training", "backends/native/distributed", "backends/native/launch",
-                          "backends/native/case"})},
+                          "backends/native/case", "backends/native/estimate", "backends/native/check"})},
     {"backends", With(kRunnerLayers, {"backends/native", "backends/native/platform", "backends/native/quant"})},
     {"cli",
      With(kRunnerLayers, {"runner/analysis", "report", "backends", "backends/native", "backends/native/platform",
@@ -96,7 +102,7 @@ const std::vector<std::string> kTorchPrefixes = {"ATen/", "c10/", "torch/"};
 const std::set<std::string> kTorchLayers = {"backends/native/platform", "backends/native/model",
                                             "backends/native/quant",    "backends/native/training",
                                             "backends/native/distributed", "backends/native/case",
-                                            "backends/native"};
+                                            "backends/native/estimate", "backends/native/check", "backends/native"};
 
 std::string LayerOf(const std::string& path) {
   for (const std::string& layer : kLayers)

@@ -19,7 +19,7 @@
 
 #include "backends/native/dist_backend.h"
 #include "backends/native/platform/torch_compat.h"
-#include "backends/native/traffic.h"
+#include "backends/native/estimate/traffic.h"
 #include "runner/base/text.h"
 #include "runner/exec/backend.h"
 #include "test_files.h"

@@ -7,7 +7,7 @@
 #include "backends/native/model/generate.h"
 #include "backends/native/model/model.h"
 #include "backends/native/model/model_config.h"
-#include "backends/native/time_estimate.h"
+#include "backends/native/estimate/time_estimate.h"
 
 namespace protocol {
 namespace native {

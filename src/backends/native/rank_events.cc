@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "backends/native/memory_estimate.h"
+#include "backends/native/estimate/memory_estimate.h"
 #include "runner/base/text.h"
 
 namespace protocol {

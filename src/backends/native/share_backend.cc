@@ -1,6 +1,6 @@
 #include "backends/native/share_backend.h"
 
-#include "backends/native/native_check.h"
+#include "backends/native/check/native_check.h"
 #include "runner/base/text.h"
 
 namespace protocol {

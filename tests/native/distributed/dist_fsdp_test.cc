@@ -23,7 +23,7 @@
 #include "backends/native/model/model_config.h"
 #include "backends/native/model/safetensors.h"
 #include "backends/native/share_backend.h"
-#include "backends/native/traffic.h"
+#include "backends/native/estimate/traffic.h"
 #include "backends/native/platform/torch_compat.h"
 #include "runner/base/text.h"
 

@@ -24,7 +24,7 @@
 
 #include "backends/native/fsdp_backend.h"
 #include "backends/native/distributed/fsdp_qlora.h"
-#include "backends/native/traffic.h"
+#include "backends/native/estimate/traffic.h"
 #include "backends/native/quant/lora.h"
 #include "backends/native/model/model.h"
 #include "backends/native/model/model_config.h"

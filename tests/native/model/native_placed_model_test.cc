@@ -5,7 +5,7 @@
 #include "native_test_support.h"
 
 #include "backends/native/model/generate.h"
-#include "backends/native/memory_estimate.h"
+#include "backends/native/estimate/memory_estimate.h"
 #include "backends/native/model/model.h"
 #include "backends/native/quant/quantized_model.h"
 

@@ -1,11 +1,11 @@
-#include "backends/native/traffic.h"
+#include "backends/native/estimate/traffic.h"
 
 #include <algorithm>
 #include <array>
 #include <utility>
 #include <vector>
 
-#include "backends/native/memory_estimate.h"
+#include "backends/native/estimate/memory_estimate.h"
 
 namespace protocol {
 namespace native {

@@ -11,7 +11,7 @@
 
 #include "backends/native/fsdp_backend.h"
 #include "backends/native/model/model_resolve.h"
-#include "backends/native/native_check.h"
+#include "backends/native/check/native_check.h"
 #include "backends/native/platform/torch_compat.h"
 #include "backends/native/share_backend.h"
 #include "fake_process_runner.h"

@@ -1,8 +1,8 @@
-#include "backends/native/time_estimate.h"
+#include "backends/native/estimate/time_estimate.h"
 
 #include <algorithm>
 
-#include "backends/native/memory_estimate.h"
+#include "backends/native/estimate/memory_estimate.h"
 #include "runner/base/text.h"
 
 namespace protocol {

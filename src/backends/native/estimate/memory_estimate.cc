@@ -1,4 +1,4 @@
-#include "backends/native/memory_estimate.h"
+#include "backends/native/estimate/memory_estimate.h"
 
 #include <algorithm>
 

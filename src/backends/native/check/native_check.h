@@ -1,5 +1,5 @@
-#ifndef PROTOCOL_BACKENDS_NATIVE_NATIVE_CHECK_H_
-#define PROTOCOL_BACKENDS_NATIVE_NATIVE_CHECK_H_
+#ifndef PROTOCOL_BACKENDS_NATIVE_CHECK_NATIVE_CHECK_H_
+#define PROTOCOL_BACKENDS_NATIVE_CHECK_NATIVE_CHECK_H_
 
 // Plan rules of the native backends (`fsdp`, `share`) shared by their Check,
 // Advise and Run, so that what `protocol validate` reports and what a run
@@ -105,4 +105,4 @@ int64_t prompt_token_bound(const std::string& prompt);
 
 }  // namespace protocol
 
-#endif  // PROTOCOL_BACKENDS_NATIVE_NATIVE_CHECK_H_
+#endif  // PROTOCOL_BACKENDS_NATIVE_CHECK_NATIVE_CHECK_H_

@@ -5,7 +5,7 @@
 #include "native_test_support.h"
 
 #include "backends/native/quant/lora.h"
-#include "backends/native/memory_estimate.h"
+#include "backends/native/estimate/memory_estimate.h"
 #include "backends/native/model/model.h"
 #include "backends/native/distributed/nf4_shard.h"
 #include "backends/native/quant/quantized_model.h"

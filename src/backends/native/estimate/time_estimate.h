@@ -1,5 +1,5 @@
-#ifndef PROTOCOL_BACKENDS_NATIVE_TIME_ESTIMATE_H_
-#define PROTOCOL_BACKENDS_NATIVE_TIME_ESTIMATE_H_
+#ifndef PROTOCOL_BACKENDS_NATIVE_ESTIMATE_TIME_ESTIMATE_H_
+#define PROTOCOL_BACKENDS_NATIVE_ESTIMATE_TIME_ESTIMATE_H_
 
 // Expected wall time of the native backends' cases, from the model's
 // dimensions, the case's length and the devices' figures alone: pure
@@ -139,4 +139,4 @@ std::string FormatRate(double bytes_per_second);
 }  // namespace native
 }  // namespace protocol
 
-#endif  // PROTOCOL_BACKENDS_NATIVE_TIME_ESTIMATE_H_
+#endif  // PROTOCOL_BACKENDS_NATIVE_ESTIMATE_TIME_ESTIMATE_H_

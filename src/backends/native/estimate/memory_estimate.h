@@ -1,5 +1,5 @@
-#ifndef PROTOCOL_BACKENDS_NATIVE_MEMORY_ESTIMATE_H_
-#define PROTOCOL_BACKENDS_NATIVE_MEMORY_ESTIMATE_H_
+#ifndef PROTOCOL_BACKENDS_NATIVE_ESTIMATE_MEMORY_ESTIMATE_H_
+#define PROTOCOL_BACKENDS_NATIVE_ESTIMATE_MEMORY_ESTIMATE_H_
 
 // Expected peak memory per device (per rank process on CPU) of the native
 // backends' training and inference, from the model's dimensions alone: pure
@@ -240,4 +240,4 @@ std::string FormatBytes(int64_t bytes);
 }  // namespace native
 }  // namespace protocol
 
-#endif  // PROTOCOL_BACKENDS_NATIVE_MEMORY_ESTIMATE_H_
+#endif  // PROTOCOL_BACKENDS_NATIVE_ESTIMATE_MEMORY_ESTIMATE_H_

@@ -3,9 +3,9 @@
 // device table, gpu_mfu, the network label, a calibrated CPU host).
 #include "native_test_support.h"
 
-#include "backends/native/native_check.h"
+#include "backends/native/check/native_check.h"
 #include "backends/native/platform/device_peak.h"
-#include "backends/native/time_estimate.h"
+#include "backends/native/estimate/time_estimate.h"
 #include "runner/plan/plan_parser.h"
 
 namespace protocol {

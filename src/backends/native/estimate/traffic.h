@@ -1,5 +1,5 @@
-#ifndef PROTOCOL_BACKENDS_NATIVE_TRAFFIC_H_
-#define PROTOCOL_BACKENDS_NATIVE_TRAFFIC_H_
+#ifndef PROTOCOL_BACKENDS_NATIVE_ESTIMATE_TRAFFIC_H_
+#define PROTOCOL_BACKENDS_NATIVE_ESTIMATE_TRAFFIC_H_
 
 // The bytes a distributed training step sends, from the model's dimensions
 // alone: pure arithmetic, no libtorch, so that `protocol validate` says for a
@@ -93,4 +93,4 @@ int64_t share_merge_per_rank(const ShareTrafficShape& shape);
 }  // namespace native
 }  // namespace protocol
 
-#endif  // PROTOCOL_BACKENDS_NATIVE_TRAFFIC_H_
+#endif  // PROTOCOL_BACKENDS_NATIVE_ESTIMATE_TRAFFIC_H_

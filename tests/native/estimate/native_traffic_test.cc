@@ -4,9 +4,9 @@
 // arithmetic on its own and the ratios it implies at the rigs' sizes.
 #include "native_test_support.h"
 
-#include "backends/native/memory_estimate.h"
+#include "backends/native/estimate/memory_estimate.h"
 #include "backends/native/model/model_config.h"
-#include "backends/native/traffic.h"
+#include "backends/native/estimate/traffic.h"
 
 namespace protocol {
 namespace native {

@@ -1,0 +1,76 @@
+#include "backends/native/check/native_check.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <optional>
+
+#include "backends/native/case/case_device.h"
+#include "backends/native/launch/dist_layout.h"
+#include "backends/native/estimate/memory_estimate.h"
+#include "backends/native/model/model_config.h"
+#include "backends/native/model/model_resolve.h"
+#include "backends/native/platform/device_peak.h"
+#include "backends/native/platform/torch_compat.h"
+#include "backends/native/estimate/time_estimate.h"
+#include "backends/native/estimate/traffic.h"
+#include "backends/native/training/training_data.h"
+#include "backends/native/training/data.h"
+#include "backends/native/training/parquet.h"
+#include "runner/base/text.h"
+#include "runner/plan/case_placeholders.h"
+#include "runner/plan/networks.h"
+#include "runner/exec/calibration.h"
+#include "backends/native/check/check_support.h"
+
+namespace protocol {
+namespace native {
+namespace {
+namespace fs = std::filesystem;
+
+}  // namespace
+
+std::string native_case_traffic(const Plan& plan, const CaseSpec& spec, NativeRole role) {
+  if (spec.workload == Workload::kInference) return "";
+  auto model = plan.models.find(spec.model);
+  if (model == plan.models.end()) return "";
+  std::optional<ModelConfig> config = Dimensions(plan, model->second);
+  auto layout = role == NativeRole::kFsdp ? FsdpLayout(plan, spec) : ShareLayout(plan, spec);
+  if (!config || !layout.ok()) return "";
+  const int64_t nodes = layout->nodes();
+  if (nodes < 2) return "";
+  const bool gpu = OnGpu(spec, CaseNodes(plan, spec, *layout));
+  if (role == NativeRole::kShare) {
+    ShareTrafficShape t;
+    t.config = *config;
+    t.nodes = nodes;
+    t.groups = layout->groups;
+    t.ranks_per_group = layout->group_size;
+    t.nf4 = IsNf4(model->second);
+    t.lora_rank = spec.training.LoraRank();
+    t.lora_freeze_a = spec.training.lora_freeze_a;
+    t.merge_bytes = CommunicationBytes(spec.training.merge_dtype, gpu);
+    const int64_t merges = ShareMerges(spec);
+    return fmt::format("between nodes: nothing in a step (each group trains on its node); {} per merge{}",
+                       FormatBytes(share_merge_between_nodes(t)),
+                       merges > 0 ? fmt::format(", {} merge(s) in {}", merges, spec.length->ToString()) : "");
+  }
+  FsdpTrafficShape t = FsdpTraffic(spec, model->second, *config, *layout, gpu);
+  const StepTraffic mine = fsdp_step_traffic(t);
+  t.hybrid = !t.hybrid;
+  const StepTraffic other = fsdp_step_traffic(t);
+  const bool hybrid = !t.hybrid;
+  return fmt::format("between nodes per step: {} ({}: {}); {} sharding would send {} ({:.3g}x)", FormatBytes(mine.between_nodes),
+                     hybrid ? "hybrid sharding" : "full sharding",
+                     hybrid ? fmt::format("every rank all-reduces its gradient slices with its replicas on the other "
+                                          "node(s); gathers and reduce-scatters stay within a node")
+                            : fmt::format("one ring of {} ranks crosses between the {} nodes at {} ranks, each "
+                                          "sending {} per step",
+                                          layout->world(), nodes, nodes, FormatBytes(mine.per_rank)),
+                     hybrid ? "full" : "hybrid", FormatBytes(other.between_nodes),
+                     mine.between_nodes > 0 ? static_cast<double>(other.between_nodes) / static_cast<double>(mine.between_nodes) : 0.0);
+}
+
+}  // namespace native
+}  // namespace protocol
