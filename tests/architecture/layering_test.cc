@@ -65,7 +65,8 @@ const std::map<std::string, std::set<std::string>> kMayInclude = {
     // The plan rules of the native backends, and their notes.
     {"backends/native/check",
      With(kRunnerLayers, {"backends/native/platform", "backends/native/model", "backends/native/training",
-                          "backends/native/launch", "backends/native/case", "backends/native/estimate"})},
+                          "backends/native/distributed", "backends/native/launch", "backends/native/case",
+                          "backends/native/estimate"})},
     {"backends/native",
      With(kRunnerLayers, {"backends/native/platform", "backends/native/model", "backends/native/quant",
                           "backends/native/training", "backends/native/distributed", "backends/native/launch",

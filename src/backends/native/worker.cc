@@ -28,6 +28,7 @@
 #include "backends/native/model/model_config.h"
 #include "backends/native/check/native_check.h"
 #include "backends/native/distributed/process_group.h"
+#include "backends/native/distributed/sharding.h"
 #include "backends/native/quant/quantized_model.h"
 #include "backends/native/model/tokenizer.h"
 #include "backends/native/platform/torch_compat.h"
@@ -125,7 +126,9 @@ void EmitShardingFacts(const WorkerCase& wc, at::ScalarType compute_dtype, const
       g.replicas > 1 ? fmt::format("hybrid: {} rank(s) per node x {} nodes (sharded within a node, replicated across)",
                                    S, g.replicas)
                      : fmt::format("full over {} rank(s){}", S,
-                                   wc.training.sharding == Sharding::kHybrid ? " (hybrid on one node)" : "");
+                                   wc.training.sharding != Sharding::kFull
+                                       ? fmt::format(" ({} on one node)", StrategyOf(wc.training.sharding).name)
+                                       : "");
   const std::pair<const char*, std::string> facts[] = {
       {fact::kSharding, sharding},
       {fact::kPrefetch, wc.training.prefetch ? "on" : "off"},
@@ -318,12 +321,13 @@ int RunWorker(const std::string& case_path) {
     request.groups = wc->groups;
     request.group_size = wc->group_size;
     request.rank_nodes = wc->rank_nodes;
-    request.hybrid = wc->workload != Workload::kInference && wc->training.sharding == Sharding::kHybrid;
+    request.sharding = wc->workload != Workload::kInference ? wc->training.sharding : Sharding::kFull;
     request.cuda = s.device.is_cuda() && wc->workload != Workload::kInference;
     request.timeout_seconds = wc->training.collective_timeout;
-    if (request.hybrid)
-      if (std::string problem = HybridLayoutProblem(request); !problem.empty())
-        throw Failure("sharding: hybrid: " + problem);
+    if (std::string problem = ShardingLayoutProblem(request.sharding, request.groups, request.group_size,
+                                                    request.rank_nodes);
+        !problem.empty())
+      throw Failure(fmt::format("sharding: {}: {}", StrategyOf(request.sharding).name, problem));
     Heartbeat heartbeat;
     PortExchange exchange;  // MASTER_PORT=0 (rendezvous.h): announced on stdout, read from stdin
     exchange.announce = [](int port) {

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "backends/native/case/case_device.h"
+#include "backends/native/distributed/sharding.h"
 #include "backends/native/launch/dist_layout.h"
 #include "backends/native/estimate/memory_estimate.h"
 #include "backends/native/model/model_config.h"
@@ -75,10 +76,9 @@ int64_t CommunicationBytes(ReduceDtype dtype, bool gpu) {
 // The ranks a unit is sharded over: the group (fsdp: every rank of the case;
 // share: one group), or with hybrid sharding the group's ranks on one node.
 int ShardWorld(const CaseSpec& spec, NativeRole role, const DistLayout& layout) {
-  if (role != NativeRole::kFsdp || spec.training.sharding != Sharding::kHybrid || layout.rank_nodes.empty())
-    return layout.group_size;
-  const std::string& first = layout.rank_nodes.front();
-  return static_cast<int>(std::count(layout.rank_nodes.begin(), layout.rank_nodes.begin() + layout.group_size, first));
+  if (role != NativeRole::kFsdp || layout.rank_nodes.empty()) return layout.group_size;
+  const auto first = layout.rank_nodes.begin();
+  return MeshFor(spec.training.sharding, {first, first + layout.group_size}).shard;
 }
 
 // fsdp on one node is one process over the node's GPUs; otherwise (fsdp over

@@ -46,8 +46,8 @@ GpuLimit SmallestGpuMemory(const std::vector<const NodeSpec*>& nodes);
 // `auto` is the compute dtype (case_device.h ResolveReduceDtype): bf16 on a GPU.
 int64_t CommunicationBytes(ReduceDtype dtype, bool gpu);
 
-// The ranks a unit is sharded over: the group (fsdp: every rank of the case;
-// share: one group), or with hybrid sharding the group's ranks on one node.
+// The ranks a unit is sharded over: the S of the first group's mesh
+// (sharding.h) for fsdp; a share group (share shards each group fully).
 int ShardWorld(const CaseSpec& spec, NativeRole role, const DistLayout& layout);
 
 // How one inference replica is placed: over `devices`, up to

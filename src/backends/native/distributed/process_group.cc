@@ -46,30 +46,6 @@ Result<DistEnv> DistEnvFromEnvironment() {
   return e;
 }
 
-std::string HybridLayoutProblem(const GroupsRequest& r) {
-  if (r.rank_nodes.size() != static_cast<size_t>(r.groups) * static_cast<size_t>(r.group_size))
-    return fmt::format("{} rank nodes for {} group(s) of {}", r.rank_nodes.size(), r.groups, r.group_size);
-  for (int g = 0; g < r.groups; ++g) {
-    // Runs of consecutive ranks on one node: (node, ranks).
-    std::vector<std::pair<std::string, int>> runs;
-    for (int i = 0; i < r.group_size; ++i) {
-      const std::string& node = r.rank_nodes[static_cast<size_t>(g * r.group_size + i)];
-      if (runs.empty() || runs.back().first != node) runs.push_back({node, 0});
-      ++runs.back().second;
-    }
-    for (size_t i = 0; i < runs.size(); ++i) {
-      for (size_t j = 0; j < i; ++j)
-        if (runs[j].first == runs[i].first)
-          return fmt::format("group {}: the ranks of node {} are not consecutive", g, runs[i].first);
-      if (runs[i].second != runs[0].second)
-        return fmt::format("group {}: node {} holds {} of its ranks and node {} holds {} (hybrid sharding needs the "
-                           "same number on each)",
-                           g, runs[0].first, runs[0].second, runs[i].first, runs[i].second);
-    }
-  }
-  return "";
-}
-
 namespace {
 
 // The nodes of `ranks` (world ranks), in that order.
@@ -131,16 +107,15 @@ ProcessGroups ConnectGroups(const DistEnv& env, const GroupsRequest& request, co
   g.group_comm = connect(fmt::format("group{}/", g.group), g.group_rank, Range(g.group * K, K, 1));
   g.cross_comm = connect(fmt::format("cross{}/", g.group_rank), g.group, Range(g.group_rank, g.groups, K));
   g.shard_comm = g.group_comm;
-  if (request.hybrid) {
-    // S ranks per node, R nodes: this rank holds shard s of node n's copy.
-    const auto first = request.rank_nodes.begin() + static_cast<std::ptrdiff_t>(g.group) * K;
-    const int S = static_cast<int>(std::count(first, first + K, request.rank_nodes.at(static_cast<size_t>(env.rank))));
-    const int R = K / S, n = g.group_rank / S, s = g.group_rank % S;
-    g.replicas = R;
-    if (R > 1) {
-      g.shard_comm = connect(fmt::format("shard{}.{}/", g.group, n), s, Range(g.group * K + n * S, S, 1));
-      g.replica_comm = connect(fmt::format("replica{}.{}/", g.group, s), n, Range(g.group * K + s, R, S));
-    }
+  // The group's mesh (sharding.h): S ranks per copy, R copies; this rank
+  // holds slice s of copy n. One copy: the shard group is the group.
+  const auto first = request.rank_nodes.begin() + static_cast<std::ptrdiff_t>(g.group) * K;
+  const Mesh mesh = MeshFor(request.sharding, {first, first + K});
+  const int S = mesh.shard, R = mesh.replicas, n = g.group_rank / S, s = g.group_rank % S;
+  g.replicas = R;
+  if (R > 1) {
+    g.shard_comm = connect(fmt::format("shard{}.{}/", g.group, n), s, Range(g.group * K + n * S, S, 1));
+    g.replica_comm = connect(fmt::format("replica{}.{}/", g.group, s), n, Range(g.group * K + s, R, S));
   }
   return g;
 }

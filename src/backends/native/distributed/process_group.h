@@ -26,7 +26,9 @@
 #include <vector>
 
 #include "backends/native/distributed/communicator.h"
+#include "backends/native/distributed/sharding.h"
 #include "runner/base/status.h"
+#include "runner/plan/plan.h"
 
 namespace protocol {
 namespace native {
@@ -47,7 +49,7 @@ Result<DistEnv> DistEnvFromEnvironment();
 struct GroupsRequest {
   int groups = 1, group_size = 1;
   std::vector<std::string> rank_nodes;  // node of every rank, rank order (groups·group_size of them)
-  bool hybrid = false;                  // shard within nodes, replicate across them
+  Sharding sharding = Sharding::kFull;  // each group's mesh (sharding.h): hybrid shards within nodes
   bool cuda = false;                    // NCCL, else Gloo
   double timeout_seconds = 300;
 };
@@ -72,11 +74,6 @@ struct ProcessGroups {
   std::vector<Communicator*> All() const;
 };
 
-// Problems of `request` for hybrid sharding ("" when none): every group must
-// have the same number of ranks on each of its nodes, each node's ranks
-// consecutive (the fsdp layout is).
-std::string HybridLayoutProblem(const GroupsRequest& request);
-
 // How the ranks agree on the store's port when MASTER_PORT is 0: rank 0
 // calls `announce` with the port its store listens on; every other rank calls
 // `await`, which returns that port or why it did not come within the timeout.
@@ -90,7 +87,7 @@ struct PortExchange {
 ProcessGroups SoloGroups();
 
 // Connects every group. REQUIRES: env.world == groups·group_size and
-// rank_nodes of that size; for hybrid, HybridLayoutProblem(request) empty;
+// rank_nodes of that size; ShardingLayoutProblem (sharding.h) of the request empty;
 // `exchange` set when env.master_port is 0.
 // Throws c10::Error when the rendezvous or a group fails (timeout_seconds),
 // std::runtime_error when the announced port does not come.
