@@ -277,6 +277,9 @@ class CommandBackend : public Backend {
     if (c.argv.empty())
       problems.push_back("command.argv is empty: give the launch command, one element per argument "
                          "(command: {argv: [...]})");
+    if (!spec.env.empty())
+      problems.push_back("a command case's environment is command.env; `env:` sets the ranks' environment of a "
+                         "native case");
     if (spec.system.empty() || spec.system == "command")
       problems.push_back("a command case must say which system its command runs (system: fsdp | share | <label>)");
     if (c.shell && c.argv.size() > 1)

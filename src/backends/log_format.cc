@@ -17,6 +17,7 @@
 
 #include "runner/base/statistics.h"
 #include "runner/base/text.h"
+#include "runner/store/metric_table.h"
 
 namespace protocol {
 namespace {
@@ -595,7 +596,8 @@ std::vector<Measurement> LogFormatReader::Figures() const {
     Measurement m;
     m.name = spec.name;
     m.value = value;
-    m.unit = spec.unit;
+    const MetricRow* known = FindMetric(spec.name);  // a metric the table knows: its unit there
+    m.unit = known ? known->unit : spec.unit;
     m.how = Provenance::kMeasured;
     m.method = method + SkippedNote(it->second.malformed, it->second.cut);
     out.push_back(std::move(m));

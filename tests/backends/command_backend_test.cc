@@ -293,6 +293,11 @@ TEST_CASE("Command: Check rejects an empty argv or a split shell command or bad 
   CHECK(f.Check() == std::vector<std::string>{
                          "a command case must say which system its command runs (system: fsdp | share | <label>)"});
   f.spec.system = "fsdp";
+  // A native case's ranks take `env:`; a command's environment is command.env.
+  f.spec.env.vars = {{"NCCL_DEBUG", "INFO"}};
+  CHECK(f.Check() == std::vector<std::string>{"a command case's environment is command.env; `env:` sets the ranks' "
+                                              "environment of a native case"});
+  f.spec.env = {};
 
   f.spec.command.shell = true;
   f.spec.command.argv = {"torchrun", "train.py"};

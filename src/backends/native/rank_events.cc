@@ -4,20 +4,18 @@
 
 #include "backends/native/estimate/memory_estimate.h"
 #include "runner/base/text.h"
+#include "runner/store/metric_table.h"
 
 namespace protocol {
 namespace native {
 namespace {
 
-// The figures every rank reports about itself whose case figure is the
-// largest over the ranks: memory, and the host reads per step.
-const char* const kLargestOverRanks[] = {metric::kPeakHostRss, metric::kPeakHostRssAboveBaseline,
-                                         metric::kPeakDeviceMemory, metric::kHostReadsPerStep};
-
-bool IsLargestOverRanks(const std::string& name) {
-  for (const char* base : kLargestOverRanks)
-    if (name == base) return true;
-  return false;
+// What a figure every rank reports about itself becomes for the case
+// (metric_table.h): under its plain name, the largest or the mean over the
+// ranks; kNotPerRank: only the ranks' own figures.
+FromRanks FromRanksOf(const std::string& name) {
+  const MetricRow* row = FindMetric(name);
+  return row ? row->from_ranks : FromRanks::kNotPerRank;
 }
 
 }  // namespace
@@ -74,12 +72,11 @@ void RankEventCollector::AddMeasurement(int rank, const WorkerEvent& e) {
   if (e.rank) {  // a figure of the rank itself: <name>_rank<r>
     Measurement named = m;
     named.name = fmt::format("{}_rank{}", m.name, *e.rank);
-    if (IsLargestOverRanks(m.name)) {
+    if (FromRanksOf(m.name) == FromRanks::kLargest) {
       per_rank_[m.name][*e.rank] = std::move(named);
       return;
     }
-    if (m.value && m.name == metric::kCommExposedSeconds) comm_[*e.rank].first = *m.value;
-    if (m.value && m.name == metric::kCommInFlightSeconds) comm_[*e.rank].second = *m.value;
+    if (m.value && FromRanksOf(m.name) == FromRanks::kMean) means_[m.name][*e.rank] = *m.value;
     if (m.value && (m.name == metric::kStepSecondsMean || m.name == metric::kRankStepSecondsSpread ||
                     m.name == metric::kRankWorkSecondsMean)) {
       RankStepTimes& t = step_times_[*e.rank];
@@ -169,35 +166,38 @@ void RankEventCollector::AddTrainingFigures(const DistLayout& layout, BackendOut
   AddCommunication(layout, out);
 }
 
-// The ranks' communication per step (their own figures went out with the
-// step times): the means over ranks, and the share of in-flight time hidden.
+// The means over the ranks (metric_table.h kMean: their own figures went
+// out with the step times), and of communication, the share of in-flight
+// time hidden.
 void RankEventCollector::AddCommunication(const DistLayout& layout, BackendOutcome& out) const {
-  if (comm_.empty() || static_cast<int>(comm_.size()) != layout.world()) return;
-  double exposed = 0, in_flight = 0;
-  for (const auto& [rank, c] : comm_) {
-    exposed += c.first;
-    in_flight += c.second;
+  std::map<std::string, double> mean;
+  for (const MetricRow& row : MetricTable()) {
+    if (row.from_ranks != FromRanks::kMean) continue;
+    auto it = means_.find(row.name);
+    if (it == means_.end() || static_cast<int>(it->second.size()) != layout.world()) continue;
+    double sum = 0;
+    for (const auto& [rank, value] : it->second) sum += value;
+    mean[row.name] = sum / static_cast<double>(it->second.size());
+    out.measurements.push_back(MeasuredFigure(
+        row.name, mean[row.name], row.unit,
+        fmt::format("mean over the {} ranks of {}_rank<r> (per step, after warm-up)", it->second.size(), row.name)));
   }
-  const double n = static_cast<double>(comm_.size());
-  auto how = [&](const char* name) {
-    return fmt::format("mean over the {} ranks of {}_rank<r> (per step, after warm-up)", comm_.size(), name);
-  };
-  out.measurements.push_back(
-      MeasuredFigure(metric::kCommExposedSeconds, exposed / n, "s", how(metric::kCommExposedSeconds)));
-  out.measurements.push_back(
-      MeasuredFigure(metric::kCommInFlightSeconds, in_flight / n, "s", how(metric::kCommInFlightSeconds)));
+  if (!mean.count(metric::kCommExposedSeconds) || !mean.count(metric::kCommInFlightSeconds)) return;
+  const double exposed = mean[metric::kCommExposedSeconds], in_flight = mean[metric::kCommInFlightSeconds];
   if (in_flight > 0)
     out.measurements.push_back(MeasuredFigure(
         metric::kCommHiddenShare, std::clamp(1.0 - exposed / in_flight, 0.0, 1.0), "",
         fmt::format("1 - Σ exposed / Σ in flight over the {} ranks ({:.4f} s / {:.4f} s per step): the share of the "
                     "collectives' time during which the rank computed instead of waiting",
-                    comm_.size(), exposed, in_flight)));
+                    layout.world(), exposed * layout.world(), in_flight * layout.world())));
 }
 
-// Every rank's own figure of kLargestOverRanks, and the largest as the case's.
+// Every rank's own figure of the kLargest metrics (metric_table.h), and the largest as the case's.
 void RankEventCollector::AddPerRankFigures(const DistLayout& layout, BackendOutcome& out) const {
   const int world = layout.world();
-  for (const char* base : kLargestOverRanks) {
+  for (const MetricRow& row : MetricTable()) {
+    if (row.from_ranks != FromRanks::kLargest) continue;
+    const char* base = row.name;
     auto it = per_rank_.find(base);
     if (it == per_rank_.end()) continue;
     const Measurement* largest = nullptr;

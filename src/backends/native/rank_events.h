@@ -73,7 +73,7 @@ class RankEventCollector {
   std::vector<double> replica_seconds_;
   std::string note_;
   int64_t within_ = 0, between_ = 0, between_nodes_ = 0, between_nodes_steps_ = 0;
-  std::map<int, std::pair<double, double>> comm_;  // rank → (exposed, in flight) seconds per step
+  std::map<std::string, std::map<int, double>> means_;  // kMean figure → rank → its value
   int64_t generated_ = 0, requests_ = 0, steps_seen_ = 0;
   int bytes_reports_ = 0;
   std::set<int> reported_;

@@ -3,12 +3,13 @@
 #include <iterator>
 
 #include "report/formats/numbers.h"
+#include "runner/store/metric_table.h"
 
 namespace protocol {
 
-// Quality & cost, and additional metrics: name, column header, scale, format.
-// Share-protocol measurements the report reads by name (docs/report.md,
-// "Quality & cost, Additional metrics").
+// Quality & cost, and additional metrics: the columns the metric table
+// (metric_table.h) gives each, in its order (docs/report.md, "Quality & cost,
+// Additional metrics").
 
 struct ExtraSpec {
   const char* metric;
@@ -16,31 +17,37 @@ struct ExtraSpec {
   std::string (*format)(double);
   bool optional = false;  // column shown only when some row has the figure
 };
-// Held-out loss first, so that a speed-up is read next to it.
-const ExtraSpec kQuality[] = {
-    {metric::kEvalLoss, "eval loss", FormatLoss},
-    {metric::kBestGroupEvalLoss, "best group eval loss", FormatLoss, true},
-    {metric::kFinalLoss, "final loss", FormatLoss},
-    {metric::kBytesCommunicated, "bytes communicated", FormatBinaryBytes},
-    // Multi-node cases: the part of bytes communicated that crossed between nodes.
-    {metric::kBytesBetweenNodes, "bytes between nodes", FormatBinaryBytes, true},
-    {metric::kMergeSeconds, "merge time (s)", FormatSeconds, true},
-};
-const ExtraSpec kMetrics[] = {
-    {metric::kTgs, "TGS (tokens/GPU/s)", FormatOne},
-    {metric::kTflops, "TFLOP/s per device", FormatOne},
-    {metric::kMfu, "MFU (%)", FormatMfu},
-    // Distributed training: the share of communication time computation hid (comm_hidden_share × 100).
-    {metric::kCommHiddenShare, "communication hidden (%)", FormatMfu, true},
-    {metric::kSamplesPerSecond, "samples/s", FormatTwo},
-    {metric::kPeakDeviceMemory, "peak device memory (GiB)", FormatGiB},
-    {metric::kPeakHostRss, "peak host RSS (GiB)", FormatGiB},
-    {metric::kStragglers, "stragglers (ranks)", FormatCount, true},  // distributed training (stragglers.h)
-};
+
+namespace {
+
+std::string (*FormatOf(ReportNumber number))(double) {
+  switch (number) {
+    case ReportNumber::kLoss: return FormatLoss;
+    case ReportNumber::kBinaryBytes: return FormatBinaryBytes;
+    case ReportNumber::kSeconds: return FormatSeconds;
+    case ReportNumber::kOne: return FormatOne;
+    case ReportNumber::kTwo: return FormatTwo;
+    case ReportNumber::kPercent: return FormatMfu;
+    case ReportNumber::kGiB: return FormatGiB;
+    case ReportNumber::kCount: return FormatCount;
+  }
+  return FormatOne;
+}
+
+std::vector<ExtraSpec> ColumnsOf(ReportSection section) {
+  std::vector<ExtraSpec> out;
+  for (const MetricRow* m : ReportColumns(section))
+    out.push_back({m->name, m->column, FormatOf(m->number), m->column_when_present});
+  return out;
+}
+
+}  // namespace
 
 void ModelBuilder::BuildExtras() {
-  BuildExtra("quality", "Quality & cost", kQuality, std::size(kQuality));
-  BuildExtra("metrics", "Additional metrics", kMetrics, std::size(kMetrics));
+  const std::vector<ExtraSpec> quality = ColumnsOf(ReportSection::kQuality);
+  const std::vector<ExtraSpec> metrics = ColumnsOf(ReportSection::kMetrics);
+  BuildExtra("quality", "Quality & cost", quality.data(), quality.size());
+  BuildExtra("metrics", "Additional metrics", metrics.data(), metrics.size());
 }
 
 void ModelBuilder::BuildExtra(const char* id, const char* title, const ExtraSpec* all_specs, size_t n_all) {

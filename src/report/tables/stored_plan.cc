@@ -17,7 +17,8 @@ std::string HostName(const std::string& host) {
 }  // namespace
 
 std::vector<std::string> CaseHosts(const Plan& plan, const CaseSpec& spec) {
-  if (spec.backend != "fsdp" && spec.backend != "share") return {};
+  // A case that runs its own launch command places its processes itself: not known here.
+  if (!spec.command.argv.empty()) return {};
   std::vector<std::string> nodes;  // node names, in order
   for (const TopologyPart& p : spec.topology.parts)
     if (std::find(nodes.begin(), nodes.end(), p.node) == nodes.end()) nodes.push_back(p.node);

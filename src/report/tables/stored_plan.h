@@ -17,11 +17,11 @@ namespace protocol {
 
 struct StoredCase {
   WorkSettings work;
-  // The host of each node of a native distributed case (backend fsdp or
-  // share), in node order: the nodes of its topology, else the first `nodes`
-  // of the cluster. Launcher local runs every rank on the runner's host:
+  // The host of each node of a case the runner places (not one that runs its
+  // own launch command), in node order: the nodes of its topology, else the
+  // first `nodes` of the cluster. Launcher local runs every rank on the runner's host:
   // "localhost" for each node. Loopback names (127.0.0.1, ::1) read
-  // "localhost". Empty when not known (another backend).
+  // "localhost". Empty when not known (a command case).
   std::vector<std::string> hosts;
   // The case's quality_target.loss (time_to_target.h); nullopt when not set.
   std::optional<double> quality_target_loss;

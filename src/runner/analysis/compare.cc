@@ -8,42 +8,28 @@
 
 #include "runner/analysis/compare_stats.h"
 #include "runner/base/text.h"
+#include "runner/store/metric_table.h"
 
 namespace protocol {
 
 namespace {
 
-// The direction registry: which way is better for each well-known metric.
-// Compared by default (when measured on both sides) in this order.
+// The metrics compared by default (when measured on both sides): those of
+// the metric table (metric_table.h) with a better direction, in its order.
 struct DirectionRow {
-  const char* metric;
+  std::string metric;
   Direction direction;
 };
-const DirectionRow kMetricDirections[] = {
-    {metric::kWallSeconds, Direction::kLower},
-    {metric::kTotalGenerationSeconds, Direction::kLower},
-    {metric::kSecondsPerToken, Direction::kLower},
-    {metric::kTokensPerSecond, Direction::kHigher},
-    {metric::kStepSecondsMean, Direction::kLower},
-    {metric::kTrainTokensPerSecond, Direction::kHigher},
-    {metric::kTgs, Direction::kHigher},
-    {metric::kTflops, Direction::kHigher},
-    {metric::kMfu, Direction::kHigher},
-    {metric::kSamplesPerSecond, Direction::kHigher},
-    {metric::kPeakDeviceMemory, Direction::kLower},
-    {metric::kPeakHostRss, Direction::kLower},
-    {metric::kFinalLoss, Direction::kLower},
-    {metric::kEvalLoss, Direction::kLower},
-    {metric::kStepSeconds, Direction::kLower},
-    {metric::kTrainRuntimeSeconds, Direction::kLower},
-    {metric::kRequestThroughput, Direction::kHigher},
-    {metric::kOutputTokensPerSecond, Direction::kHigher},
-    {metric::kTotalTokensPerSecond, Direction::kHigher},
-    {metric::kTtftMeanSeconds, Direction::kLower},
-    {metric::kTpotMeanSeconds, Direction::kLower},
-    {metric::kItlMeanSeconds, Direction::kLower},
-    {metric::kLatencyMeanSeconds, Direction::kLower},
-};
+const std::vector<DirectionRow>& MetricDirections() {
+  static const std::vector<DirectionRow> rows = [] {
+    std::vector<DirectionRow> out;
+    for (const MetricRow& m : MetricTable())
+      if (m.better != Better::kNone)
+        out.push_back({m.name, m.better == Better::kLower ? Direction::kLower : Direction::kHigher});
+    return out;
+  }();
+  return rows;
+}
 
 struct MetricRequest {
   std::string name;
@@ -70,7 +56,7 @@ bool ParseMetricRequest(const std::string& text, MetricRequest* out, std::string
   auto known = MetricDirection(name);
   if (!known) {
     std::vector<std::string> names;
-    for (const auto& row : kMetricDirections) names.push_back(row.metric);
+    for (const auto& row : MetricDirections()) names.push_back(row.metric);
     std::string suggestion = DidYouMean(name, names);
     *problem = suggestion.empty()
                    ? fmt::format("metric '{}' has no known better direction; write '{}:lower' or "
@@ -257,7 +243,7 @@ std::vector<std::pair<MetricRequest, bool>> MetricsFor(const SideCase& base, con
   }
   const std::string primary = PrimaryMetric(base, cand);
   out.push_back({{primary, Direction::kLower}, true});
-  for (const auto& row : kMetricDirections)
+  for (const auto& row : MetricDirections())
     if (row.metric != primary && MeasuredOnBothSides(base, cand, row.metric))
       out.push_back({{row.metric, row.direction}, false});
   return out;
@@ -315,7 +301,7 @@ const char* VerdictName(Verdict v) {
 const char* DirectionName(Direction d) { return d == Direction::kLower ? "lower" : "higher"; }
 
 std::optional<Direction> MetricDirection(const std::string& name) {
-  for (const auto& row : kMetricDirections)
+  for (const auto& row : MetricDirections())
     if (name == row.metric) return row.direction;
   return std::nullopt;
 }

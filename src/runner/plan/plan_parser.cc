@@ -950,13 +950,12 @@ std::optional<CaseSpec> PlanParser::ParseCase(const YamlNode& m, const YamlNode&
   if (const YamlNode* n = m.Find("env")) {
     if (auto e = ReadEnv(r_, *n)) c.env = *e;
     else ok = false;
-    if (c.backend == "command")
-      Fail(*n, fmt::format("{} runs a command: its environment is command.env", who), &ok);
-  }
-  // A hybrid-sharded FSDP is another baseline than the methodology's: its own
-  // column unless the plan names its system.
-  if (!m.Find("system") && c.backend == "fsdp" && c.training.sharding == Sharding::kHybrid)
-    c.system = kHybridFsdpSystem;
+  }  // a backend that takes no case-level env says so in its Check
+  // A hybrid-sharded case is another system than its backend's plain one (for
+  // fsdp: kHybridFsdpSystem, a further baseline than the methodology's): its
+  // own column unless the plan names its system.
+  if (!m.Find("system") && c.training.sharding != Sharding::kFull)
+    c.system = fmt::format("{}-{}", c.backend, NameOf(c.training.sharding));
   if (const YamlNode* n = m.Find("reference")) ParseReference(*n, c, &ok);
   if (const YamlNode* n = m.Find("quality_target")) ParseQualityTarget(*n, workload && !inference, c, &ok);
 

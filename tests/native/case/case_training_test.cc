@@ -7,6 +7,7 @@
 #include <map>
 
 #include "backends/native/fsdp_backend.h"
+#include "runner/store/metric_table.h"
 
 namespace protocol {
 namespace {
@@ -91,6 +92,10 @@ TEST_CASE("one loop: the one process and one rank process train to the same loss
     if (it == f2.end()) continue;
     const Measurement& r = *it->second;
     CHECK(m->unit == r.unit);
+    // A metric the table knows has its unit there (metric_table.h), a rank's own figure too.
+    const size_t rank_suffix = name.rfind("_rank");
+    if (const MetricRow* row = FindMetric(rank_suffix == std::string::npos ? name : name.substr(0, rank_suffix)))
+      CHECK(m->unit == row->unit);
     CHECK(m->how == r.how);
     if (!MethodHoldsBytes(name)) CHECK(m->method == r.method);
     if (!MeasuredAgain(name)) {

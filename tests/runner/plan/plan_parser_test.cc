@@ -472,6 +472,14 @@ TEST_CASE("plan: system and command rules") {
             .plan->FindCase("a")->system == "command");
   CHECK(Good("      - {id: a, workload: pretrain, backend: fsdp, model: m7, dataset: web, steps: 10}\n")
             .plan->FindCase("a")->system == "fsdp");
+  // A hybrid-sharded case is its backend's hybrid system unless it names one; the
+  // parser names no backend for it.
+  CHECK(Good("      - {id: a, workload: pretrain, backend: fsdp, model: m7, dataset: web, steps: 10,\n"
+             "         training: {sharding: hybrid}}\n")
+            .plan->FindCase("a")->system == std::string(kHybridFsdpSystem));
+  CHECK(Good("      - {id: a, workload: pretrain, backend: fsdp, system: mine, model: m7, dataset: web, steps: 10,\n"
+             "         training: {sharding: hybrid}}\n")
+            .plan->FindCase("a")->system == "mine");
   CHECK(Errors("      - {id: a, workload: pretrain, backend: command, system: fsdp, model: m7, steps: 10,\n"
                "         command: {argv: \"run {steps}\"}}\n") ==
         "<string>:16:26: expected a list of strings for 'argv' (a single string only with shell: true)");
