@@ -30,13 +30,12 @@ sqlite3 -header -column "$db" <<'SQL'
 WITH last AS (SELECT max(id) AS id FROM runs),
 c AS (SELECT cases.id AS row, case_id, topology, stage FROM cases, last WHERE cases.run_id = last.id AND cases.status = 'ok'),
 r AS (
-  SELECT c.case_id, c.stage, c.topology,
-         CAST(substr(m.name, length('peak_host_rss_above_baseline_bytes_rank') + 1) AS INTEGER) AS rank,
+  SELECT c.case_id, c.stage, c.topology, m.rank,
          m.value AS above,
          (SELECT value FROM measurements p WHERE p.case_row = c.row
-            AND p.name = 'peak_host_rss_bytes_rank' || substr(m.name, length('peak_host_rss_above_baseline_bytes_rank') + 1)) AS peak
+            AND p.name = 'peak_host_rss_bytes' AND p.rank = m.rank) AS peak
   FROM c JOIN measurements m ON m.case_row = c.row
-  WHERE m.name LIKE 'peak_host_rss_above_baseline_bytes_rank%')
+  WHERE m.name = 'peak_host_rss_above_baseline_bytes' AND m.rank IS NOT NULL)
 SELECT case_id AS "case", topology, rank,
        printf('%.1f', above / 1048576.0) AS "peak above baseline MiB",
        printf('%.1f', peak / 1048576.0) AS "peak RSS MiB",
@@ -48,7 +47,7 @@ WITH last AS (SELECT max(id) AS id FROM runs),
 c AS (SELECT cases.id AS row, case_id, topology, stage FROM cases, last WHERE cases.run_id = last.id AND cases.status = 'ok'),
 w AS (
   SELECT c.case_id, c.stage, c.topology,
-         (SELECT value FROM measurements m WHERE m.case_row = c.row AND m.name = 'peak_host_rss_above_baseline_bytes') AS above,
+         (SELECT value FROM measurements m WHERE m.case_row = c.row AND m.name = 'peak_host_rss_above_baseline_bytes' AND m.rank IS NULL) AS above,
          (SELECT avg(seconds) FROM step_samples s WHERE s.case_row = c.row AND s.step > 1) AS step_s
   FROM c)
 SELECT w.case_id AS "case", w.topology,

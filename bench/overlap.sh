@@ -41,12 +41,12 @@ WITH c AS (
   SELECT cases.id AS row, cases.run_id, cases.case_id, cases.network AS rate FROM cases WHERE cases.status = 'ok'),
 f AS (
   SELECT c.run_id, c.rate, c.case_id,
-    (SELECT value FROM measurements m WHERE m.case_row = c.row AND m.name = 'step_seconds_mean') AS step,
-    (SELECT avg(value) FROM measurements m WHERE m.case_row = c.row AND m.name LIKE 'step_work_seconds_mean_rank%') AS work,
-    (SELECT value FROM measurements m WHERE m.case_row = c.row AND m.name = 'comm_exposed_seconds') AS exposed,
-    (SELECT value FROM measurements m WHERE m.case_row = c.row AND m.name = 'comm_in_flight_seconds') AS in_flight,
-    (SELECT value FROM measurements m WHERE m.case_row = c.row AND m.name = 'comm_hidden_share') AS hidden_share,
-    (SELECT value FROM measurements m WHERE m.case_row = c.row AND m.name = 'contention') AS contention
+    (SELECT value FROM measurements m WHERE m.case_row = c.row AND m.name = 'step_seconds_mean' AND m.rank IS NULL) AS step,
+    (SELECT avg(value) FROM measurements m WHERE m.case_row = c.row AND m.name = 'step_work_seconds_mean' AND m.rank IS NOT NULL) AS work,
+    (SELECT value FROM measurements m WHERE m.case_row = c.row AND m.name = 'comm_exposed_seconds' AND m.rank IS NULL) AS exposed,
+    (SELECT value FROM measurements m WHERE m.case_row = c.row AND m.name = 'comm_in_flight_seconds' AND m.rank IS NULL) AS in_flight,
+    (SELECT value FROM measurements m WHERE m.case_row = c.row AND m.name = 'comm_hidden_share' AND m.rank IS NULL) AS hidden_share,
+    (SELECT value FROM measurements m WHERE m.case_row = c.row AND m.name = 'contention' AND m.rank IS NULL) AS contention
   FROM c),
 p AS (
   SELECT off.run_id, off.rate, off.work AS C, off.exposed AS M, off.step AS t_off, onn.step AS t_on,

@@ -32,11 +32,11 @@ c AS (SELECT cases.id AS row, case_id, stage, system, length_count AS steps FROM
       WHERE cases.run_id = last.id AND cases.status = 'ok'),
 f AS (
   SELECT c.case_id, c.stage, c.system, c.steps,
-    (SELECT value FROM measurements m WHERE m.case_row = c.row AND m.name = 'bytes_between_nodes_per_step') AS per_step,
-    (SELECT value FROM measurements m WHERE m.case_row = c.row AND m.name = 'bytes_between_nodes') AS whole,
-    (SELECT value FROM measurements m WHERE m.case_row = c.row AND m.name = 'step_seconds_mean') AS step,
-    (SELECT value FROM measurements m WHERE m.case_row = c.row AND m.name = 'comm_exposed_seconds') AS exposed,
-    (SELECT value FROM measurements m WHERE m.case_row = c.row AND m.name = 'contention') AS contention
+    (SELECT value FROM measurements m WHERE m.case_row = c.row AND m.name = 'bytes_between_nodes_per_step' AND m.rank IS NULL) AS per_step,
+    (SELECT value FROM measurements m WHERE m.case_row = c.row AND m.name = 'bytes_between_nodes' AND m.rank IS NULL) AS whole,
+    (SELECT value FROM measurements m WHERE m.case_row = c.row AND m.name = 'step_seconds_mean' AND m.rank IS NULL) AS step,
+    (SELECT value FROM measurements m WHERE m.case_row = c.row AND m.name = 'comm_exposed_seconds' AND m.rank IS NULL) AS exposed,
+    (SELECT value FROM measurements m WHERE m.case_row = c.row AND m.name = 'contention' AND m.rank IS NULL) AS contention
   FROM c)
 SELECT f.case_id AS "case", f.system,
        printf('%.4f', f.per_step / 1e6) AS "between nodes MB/step",

@@ -60,7 +60,7 @@ void AddRankExitCodes(const SuperviseResult& sr, BackendOutcome& out) {
         r.signal ? fmt::format("rank {} (node {}) was ended by signal {} (stored as 128+{})", r.rank, r.node, r.signal, r.signal)
                  : fmt::format("rank {} (node {}) exited with code {}", r.rank, r.node, r.exit_code);
     out.measurements.push_back(
-        MeasuredFigure(fmt::format("{}_rank{}", metric::kExitCode, r.rank), r.Code(), "", how));
+        MeasuredFigure(RankFigureName(metric::kExitCode, r.rank), r.Code(), "", how));
     if (r.rank == sr.failed_rank) worst = r.Code();
     if (sr.failed_rank < 0) worst = std::max(worst.value_or(r.Code()), r.Code());
   }

@@ -71,7 +71,7 @@ void RankEventCollector::AddMeasurement(int rank, const WorkerEvent& e) {
   const Measurement& m = e.measurement;
   if (e.rank) {  // a figure of the rank itself: <name>_rank<r>
     Measurement named = m;
-    named.name = fmt::format("{}_rank{}", m.name, *e.rank);
+    named.name = RankFigureName(m.name, *e.rank);
     if (FromRanksOf(m.name) == FromRanks::kLargest) {
       per_rank_[m.name][*e.rank] = std::move(named);
       return;

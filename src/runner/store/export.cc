@@ -239,8 +239,9 @@ Result<Json> RunJson(Store& store, const RunRecord& run) {
     auto ms = store.MeasurementsOfCase(c.row_id);
     if (!ms.ok()) return ms.status();
     Json mj = Json::array();
-    for (const Measurement& m : *ms)
-      mj.push_back(Json{{"name", m.name},
+    for (const Measurement& m : *ms) {
+      const auto [name, rank] = SplitRankFigureName(m.name);  // a rank's own figure: its rank apart
+      mj.push_back(Json{{"name", name},
                         {"value", OptionalJson(m.value)},
                         {"unit", m.unit},
                         {"how", ProvenanceName(m.how)},
@@ -248,7 +249,9 @@ Result<Json> RunJson(Store& store, const RunRecord& run) {
                         {"source", m.source},
                         {"marker", m.marker},
                         {"at_length_unit", m.length_unit},
-                        {"at_length_count", m.length_count}});
+                        {"at_length_count", m.length_count},
+                        {"rank", rank ? Json(*rank) : Json(nullptr)}});
+    }
     cj["measurements"] = std::move(mj);
     auto ran_on = store.FactsOfCase(c.row_id);
     if (!ran_on.ok()) return ran_on.status();
@@ -410,7 +413,7 @@ Result<std::string> RunText(Store& store, const RunRecord& run) {
 const char* const kCsvRunColumns[] = {"kind", "plan", "plan_sha256"};
 const char* const kCsvMeasurementColumns[] = {"name",   "value",  "unit",           "how",
                                               "method", "source", "marker",         "at_length_unit",
-                                              "at_length_count"};
+                                              "at_length_count", "rank"};
 
 // A JSON scalar as CSV text: strings as they are, numbers as Number(), null empty.
 std::string CsvText(const Json& v) {
@@ -472,9 +475,11 @@ Result<std::string> ExportCsv(Store& store, const std::vector<int64_t>& run_ids)
       }
       for (const Measurement& m : *ms) {
         std::vector<std::string> row = identity;
-        row.insert(row.end(), {m.name, m.value ? Number(*m.value) : "", m.unit,
+        const auto [name, rank] = SplitRankFigureName(m.name);  // a rank's own figure: its rank apart
+        row.insert(row.end(), {name, m.value ? Number(*m.value) : "", m.unit,
                                ProvenanceName(m.how), m.method, m.source, m.marker, m.length_unit,
-                               m.length_unit.empty() ? "" : std::to_string(m.length_count)});
+                               m.length_unit.empty() ? "" : std::to_string(m.length_count),
+                               rank ? std::to_string(*rank) : ""});
         out += CsvRow(row);
       }
     }

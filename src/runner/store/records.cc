@@ -1,5 +1,7 @@
 #include "runner/store/records.h"
 
+#include <cctype>
+
 namespace protocol {
 
 namespace {
@@ -72,6 +74,19 @@ std::optional<double> ContendedShare(const std::vector<Measurement>& measurement
     if (m.name == metric::kContention && m.value && *m.value >= metric::kContendedShare)
       return m.value;
   return std::nullopt;
+}
+
+std::string RankFigureName(const std::string& name, int rank) { return name + "_rank" + std::to_string(rank); }
+
+std::pair<std::string, std::optional<int>> SplitRankFigureName(const std::string& name) {
+  const size_t at = name.rfind("_rank");
+  if (at == std::string::npos || at == 0) return {name, std::nullopt};
+  const std::string digits = name.substr(at + 5);
+  if (digits.empty() || digits.size() > 6) return {name, std::nullopt};
+  for (char c : digits)
+    if (!std::isdigit(static_cast<unsigned char>(c))) return {name, std::nullopt};
+  if (digits.size() > 1 && digits[0] == '0') return {name, std::nullopt};  // "x_rank01" is not rank 1's
+  return {name.substr(0, at), std::stoi(digits)};
 }
 
 }  // namespace protocol

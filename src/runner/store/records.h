@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace protocol {
@@ -70,7 +71,7 @@ inline constexpr const char* kPeakHostRss = "peak_host_rss_bytes";
 // Distributed native cases: the peak RSS of a rank above its RSS just before the
 // model was built. Each rank r reports kPeakHostRss, kPeakHostRssAboveBaseline
 // (and on CUDA kPeakDeviceMemory) as measurements of rank r; the case stores them
-// as NAME + "_rank<r>" and, under NAME itself, the largest over the ranks.
+// with their rank (RankFigureName) and, under NAME itself, the largest over the ranks.
 inline constexpr const char* kPeakHostRssAboveBaseline = "peak_host_rss_above_baseline_bytes";
 inline constexpr const char* kFinalLoss = "final_loss";                      // the last logged training loss
 inline constexpr const char* kEvalLoss = "eval_loss";
@@ -162,6 +163,15 @@ struct Measurement {
   std::string length_unit;
   int64_t length_count = 0;
 };
+
+// A figure a rank of a distributed case reports about itself (its memory,
+// its step times, its exit code: metric_table.h FromRanks) carries the rank
+// in its name in memory, NAME_rank<r>, so that a lookup by NAME finds the
+// case's own figure. The store keeps NAME and r apart (the measurements
+// table's `rank` column, docs/database.md), and so do the exports.
+std::string RankFigureName(const std::string& name, int rank);
+// NAME_rank<r> → {NAME, r}; {name, nullopt} for any other name.
+std::pair<std::string, std::optional<int>> SplitRankFigureName(const std::string& name);
 
 // The case's metric::kContention value when it was measured and at or above
 // metric::kContendedShare; nullopt for an idle (or unmeasured) case.

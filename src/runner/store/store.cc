@@ -239,8 +239,23 @@ DROP TABLE measurements;
 ALTER TABLE measurements_v7 RENAME TO measurements;
 CREATE INDEX measurements_case_row ON measurements(case_row);
 )sql",
+    // 8: a rank's own figure keeps its rank in a column of its own
+    // (records.h RankFigureName): rows named NAME_rank<r> become NAME and r.
+    R"sql(
+ALTER TABLE measurements ADD COLUMN rank INTEGER;
+UPDATE measurements
+   SET rank = CAST(substr(name, instr(name, '_rank') + 5) AS INTEGER),
+       name = substr(name, 1, instr(name, '_rank') - 1)
+ WHERE instr(name, '_rank') > 1
+   AND length(substr(name, instr(name, '_rank') + 5)) BETWEEN 1 AND 6
+   AND substr(name, instr(name, '_rank') + 5) NOT GLOB '*[^0-9]*'
+   AND (length(substr(name, instr(name, '_rank') + 5)) = 1 OR substr(name, instr(name, '_rank') + 5) NOT GLOB '0*');
+)sql",
 };
 constexpr int kSchemaVersion = static_cast<int>(sizeof(kMigrations) / sizeof(kMigrations[0]));
+// A measurement's name as the program knows it (records.h RankFigureName):
+// a rank's own figure NAME_rank<r>, every other its name.
+constexpr const char* kMeasurementName = "(CASE WHEN m.rank IS NULL THEN m.name ELSE m.name || '_rank' || m.rank END)";
 constexpr int kBusyTimeoutMs = 30000;
 
 // Every sqlite failure becomes a Status naming what was being done.
@@ -721,11 +736,13 @@ Status SqliteStore::FinishCase(int64_t row_id, const CaseResult& result) {
   if (int rc = q.Exec(); rc != SQLITE_DONE) return Err(rc, doing);
   Stmt mq(db_,
           "INSERT INTO measurements (case_row, name, value, unit, how, method, source, marker, "
-          "length_unit, length_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+          "length_unit, length_count, rank) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   for (const Measurement& m : result.measurements) {
     mq.Reset();
-    mq.Bind(row_id).Bind(m.name).Bind(m.value).Bind(m.unit).Bind(ProvenanceName(m.how))
-        .Bind(m.method).Bind(m.source).Bind(m.marker).Bind(m.length_unit).Bind(m.length_count);
+    const auto [name, rank] = SplitRankFigureName(m.name);  // a rank's own figure: its rank apart
+    mq.Bind(row_id).Bind(name).Bind(m.value).Bind(m.unit).Bind(ProvenanceName(m.how))
+        .Bind(m.method).Bind(m.source).Bind(m.marker).Bind(m.length_unit).Bind(m.length_count)
+        .Bind(rank);
     if (int rc = mq.Exec(); rc != SQLITE_DONE) return Err(rc, doing);
   }
   Stmt fq(db_, "INSERT INTO case_facts (case_row, key, value) VALUES (?, ?, ?)");
@@ -894,9 +911,10 @@ Result<std::vector<std::pair<int64_t, Measurement>>> SqliteStore::FindMeasuremen
   const std::string doing = "finding measurements";
   CaseFilter filter(query);
   std::string sql =
-      "SELECT m.case_row, m.name, m.value, m.unit, m.how, m.marker, m.length_unit, m.length_count FROM cases c "
+      "SELECT m.case_row, " + std::string(kMeasurementName) +
+      ", m.value, m.unit, m.how, m.marker, m.length_unit, m.length_count FROM cases c "
       "JOIN measurements m ON m.case_row = c.id WHERE " +
-      filter.Sql() + " AND m.name IN (SELECT value FROM json_each(?)) ORDER BY m.case_row, m.id";
+      filter.Sql() + " AND " + kMeasurementName + " IN (SELECT value FROM json_each(?)) ORDER BY m.case_row, m.id";
   Stmt q(db_, sql.c_str());
   filter.Bind(q);
   q.Bind(Json(names).dump());
@@ -974,7 +992,7 @@ Result<std::vector<CaseRecord>> SqliteStore::CasesOfRun(int64_t run_id) {
 Result<std::vector<Measurement>> SqliteStore::MeasurementsOfCase(int64_t row_id) {
   const std::string doing = fmt::format("reading measurements of case row {}", row_id);
   Stmt q(db_,
-         "SELECT name, value, unit, how, method, source, marker, length_unit, length_count "
+         "SELECT name, value, unit, how, method, source, marker, length_unit, length_count, rank "
          "FROM measurements WHERE case_row = ? ORDER BY id");
   q.Bind(row_id);
   std::vector<Measurement> out;
@@ -992,6 +1010,7 @@ Result<std::vector<Measurement>> SqliteStore::MeasurementsOfCase(int64_t row_id)
     m.marker = q.Text(6);
     m.length_unit = q.Text(7);
     m.length_count = q.Int(8);
+    if (!q.IsNull(9)) m.name = RankFigureName(m.name, static_cast<int>(q.Int(9)));
     out.push_back(std::move(m));
   }
   if (rc != SQLITE_DONE) return Err(rc, doing);

@@ -319,7 +319,7 @@ TEST_CASE("RenderRunDetails as JSON holds every field and the samples") {
   CHECK(first["exit_code"] == 0);
   CHECK(first["measurements"][1].dump() ==
         R"({"name":"wall_seconds","value":3605.0,"unit":"s","how":"extrapolated",)"
-        R"("method":"x10 from 100 steps","source":"","marker":"","at_length_unit":"","at_length_count":0})");
+        R"("method":"x10 from 100 steps","source":"","marker":"","at_length_unit":"","at_length_count":0,"rank":null})");
   CHECK(first["steps"].dump() ==
         R"([{"step":1,"seconds":3.5,"loss":2.5,"tokens":1024},)"
         R"({"step":2,"seconds":3.25,"loss":null,"tokens":null}])");
@@ -342,19 +342,45 @@ TEST_CASE("ExportStore csv: one row per measurement, RFC 4180 quoting, no case d
   CHECK(*csv ==
         "row_id,run_id,kind,plan,plan_sha256,case_id,repeat,stage,model,workload,backend,system,nodes,topology,network,"
         "variant,length_unit,length_count,report_as_unit,report_as_count,status,reason,exit_code,started_at,finished_at,"
-        "log_path,log_sha256,name,value,unit,how,method,source,marker,at_length_unit,at_length_count\r\n"
+        "log_path,log_sha256,name,value,unit,how,method,source,marker,at_length_unit,at_length_count,rank\r\n"
         "1,1,run,methodology,ab12,2.1.1.1,0,open source,llama2-70b,pretrain,fsdp,fsdp,1,,,,steps,100,steps,1000,ok,,0,"
-        "2024-05-01T10:00:00Z,2024-05-01T11:00:00Z,logs/1/2.1.1.1.log,,wall_seconds,360.5,s,measured,,,,,\r\n"
+        "2024-05-01T10:00:00Z,2024-05-01T11:00:00Z,logs/1/2.1.1.1.log,,wall_seconds,360.5,s,measured,,,,,,\r\n"
         "1,1,run,methodology,ab12,2.1.1.1,0,open source,llama2-70b,pretrain,fsdp,fsdp,1,,,,steps,100,steps,1000,ok,,0,"
-        "2024-05-01T10:00:00Z,2024-05-01T11:00:00Z,logs/1/2.1.1.1.log,,wall_seconds,3605,s,extrapolated,x10 from 100 steps,,,,\r\n"
+        "2024-05-01T10:00:00Z,2024-05-01T11:00:00Z,logs/1/2.1.1.1.log,,wall_seconds,3605,s,extrapolated,x10 from 100 steps,,,,,\r\n"
         "2,1,run,methodology,ab12,2.1.1.5,0,open source,llama2-70b,inference,fsdp,fsdp,1,,,,,0,,0,failed,CUDA out of memory,1,"
-        "2024-05-01T10:00:00Z,2024-05-01T11:30:00Z,,,wall_seconds,12.25,s,measured,,,,,\r\n"
+        "2024-05-01T10:00:00Z,2024-05-01T11:30:00Z,,,wall_seconds,12.25,s,measured,,,,,,\r\n"
         "3,1,run,methodology,ab12,2.2.1.1,0,open source,llama2-70b,pretrain,share,share,2,rig0:2x4 rig1:2x4,10G,,,0,,0,skipped,"
-        "excluded by --only,,2024-05-01T10:00:00Z,,,,,,,,,,,,\r\n"
+        "excluded by --only,,2024-05-01T10:00:00Z,,,,,,,,,,,,,\r\n"
         "4,2,import,published,,2.1.1.2,0,,llama2-70b,pretrain,import,fsdp,2,,\"IB Conn, other cloud\",,steps,100,,0,ok,,,,,,,"
-        "wall_seconds,,min,imported,,\"paper, \"\"table 2\"\"\nrow 3\",not-provided,,\r\n"
+        "wall_seconds,,min,imported,,\"paper, \"\"table 2\"\"\nrow 3\",not-provided,,,\r\n"
         "4,2,import,published,,2.1.1.2,0,,llama2-70b,pretrain,import,fsdp,2,,\"IB Conn, other cloud\",,steps,100,,0,ok,,,,,,,"
-        "wall_seconds,61.5,min,imported,,paper,extrapolated,,\r\n");
+        "wall_seconds,61.5,min,imported,,paper,extrapolated,,,\r\n");
+}
+
+TEST_CASE("ExportStore: a rank's own figure is exported under its name with its rank apart") {
+  auto store = std::move(OpenStore(":memory:")).value();
+  RunRecord run;
+  run.plan_name = "p";
+  run.status = "ok";
+  const int64_t id = *store->CreateRun(run);
+  CaseRecord c;
+  c.run_id = id;
+  c.case_id = "d.1";
+  c.workload = "pretrain";
+  const int64_t row = *store->BeginCase(c);
+  CaseResult result;
+  result.measurements = {{"exit_code_rank1", 137.0, "", Provenance::kMeasured, "rank 1 was ended by signal 9", "", ""},
+                         {"wall_seconds", 2.0, "s", Provenance::kMeasured, "", "", ""}};
+  REQUIRE(store->FinishCase(row, result).ok());
+  const Json doc = Json::parse(*ExportStore(*store, "json"));
+  const Json& ms = doc["runs"][0]["cases"][0]["measurements"];
+  CHECK(ms[0]["name"] == "exit_code");
+  CHECK(ms[0]["rank"] == 1);
+  CHECK(ms[1]["name"] == "wall_seconds");
+  CHECK(ms[1]["rank"].is_null());
+  const std::string csv = *ExportStore(*store, "csv");
+  CHECK(csv.find(",exit_code,137,,measured,rank 1 was ended by signal 9,,,,,1\r\n") != std::string::npos);
+  CHECK(csv.find(",wall_seconds,2,s,measured,,,,,,\r\n") != std::string::npos);
 }
 
 TEST_CASE("CsvField quotes commas, quotes, CR and LF and nothing else") {
@@ -395,7 +421,7 @@ TEST_CASE("ExportStore of an empty store has the schema version and no runs") {
   CHECK(*ExportStore(*store, "csv") ==
         "row_id,run_id,kind,plan,plan_sha256,case_id,repeat,stage,model,workload,backend,system,nodes,topology,network,"
         "variant,length_unit,length_count,report_as_unit,report_as_count,status,reason,exit_code,started_at,finished_at,"
-        "log_path,log_sha256,name,value,unit,how,method,source,marker,at_length_unit,at_length_count\r\n");
+        "log_path,log_sha256,name,value,unit,how,method,source,marker,at_length_unit,at_length_count,rank\r\n");
 }
 
 TEST_CASE("ExportStore refuses an unknown format, suggesting a near one") {

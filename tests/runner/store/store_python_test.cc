@@ -161,3 +161,65 @@ print("missing:", missing, "plan_sha256" in header, len(columns))
   REQUIRE(std::system(cmd2.c_str()) == 0);
   CHECK(ReadText(dir.path / "columns.out") == "missing: [] True 24\n");
 }
+
+// Prints "name|rank" of every measurement, one per line; with "downgrade",
+// first turns the file back into schema 7's form (NAME_rank<r>, no rank column).
+const char* const kRanks = R"py(
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+if len(sys.argv) > 2 and sys.argv[2] == "downgrade":
+    db.execute("update measurements set name = name || '_rank' || rank where rank is not null")
+    db.execute("alter table measurements drop column rank")
+    db.execute("pragma user_version = 7")
+    db.commit()
+else:
+    for name, rank in db.execute("select name, rank from measurements order by id"):
+        print(f"{name}|{'' if rank is None else rank}")
+)py";
+
+TEST_CASE("a rank's own figure is stored with its rank in a column; a schema-7 file's NAME_rank<r> rows are moved there") {
+  if (!HavePython()) SKIP_TEST("python3 with sqlite3 is not installed");
+  TempDir dir;
+  WriteText(dir.path / "ranks.py", kRanks);
+  auto python = [&](const fs::path& db, const std::string& how) {
+    const std::string out = (dir.path / "ranks.out").string();
+    const std::string cmd = "python3 " + ShellQuote((dir.path / "ranks.py").string()) + " " + ShellQuote(db.string()) +
+                            " " + how + " >" + ShellQuote(out) + " 2>&1";
+    const int rc = std::system(cmd.c_str());
+    return rc == 0 ? ReadText(out) : "exit " + std::to_string(rc) + ": " + ReadText(out);
+  };
+  const fs::path db = dir.path / "r.db";
+  {
+    auto store = OpenStore(db.string());
+    REQUIRE(store.ok());
+    RunRecord run;
+    run.plan_name = "p";
+    run.status = "running";
+    const int64_t id = *(*store)->CreateRun(run);
+    CaseRecord c;
+    c.run_id = id;
+    c.case_id = "d.1";
+    c.workload = "pretrain";
+    const int64_t row = *(*store)->BeginCase(c);
+    CaseResult result;
+    result.measurements = {{"exit_code_rank0", 0.0, "", Provenance::kMeasured, "", "", ""},
+                           {"exit_code_rank1", 137.0, "", Provenance::kMeasured, "", "", ""},
+                           {"wall_seconds", 2.0, "s", Provenance::kMeasured, "", "", ""},
+                           {"x_rank01", 5.0, "", Provenance::kMeasured, "", "", ""}};
+    REQUIRE((*store)->FinishCase(row, result).ok());
+  }
+  const std::string expected = "exit_code|0\nexit_code|1\nwall_seconds|\nx_rank01|\n";
+  CHECK(python(db, "read") == expected);
+  CHECK(python(db, "downgrade") == "");
+  CHECK(python(db, "read").substr(0, 5) == "exit ");  // schema 7: no rank column
+  {
+    auto store = OpenStore(db.string());  // migrates
+    REQUIRE(store.ok());
+    auto back = (*store)->MeasurementsOfCase(1);
+    REQUIRE(back.ok());
+    REQUIRE(back->size() == 4);
+    CHECK(back->at(1).name == "exit_code_rank1");
+    CHECK(*back->at(1).value == 137.0);
+  }
+  CHECK(python(db, "read") == expected);
+}

@@ -473,7 +473,7 @@ TEST_CASE("A schema-2 database is migrated: token_ids added, invalid stored byte
     REQUIRE(store->AppendRequests(cases->at(0).row_id, {r}).ok());
   }
   CHECK(ReadUserVersion(path) == uint32_t(StoreSchemaVersion()));  // read once the file is closed (WAL)
-  CHECK(StoreSchemaVersion() == 7);
+  CHECK(StoreSchemaVersion() == 8);
   auto store = MustOpen(path);
   // The curve table came with the migration, empty for the old cases.
   auto curve = store->EvalCurveOfCase(1);
@@ -507,6 +507,49 @@ TEST_CASE("Opening a schema-3 file gives each extrapolated time its case's repor
   auto integrity = CheckStoreIntegrity(path);
   REQUIRE(integrity.ok());
   CHECK(*integrity);
+}
+
+TEST_CASE("A rank's own figure is stored with its rank apart, read back as NAME_rank<r>, never found by NAME") {
+  CHECK(SplitRankFigureName("peak_host_rss_bytes_rank12") == std::pair<std::string, std::optional<int>>{"peak_host_rss_bytes", 12});
+  CHECK(SplitRankFigureName("exit_code_rank0").second == 0);
+  CHECK(SplitRankFigureName("x_rank01").second == std::nullopt);  // not rank 1's
+  CHECK(SplitRankFigureName("x_rank").second == std::nullopt);
+  CHECK(SplitRankFigureName("_rank3").second == std::nullopt);
+  CHECK(SplitRankFigureName("wall_seconds").second == std::nullopt);
+  CHECK(RankFigureName("exit_code", 3) == "exit_code_rank3");
+
+  StoreTempDir dir;
+  auto store = MustOpen(dir.File("ranks.db"));
+  RunRecord run;
+  run.plan_name = "p";
+  run.status = "running";
+  const int64_t id = *store->CreateRun(run);
+  CaseRecord c;
+  c.run_id = id;
+  c.case_id = "d.1";
+  c.workload = "pretrain";
+  const int64_t row = *store->BeginCase(c);
+  CaseResult result;
+  result.measurements = {{"peak_host_rss_bytes", 300.0, "bytes", Provenance::kMeasured, "largest", "", ""},
+                         {"peak_host_rss_bytes_rank0", 100.0, "bytes", Provenance::kMeasured, "rank 0", "", ""},
+                         {"peak_host_rss_bytes_rank1", 300.0, "bytes", Provenance::kMeasured, "rank 1", "", ""},
+                         {"x_rank01", 5.0, "", Provenance::kMeasured, "a name, not a rank", "", ""}};
+  REQUIRE(store->FinishCase(row, result).ok());
+  auto back = store->MeasurementsOfCase(row);
+  REQUIRE(back.ok());
+  std::vector<std::string> names;
+  for (const Measurement& m : *back) names.push_back(m.name);
+  CHECK(names == std::vector<std::string>{"peak_host_rss_bytes", "peak_host_rss_bytes_rank0",
+                                          "peak_host_rss_bytes_rank1", "x_rank01"});
+  // A lookup by the plain name finds the case's own figure only; a rank's by its name.
+  CaseQuery q;
+  auto found = store->FindMeasurements(q, {"peak_host_rss_bytes", "peak_host_rss_bytes_rank1"});
+  REQUIRE(found.ok());
+  REQUIRE(found->size() == 2);
+  CHECK(found->at(0).second.name == "peak_host_rss_bytes");
+  CHECK(*found->at(0).second.value == 300.0);
+  CHECK(found->at(1).second.name == "peak_host_rss_bytes_rank1");
+  // What the file holds (name and rank apart) is checked with Python's sqlite3 in store_python_test.cc.
 }
 
 TEST_CASE("docs/database.md states the schema version this program writes") {
