@@ -119,6 +119,71 @@ Status RunnerStillAlive(Store& store, int64_t run_id) {
       run_id, runner, runner));
 }
 
+// Starting `protocol-native --version` (the program, libtorch's libraries):
+// the fastest of five, in seconds (the start least disturbed by other work,
+// as the benchmarks keep their best run: a busy machine shows as the cases'
+// contention, not as a slower machine); 0 when it cannot be started.
+double ProcessStartSeconds() {
+  char self[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return 0;
+  const std::string command = ShellQuote(std::string(self, static_cast<size_t>(n))) + " --version >/dev/null 2>&1";
+  std::vector<double> times;
+  Clock& clock = SystemClock();
+  for (int i = 0; i < 5; ++i) {
+    const double t0 = clock.NowSeconds();
+    if (std::system(command.c_str()) != 0) return 0;
+    times.push_back(clock.NowSeconds() - t0);
+  }
+  return *std::min_element(times.begin(), times.end());
+}
+
+// This host's CPU figures for the time estimate (`protocol calibrate`):
+// matmul and memory rates over `seconds_each` each, a decode op's cost, and
+// a process start.
+HostCalibration CalibrateThisHost(double seconds_each) {
+  const native::CpuRates rates = native::MeasureHostForEstimate(seconds_each);
+  HostCalibration c;
+  c.host = ThisHost();
+  c.measured_at = SystemClock().NowIso8601();
+  c.cpu_flops = rates.matmul_flops;
+  c.memory_bytes_per_second = rates.memory_bytes_per_second;
+  c.op_seconds = rates.op_seconds;
+  c.threads = rates.threads;
+  c.process_start_seconds = ProcessStartSeconds();
+  return c;
+}
+
+// The first run beside a database whose folder has no calibration for this
+// host measures one (`protocol calibrate` with its seconds trimmed: about
+// kFirstRunCalibrationSeconds · 2 + 2 s) and stores it there, so that a new
+// user's first estimates are this machine's, not assumed figures. Only when
+// the plan has a case of a native backend (the command backend's estimate
+// uses no CPU figures).
+constexpr double kFirstRunCalibrationSeconds = 0.5;
+std::optional<HostCalibration> FirstRunCalibration(const Plan& plan, const std::string& db) {
+  bool native = false;
+  for (const CaseSpec* c : plan.Cases()) native = native || c->command.argv.empty();
+  if (!native) return std::nullopt;
+  const std::string path = CalibrationPathFor(db);
+  std::fprintf(stderr,
+               "protocol: %s has no CPU figures for this host: measuring them for the time estimate (about %.0f s; "
+               "`protocol calibrate` measures longer, --no-calibrate keeps the assumed figures)\n",
+               path.c_str(), 2 * kFirstRunCalibrationSeconds + 2);
+  const HostCalibration c = CalibrateThisHost(kFirstRunCalibrationSeconds);
+  if (Status s = WriteCalibration(path, c); !s.ok()) {
+    spdlog::warn("{}; the time estimate uses this run's figures without storing them", s.message());
+  }
+  return c;
+}
+
+// Whether the folder of `db` has no calibration for this host (no file, or
+// none for this host); false for a file that cannot be read (said by LoadCalibration).
+bool CalibrationIsAbsent(const std::string& db) {
+  auto read = ReadCalibration(CalibrationPathFor(db), ThisHost());
+  return read.ok() && !read->has_value();
+}
+
 // This host's `protocol calibrate` figures beside the database `db`; nullopt
 // (said once) when the file cannot be read.
 std::optional<HostCalibration> LoadCalibration(const std::string& db) {
@@ -135,6 +200,27 @@ std::optional<HostCalibration> LoadCalibration(const std::string& db) {
 void StartProgram(int, char**) { native::compat::TurnOffCudnn(); }
 
 std::string NativeBuildFeatures() { return BuildCapabilitiesLine(); }
+
+// What a run records of where it ran (docs/regression.md): the environment,
+// the program's own digest; warns when the machine is already busy.
+std::vector<std::pair<std::string, std::string>> RunContext() {
+  std::vector<std::pair<std::string, std::string>> context = CollectEnvironment();
+  // Provenance: the program that produced the figures (docs/regression.md).
+  auto exe = Sha256File("/proc/self/exe");
+  if (exe.ok()) context.emplace_back("protocol_binary_sha256", exe.value());
+  // Timings taken on a machine busy with other work are contended (OpenMP
+  // threads spin while waiting for a core): say so; the context keeps the load.
+  std::string load, cores;
+  for (const auto& [key, value] : context) {
+    if (key == "load_average_1m") load = value;
+    if (key == "cpu_cores") cores = value;
+  }
+  if (!load.empty() && !cores.empty() && std::stod(load) > std::stod(cores))
+    spdlog::warn("load average {} exceeds the {} cores: timings of this run will be contended "
+                 "(docs/performance.md); measure on an idle machine for figures you report",
+                 load, cores);
+  return context;
+}
 
 int CmdRun(Args& a) {
   std::optional<Plan> plan = LoadPlan(a.plans.at(0), a.set, nullptr, /*print_warnings=*/!a.dry_run);
@@ -154,6 +240,8 @@ int CmdRun(Args& a) {
   options.only = a.only;
   options.dry_run = a.dry_run;
   options.calibration = LoadCalibration(a.db);
+  if (!options.calibration && !a.dry_run && !a.no_calibrate && CalibrationIsAbsent(a.db))
+    options.calibration = FirstRunCalibration(*plan, a.db);
   if (!a.resume.empty()) {
     auto id = ResolveRunSpec(*store, a.resume);
     if (!id.ok()) return Fail(id.status());
@@ -162,23 +250,7 @@ int CmdRun(Args& a) {
       if (Status alive = RunnerStillAlive(*store, id.value()); !alive.ok()) return Fail(alive);
   }
   options.logs_dir = a.logs_dir;
-  if (!a.dry_run) {
-    options.context = CollectEnvironment();
-    // Provenance: the program that produced the figures (docs/regression.md).
-    auto exe = Sha256File("/proc/self/exe");
-    if (exe.ok()) options.context.emplace_back("protocol_binary_sha256", exe.value());
-    // Timings taken on a machine busy with other work are contended (OpenMP
-    // threads spin while waiting for a core): say so; the context keeps the load.
-    std::string load, cores;
-    for (const auto& [key, value] : options.context) {
-      if (key == "load_average_1m") load = value;
-      if (key == "cpu_cores") cores = value;
-    }
-    if (!load.empty() && !cores.empty() && std::stod(load) > std::stod(cores))
-      spdlog::warn("load average {} exceeds the {} cores: timings of this run will be contended "
-                   "(docs/performance.md); measure on an idle machine for figures you report",
-                   load, cores);
-  }
+  if (!a.dry_run) options.context = RunContext();
   BackendFactory factory = [](const std::string& name) -> std::unique_ptr<Backend> {
     const BackendEntry* entry = FindBackend(name);
     return entry ? entry->make() : nullptr;
@@ -281,40 +353,9 @@ int CmdValidate(Args& a) {
   return code;
 }
 
-namespace {
-
-// Starting `protocol-native --version` (the program, libtorch's libraries):
-// the fastest of five, in seconds (the start least disturbed by other work,
-// as the benchmarks keep their best run: a busy machine shows as the cases'
-// contention, not as a slower machine); 0 when it cannot be started.
-double ProcessStartSeconds() {
-  char self[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) return 0;
-  const std::string command = ShellQuote(std::string(self, static_cast<size_t>(n))) + " --version >/dev/null 2>&1";
-  std::vector<double> times;
-  Clock& clock = SystemClock();
-  for (int i = 0; i < 5; ++i) {
-    const double t0 = clock.NowSeconds();
-    if (std::system(command.c_str()) != 0) return 0;
-    times.push_back(clock.NowSeconds() - t0);
-  }
-  return *std::min_element(times.begin(), times.end());
-}
-
-}  // namespace
-
 int CmdCalibrate(Args& a) {
   std::fprintf(stderr, "protocol: calibrating this host's CPU (about %.0f s) ...\n", 2 * a.calibrate_seconds + 2);
-  const native::CpuRates rates = native::MeasureHostForEstimate(a.calibrate_seconds);
-  HostCalibration c;
-  c.host = ThisHost();
-  c.measured_at = SystemClock().NowIso8601();
-  c.cpu_flops = rates.matmul_flops;
-  c.memory_bytes_per_second = rates.memory_bytes_per_second;
-  c.op_seconds = rates.op_seconds;
-  c.threads = rates.threads;
-  c.process_start_seconds = ProcessStartSeconds();
+  const HostCalibration c = CalibrateThisHost(a.calibrate_seconds);
   const std::string path = CalibrationPathFor(a.db);
   if (Status s = WriteCalibration(path, c); !s.ok()) return Fail(s);
   std::printf("%s: host %s, %d threads: matmul %.3g GFLOP/s (fp32), memory %.3g GB/s (copy, read + write), "

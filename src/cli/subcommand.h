@@ -24,6 +24,7 @@ struct Args {
   std::vector<std::string> plans;  // run: one; validate: one or more
   std::vector<std::string> only;
   bool dry_run = false;
+  bool no_calibrate = false;  // run: keep the assumed CPU figures where this host has no calibration
   std::string resume;  // run: a run spec (ID | latest | latest:PLAN)
   std::vector<std::string> set;
   std::string logs_dir = "results/logs";

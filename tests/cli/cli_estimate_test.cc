@@ -2,7 +2,8 @@
 // figures stored beside the database, read back by validate for the CPU
 // entry; validate's rig-hours for the methodology's plans. (The quick
 // start's estimate against its measured wall time is checked in cli_test.cc,
-// on the run that test makes anyway.)
+// on the run that test makes anyway: a first run that measures this host
+// itself, as on a fresh machine.)
 
 #include <doctest/doctest.h>
 
@@ -12,6 +13,7 @@
 #include "cli_support.h"
 #include "runner/base/json.h"
 #include "runner/exec/calibration.h"
+#include "runner/store/store.h"
 
 namespace fs = std::filesystem;
 using namespace protocol;
@@ -60,4 +62,27 @@ TEST_CASE("cli: validate prints the rig-hours of the methodology's plans on thei
     CHECK(v.out.find(", 8 x H100 SXM, datasheet bf16 989 TFLOP/s, MFU 0.40 (assumed)") != std::string::npos);
     CHECK(v.out.find("rig-hours (each case's time x its repeats x its nodes)") != std::string::npos);
   }
+}
+
+TEST_CASE("cli: run --no-calibrate keeps the assumed CPU figures and stores no calibration") {
+  TempDir dir;
+  fs::path src = PROTOCOL_SOURCE_DIR;
+  const std::string db = (dir.path / "q.db").string();
+  Output run = Protocol({"run", (src / "plans/quickstart.yaml").string(), "--db", db, "--only", "qn.1.1", "--logs",
+                         (dir.path / "logs").string(), "--no-calibrate", "--set",
+                         "defaults.output_dir=" + (dir.path / "models/{case_id}").string()},
+                        src, "OMP_NUM_THREADS=1");
+  INFO(run.err);
+  CHECK(run.exit_code == 0);
+  CHECK(run.err.find("measuring them for the time estimate") == std::string::npos);
+  CHECK_FALSE(fs::exists(dir.path / "calibration.json"));
+  auto store = OpenStore(db);
+  REQUIRE(store.ok());
+  auto cases = (*store)->CasesOfRun(1);
+  REQUIRE(cases.ok());
+  REQUIRE(cases->size() == 1);
+  bool assumed = false;
+  for (const Measurement& m : (*store)->MeasurementsOfCase(cases->at(0).row_id).value())
+    if (m.name == metric::kExpectedWallSeconds) assumed = m.method.find("assumed") != std::string::npos;
+  CHECK(assumed);
 }

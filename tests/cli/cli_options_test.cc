@@ -38,7 +38,7 @@ void ImportTwice(const TempDir& dir) {
 const std::string kCsvHeader =
     "row_id,run_id,kind,plan,plan_sha256,case_id,repeat,stage,model,workload,backend,system,nodes,topology,network,"
     "variant,length_unit,length_count,report_as_unit,report_as_count,status,reason,exit_code,started_at,finished_at,"
-    "log_path,log_sha256,name,value,unit,how,method,source,marker,at_length_unit,at_length_count\r\n";
+    "log_path,log_sha256,name,value,unit,how,method,source,marker,at_length_unit,at_length_count,rank\r\n";
 
 // The CSV of one import run of i.db: its two cases (rows 2·run−1 and 2·run),
 // with the times the store gave them.
@@ -51,9 +51,9 @@ std::string CsvOfRun(const TempDir& dir, int run) {
                        c.row_id, run, c.case_id, system, c.started_at, c.finished_at);
   };
   return kCsvHeader + identity(cases[0], "fsdp") +
-         "wall_seconds,5400,s,imported,converted from 90 min,published table (test fixture),,,\r\n" +
+         "wall_seconds,5400,s,imported,converted from 90 min,published table (test fixture),,,,\r\n" +
          identity(cases[1], "share") +
-         "wall_seconds,1800,s,imported,converted from 30 min,published table (test fixture),,,\r\n";
+         "wall_seconds,1800,s,imported,converted from 30 min,published table (test fixture),,,,\r\n";
 }
 
 // The last line of `text`, without its newline.

@@ -190,7 +190,7 @@ stages:
   Json tps;
   for (const Json& m : shown["cases"][0]["measurements"])
     if (m["name"] == "tokens_per_second") tps = m;
-  CHECK(tps.dump() == R"({"name":"tokens_per_second","value":42.0,"unit":"tokens/s","how":"measured","method":"parsed from output by regex","source":"","marker":"","at_length_unit":"","at_length_count":0})");
+  CHECK(tps.dump() == R"({"name":"tokens_per_second","value":42.0,"unit":"tokens/s","how":"measured","method":"parsed from output by regex","source":"","marker":"","at_length_unit":"","at_length_count":0,"rank":null})");
   CHECK(shown["cases"][1]["status"] == "failed");
   CHECK(shown["cases"][1]["reason"] == "exit code 3");
 
@@ -202,7 +202,7 @@ stages:
   CHECK(rows.count("row_id,run_id,kind,plan,plan_sha256,case_id,repeat,stage,model,workload,backend,system,nodes,"
                    "topology,network,variant,length_unit,length_count,report_as_unit,report_as_count,status,reason,"
                    "exit_code,started_at,finished_at,log_path,log_sha256,name,value,unit,how,method,source,marker,"
-                   "at_length_unit,at_length_count\r") == 1);
+                   "at_length_unit,at_length_count,rank\r") == 1);
   // Every column of the case: the failed case's reason and exit code, its times and log, the plan's sha256.
   const std::string plan_sha = (*store)->GetRun(1)->plan_sha256;
   auto identity = [&](const CaseRecord& c) {
@@ -212,11 +212,11 @@ stages:
   };
   CHECK(plan_sha.size() == 64);
   CHECK(cases[1].log_sha256.size() == 64);
-  CHECK(rows.count(identity(cases[0]) + "tokens_per_second,42,tokens/s,measured,parsed from output by regex,,,,\r") == 1);
+  CHECK(rows.count(identity(cases[0]) + "tokens_per_second,42,tokens/s,measured,parsed from output by regex,,,,,\r") == 1);
   const std::string bad = identity(cases[1]) + "wall_seconds,";
   CHECK(std::count_if(rows.begin(), rows.end(), [&](const std::string& row) {
-          return row.rfind(bad, 0) == 0 && row.size() > bad.size() + 17 &&
-                 row.compare(row.size() - 17, 17, ",s,measured,,,,,\r") == 0;
+          return row.rfind(bad, 0) == 0 && row.size() > bad.size() + 18 &&
+                 row.compare(row.size() - 18, 18, ",s,measured,,,,,,\r") == 0;
         }) == 1);
 
   Output md = Protocol({"report", "--db", "r.db", "--out", "report.md"}, dir.path);
@@ -549,11 +549,9 @@ void CheckQuickstartEstimates(const fs::path& db) {
 TEST_CASE("cli: the quickstart plan runs natively end to end and writes both reports") {
   TempDir dir;
   fs::path src = PROTOCOL_SOURCE_DIR;
-  // The CPU entry of the time estimate measured here first (calibration.json beside the database).
-  Output cal = Protocol({"calibrate", "--db", (dir.path / "q.db").string(), "--seconds", "1"}, src,
-                        "OMP_NUM_THREADS=1");
-  INFO(cal.err);
-  REQUIRE(cal.exit_code == 0);
+  // A fresh machine: no calibration.json beside the database, so the first
+  // run measures this host's CPU figures for the time estimate and stores them.
+  REQUIRE_FALSE(fs::exists(dir.path / "calibration.json"));
   // The shipped plan as it is, with a shorter inference schedule and one thread
   // per process so the test stays quick while other tests share the cores.
   Output run = Protocol({"run", (src / "plans/quickstart.yaml").string(), "--db",
@@ -563,6 +561,9 @@ TEST_CASE("cli: the quickstart plan runs natively end to end and writes both rep
                         src, "OMP_NUM_THREADS=1");
   INFO(run.err);
   CHECK(run.exit_code == 0);
+  CHECK(run.err.find((dir.path / "calibration.json").string() +
+                     " has no CPU figures for this host: measuring them for the time estimate") != std::string::npos);
+  CHECK(fs::exists(dir.path / "calibration.json"));
   auto cases = CasesOf(dir.path / "q.db", 1);
   CHECK(cases.size() == 12);
   for (const auto& c : cases) {
