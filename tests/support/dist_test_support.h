@@ -79,7 +79,10 @@ inline native::FsdpTrafficShape TrafficShape(const native::ModelConfig& config, 
   shape.config = config;
   shape.nodes = nodes;
   shape.ranks_per_node = ranks_per_node;
-  shape.hybrid = hybrid;
+  if (hybrid && nodes > 1) {  // hybrid sharding's mesh: one copy per node (sharding.h)
+    shape.shard = ranks_per_node;
+    shape.replicas = nodes;
+  }
   shape.grad_accum = grad_accum;
   shape.reduce_scatter_is_all_reduce = !native::compat::GlooHasFlatCollectives();
   return shape;

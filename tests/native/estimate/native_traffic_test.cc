@@ -44,13 +44,16 @@ TEST_CASE("traffic: full sharding over 2 nodes of 1 rank, every term by hand") {
   // Hybrid over 1 rank per node is pure replication: the gradients all-reduced
   // across the 2 replicas, 2·(1/2)·4·n_u per unit, and the loss.
   s.reduce_scatter_is_all_reduce = false;
-  s.hybrid = true;
+  s.shard = 1;  // hybrid's mesh over 2 nodes of 1 rank (sharding.h): S = 1, R = 2
+  s.replicas = 2;
   t = fsdp_step_traffic(s);
   CHECK(t.per_rank == 4 * 19232 + 8);
   CHECK(t.between_nodes == 2 * (4 * 19232) + 2 * 8);
-  // On one node there is nothing between nodes, hybrid or not.
+  // On one node there is nothing between nodes (hybrid's mesh there is full sharding's).
   s.nodes = 1;
   s.ranks_per_node = 2;
+  s.shard = 2;
+  s.replicas = 1;
   CHECK(fsdp_step_traffic(s).between_nodes == 0);
 }
 
@@ -69,9 +72,11 @@ TEST_CASE("traffic: hybrid sharding sends 2(R-1)/R of the gradients' bytes betwe
   for (auto [ranks, ideal] : {std::pair<int64_t, double>{2, 1 / (3 * 3.0 / 4)}, {8, 1 / (3 * 15.0 / 16)}}) {
     CAPTURE(ranks);
     s.ranks_per_node = ranks;
-    s.hybrid = false;
+    s.shard = 0;  // full: one copy over every rank
+    s.replicas = 1;
     const double full = static_cast<double>(fsdp_step_traffic(s).between_nodes);
-    s.hybrid = true;
+    s.shard = ranks;  // hybrid: a copy per node
+    s.replicas = 2;
     const double hybrid = static_cast<double>(fsdp_step_traffic(s).between_nodes);
     CHECK(hybrid / full >= ideal);
     CHECK(hybrid / full < ideal * 1.03);
@@ -86,14 +91,16 @@ TEST_CASE("traffic: the 4-bit base never crosses with hybrid sharding: only the 
   s.dtype_bytes = 2;
   s.reduce_bytes = 2;
   s.nf4 = true;
-  s.hybrid = true;
+  s.shard = 8;  // hybrid: a copy per node
+  s.replicas = 2;
   const StepTraffic t = fsdp_step_traffic(s);
   // Each of the 16 ranks all-reduces its slice of every layer's adapter
   // gradients with its replica: 2·(1/2)·2 bytes · P̂_l/8 each, over the 80 layers,
   // plus the 8-byte loss at the ring's two crossings.
   const int64_t P = adapter_parameter_count(s.config, 8), P_l = P / 80, padded = (P_l + 7) / 8 * 8;
   CHECK(t.between_nodes == 16 * 80 * (2 * padded / 8) + 2 * (2 * 15 * 8 / 16));
-  s.hybrid = false;
+  s.shard = 0;  // full
+  s.replicas = 1;
   CHECK(fsdp_step_traffic(s).between_nodes > 100 * t.between_nodes);  // the base, gathered twice a step
 }
 

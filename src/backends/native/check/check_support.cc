@@ -110,7 +110,10 @@ FsdpTrafficShape FsdpTraffic(const CaseSpec& spec, const ModelSpec& ms, const Mo
   t.config = config;
   t.nodes = layout.nodes();
   t.ranks_per_node = layout.world() / std::max<int64_t>(1, t.nodes);
-  t.hybrid = spec.training.sharding == Sharding::kHybrid;
+  const Mesh mesh = MeshFor(spec.training.sharding, {layout.rank_nodes.begin(),
+                                                     layout.rank_nodes.begin() + layout.group_size});
+  t.shard = mesh.shard;
+  t.replicas = mesh.replicas;
   t.grad_accum = spec.training.grad_accum;
   t.dtype_bytes = gpu ? 2 : 4;
   t.reduce_bytes = CommunicationBytes(spec.training.reduce_dtype, gpu);

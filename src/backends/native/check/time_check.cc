@@ -182,8 +182,9 @@ TimeEstimate TrainingTime(const Plan& plan, const CaseSpec& spec, NativeRole rol
   const int64_t nodes = layout.nodes();
   s.network_bytes_per_second = NetworkBytesPerSecond(plan, spec, layout, &s.network);
   if (role == NativeRole::kFsdp && layout.world() > 1) {
-    const StepTraffic t = fsdp_step_traffic(FsdpTraffic(spec, ms, config, layout, gpu));
-    s.one_ring = spec.training.sharding != Sharding::kHybrid || nodes < 2;
+    const FsdpTrafficShape shape = FsdpTraffic(spec, ms, config, layout, gpu);
+    const StepTraffic t = fsdp_step_traffic(shape);
+    s.one_ring = shape.replicas == 1;  // no copies across nodes: one ring over every rank
     s.step_bytes_between_nodes_per_link = nodes > 1 ? t.between_nodes / nodes : 0;
     const int64_t cross_per_rank = nodes > 1 ? t.between_nodes / layout.world() : 0;
     // Full sharding: one ring, every link carries a rank's bytes (within a node only when a node

@@ -23,6 +23,7 @@
 #include "runner/plan/networks.h"
 #include "runner/exec/calibration.h"
 #include "backends/native/check/check_support.h"
+#include "backends/native/distributed/sharding.h"
 
 namespace protocol {
 namespace native {
@@ -56,20 +57,29 @@ std::string native_case_traffic(const Plan& plan, const CaseSpec& spec, NativeRo
                        FormatBytes(share_merge_between_nodes(t)),
                        merges > 0 ? fmt::format(", {} merge(s) in {}", merges, spec.length->ToString()) : "");
   }
-  FsdpTrafficShape t = FsdpTraffic(spec, model->second, *config, *layout, gpu);
+  // This case's strategy, and every other strategy of the table (sharding.h) on the same ranks.
+  const FsdpTrafficShape t = FsdpTraffic(spec, model->second, *config, *layout, gpu);
   const StepTraffic mine = fsdp_step_traffic(t);
-  t.hybrid = !t.hybrid;
-  const StepTraffic other = fsdp_step_traffic(t);
-  const bool hybrid = !t.hybrid;
-  return fmt::format("between nodes per step: {} ({}: {}); {} sharding would send {} ({:.3g}x)", FormatBytes(mine.between_nodes),
-                     hybrid ? "hybrid sharding" : "full sharding",
-                     hybrid ? fmt::format("every rank all-reduces its gradient slices with its replicas on the other "
-                                          "node(s); gathers and reduce-scatters stay within a node")
-                            : fmt::format("one ring of {} ranks crosses between the {} nodes at {} ranks, each "
-                                          "sending {} per step",
-                                          layout->world(), nodes, nodes, FormatBytes(mine.per_rank)),
-                     hybrid ? "full" : "hybrid", FormatBytes(other.between_nodes),
-                     mine.between_nodes > 0 ? static_cast<double>(other.between_nodes) / static_cast<double>(mine.between_nodes) : 0.0);
+  auto how = [&](const FsdpTrafficShape& shape, const StepTraffic& traffic) {
+    return shape.replicas > 1
+               ? std::string("every rank all-reduces its gradient slices with its replicas on the other node(s); "
+                             "gathers and reduce-scatters stay within a node")
+               : fmt::format("one ring of {} ranks crosses between the {} nodes at {} ranks, each sending {} per step",
+                             layout->world(), nodes, nodes, FormatBytes(traffic.per_rank));
+  };
+  std::string text = fmt::format("between nodes per step: {} ({} sharding: {})", FormatBytes(mine.between_nodes),
+                                 StrategyOf(spec.training.sharding).name, how(t, mine));
+  for (const ShardingStrategy& other : ShardingStrategies()) {
+    if (other.sharding == spec.training.sharding) continue;
+    CaseSpec alternative = spec;
+    alternative.training.sharding = other.sharding;
+    const StepTraffic theirs = fsdp_step_traffic(FsdpTraffic(alternative, model->second, *config, *layout, gpu));
+    text += fmt::format("; {} sharding would send {} ({:.3g}x)", other.name, FormatBytes(theirs.between_nodes),
+                        mine.between_nodes > 0
+                            ? static_cast<double>(theirs.between_nodes) / static_cast<double>(mine.between_nodes)
+                            : 0.0);
+  }
+  return text;
 }
 
 }  // namespace native

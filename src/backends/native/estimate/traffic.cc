@@ -48,7 +48,7 @@ StepTraffic FullPrecision(const FsdpTrafficShape& s, int64_t W, int64_t Ws, int6
   const int64_t small_shard = AllReduceBytes(Ws, 8), small_group = AllReduceBytes(W, 8);
   StepTraffic t;
   t.per_rank = s.grad_accum * per_micro + replica + small_shard + small_group;
-  if (s.nodes > 1) t.between_nodes = s.hybrid ? W * replica + s.nodes * small_group : s.nodes * t.per_rank;
+  if (s.nodes > 1) t.between_nodes = R > 1 ? W * replica + s.nodes * small_group : s.nodes * t.per_rank;
   return t;
 }
 
@@ -73,7 +73,7 @@ StepTraffic FourBit(const FsdpTrafficShape& s, int64_t W, int64_t Ws, int64_t R)
   const int64_t small_group = AllReduceBytes(W, 8);
   StepTraffic t;
   t.per_rank = s.grad_accum * per_micro + adapters + small_group;
-  if (s.nodes > 1) t.between_nodes = s.hybrid ? W * replica + s.nodes * small_group : s.nodes * t.per_rank;
+  if (s.nodes > 1) t.between_nodes = R > 1 ? W * replica + s.nodes * small_group : s.nodes * t.per_rank;
   return t;
 }
 
@@ -81,8 +81,7 @@ StepTraffic FourBit(const FsdpTrafficShape& s, int64_t W, int64_t Ws, int64_t R)
 
 StepTraffic fsdp_step_traffic(const FsdpTrafficShape& s) {
   const int64_t W = std::max<int64_t>(1, s.nodes * s.ranks_per_node);
-  const bool hybrid = s.hybrid && s.nodes > 1;
-  const int64_t Ws = hybrid ? std::max<int64_t>(1, s.ranks_per_node) : W, R = hybrid ? s.nodes : 1;
+  const int64_t Ws = s.shard > 0 ? s.shard : W, R = std::max<int64_t>(1, s.replicas);
   return s.nf4 ? FourBit(s, W, Ws, R) : FullPrecision(s, W, Ws, R);
 }
 

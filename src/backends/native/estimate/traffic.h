@@ -53,7 +53,12 @@ struct FsdpTrafficShape {
   ModelConfig config;
   int64_t nodes = 1;           // N
   int64_t ranks_per_node = 1;  // S
-  bool hybrid = false;         // training.sharding: hybrid
+  // The group's mesh (distributed/sharding.h MeshFor): W' = shard ranks a
+  // unit is sharded over (0: all W), R = replicas copies. R > 1: the copies
+  // lie one per node (hybrid sharding), so gathers and reduce-scatters stay
+  // within a node and the replicas' all-reduce crosses.
+  int64_t shard = 0;
+  int64_t replicas = 1;
   int64_t grad_accum = 1;      // a
   int64_t dtype_bytes = 4;     // e
   int64_t reduce_bytes = 4;    // r
