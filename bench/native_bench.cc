@@ -8,6 +8,8 @@
 //   build/protocol_bench --device cuda --presets llama2-7b --no-train --decode 256          # decode
 //   build/protocol_bench --device cuda --presets llama2-7b --quant nf4 --batch 4 --seq 512  # QLoRA + 4-bit decode
 //   build/protocol_bench --presets small-100m --quant nf4 --vs-fp32   # 4-bit / full-precision ratios
+//   build/protocol_bench --recompute 0 ...     # no activation recompute (default 1: every layer)
+// Its PyTorch peer, the same figures for the same shapes: bench/peer/llama_peer.py.
 //
 // On CUDA the compute dtype is bf16 (--dtype fp32 to change it), MFU is
 // printed for devices in device_peak.h's table, and so is the caching
@@ -68,6 +70,7 @@ struct Options {
   int64_t seq = 128;
   int64_t decode = 64;
   int64_t prompt = 16;
+  int64_t recompute = 1;  // training.checkpoint_every: 1 every layer (the default), 0 none
   bool vs_fp32 = false;  // with --quant nf4: the same preset in full precision first, then the ratios
 };
 
@@ -146,6 +149,7 @@ Figures BenchPreset(const std::string& preset, const Options& o, const at::Tenso
     for (const auto& s : data) batch.push_back(&s);
     TrainOptions train;
     train.batch_size = o.batch;
+    train.checkpoint_every = o.recompute;
     AdamW optimizer(lora ? lora_trainable(*lora) : model_trainable(model), train);
     for (int i = 0; i < o.warmup; ++i) train_step(model, optimizer, batch, train, 1e-4);
     compat::DeviceSynchronize(device.device());
@@ -245,6 +249,7 @@ int main(int argc, char** argv) {
     else if (a == "--batch") o.batch = std::atoll(args.Value().c_str());
     else if (a == "--seq") o.seq = std::atoll(args.Value().c_str());
     else if (a == "--decode") o.decode = std::atoll(args.Value().c_str());
+    else if (a == "--recompute") o.recompute = std::atoll(args.Value().c_str());
     else if (a == "--device") o.device = args.Value();
     else if (a == "--dtype") o.dtype = args.Value();
     else if (a == "--quant") o.quant = args.Value();
@@ -255,7 +260,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: protocol_bench [--presets a,b] [--steps N] [--warmup N] [--batch B] [--seq T]\n"
                    "                      [--decode N (0: no decode)] [--no-train] [--device auto|cpu|cuda]\n"
-                   "                      [--dtype bf16|fp32] [--quant nf4] [--double-quant] [--vs-fp32]\n");
+                   "                      [--dtype bf16|fp32] [--quant nf4] [--double-quant] [--vs-fp32]\n"
+                   "                      [--recompute N (layer l recomputed when l %% N == 0; 1 default, 0 none)]\n");
       return a == "--help" ? 0 : 2;
     }
   }

@@ -147,6 +147,24 @@ bench decode-7b --device cuda --presets llama2-7b --no-train --decode 256
 # 4-bit: a QLoRA step and 4-bit decode of the 7B shape.
 bench nf4-7b --device cuda --presets llama2-7b --quant nf4 --batch 4 --seq 512 --warmup 1 --steps "$steps" --decode 128
 
+# The plain PyTorch peer (bench/peer/llama_peer.py) on the same card, the same shapes as mfu-1b and
+# decode-7b, where this machine's Python has torch (the wheel); docs/performance.md records peer time / protocol time.
+peer() {
+  local name=$1; shift
+  if (($(left) < 30)); then say ""; say "peer $name: not run (budget)"; return 0; fi
+  if ! python3 -c 'import torch' >/dev/null 2>&1; then say ""; say "peer $name: not run (no torch in python3)"; return 0; fi
+  say ""
+  say "\$ python3 bench/peer/llama_peer.py $*"
+  if ! timeout "$(left)" python3 bench/peer/llama_peer.py "$@" >"$OUT_DIR/peer-$name.log" 2>&1; then
+    tail -5 "$OUT_DIR/peer-$name.log" | tee -a "$summary"
+    say "peer $name: FAILED"
+    return 0
+  fi
+  tee -a "$summary" <"$OUT_DIR/peer-$name.log"
+}
+peer mfu-1b --device cuda --presets llama-1b --batch 4 --seq 2048 --warmup 2 --steps "$steps" --decode 0
+peer decode-7b --device cuda --presets llama2-7b --no-train --decode 256
+
 # ---- 4. the whole test suite, GPU-only tests included -------------------------
 ctest_rc=0
 if (($(left) < 240)); then
