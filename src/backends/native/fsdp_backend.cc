@@ -14,6 +14,7 @@
 #include "backends/native/case/case_weights.h"
 #include "backends/native/case/training_sink.h"
 #include "backends/native/distributed/process_group.h"
+#include "backends/native/inference_model.h"
 #include "backends/native/rank_events.h"
 #include "backends/native/inference_request.h"
 #include "backends/native/model/generate.h"
@@ -62,6 +63,19 @@ class InProcessSink : public TrainingSink {
   RankEventCollector& collector_;
   CaseLog& log_;
 };
+
+// The one process's stop check, asked between steps and between requests:
+// the runner's Ctrl-C, and the case's timeout on the context's clock from now.
+StopCheck StopCheckOf(BackendContext& ctx) {
+  const double start = ctx.clock.NowSeconds();
+  return [&ctx, start](const std::string& where) -> std::optional<CaseEnded> {
+    if (ctx.stop.requested()) return CaseEnded(CaseStatus::kInterrupted, "stopped by request " + where);
+    if (ctx.spec.timeout_seconds > 0 && ctx.clock.NowSeconds() - start > ctx.spec.timeout_seconds)
+      return CaseEnded(CaseStatus::kTimeout,
+                       fmt::format("exceeded the case's timeout of {} s {}", ctx.spec.timeout_seconds, where));
+    return std::nullopt;
+  };
+}
 
 // One rank on the case's first node: the layout of the one process.
 DistLayout OneRank(const DistLayout& layout) {
@@ -184,16 +198,8 @@ class NativeFsdpBackend : public Backend {
     RankEventCollector collector(ctx.events);
     InProcessSink sink(collector, log);
     ProcessGroups mesh = SoloGroups();
-    const double start = ctx.clock.NowSeconds();
-    StopCheck stop = [&ctx, start](const std::string& where) -> std::optional<CaseEnded> {
-      if (ctx.stop.requested()) return CaseEnded(CaseStatus::kInterrupted, "stopped by request " + where);
-      if (ctx.spec.timeout_seconds > 0 && ctx.clock.NowSeconds() - start > ctx.spec.timeout_seconds)
-        return CaseEnded(CaseStatus::kTimeout,
-                         fmt::format("exceeded the case's timeout of {} s {}", ctx.spec.timeout_seconds, where));
-      return std::nullopt;
-    };
     try {
-      CaseTraining(wc, setup, mesh, sink, ctx.clock, stop).Run();
+      CaseTraining(wc, setup, mesh, sink, ctx.clock, StopCheckOf(ctx)).Run();
     } catch (const CaseEnded& ended) {
       return FailedOutcome(ended.status, ended.what());
     }
@@ -204,59 +210,32 @@ class NativeFsdpBackend : public Backend {
     return out;
   }
 
-  // The inference model on its device(s) with the case's weights
-  // (case_weights.h). On a node of several GPUs the model is spread over them
-  // (placement.h, the baseline's "balanced"). 4-bit: the decoder projections
-  // become NF4 as they are read (quantized_model.h). Sets `devices_text` and
-  // adds the notes of the weights and the quantization to `setup`.
+  // The inference model (inference_model.h) over the node's GPUs, as many as
+  // the node has ranks (the baseline's "balanced" placement), or on the one
+  // device. Sets `devices_text`.
   static Result<Model> PrepareInferenceModel(const WorkerCase& wc, const DistLayout& layout, CaseSetup& setup,
                                              CaseLog& log, std::string& devices_text) {
-    const bool nf4 = wc.quantization == Quantization::kNf4;
     std::vector<at::Device> devices = {setup.device};
     if (setup.device.is_cuda()) {
       const auto on_node = std::count(layout.rank_nodes.begin(), layout.rank_nodes.end(), layout.rank_nodes.front());
       const int gpus = std::min(static_cast<int>(on_node), static_cast<int>(at::getNumGPUs()));
       for (int d = 1; d < gpus; ++d) devices.push_back(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(d)));
     }
-    const LayerPlacement placement = inference_placement(setup.config, c10::elementSize(setup.dtype), nf4,
-                                                         wc.double_quant, static_cast<int>(devices.size()));
-    // A 4-bit model is created without its projections: each is read, quantized and freed in turn.
-    const ProjectionTensors projections = CaseProjectionTensors(nf4);
-    Model model = placement.devices > 1
-                      ? model_create_placed(setup.config, setup.dtype, devices, placement, projections)
-                      : model_create(setup.config, at::TensorOptions().dtype(setup.dtype).device(setup.device),
-                                     projections);
+    auto loaded = LoadInferenceModel(wc, setup, devices);
+    if (!loaded.ok()) return loaded.status();
+    const LayerPlacement& placement = loaded->placement;
     if (placement.devices > 1) {
       devices_text = fmt::format("{} GPUs (model placed balanced, whole layers)", placement.devices);
-      std::vector<std::string> counts;
-      for (int n : placement.device_layers) counts.push_back(std::to_string(n));
       log.Line("fsdp: model placed over {} devices (balanced: decoder layers {} per device)", placement.devices,
-               Join(counts, "/"));
+               DeviceLayersText(placement));
     }
-    auto weights = DecideWeights(wc.workload, nf4, wc.init_random, wc.model_path, wc.training.seed, wc.model_name);
-    if (!weights.ok()) return weights.status();  // Check refused it first: never run on weights nobody asked for
-    if (Status s = nf4 ? LoadOrInitNf4Weights(model, *weights, wc.model_path, wc.training.seed, wc.double_quant)
-                       : LoadOrInitWeights(model, *weights, wc.model_path, wc.training.seed);
-        !s.ok())
-      return s;
-    setup.AddNote(weights->note);
+    const bool nf4 = wc.quantization == Quantization::kNf4;
     const char* as_read = nf4 ? " (each projection quantized to NF4 as it is read)" : "";
-    if (weights->source == WeightsSource::kPath) log.Line("fsdp: weights loaded from {}{}", wc.model_path, as_read);
+    if (loaded->weights.source == WeightsSource::kPath) log.Line("fsdp: weights loaded from {}{}", wc.model_path, as_read);
     else log.Line("fsdp: weights: seeded random initialisation (seed {}){}", wc.training.seed, as_read);
-    if (!nf4) return model;
-    const std::string quant_note = nf4_prepare_inference(model, setup.device, setup.dtype, wc.double_quant);
-    setup.AddNote(quant_note);
-    log.Line("fsdp: {} ({} bytes of 4-bit projection weights)", quant_note, nf4_weight_bytes(model));
-    return model;
-  }
-
-  // Returns the reason to stop between steps, if any.
-  static std::optional<BackendOutcome> ShouldStop(BackendContext& ctx, double start, const std::string& where) {
-    if (ctx.stop.requested()) return FailedOutcome(CaseStatus::kInterrupted, "stopped by request " + where);
-    if (ctx.spec.timeout_seconds > 0 && ctx.clock.NowSeconds() - start > ctx.spec.timeout_seconds)
-      return FailedOutcome(CaseStatus::kTimeout,
-                  fmt::format("exceeded the case's timeout of {} s {}", ctx.spec.timeout_seconds, where));
-    return std::nullopt;
+    if (nf4)
+      log.Line("fsdp: {} ({} bytes of 4-bit projection weights)", loaded->nf4_serving, nf4_weight_bytes(loaded->model));
+    return std::move(loaded->model);
   }
 
   static BackendOutcome RunInference(BackendContext& ctx, const WorkerCase& wc, const DistLayout& layout,
@@ -266,13 +245,14 @@ class NativeFsdpBackend : public Backend {
     auto loaded = PrepareInferenceModel(wc, layout, setup, log, devices_text);
     if (!loaded.ok()) return FailedOutcome(CaseStatus::kFailed, loaded.status().message());
     Model& model = *loaded;
-    const double start = ctx.clock.NowSeconds();
+    const StopCheck stop = StopCheckOf(ctx);
     const std::vector<int> prompt = PromptTokens(*setup.tokenizer, spec.inference.prompt);
     double total_seconds = 0;
     int64_t generated = 0;
     const auto& schedule = spec.inference.max_new_tokens;
     for (size_t i = 0; i < schedule.size(); ++i) {
-      if (auto stop = ShouldStop(ctx, start, fmt::format("at request {} of {}", i, schedule.size()))) return *stop;
+      if (auto ended = stop(fmt::format("at request {} of {}", i, schedule.size())))
+        return FailedOutcome(ended->status, ended->what());
       auto served = ServeRequest(model, *setup.tokenizer, prompt, static_cast<int>(i), schedule[i],
                                  spec.inference.ignore_eos, setup.device, [&ctx] { return ctx.clock.NowSeconds(); },
                                  &ctx.stop);

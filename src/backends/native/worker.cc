@@ -19,6 +19,7 @@
 #include "backends/native/case/case_training.h"
 #include "backends/native/case/case_weights.h"
 #include "backends/native/case/training_sink.h"
+#include "backends/native/inference_model.h"
 #include "backends/native/inference_request.h"
 #include "backends/native/launch/events.h"
 #include "backends/native/distributed/link_probe.h"
@@ -159,26 +160,6 @@ class StdoutSink : public TrainingSink {
   void Line(const std::string& text) override { Log("{}", text); }
 };
 
-// The model of an inference replica: created (placed over `devices` when
-// more than one), with the case's weights; notes declared random weights.
-Model LoadModel(const WorkerCase& wc, CaseSetup& s, const std::vector<at::Device>& devices,
-                const LayerPlacement& placement) {
-  // A 4-bit model: each projection read, quantized and freed in turn (case_weights.h).
-  const bool nf4 = wc.quantization == Quantization::kNf4;
-  const ProjectionTensors projections = CaseProjectionTensors(nf4);
-  Model model = placement.devices > 1
-                    ? model_create_placed(s.config, s.dtype, devices, placement, projections)
-                    : model_create(s.config, at::TensorOptions().dtype(s.dtype).device(s.device), projections);
-  auto weights = DecideWeights(wc.workload, nf4, wc.init_random, wc.model_path, wc.training.seed, wc.model_name);
-  if (!weights.ok()) throw Failure(weights.status().message());
-  s.AddNote(weights->note);
-  if (Status st = nf4 ? LoadOrInitNf4Weights(model, *weights, wc.model_path, wc.training.seed, wc.double_quant)
-                      : LoadOrInitWeights(model, *weights, wc.model_path, wc.training.seed);
-      !st.ok())
-    throw Failure(st.message());
-  return model;
-}
-
 // ---- inference -----------------------------------------------------------------
 
 // The replica leader's model: on CUDA placed over the GPUs of its group's ranks
@@ -195,21 +176,13 @@ Model LoadReplica(const WorkerCase& wc, CaseSetup& s, const ProcessGroups& g, co
     for (int j = 1; j < on_node; ++j)
       devices.push_back(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>((env.local_rank + j) % gpus)));
   }
-  const bool nf4 = wc.quantization == Quantization::kNf4;
-  const LayerPlacement placement =
-      inference_placement(s.config, c10::elementSize(s.dtype), nf4, wc.double_quant, static_cast<int>(devices.size()));
-  Model model = LoadModel(wc, s, devices, placement);
-  if (placement.devices > 1) {
-    std::vector<std::string> counts;
-    for (int n : placement.device_layers) counts.push_back(std::to_string(n));
+  auto loaded = LoadInferenceModel(wc, s, devices);  // notes the weights and the 4-bit serving
+  if (!loaded.ok()) throw Failure(loaded.status().message());
+  const LayerPlacement& placement = loaded->placement;
+  if (placement.devices > 1)
     Log("worker: replica {}: model placed over {} GPUs from {} (balanced: decoder layers {} per device)", g.group,
-        placement.devices, devices.front().str(), Join(counts, "/"));
-  }
-  if (nf4) {
-    // Every measurement says what ran (the runner appends the note event to each).
-    s.AddNote(nf4_prepare_inference(model, devices.front(), s.dtype, wc.double_quant));
-  }
-  return model;
+        placement.devices, devices.front().str(), DeviceLayersText(placement));
+  return std::move(loaded->model);
 }
 
 // Replica g (its leader; the other ranks of the group wait) serves requests
