@@ -177,21 +177,16 @@ std::optional<HostCalibration> FirstRunCalibration(const Plan& plan, const std::
   return c;
 }
 
-// Whether the folder of `db` has no calibration for this host (no file, or
-// none for this host); false for a file that cannot be read (said by LoadCalibration).
-bool CalibrationIsAbsent(const std::string& db) {
-  auto read = ReadCalibration(CalibrationPathFor(db), ThisHost());
-  return read.ok() && !read->has_value();
-}
-
 // This host's `protocol calibrate` figures beside the database `db`; nullopt
-// (said once) when the file cannot be read.
-std::optional<HostCalibration> LoadCalibration(const std::string& db) {
+// when there are none (`absent`, when given, set true) or when the file cannot
+// be read (said once).
+std::optional<HostCalibration> LoadCalibration(const std::string& db, bool* absent = nullptr) {
   auto read = ReadCalibration(CalibrationPathFor(db), ThisHost());
   if (!read.ok()) {
     spdlog::warn("{}; the time estimate uses the assumed CPU figures", read.status().message());
     return std::nullopt;
   }
+  if (absent) *absent = !read->has_value();
   return *read;
 }
 
@@ -239,9 +234,9 @@ int CmdRun(Args& a) {
   RunOptions options;
   options.only = a.only;
   options.dry_run = a.dry_run;
-  options.calibration = LoadCalibration(a.db);
-  if (!options.calibration && !a.dry_run && !a.no_calibrate && CalibrationIsAbsent(a.db))
-    options.calibration = FirstRunCalibration(*plan, a.db);
+  bool uncalibrated = false;
+  options.calibration = LoadCalibration(a.db, &uncalibrated);
+  if (uncalibrated && !a.dry_run && !a.no_calibrate) options.calibration = FirstRunCalibration(*plan, a.db);
   if (!a.resume.empty()) {
     auto id = ResolveRunSpec(*store, a.resume);
     if (!id.ok()) return Fail(id.status());

@@ -11,6 +11,8 @@
 #include <atomic>
 #include <filesystem>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "runner/base/text.h"
 #include "runner/store/records.h"
@@ -62,6 +64,23 @@ inline int64_t CreateQuickstartRun(Store& store) {
   run.started_at = "2024-05-01T10:00:00Z";
   run.status = "ok";
   return *store.CreateRun(run);
+}
+
+// A finished pretrain case "d.1" of a new run of plan "p" in `store`, with
+// `measurements`; its case row.
+inline int64_t StoreCaseWith(Store& store, std::vector<Measurement> measurements) {
+  RunRecord run;
+  run.plan_name = "p";
+  run.status = "ok";
+  CaseRecord c;
+  c.run_id = *store.CreateRun(run);
+  c.case_id = "d.1";
+  c.workload = "pretrain";
+  const int64_t row = *store.BeginCase(c);
+  CaseResult result;
+  result.measurements = std::move(measurements);
+  REQUIRE(store.FinishCase(row, result).ok());
+  return row;
 }
 
 // A 2-node pretrain of model tiny, 12 steps, of run `run_id`, as system `system` reports it.

@@ -3,10 +3,7 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
-#include <cmath>
-#include <filesystem>
 #include <fstream>
-#include <thread>
 
 #include "backends/native/case/case_device.h"
 #include "backends/native/case/case_setup.h"
@@ -17,21 +14,16 @@
 #include "backends/native/inference_model.h"
 #include "backends/native/rank_events.h"
 #include "backends/native/inference_request.h"
-#include "backends/native/model/generate.h"
 #include "backends/native/platform/host_memory.h"
 #include "backends/native/model/model.h"
-#include "backends/native/model/model_config.h"
-#include "backends/native/estimate/memory_estimate.h"
 #include "backends/native/check/native_check.h"
 #include "backends/native/model/placement.h"
 #include "backends/native/quant/quantized_model.h"
-#include "backends/native/model/tokenizer.h"
 #include "backends/native/platform/torch_compat.h"
 #include "runner/base/text.h"
 
 namespace protocol {
 namespace {
-namespace fs = std::filesystem;
 using namespace native;  // NOLINT: this file is the native backend
 
 // Appends lines to the case log.

@@ -4,11 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cmath>
 #include <condition_variable>
-#include <cstdio>
-#include <filesystem>
-#include <functional>
 #include <iostream>
 #include <mutex>
 #include <set>
@@ -17,31 +13,25 @@
 #include "backends/native/case/case_device.h"
 #include "backends/native/case/case_setup.h"
 #include "backends/native/case/case_training.h"
-#include "backends/native/case/case_weights.h"
 #include "backends/native/case/training_sink.h"
 #include "backends/native/inference_model.h"
 #include "backends/native/inference_request.h"
 #include "backends/native/launch/events.h"
 #include "backends/native/distributed/link_probe.h"
-#include "backends/native/model/generate.h"
 #include "backends/native/estimate/memory_estimate.h"
 #include "backends/native/model/model.h"
-#include "backends/native/model/model_config.h"
-#include "backends/native/check/native_check.h"
 #include "backends/native/distributed/process_group.h"
 #include "backends/native/distributed/sharding.h"
-#include "backends/native/quant/quantized_model.h"
-#include "backends/native/model/tokenizer.h"
 #include "backends/native/platform/torch_compat.h"
 #include "backends/native/launch/rendezvous.h"
 #include "backends/native/launch/worker_case.h"
 #include "runner/base/clock.h"
 #include "runner/base/text.h"
+#include "runner/exec/backend.h"  // MeasuredFigure
 
 namespace protocol {
 namespace native {
 namespace {
-namespace fs = std::filesystem;
 
 double Now() {
   using namespace std::chrono;
@@ -67,26 +57,17 @@ void Log(fmt::format_string<Args...> f, Args&&... args) {
   std::cout << line << std::endl;
 }
 
-// `rank`: set for a figure of this rank itself (the runner names it <name>_rank<r>).
-void EmitMeasurement(const std::string& name, double value, const char* unit, std::string method,
-                     std::optional<int> rank = std::nullopt) {
-  WorkerEvent e;
-  e.kind = WorkerEvent::Kind::kMeasurement;
-  e.rank = rank;
-  e.measurement.name = name;
-  e.measurement.value = value;
-  e.measurement.unit = unit;
-  e.measurement.method = std::move(method);
-  Emit(e);
-}
-
-// A fact of the case (rank 0 speaks for it).
-void EmitFact(const std::string& key, const std::string& value) {
-  WorkerEvent e;
-  e.kind = WorkerEvent::Kind::kFact;
-  e.text = key;
-  e.value = value;
-  Emit(e);
+// This rank's sink (training_sink.h): events and log lines on its standard
+// output, read by the runner's supervisor. Every event of the rank goes
+// through it; rank 0's facts speak for the case.
+class StdoutSink : public TrainingSink {
+ public:
+  void Event(const WorkerEvent& e) override { Emit(e); }
+  void Line(const std::string& text) override { Log("{}", text); }
+};
+StdoutSink& Out() {
+  static StdoutSink sink;
+  return sink;
 }
 
 // A heartbeat event every kHeartbeatSeconds from a thread of its own, while the
@@ -145,19 +126,11 @@ void EmitShardingFacts(const WorkerCase& wc, at::ScalarType compute_dtype, const
                                  pseudo ? (t.outer_state == OuterState::kHost ? "on the host" : "on the device")
                                         : "none"));
   }
-  for (const auto& [key, value] : all) EmitFact(key, value);
+  for (const auto& [key, value] : all) Out().Fact(key, value);
 }
 
 struct Failure : std::runtime_error {
   using std::runtime_error::runtime_error;
-};
-
-// A rank's sink (training_sink.h): events and log lines on its standard
-// output, read by the runner's supervisor.
-class StdoutSink : public TrainingSink {
- public:
-  void Event(const WorkerEvent& e) override { Emit(e); }
-  void Line(const std::string& text) override { Log("{}", text); }
 };
 
 // ---- inference -----------------------------------------------------------------
@@ -215,8 +188,9 @@ int RunInference(const WorkerCase& wc, CaseSetup& s, ProcessGroups& g, const Dis
       ++served;
     }
     const double elapsed = Now() - start;
-    EmitMeasurement("replica_seconds", elapsed, "s",
-                    fmt::format("replica {}: {} request(s), {} tokens, {:.3f} s generating", g.group, served, generated, busy));
+    Out().Figure(MeasuredFigure(
+        "replica_seconds", elapsed, "s",
+        fmt::format("replica {}: {} request(s), {} tokens, {:.3f} s generating", g.group, served, generated, busy)));
     if (!s.method_note.empty() && g.rank == 0) Log("worker: {}", s.method_note);
   }
   g.world_comm->Barrier();
@@ -232,7 +206,7 @@ void ProbeCaseLink(const WorkerCase& wc, const CaseSetup& s, ProcessGroups& g, b
   const int nodes = static_cast<int>(std::set<std::string>(wc.rank_nodes.begin(), wc.rank_nodes.end()).size());
   if (nodes < 2) return;
   if (!wc.training.link_probe) {
-    if (g.rank == 0) EmitFact(fact::kLinkProbe, "off (training.link_probe: false)");
+    if (g.rank == 0) Out().Fact(fact::kLinkProbe, "off (training.link_probe: false)");
     return;
   }
   const int64_t largest = wc.workload == Workload::kInference
@@ -244,8 +218,8 @@ void ProbeCaseLink(const WorkerCase& wc, const CaseSetup& s, ProcessGroups& g, b
   options.device = cuda_groups ? s.device : at::Device(at::kCPU);
   const LinkProbeResult probe = ProbeLink(*g.world_comm, options);
   if (g.rank != 0) return;
-  EmitMeasurement(metric::kLinkBusBandwidth, probe.bandwidth().busbw, "bytes/s", probe.BandwidthMethod(nodes));
-  EmitMeasurement(metric::kLinkLatency, probe.latency_seconds(), "s", probe.LatencyMethod(nodes));
+  Out().Figure(MeasuredFigure(metric::kLinkBusBandwidth, probe.bandwidth().busbw, "bytes/s", probe.BandwidthMethod(nodes)));
+  Out().Figure(MeasuredFigure(metric::kLinkLatency, probe.latency_seconds(), "s", probe.LatencyMethod(nodes)));
   Log("worker: link between {} nodes: {:.3g} GB/s bus bandwidth at {}, latency {:.0f} us ({:.2f} s)", nodes,
       probe.bandwidth().busbw / 1e9, ProbeSizeText(probe.sizes.back().bytes), probe.latency_seconds() * 1e6,
       probe.seconds);
@@ -286,7 +260,7 @@ int RunWorker(const std::string& case_path) {
       for (const auto& [key, value] : CaseFacts(at::get_num_threads(),
                                                 s.device.is_cuda() ? "cuda (one GPU per rank)" : s.device.str(),
                                                 s.dtype, wc->workload))
-        EmitFact(key, value);
+        Out().Fact(key, value);
     }
     // Inference issues barriers only: Gloo groups, which also allow replicas that share a GPU
     // (NCCL refuses two ranks of one group on one device).
@@ -316,9 +290,8 @@ int RunWorker(const std::string& case_path) {
     if (wc->workload == Workload::kInference) {
       code = RunInference(*wc, s, g, *env);
     } else {
-      StdoutSink sink;
       // No stop between steps: the supervisor stops and times out every rank at once.
-      CaseTraining training(*wc, s, g, sink, SystemClock(), /*stop=*/nullptr);
+      CaseTraining training(*wc, s, g, Out(), SystemClock(), /*stop=*/nullptr);
       training.Run();
       steps_between_nodes = training.steps_between_nodes();
     }
@@ -329,12 +302,8 @@ int RunWorker(const std::string& case_path) {
     bytes.bytes_between_nodes = g.bytes_between_nodes();
     bytes.bytes_between_nodes_steps = steps_between_nodes;
     Emit(bytes);
-    if (wc->workload == Workload::kInference && !s.method_note.empty() && env->rank == 0) {  // training: CaseTraining's
-      WorkerEvent note;
-      note.kind = WorkerEvent::Kind::kNote;  // appended to the method of every figure of the case
-      note.text = s.method_note;
-      Emit(note);
-    }
+    // Appended to the method of every figure of the case (training: CaseTraining sends it).
+    if (wc->workload == Workload::kInference && !s.method_note.empty() && env->rank == 0) Out().Note(s.method_note);
     return code;
   } catch (const std::exception& ex) {  // Failure, c10::Error (a lost peer, a collective timeout)
     WorkerEvent e;

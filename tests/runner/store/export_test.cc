@@ -359,19 +359,9 @@ TEST_CASE("ExportStore csv: one row per measurement, RFC 4180 quoting, no case d
 
 TEST_CASE("ExportStore: a rank's own figure is exported under its name with its rank apart") {
   auto store = std::move(OpenStore(":memory:")).value();
-  RunRecord run;
-  run.plan_name = "p";
-  run.status = "ok";
-  const int64_t id = *store->CreateRun(run);
-  CaseRecord c;
-  c.run_id = id;
-  c.case_id = "d.1";
-  c.workload = "pretrain";
-  const int64_t row = *store->BeginCase(c);
-  CaseResult result;
-  result.measurements = {{"exit_code_rank1", 137.0, "", Provenance::kMeasured, "rank 1 was ended by signal 9", "", ""},
-                         {"wall_seconds", 2.0, "s", Provenance::kMeasured, "", "", ""}};
-  REQUIRE(store->FinishCase(row, result).ok());
+  testing::StoreCaseWith(*store,
+                         {{"exit_code_rank1", 137.0, "", Provenance::kMeasured, "rank 1 was ended by signal 9", "", ""},
+                          {"wall_seconds", 2.0, "s", Provenance::kMeasured, "", "", ""}});
   const Json doc = Json::parse(*ExportStore(*store, "json"));
   const Json& ms = doc["runs"][0]["cases"][0]["measurements"];
   CHECK(ms[0]["name"] == "exit_code");

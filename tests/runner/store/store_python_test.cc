@@ -12,6 +12,7 @@
 
 #include "regression_fixtures.h"
 #include "skip.h"
+#include "store_fixtures.h"
 #include "runner/base/text.h"
 #include "runner/store/store.h"
 
@@ -192,21 +193,10 @@ TEST_CASE("a rank's own figure is stored with its rank in a column; a schema-7 f
   {
     auto store = OpenStore(db.string());
     REQUIRE(store.ok());
-    RunRecord run;
-    run.plan_name = "p";
-    run.status = "running";
-    const int64_t id = *(*store)->CreateRun(run);
-    CaseRecord c;
-    c.run_id = id;
-    c.case_id = "d.1";
-    c.workload = "pretrain";
-    const int64_t row = *(*store)->BeginCase(c);
-    CaseResult result;
-    result.measurements = {{"exit_code_rank0", 0.0, "", Provenance::kMeasured, "", "", ""},
-                           {"exit_code_rank1", 137.0, "", Provenance::kMeasured, "", "", ""},
-                           {"wall_seconds", 2.0, "s", Provenance::kMeasured, "", "", ""},
-                           {"x_rank01", 5.0, "", Provenance::kMeasured, "", "", ""}};
-    REQUIRE((*store)->FinishCase(row, result).ok());
+    StoreCaseWith(**store, {{"exit_code_rank0", 0.0, "", Provenance::kMeasured, "", "", ""},
+                            {"exit_code_rank1", 137.0, "", Provenance::kMeasured, "", "", ""},
+                            {"wall_seconds", 2.0, "s", Provenance::kMeasured, "", "", ""},
+                            {"x_rank01", 5.0, "", Provenance::kMeasured, "", "", ""}});
   }
   const std::string expected = "exit_code|0\nexit_code|1\nwall_seconds|\nx_rank01|\n";
   CHECK(python(db, "read") == expected);

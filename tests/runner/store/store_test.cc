@@ -520,21 +520,11 @@ TEST_CASE("A rank's own figure is stored with its rank apart, read back as NAME_
 
   StoreTempDir dir;
   auto store = MustOpen(dir.File("ranks.db"));
-  RunRecord run;
-  run.plan_name = "p";
-  run.status = "running";
-  const int64_t id = *store->CreateRun(run);
-  CaseRecord c;
-  c.run_id = id;
-  c.case_id = "d.1";
-  c.workload = "pretrain";
-  const int64_t row = *store->BeginCase(c);
-  CaseResult result;
-  result.measurements = {{"peak_host_rss_bytes", 300.0, "bytes", Provenance::kMeasured, "largest", "", ""},
-                         {"peak_host_rss_bytes_rank0", 100.0, "bytes", Provenance::kMeasured, "rank 0", "", ""},
-                         {"peak_host_rss_bytes_rank1", 300.0, "bytes", Provenance::kMeasured, "rank 1", "", ""},
-                         {"x_rank01", 5.0, "", Provenance::kMeasured, "a name, not a rank", "", ""}};
-  REQUIRE(store->FinishCase(row, result).ok());
+  const int64_t row =
+      StoreCaseWith(*store, {{"peak_host_rss_bytes", 300.0, "bytes", Provenance::kMeasured, "largest", "", ""},
+                             {"peak_host_rss_bytes_rank0", 100.0, "bytes", Provenance::kMeasured, "rank 0", "", ""},
+                             {"peak_host_rss_bytes_rank1", 300.0, "bytes", Provenance::kMeasured, "rank 1", "", ""},
+                             {"x_rank01", 5.0, "", Provenance::kMeasured, "a name, not a rank", "", ""}});
   auto back = store->MeasurementsOfCase(row);
   REQUIRE(back.ok());
   std::vector<std::string> names;

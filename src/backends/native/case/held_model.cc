@@ -15,6 +15,16 @@ namespace protocol {
 namespace native {
 namespace {
 
+// The update of tensors this process holds whole (every parameter, or the
+// adapters): clip to `grad_clip`, AdamW at `lr`, gradients cleared. Returns
+// the norm before clipping (a device scalar, not read back).
+at::Tensor ClipAndStep(AdamW& optimizer, double grad_clip, double lr) {
+  at::Tensor norm = grad_clip_norm(optimizer.params(), grad_clip);
+  optimizer.step(lr);
+  optimizer.zero_grad();
+  return norm;
+}
+
 // The model and AdamW in this process: every parameter, or the LoRA adapters
 // on a frozen 4-bit base.
 class WholeModel : public HeldModel {
@@ -29,12 +39,7 @@ class WholeModel : public HeldModel {
     return train_forward(model_, tokens, options_.checkpoint_every);
   }
   void SetGradientSync(bool) override {}
-  at::Tensor Update(double lr) override {
-    at::Tensor norm = grad_clip_norm(optimizer_.params(), options_.grad_clip);
-    optimizer_.step(lr);
-    optimizer_.zero_grad();
-    return norm;
-  }
+  at::Tensor Update(double lr) override { return ClipAndStep(optimizer_, options_.grad_clip, lr); }
   std::vector<at::Tensor> MergedTensors() override { return optimizer_.params(); }
   Status SaveModel(const std::string& dir, bool writer) override {
     return writer ? model_save(model_, dir) : Status::Ok();
@@ -80,12 +85,7 @@ class ShardedQloraModel : public HeldModel {
   }
   at::Tensor Forward(const at::Tensor& tokens) override { return base_->Forward(tokens); }
   void SetGradientSync(bool on) override { base_->SetGradientSync(on); }
-  at::Tensor Update(double lr) override {
-    at::Tensor norm = grad_clip_norm(optimizer_.params(), options_.grad_clip);
-    optimizer_.step(lr);
-    optimizer_.zero_grad();
-    return norm;
-  }
+  at::Tensor Update(double lr) override { return ClipAndStep(optimizer_, options_.grad_clip, lr); }
   std::vector<at::Tensor> MergedTensors() override { return optimizer_.params(); }
   Status SaveModel(const std::string&, bool) override {
     return Status::Internal("a 4-bit model saves its LoRA adapters, not the model");

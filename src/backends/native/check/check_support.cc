@@ -1,31 +1,16 @@
 #include "backends/native/check/check_support.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <filesystem>
-#include <map>
-#include <optional>
 
 #include "backends/native/case/case_device.h"
 #include "backends/native/distributed/sharding.h"
-#include "backends/native/launch/dist_layout.h"
-#include "backends/native/estimate/memory_estimate.h"
-#include "backends/native/model/model_config.h"
 #include "backends/native/model/model_resolve.h"
-#include "backends/native/platform/device_peak.h"
 #include "backends/native/platform/torch_compat.h"
-#include "backends/native/estimate/time_estimate.h"
-#include "backends/native/estimate/traffic.h"
-#include "backends/native/training/training_data.h"
-#include "backends/native/training/data.h"
-#include "backends/native/training/parquet.h"
 #include "runner/base/text.h"
-#include "runner/plan/case_placeholders.h"
-#include "runner/plan/networks.h"
-#include "runner/exec/calibration.h"
 
 namespace protocol {
 namespace native {
+
 // The model's dimensions as the backends resolve them (model_resolve.h).
 std::optional<ModelConfig> Dimensions(const Plan& plan, const ModelSpec& ms, std::string* problem) {
   return ModelDimensions(ms.name, ms.preset, plan.ResolvePath(ms.path), problem);

@@ -1,36 +1,15 @@
 #include "backends/native/check/native_check.h"
 
-#include <algorithm>
-#include <cstdlib>
-#include <filesystem>
-#include <map>
 #include <optional>
 
-#include "backends/native/case/case_device.h"
-#include "backends/native/launch/dist_layout.h"
-#include "backends/native/estimate/memory_estimate.h"
-#include "backends/native/model/model_config.h"
-#include "backends/native/model/model_resolve.h"
-#include "backends/native/platform/device_peak.h"
-#include "backends/native/platform/torch_compat.h"
-#include "backends/native/estimate/time_estimate.h"
-#include "backends/native/estimate/traffic.h"
-#include "backends/native/training/training_data.h"
-#include "backends/native/training/data.h"
-#include "backends/native/training/parquet.h"
-#include "runner/base/text.h"
-#include "runner/plan/case_placeholders.h"
-#include "runner/plan/networks.h"
-#include "runner/exec/calibration.h"
 #include "backends/native/check/check_support.h"
 #include "backends/native/distributed/sharding.h"
+#include "backends/native/estimate/memory_estimate.h"  // FormatBytes
+#include "backends/native/estimate/traffic.h"
+#include "runner/base/text.h"
 
 namespace protocol {
 namespace native {
-namespace {
-namespace fs = std::filesystem;
-
-}  // namespace
 
 std::string native_case_traffic(const Plan& plan, const CaseSpec& spec, NativeRole role) {
   if (spec.workload == Workload::kInference) return "";
