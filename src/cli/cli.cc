@@ -130,8 +130,8 @@ int CmdImport(Args& a) {
 int CmdExport(Args& a) {
   auto format = PickFormat(a.format, a.out, {{".json", "json"}, {".csv", "csv"}}, "json");
   if (!format.ok()) return Fail(format.status());
-  if (format.value() != "json" && format.value() != "csv") {
-    PrintError(fmt::format("unknown export format '{}' (json or csv)", format.value()));
+  if (format.value() != "json" && format.value() != "csv" && format.value() != "telemetry-csv") {
+    PrintError(fmt::format("unknown export format '{}' (json, csv or telemetry-csv)", format.value()));
     return kExitBadInput;
   }
   int code = kExitOk;
@@ -300,11 +300,12 @@ const Command kCommands[] = {
     {"export", "Export the database (or some runs) as JSON or CSV",
      "Examples:\n"
      "  protocol export --out results/all.csv              # the format follows the extension\n"
-     "  protocol export --run latest:nightly --format json",
+     "  protocol export --run latest:nightly --format json\n"
+     "  protocol export --run latest --format telemetry-csv  # GPU, network and CPU readings over time",
      [](CLI::App* c, Args& a) {
        AddDb(c, a);
        c->add_option("--run", a.runs, "Export only these runs (ID, 'latest' or 'latest:PLAN'; repeatable)");
-       c->add_option("--format", a.format, "json | csv (default: from --out's extension, else json)");
+       c->add_option("--format", a.format, "json | csv | telemetry-csv (every hardware sample, one row each; default: from --out's extension, else json)");
        c->add_option("--out", a.out, "Write here instead of stdout");
      },
      &CmdExport},

@@ -27,6 +27,7 @@
 #include "runner/base/text.h"
 #include "runner/exec/calibration.h"
 #include "runner/exec/cpu_meter.h"
+#include "runner/exec/net_dev.h"
 #include "runner/exec/progress.h"
 #include "runner/exec/runner.h"
 #include "runner/exec/signals.h"
@@ -261,6 +262,12 @@ int CmdRun(Args& a) {
   }
   ProcCpuMeter cpu_meter;
   options.cpu_meter = &cpu_meter;
+  // The hardware while each case runs (telemetry.h): nvidia-smi through a
+  // process runner of its own (it runs beside the case's processes).
+  std::unique_ptr<ProcessRunner> gpu_reader = MakeSystemProcessRunner();
+  ProcNetMeter net_meter;
+  ProcCpuMeter telemetry_cpu;
+  options.telemetry = {gpu_reader.get(), &net_meter, &telemetry_cpu};
   Runner runner(*target, SystemClock(), *processes, factory, *progress, stop);
   Result<RunSummary> summary = runner.Run(*plan, options);
   if (!summary.ok()) return Fail(summary.status());

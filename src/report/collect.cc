@@ -71,6 +71,9 @@ Result<ReportRunInput> ReadRun(Store& store, int64_t run_id, const std::set<int6
     auto facts = store.FactsOfCase(c.record.row_id);
     if (!facts.ok()) return facts.status();
     c.facts = std::move(facts.value());
+    auto samples = store.TelemetryOfCase(c.record.row_id);
+    if (!samples.ok()) return samples.status();
+    c.samples = std::move(samples.value());
     if (c.record.workload != "inference") {
       auto curve = store.EvalCurveOfCase(c.record.row_id);
       if (!curve.ok()) return curve.status();

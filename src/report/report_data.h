@@ -32,6 +32,8 @@ struct ReportCaseInput {
   // The case's facts (Store::FactsOfCase): the report reads the network's
   // label and nominal rate beside the link measured (link_label.h).
   std::vector<std::pair<std::string, std::string>> facts;
+  // The hardware sampled while it ran (Store::TelemetryOfCase); may be empty.
+  std::vector<TelemetrySample> samples;
 };
 
 struct ReportRunInput {
@@ -206,6 +208,11 @@ struct VerdictLine {
   // Its verdict-table cell: each side's measured / expected in the same
   // order, "0.61×, 0.51×".
   std::string expected_cell;
+  // Energy per token of each side (telemetry_figures.h), where both stored
+  // one: "energy per token 0.41 J vs 0.66 J for fsdp, -37.9 %"; "" otherwise.
+  std::string energy;
+  // Its verdict-table cell: "0.41 vs 0.66 J (-37.9 %)".
+  std::string energy_cell;
   // What qualifies the row as a whole, in order: "its 2 nodes are one host
   // (localhost)". Another qualifier (e.g. a contention note) is appended here.
   std::vector<std::string> qualifiers;
@@ -285,6 +292,15 @@ struct EqualQualityRow {
   Chart chart;                 // no series when neither side stored a curve
 };
 
+// One compared row's hardware over time (docs/report.md, "Hardware over
+// time"): each side's GPU utilization and link throughput against the
+// seconds since its case began (telemetry_figures.h), the sides on one axis.
+struct HardwareRow {
+  std::string compared;  // the verdict line's: "pretrain 12 steps, 1 node: share vs fsdp"
+  Chart gpu;             // GPU use (%); no series when no side sampled a busy GPU
+  Chart link;            // link (MB/s, sent + received); no series when no side sampled an interface
+};
+
 struct ModelReport {
   std::string model;
   // One line per table row with a ratio (or a refused one), in table order.
@@ -310,6 +326,8 @@ struct ModelReport {
   // One per training verdict line with a ratio at equal steps where a side
   // stored a held-out curve, in the verdict's order.
   std::vector<EqualQualityRow> equal_quality;
+  // Per verdict line of two sides where a side sampled its hardware.
+  std::vector<HardwareRow> hardware;
   // Over every run of the input up to ReportOptions::history_through (not
   // only the selected ones).
   std::vector<HistoryChart> history;

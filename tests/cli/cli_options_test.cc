@@ -107,7 +107,7 @@ TEST_CASE("cli export: the format follows --out's extension; --format wins; a co
         "protocol: --format html contradicts the file name r.md (a md file): drop --format or rename the file\n");
   Output unknown = Protocol({"export", "--db", "i.db", "--format", "xml"}, dir.path);
   CHECK(unknown.exit_code == 2);
-  CHECK(unknown.err == "protocol: unknown export format 'xml' (json or csv)\n");
+  CHECK(unknown.err == "protocol: unknown export format 'xml' (json, csv or telemetry-csv)\n");
 }
 
 TEST_CASE("cli: every command that names a run takes ID | latest | latest:PLAN, with one error style") {

@@ -15,7 +15,9 @@ namespace {
 struct RecordingEvents : CaseEvents {
   std::vector<StepSample> steps;
   std::vector<std::string> lines;
+  std::vector<TelemetrySample> samples;
   void OnStep(const StepSample& s) override { steps.push_back(s); }
+  void OnSample(const TelemetrySample& s) override { samples.push_back(s); }
   void OnRequest(const RequestSample&) override {}
   void OnStatusLine(const std::string& text) override { lines.push_back(text); }
 };
@@ -80,6 +82,23 @@ TEST_CASE("events: a note and a rank's own figure are events of their own") {
   CHECK(mine.rank == 1);
   CHECK(mine.measurement.name == metric::kPeakHostRss);
   CHECK(Figure(metric::kEvalLoss, 3, "held out").rank == std::nullopt);
+}
+
+TEST_CASE("events: a node's hardware reading travels as a sample event to the case's events") {
+  WorkerEvent e;
+  e.kind = WorkerEvent::Kind::kSample;
+  e.sample = {12.5, "rig1", "eth0", quantity::kNetSent, 1048576};
+  CHECK(EncodeEvent(e) ==
+        R"({"event":"sample","seconds":12.5,"node":"rig1","device":"eth0","quantity":"net_sent_bytes","value":1048576.0})");
+  RecordingEvents events;
+  RankEventCollector collector(events);
+  collector.Add(2, Sent(e), 0.0);
+  REQUIRE(events.samples.size() == 1);
+  CHECK(events.samples[0].node == "rig1");
+  CHECK(events.samples[0].device == "eth0");
+  CHECK(events.samples[0].quantity == quantity::kNetSent);
+  CHECK(events.samples[0].value == 1048576.0);
+  CHECK(events.samples[0].seconds == 12.5);  // the sender's clock: the runner places it on its own
 }
 
 TEST_CASE("rank events: per-rank figures are stored as <name>_rank<r> with the largest as the case's") {

@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -324,6 +325,58 @@ TEST_CASE("report extras: inference history plots tokens per second") {
   CHECK(h[0].identity == "inference fsdp 1 node");
   CHECK(h[0].y_label == "tokens per second");
   CHECK(h[0].chart.series[0].markers[1].title == "run 9: 12.50 tokens/s");
+}
+
+
+TEST_CASE("report extras: energy per token in the verdict and the metrics table; GPU use and link against time") {
+  // Two nodes each side; share used less energy per token and its GPUs were busier.
+  auto sampled = [](ReportCaseInput c, double joules_per_token, double utilization, double bytes_per_second) {
+    Measurement e = M(metric::kEnergyPerToken, joules_per_token);
+    e.unit = "J/token";
+    c.measurements.push_back(e);
+    for (double t : {0.0, 1.0, 2.0}) {
+      c.samples.push_back({t, "", "gpu0", quantity::kGpuUtilization, utilization});
+      c.samples.push_back({t, "rig1", "eth0", quantity::kNetSent, bytes_per_second * t});
+      c.samples.push_back({t, "rig1", "eth0", quantity::kNetReceived, 0});
+    }
+    return c;
+  };
+  auto data = Compute({RunWith(MakeRun(1), {sampled(TrainCase("a", "m", "pretrain", "fsdp", 2, "", "steps", 1000, 600),
+                                                    0.66, 40, 2e6),
+                                            sampled(TrainCase("b", "m", "pretrain", "share", 2, "", "steps", 1000, 300),
+                                                    0.41, 90, 1e5)})});
+  const ModelReport& m = data.models[0];
+  REQUIRE(m.verdict.size() == 1);
+  CHECK(m.verdict[0].energy == "energy per token 0.410 J vs 0.660 J for fsdp, -37.9 %");
+  CHECK(m.verdict[0].energy_cell == "0.410 vs 0.660 J (-37.9 %)");
+  CHECK(m.verdict[0].text.find(", energy per token 0.410 J vs 0.660 J for fsdp, -37.9 %") != std::string::npos);
+  const ReportTable* metrics = FindTable(m, "metrics");
+  REQUIRE(metrics != nullptr);
+  CHECK(std::find(metrics->columns.begin(), metrics->columns.end(), "energy per token (J)") != metrics->columns.end());
+  REQUIRE(m.hardware.size() == 1);
+  CHECK(m.hardware[0].compared == m.verdict[0].compared);
+  REQUIRE(m.hardware[0].gpu.series.size() == 2);
+  CHECK(m.hardware[0].gpu.series[0].label == "fsdp (run 1, case a)");
+  CHECK(m.hardware[0].gpu.series[1].label == "share (run 1, case b)");
+  CHECK(m.hardware[0].gpu.x_label == "seconds since the case began");
+  REQUIRE(m.hardware[0].link.series.size() == 2);
+  CHECK(m.hardware[0].link.y_label == "link, sent + received (MB/s)");
+  CHECK(m.hardware[0].link.series[0].markers.at(0).title == "1.0 s: 2.0 MB/s");
+  Json j = ReportView(data)["models"][0];
+  CHECK(j["has_energy"] == true);
+  CHECK(j["has_hardware"] == true);
+  CHECK(j["hardware"][0]["has_link"] == true);
+}
+
+TEST_CASE("report extras: no energy cell where a side has none; no hardware chart without samples") {
+  ReportCaseInput fsdp = TrainCase("a", "m", "pretrain", "fsdp", 1, "", "steps", 1000, 600);
+  ReportCaseInput share = TrainCase("b", "m", "pretrain", "share", 1, "", "steps", 1000, 300);
+  share.measurements.push_back(M(metric::kEnergyPerToken, 0.4));
+  auto data = Compute({RunWith(MakeRun(1), {fsdp, share})});
+  REQUIRE(data.models[0].verdict.size() == 1);
+  CHECK(data.models[0].verdict[0].energy.empty());
+  CHECK(data.models[0].hardware.empty());
+  CHECK(ReportView(data)["models"][0]["has_energy"] == false);
 }
 
 }  // namespace

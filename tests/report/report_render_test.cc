@@ -314,6 +314,9 @@ class ReportFakeStore : public Store {
   Result<int64_t> BeginCase(const CaseRecord&) override { return Status::Internal("read-only"); }
   Status AppendSteps(int64_t, const std::vector<StepSample>&) override { return Status::Internal("read-only"); }
   Status AppendRequests(int64_t, const std::vector<RequestSample>&) override { return Status::Internal("read-only"); }
+  Status AppendTelemetry(int64_t, const std::vector<TelemetrySample>&) override {
+    return Status::Internal("read-only");
+  }
   Status FinishCase(int64_t, const CaseResult&) override { return Status::Internal("read-only"); }
   Result<int> InterruptRunningCases(int64_t, const std::string&) override { return Status::Internal("read-only"); }
   Result<std::vector<RunRecord>> ListRuns() override {

@@ -230,6 +230,9 @@ TEST_CASE("report scale: the store's report queries answer as the defaults built
     Status AppendRequests(int64_t row, const std::vector<RequestSample>& r) override {
       return s_.AppendRequests(row, r);
     }
+    Status AppendTelemetry(int64_t row, const std::vector<TelemetrySample>& t) override {
+      return s_.AppendTelemetry(row, t);
+    }
     Status FinishCase(int64_t row, const CaseResult& r) override { return s_.FinishCase(row, r); }
     Result<int> InterruptRunningCases(int64_t id, const std::string& why) override {
       return s_.InterruptRunningCases(id, why);

@@ -37,6 +37,7 @@ class FakeStore : public Store {
     std::vector<RequestSample> requests;
     std::vector<std::pair<std::string, std::string>> facts;
     std::vector<EvalPoint> eval_curve;
+    std::vector<TelemetrySample> samples;
   };
 
   // The next call of `op` (a method name, e.g. "FinishCase") returns `status`
@@ -109,6 +110,13 @@ class FakeStore : public Store {
     row->requests.insert(row->requests.end(), requests.begin(), requests.end());
     return Status::Ok();
   }
+  Status AppendTelemetry(int64_t row_id, const std::vector<TelemetrySample>& samples) override {
+    if (Status s = Write(fmt::format("AppendTelemetry {}", samples.size())); !s.ok()) return s;
+    CaseRow* row = MutableRow(row_id);
+    if (row == nullptr) return RowNotFound(row_id);
+    row->samples.insert(row->samples.end(), samples.begin(), samples.end());
+    return Status::Ok();
+  }
   Status FinishCase(int64_t row_id, const CaseResult& result) override {
     CaseRow* row = MutableRow(row_id);
     std::string what = row ? fmt::format("FinishCase {} r{} {}", row->record.case_id,
@@ -126,6 +134,7 @@ class FakeStore : public Store {
     row->requests.insert(row->requests.end(), result.requests.begin(), result.requests.end());
     row->facts.insert(row->facts.end(), result.facts.begin(), result.facts.end());
     row->eval_curve.insert(row->eval_curve.end(), result.eval_curve.begin(), result.eval_curve.end());
+    row->samples.insert(row->samples.end(), result.samples.begin(), result.samples.end());
     return Status::Ok();
   }
   Result<int> InterruptRunningCases(int64_t run_id, const std::string& reason) override {
@@ -185,6 +194,11 @@ class FakeStore : public Store {
     if (Status s = Read(fmt::format("EvalCurveOfCase {}", row_id)); !s.ok()) return s;
     CaseRow* row = MutableRow(row_id);
     return row ? row->eval_curve : std::vector<EvalPoint>{};
+  }
+  Result<std::vector<TelemetrySample>> TelemetryOfCase(int64_t row_id) override {
+    if (Status s = Read(fmt::format("TelemetryOfCase {}", row_id)); !s.ok()) return s;
+    CaseRow* row = MutableRow(row_id);
+    return row ? row->samples : std::vector<TelemetrySample>{};
   }
   Result<std::vector<RequestSample>> RequestsOfCase(int64_t row_id) override {
     if (Status s = Read(fmt::format("RequestsOfCase {}", row_id)); !s.ok()) return s;

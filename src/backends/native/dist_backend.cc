@@ -18,6 +18,7 @@
 #include "backends/native/estimate/memory_estimate.h"
 #include "backends/native/check/native_check.h"
 #include "backends/native/launch/network_emulation.h"
+#include "backends/native/launch/node_telemetry.h"
 #include "backends/native/launch/rendezvous.h"
 #include "backends/native/launch/stragglers.h"
 #include "backends/native/launch/supervisor.h"
@@ -166,6 +167,10 @@ Result<std::vector<RankLaunch>> PrepareLaunches(const BackendContext& ctx, const
   request.node_hosts = layout.node_hosts;
   request.workdir = workdir;
   std::map<std::string, int> local_index;
+  const int nodes = static_cast<int>(std::set<std::string>(layout.rank_nodes.begin(), layout.rank_nodes.end()).size());
+  // Another node's hardware is read by its first rank (node_telemetry.h); its GPUs
+  // too where the launcher puts it on another host than the runner's.
+  const bool remote_gpus = ctx.plan.cluster.launcher != "local";
   for (int r = 0; r < layout.world(); ++r) {
     RankLaunch l;
     l.rank = r;
@@ -186,6 +191,9 @@ Result<std::vector<RankLaunch>> PrepareLaunches(const BackendContext& ctx, const
         {"PROTOCOL_NODE", l.node},
         {kInWorkerVariable, "1"}};
     for (const auto& [name, value] : own) l.env[name] = value;
+    for (const auto& [name, value] :
+         NodeTelemetryEnv(ctx.plan.telemetry.interval_seconds, nodes, local_index[l.node] - 1, remote_gpus))
+      l.env[name] = value;
     // glibc's malloc is left as PyTorch users run it: its dynamic mmap
     // threshold keeps large freed blocks on the heap for reuse. A fixed small
     // threshold (MALLOC_MMAP_THRESHOLD_=65536) makes a rank's RSS follow what

@@ -53,6 +53,9 @@ void RankEventCollector::Add(int rank, const WorkerEvent& e, double now) {
     case WorkerEvent::Kind::kError:
       errors_[rank] = e.text;
       break;
+    case WorkerEvent::Kind::kSample:
+      events_.OnSample(e.sample);
+      break;
     case WorkerEvent::Kind::kHeartbeat:
       last_beat_[rank] = now;
       break;

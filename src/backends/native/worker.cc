@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <condition_variable>
 #include <iostream>
 #include <mutex>
@@ -17,6 +18,7 @@
 #include "backends/native/inference_model.h"
 #include "backends/native/inference_request.h"
 #include "backends/native/launch/events.h"
+#include "backends/native/launch/node_telemetry.h"
 #include "backends/native/distributed/link_probe.h"
 #include "backends/native/estimate/memory_estimate.h"
 #include "backends/native/model/model.h"
@@ -276,6 +278,14 @@ int RunWorker(const std::string& case_path) {
         !problem.empty())
       throw Failure(fmt::format("sharding: {}: {}", StrategyOf(request.sharding).name, problem));
     Heartbeat heartbeat;
+    // A node's first rank reads its node's hardware for the runner (node_telemetry.h).
+    const char* node = std::getenv("PROTOCOL_NODE");
+    NodeTelemetry node_telemetry(node ? node : "", [](const TelemetrySample& sample) {
+      WorkerEvent e;
+      e.kind = WorkerEvent::Kind::kSample;
+      e.sample = sample;
+      Emit(e);
+    });
     PortExchange exchange;  // MASTER_PORT=0 (rendezvous.h): announced on stdout, read from stdin
     exchange.announce = [](int port) {
       std::lock_guard<std::mutex> lock(OutputMutex());

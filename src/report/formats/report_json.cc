@@ -94,6 +94,8 @@ Json ModelJson(const ModelReport& m) {
                             {"equal_quality_cell", v.equal_quality_cell},
                             {"expected", v.expected},
                             {"expected_cell", v.expected_cell},
+                            {"energy", v.energy},
+                            {"energy_cell", v.energy_cell},
                             {"qualifiers", v.qualifiers},
                             {"notes", v.notes},
                             {"text", v.text},
@@ -167,6 +169,13 @@ Json ModelJson(const ModelReport& m) {
                                   {"ratio", q.ratio_text}, {"steps_ratio", q.steps_ratio_text}, {"note", q.note},
                                   {"chart", ChartJson(q.chart)}});
   }
+  j["hardware"] = Json::array();
+  for (const auto& h : m.hardware)
+    j["hardware"].push_back({{"compared", h.compared},
+                             {"gpu", ChartJson(h.gpu)},
+                             {"link", ChartJson(h.link)},
+                             {"has_gpu", !h.gpu.series.empty()},
+                             {"has_link", !h.link.series.empty()}});
   j["history"] = Json::array();
   for (const auto& h : m.history) {
     j["history"].push_back({{"identity", h.identity}, {"y_label", h.y_label}, {"chart", ChartJson(h.chart)}});
@@ -219,10 +228,12 @@ Json ReportView(const ReportData& data) {
     jm["has_verdict"] = !m.verdict.empty();
     jm["has_equal_quality"] = any(&VerdictLine::equal_quality);
     jm["has_expected"] = any(&VerdictLine::expected);
+    jm["has_energy"] = any(&VerdictLine::energy);
     jm["has_verdict_legend"] = !m.verdict_legend.empty();
     jm["several_models"] = data.models.size() > 1;
     // The speed-up at equal quality section (its table and charts).
     jm["has_equal_quality_rows"] = !m.equal_quality.empty();
+    jm["has_hardware"] = !m.hardware.empty();
     jm["has_equal_quality_chart"] = std::any_of(m.equal_quality.begin(), m.equal_quality.end(),
                                                 [](const EqualQualityRow& q) { return !q.chart.series.empty(); });
     for (size_t q = 0; q < m.equal_quality.size(); ++q)

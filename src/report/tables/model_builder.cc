@@ -13,6 +13,9 @@ void ModelBuilder::AddOk(const CellKey& k, const CaseEntry& e) {
   for (const Measurement& m : e.c->measurements)
     if (m.method.find(metric::kRandomWeightsNote) != std::string::npos) random_.insert({e.run->id, e.c->record.case_id});
   RememberEstimate(e);
+  RememberEnergy(e);
+  if (e.length_unit.empty() && !e.c->samples.empty())
+    sampled_[{e.run->id, e.c->record.case_id, e.c->record.repeat}] = {e.c->record.system, e.c->record.nodes, &e.c->samples};
 }
 
 void ModelBuilder::AddFailure(const CellKey& k, const CaseEntry& e) {
@@ -102,6 +105,8 @@ void ModelBuilder::AddVerdict(VerdictLine v, const std::vector<const ReportCell*
     AddCaveats(&v.caveats, {"random weights"});
   }
   FillExpected(sides, &v);
+  FillEnergy(sides, &v);
+  AddHardware(v, sides);
   out_.verdict.push_back(std::move(v));
 }
 

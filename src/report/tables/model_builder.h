@@ -272,6 +272,22 @@ class ModelBuilder {
   };
   std::map<std::tuple<int64_t, std::string, int>, EstimateEntry> estimates_;
   void RememberEstimate(const CaseEntry& e);
+  // A verdict line of two sides (baseline, candidate) that both stored an
+  // energy per token: v->energy and v->energy_cell (model_builder_extras.cc).
+  void FillEnergy(const std::vector<const ReportCell*>& sides, VerdictLine* v) const;
+  // One ok case's energy per token, by (run, case id, repeat), from AddOk.
+  std::map<std::tuple<int64_t, std::string, int>, double> energy_per_token_;
+  void RememberEnergy(const CaseEntry& e);
+  // A verdict line of two sides where a side's case sampled its hardware:
+  // its charts (HardwareRow, model_builder_charts.cc).
+  void AddHardware(const VerdictLine& v, const std::vector<const ReportCell*>& sides);
+  // One ok case's samples, by (run, case id, repeat), from AddOk.
+  struct SampledCase {
+    std::string system;
+    int nodes = 1;
+    const std::vector<TelemetrySample>* samples = nullptr;
+  };
+  std::map<std::tuple<int64_t, std::string, int>, SampledCase> sampled_;
 
   const ReportOptions& o_;
   const RunIndex& runs_;

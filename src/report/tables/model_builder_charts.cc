@@ -5,6 +5,7 @@
 #include "report/formats/numbers.h"
 #include "report/formats/svg.h"
 #include "runner/base/text.h"
+#include "runner/store/telemetry_figures.h"
 
 namespace protocol {
 
@@ -20,7 +21,52 @@ std::vector<const RequestSample*> InRequestOrder(const std::vector<RequestSample
   return out;
 }
 
+// A series of (seconds, value) with a title per point: "12.0 s: 85.0 %".
+ChartSeriesInput TimeSeries(const std::string& label, std::vector<std::pair<double, double>> points, double scale,
+                            const char* unit) {
+  ChartSeriesInput out;
+  out.label = label;
+  for (auto& [t, v] : points) {
+    v *= scale;
+    out.titles.push_back(fmt::format("{:.1f} s: {} {}", t, FormatDecimals(v, 1), unit));
+  }
+  out.points = std::move(points);
+  return out;
+}
+
 }  // namespace
+
+void ModelBuilder::AddHardware(const VerdictLine& v, const std::vector<const ReportCell*>& sides) {
+  if (sides.size() != 2) return;
+  std::vector<ChartSeriesInput> gpu, link;
+  for (const ReportCell* cell : sides) {
+    if (!cell) continue;
+    for (const CellSource& src : cell->sources) {  // the side's first case that sampled
+      auto it = sampled_.find({src.run_id, src.case_id, src.repeat});
+      if (it == sampled_.end()) continue;
+      const std::string label = fmt::format("{} (run {}, case {})", it->second.system, src.run_id, src.case_id);
+      ChartSeriesInput g = TimeSeries(label, GpuUtilizationSeries(*it->second.samples), 1.0, "%");
+      // One node: its interfaces carry nothing between the case's nodes.
+      ChartSeriesInput l = TimeSeries(
+          label, it->second.nodes > 1 ? LinkThroughputSeries(*it->second.samples) : std::vector<std::pair<double, double>>{},
+          1e-6, "MB/s");
+      if (!g.points.empty()) gpu.push_back(std::move(g));
+      if (!l.points.empty()) link.push_back(std::move(l));
+      break;
+    }
+  }
+  if (gpu.empty() && link.empty()) return;
+  HardwareRow row;
+  row.compared = v.compared.empty() ? v.row + ", " + v.scope : v.compared;
+  ChartAxes axes;
+  axes.x_label = "seconds since the case began";
+  axes.points_noun = "readings";
+  axes.y_label = "GPU use, mean of the GPUs used (%)";
+  if (!gpu.empty()) row.gpu = LayoutChart(gpu, axes);
+  axes.y_label = "link, sent + received (MB/s)";
+  if (!link.empty()) row.link = LayoutChart(link, axes);
+  out_.hardware.push_back(std::move(row));
+}
 
 void ModelBuilder::BuildHistory() {
   for (const auto& [k, by_run] : history_) {

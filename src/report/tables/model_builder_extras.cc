@@ -1,8 +1,11 @@
 #include "report/tables/model_builder.h"
 
+#include <algorithm>
 #include <iterator>
+#include <optional>
 
 #include "report/formats/numbers.h"
+#include "runner/base/text.h"
 #include "runner/store/metric_table.h"
 
 namespace protocol {
@@ -42,6 +45,35 @@ std::vector<ExtraSpec> ColumnsOf(ReportSection section) {
 }
 
 }  // namespace
+
+void ModelBuilder::RememberEnergy(const CaseEntry& e) {
+  if (!e.length_unit.empty()) return;  // a figure at another length: the case's own entry says it
+  for (const Measurement& m : e.c->measurements)
+    if (m.name == metric::kEnergyPerToken && m.value && m.length_unit.empty())
+      energy_per_token_[{e.run->id, e.c->record.case_id, e.c->record.repeat}] = *m.value;
+}
+
+void ModelBuilder::FillEnergy(const std::vector<const ReportCell*>& sides, VerdictLine* v) const {
+  if (sides.size() != 2 || !sides[0] || !sides[1]) return;
+  // Each side's median over the cases of its cell that stored one.
+  auto median = [this](const ReportCell& cell) -> std::optional<double> {
+    std::vector<double> values;
+    for (const CellSource& src : cell.sources)
+      if (auto it = energy_per_token_.find({src.run_id, src.case_id, src.repeat}); it != energy_per_token_.end())
+        values.push_back(it->second);
+    if (values.empty()) return std::nullopt;
+    std::sort(values.begin(), values.end());
+    const size_t n = values.size();
+    return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+  };
+  const std::optional<double> base = median(*sides[0]);
+  const std::optional<double> cand = median(*sides[1]);
+  if (!base || !cand || *base <= 0) return;
+  const std::string change = FormatSignedPercent((*cand - *base) / *base * 100);
+  v->energy = fmt::format("energy per token {} J vs {} J for {}, {}", FormatTwo(*cand), FormatTwo(*base),
+                          o_.baseline_system, change);
+  v->energy_cell = fmt::format("{} vs {} J ({})", FormatTwo(*cand), FormatTwo(*base), change);
+}
 
 void ModelBuilder::BuildExtras() {
   const std::vector<ExtraSpec> quality = ColumnsOf(ReportSection::kQuality);

@@ -199,6 +199,7 @@ std::string VerdictText(const std::string& model, const VerdictLine& line) {
   if (!line.quality.empty()) s += " (" + line.quality + ")";
   if (!line.equal_quality.empty()) s += ", " + line.equal_quality;
   if (!line.bytes.empty()) s += ", " + line.bytes;
+  if (!line.energy.empty()) s += ", " + line.energy;
   for (const std::string& q : line.qualifiers) s += "; " + q;
   for (const std::string& n : line.notes) s += "; " + n;
   return s + ".";

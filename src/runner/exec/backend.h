@@ -35,6 +35,10 @@ class CaseEvents {
   virtual void OnRequest(const RequestSample& request) = 0;
   // A short live figure for the progress line, e.g. "step 12/100 loss 3.21".
   virtual void OnStatusLine(const std::string& text) = 0;
+  // A reading of the hardware of one of the case's nodes, sent by a process
+  // of the case (telemetry.h): its time is when it arrives. Default: dropped
+  // (a sink that keeps no samples).
+  virtual void OnSample(const TelemetrySample& sample) {}
 };
 
 struct BackendContext {

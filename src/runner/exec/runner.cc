@@ -20,6 +20,7 @@
 #include "runner/base/sha256.h"
 #include "runner/base/text.h"
 #include "runner/exec/extrapolate.h"
+#include "runner/store/telemetry_figures.h"
 #include "runner/plan/case_placeholders.h"
 #include "runner/plan/schedule.h"
 #include "runner/store/link_label.h"
@@ -57,6 +58,7 @@ class CaseEventSink : public CaseEvents {
     std::lock_guard<std::mutex> lock(mu_);
     pending_requests_.push_back(request);
     ++requests_seen_;
+    generated_tokens_ += request.generated_tokens;
     if (requests_ > 0) progress_.CaseFractionDone(std::min(1.0, static_cast<double>(requests_seen_) / requests_));
     MaybeFlush();
   }
@@ -64,9 +66,30 @@ class CaseEventSink : public CaseEvents {
     std::lock_guard<std::mutex> lock(mu_);
     progress_.CaseStatusLine(text);
   }
+  void OnSample(const TelemetrySample& sample) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (telemetry_ != nullptr) telemetry_->AddArrived(sample);
+  }
+
+  // The hardware sampler whose samples are stored with the steps' batches; null: none.
+  void SetTelemetry(TelemetrySampler* sampler) { telemetry_ = sampler; }
 
   // REQUIRES: the backend has returned (no more events).
   std::vector<StepSample> TakePendingSteps() { return std::move(pending_steps_); }
+  // Every hardware sample of the case, stored in batches or not, `last` added.
+  const std::vector<TelemetrySample>& AllSamples(const std::vector<TelemetrySample>& last) {
+    samples_seen_.insert(samples_seen_.end(), last.begin(), last.end());
+    return samples_seen_;
+  }
+  // The work done, for the energy figures: training tokens, else generated ones.
+  TelemetryWork Work(int nodes) const {
+    TelemetryWork work;
+    for (const StepSample& s : steps_seen_) work.tokens += s.tokens.value_or(0);
+    if (work.tokens == 0) work.tokens = generated_tokens_;
+    work.steps = static_cast<int64_t>(steps_seen_.size());
+    work.nodes = nodes;
+    return work;
+  }
   std::vector<RequestSample> TakePendingRequests() { return std::move(pending_requests_); }
   const std::vector<StepSample>& steps() const { return steps_seen_; }
   const Status& error() const { return error_; }
@@ -89,6 +112,12 @@ class CaseEventSink : public CaseEvents {
       if (!error_.ok()) return;
       pending_requests_.clear();
     }
+    if (telemetry_ != nullptr) {
+      std::vector<TelemetrySample> samples = telemetry_->TakePending();
+      if (samples.empty()) return;
+      error_ = store_->AppendTelemetry(row_id_, samples);
+      samples_seen_.insert(samples_seen_.end(), samples.begin(), samples.end());
+    }
   }
 
   std::mutex mu_;  // backends may report from a worker thread
@@ -98,6 +127,9 @@ class CaseEventSink : public CaseEvents {
   Progress& progress_;
   const int64_t steps_, requests_;
   int64_t requests_seen_ = 0;
+  int64_t generated_tokens_ = 0;
+  TelemetrySampler* telemetry_ = nullptr;
+  std::vector<TelemetrySample> samples_seen_;  // those stored in batches
   double last_flush_;
   std::vector<StepSample> pending_steps_;
   std::vector<RequestSample> pending_requests_;
@@ -341,6 +373,20 @@ void AddMeasurements(const CaseSpec& spec, double seconds, const std::vector<Ste
   }
 }
 
+// The hardware samples of the case (telemetry.h): stored with it, their
+// figures added (telemetry_figures.h), what was read said as a fact, and a
+// GPU part that could not be read said in the case log too.
+void AddTelemetry(const CaseSpec& spec, const std::string& log_path, const std::vector<TelemetrySample>& all,
+                  const TelemetryWork& work, TelemetrySampler::Ending& sampled, CaseResult& result) {
+  for (Measurement& m : TelemetryFigures(all, work)) result.measurements.push_back(std::move(m));
+  result.samples = std::move(sampled.samples);
+  result.facts.emplace_back(fact::kTelemetry, sampled.description);
+  if (!sampled.gpu_problem.empty()) {
+    spdlog::info("case {}: GPUs not sampled: {}", spec.id, sampled.gpu_problem);
+    AppendToLog(log_path, fmt::format("# protocol telemetry: GPUs not sampled: {}\n", sampled.gpu_problem));
+  }
+}
+
 // The case's expected wall time (estimate.h) as a measurement of provenance
 // estimated, and the band's flag of an ok case whose measured time left it.
 void AddExpected(const CaseSpec& spec, const TimeEstimate& expected, double seconds, CaseResult& result,
@@ -537,6 +583,12 @@ Result<bool> Runner::RunCase(const Plan& plan, const RunOptions& options, const 
   const double t0 = clock_.NowSeconds();
   std::optional<ContentionSampler> contention;
   if (options.cpu_meter) contention.emplace(*options.cpu_meter, options.contention_interval_seconds);
+  std::optional<TelemetrySampler> telemetry;
+  const TelemetrySources& sources = options.telemetry;
+  if (plan.telemetry.interval_seconds > 0 && (sources.processes || sources.net || sources.cpu)) {
+    telemetry.emplace(sources, plan.telemetry.interval_seconds);
+    events.SetTelemetry(&*telemetry);
+  }
   // The backend lives until the case is stored (its tear-down is not timed).
   Lookup lookup = LookUpBackend(backends_, plan, spec);
   LogWatchingProcessRunner watched(processes_);
@@ -555,6 +607,11 @@ Result<bool> Runner::RunCase(const Plan& plan, const RunOptions& options, const 
   const double seconds = clock_.NowSeconds() - t0;
   std::vector<Measurement> contention_figures;
   if (contention) contention_figures = contention->Stop();
+  std::optional<TelemetrySampler::Ending> sampled;
+  if (telemetry) {
+    events.SetTelemetry(nullptr);
+    sampled = telemetry->Stop();
+  }
   if (!events.error().ok()) return events.error();
 
   CaseResult result;
@@ -566,6 +623,8 @@ Result<bool> Runner::RunCase(const Plan& plan, const RunOptions& options, const 
                   std::move(contention_figures), result, summary);
   AddExpected(spec, expected, seconds, result, summary);
   CheckLinkLabel(spec, result, summary);
+  if (sampled) AddTelemetry(spec, record.log_path, events.AllSamples(sampled->samples), events.Work(spec.nodes), *sampled,
+                            result);
   result.steps = events.TakePendingSteps();
   result.requests = events.TakePendingRequests();
   result.finished_at = clock_.NowIso8601();

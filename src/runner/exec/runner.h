@@ -11,7 +11,9 @@
 //   2. Backend::Run, timed by the runner's Clock (wall_seconds, measured).
 //   3. Step / request samples batched into the store while it runs.
 //   4. Extrapolation when the case has report_as (extrapolate.h); contention
-//      (cpu_meter.h) sampled while it ran, when RunOptions names a meter.
+//      (cpu_meter.h) sampled while it ran, when RunOptions names a meter; the
+//      hardware (telemetry.h) sampled while it ran, when RunOptions names a
+//      source: samples in batches, their figures (telemetry_figures.h).
 //   5. Store::FinishCase in one transaction.
 // A raised StopFlag ends the running case as interrupted, marks the remaining
 // ones as not run (they stay absent, so --resume runs them) and returns.
@@ -35,6 +37,7 @@
 #include "runner/exec/cpu_meter.h"
 #include "runner/exec/process.h"
 #include "runner/exec/progress.h"
+#include "runner/exec/telemetry.h"
 #include "runner/plan/plan.h"
 #include "runner/plan/schedule.h"
 #include "runner/store/store.h"
@@ -52,6 +55,9 @@ struct RunOptions {
   // not measured. Read every contention_interval_seconds.
   CpuMeter* cpu_meter = nullptr;
   double contention_interval_seconds = 1.0;
+  // Where the hardware is read while each case runs, every plan
+  // telemetry.interval (telemetry.h); every source null: nothing sampled.
+  TelemetrySources telemetry;
   // This host's `protocol calibrate` figures, for the backends' time
   // estimate (estimate.h); nullopt: their CPU figures are assumed.
   std::optional<HostCalibration> calibration;

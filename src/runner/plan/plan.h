@@ -381,6 +381,14 @@ struct StageSpec {
   std::vector<CaseSpec> cases;
 };
 
+// `telemetry:` (docs/plan-format.md): the hardware the runner samples while
+// each case runs (runner/exec/telemetry.h): GPUs through nvidia-smi, the
+// network interfaces and the CPU through /proc.
+struct TelemetrySpec {
+  static constexpr double kDefaultIntervalSeconds = 1.0;
+  double interval_seconds = kDefaultIntervalSeconds;  // `interval`; 0: nothing sampled
+};
+
 struct Plan {
   int format_version = 1;  // `protocol: 1`
   std::string name;
@@ -389,6 +397,7 @@ struct Plan {
   std::map<std::string, ModelSpec> models;
   std::map<std::string, DatasetSpec> datasets;
   ClusterSpec cluster;
+  TelemetrySpec telemetry;
   std::vector<StageSpec> stages;
   // `interleave: [[2.1.1.1, 2.2.1.1], ...]` (docs/plan-format.md): groups of case ids,
   // as written, whose repeats alternate in ABBA rounds (schedule.h). Each id

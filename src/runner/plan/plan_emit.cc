@@ -245,6 +245,11 @@ std::string ResolvedText(const Plan& plan) {
     sb.Add("cases", Seq(std::move(cases)));
     stages.push_back(sb.node);
   }
+  if (plan.telemetry.interval_seconds != TelemetrySpec::kDefaultIntervalSeconds) {  // absent at the default
+    MapBuilder telemetry;
+    telemetry.Add("interval", Num(plan.telemetry.interval_seconds));
+    root.Add("telemetry", telemetry.node);
+  }
   root.Add("stages", Seq(std::move(stages)));
   if (!plan.interleave.empty()) {  // absent when unused: older resolved texts stay as they were
     std::vector<YamlNode> groups;

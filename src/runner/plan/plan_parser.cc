@@ -44,7 +44,9 @@ using Kind = YamlNode::Kind;
 // ---- key tables -----------------------------------------------------------
 
 const std::vector<std::string> kTopKeys = {"protocol", "name", "title", "models", "datasets",
-                                           "cluster", "defaults", "stages", "interleave"};
+                                           "cluster", "defaults", "stages", "interleave",
+                                           "telemetry"};
+const std::vector<std::string> kTelemetryKeys = {"interval"};
 const std::vector<std::string> kCaseKeys = {
     "id",       "title",   "workload", "backend",   "system",  "model",    "dataset",
     "nodes",    "topology", "network", "variant",   "steps",   "epochs",   "report_as", "not_provided",
@@ -111,6 +113,7 @@ class PlanParser {
   void ParseModels(const YamlNode& node);
   void ParseDatasets(const YamlNode& node);
   void ParseCluster(const YamlNode& node);
+  void ParseTelemetry(const YamlNode& node);
   const YamlNode& Defaults(const YamlNode* node);
   void ParseStage(const YamlNode& stage, const YamlNode& plan_defaults);
   std::optional<CaseSpec> ParseCase(const YamlNode& merged, const YamlNode& case_node,
@@ -201,6 +204,7 @@ Plan PlanParser::Parse(const YamlNode& root) {
   if (const YamlNode* n = root.Find("models")) ParseModels(*n);
   if (const YamlNode* n = root.Find("datasets")) ParseDatasets(*n);
   if (const YamlNode* n = root.Find("cluster")) ParseCluster(*n);
+  if (const YamlNode* n = root.Find("telemetry")) ParseTelemetry(*n);
 
   const YamlNode& defaults = Defaults(root.Find("defaults"));
   const YamlNode* stages = root.Find("stages");
@@ -366,6 +370,19 @@ void PlanParser::ParseDatasets(const YamlNode& node) {
         r_.Error(*n, fmt::format("dataset '{}': column is empty (the default is text)", d.name));
     }
     plan_.datasets[d.name] = d;
+  }
+}
+
+void PlanParser::ParseTelemetry(const YamlNode& node) {
+  if (!r_.ExpectMap(node, "telemetry")) return;
+  r_.CheckKeys(node, kTelemetryKeys);
+  if (const YamlNode* n = node.Find("interval")) {
+    std::optional<double> v = r_.Duration(*n, "interval");
+    if (v && *v > 0 && *v < 0.1)
+      r_.Error(*n, fmt::format("telemetry.interval {} s is below 0.1 s", *v),
+               "nvidia-smi and /proc are read once per interval: 1s is the default, 0 turns sampling off");
+    else if (v)
+      plan_.telemetry.interval_seconds = *v;
   }
 }
 

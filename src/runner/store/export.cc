@@ -1,6 +1,7 @@
 #include "runner/store/export.h"
 
 #include <algorithm>
+#include <array>
 #include <iterator>
 #include <optional>
 #include <vector>
@@ -8,10 +9,17 @@
 #include "runner/base/json.h"
 #include "runner/base/text.h"
 #include "runner/store/link_label.h"
+#include "runner/store/metric_table.h"
 
 namespace protocol {
 
 namespace {
+
+// A sample quantity's unit (metric_table.h); "" for one this binary does not know.
+std::string TelemetryUnit(const std::string& quantity) {
+  const TelemetryQuantity* q = FindTelemetryQuantity(quantity);
+  return q ? q->unit : "";
+}
 
 // ---- text helpers ---------------------------------------------------------
 
@@ -291,6 +299,18 @@ Result<Json> RunJson(Store& store, const RunRecord& run) {
                         {"training_seconds", p.training_seconds},
                         {"loss", p.loss}});
     cj["eval_curve"] = std::move(ej);
+
+    auto samples = store.TelemetryOfCase(c.row_id);
+    if (!samples.ok()) return samples.status();
+    Json tj = Json::array();
+    for (const TelemetrySample& t : *samples)
+      tj.push_back(Json{{"seconds", t.seconds},
+                        {"node", t.node},
+                        {"device", t.device},
+                        {"quantity", t.quantity},
+                        {"value", t.value},
+                        {"unit", TelemetryUnit(t.quantity)}});
+    cj["telemetry"] = std::move(tj);
     cases_json.push_back(std::move(cj));
   }
   out["cases"] = std::move(cases_json);
@@ -303,6 +323,41 @@ std::string DumpJson(const Json& j) {
 }
 
 // ---- text details --------------------------------------------------------------
+
+// The hardware samples in brief: per node, device and quantity, how many
+// readings over which span, and their mean, least and largest value. "" for none.
+std::string TelemetryText(const std::vector<TelemetrySample>& samples) {
+  if (samples.empty()) return "";
+  struct Summary {
+    size_t n = 0;
+    double sum = 0, low = 0, high = 0, from = 0, to = 0;
+  };
+  std::vector<std::pair<std::array<std::string, 3>, Summary>> rows;  // in first-seen order
+  for (const TelemetrySample& t : samples) {
+    const std::array<std::string, 3> key = {t.node.empty() ? "this host" : t.node, t.device, t.quantity};
+    auto it = std::find_if(rows.begin(), rows.end(), [&](const auto& r) { return r.first == key; });
+    if (it == rows.end()) {
+      rows.push_back({key, Summary{0, 0, t.value, t.value, t.seconds, t.seconds}});
+      it = rows.end() - 1;
+    }
+    Summary& s = it->second;
+    ++s.n;
+    s.sum += t.value;
+    s.low = std::min(s.low, t.value);
+    s.high = std::max(s.high, t.value);
+    s.from = std::min(s.from, t.seconds);
+    s.to = std::max(s.to, t.seconds);
+  }
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  TextTable table;
+  table.right = {false, false, false, true, true, true, true, true, true, false};
+  table.rows.push_back({"node", "device", "quantity", "readings", "from s", "to s", "mean", "least", "largest", "unit"});
+  for (const auto& [key, s] : rows)
+    table.rows.push_back({key[0], key[1], key[2], std::to_string(s.n), fmt::format("{:.1f}", s.from),
+                          fmt::format("{:.1f}", s.to), Number(s.sum / static_cast<double>(s.n)), Number(s.low),
+                          Number(s.high), TelemetryUnit(key[2])});
+  return "    hardware samples (every reading: export --format json or telemetry-csv)\n" + table.Render("      ");
+}
 
 Result<std::string> CaseText(Store& store, const CaseRecord& c) {
   std::string out = fmt::format("  case {} repeat {} (row {})\n", c.case_id, c.repeat, c.row_id);
@@ -334,7 +389,10 @@ Result<std::string> CaseText(Store& store, const CaseRecord& c) {
   if (!steps.ok()) return steps.status();
   auto requests = store.RequestsOfCase(c.row_id);
   if (!requests.ok()) return requests.status();
-  add("samples", Count(steps->size(), "step") + ", " + Count(requests->size(), "request"));
+  auto hardware = store.TelemetryOfCase(c.row_id);
+  if (!hardware.ok()) return hardware.status();
+  add("samples", Count(steps->size(), "step") + ", " + Count(requests->size(), "request") +
+                     (hardware->empty() ? "" : ", " + Count(hardware->size(), "hardware sample")));
   auto ran_on = store.FactsOfCase(c.row_id);
   if (!ran_on.ok()) return ran_on.status();
   for (const auto& [key, value] : *ran_on) add(key, value);
@@ -346,13 +404,14 @@ Result<std::string> CaseText(Store& store, const CaseRecord& c) {
 
   if (ms->empty()) {
     out += "    no measurements\n";
-    return out;
+  } else {
+    out += "    measurements\n";
+    TextTable table;
+    table.right = {false, true, false, false};
+    for (const Measurement& m : *ms) table.rows.push_back({m.name, ValueText(m.value), m.unit, HowText(m)});
+    out += table.Render("      ");
   }
-  out += "    measurements\n";
-  TextTable table;
-  table.right = {false, true, false, false};
-  for (const Measurement& m : *ms) table.rows.push_back({m.name, ValueText(m.value), m.unit, HowText(m)});
-  out += table.Render("      ");
+  out += TelemetryText(*hardware);
 
   auto curve = store.EvalCurveOfCase(c.row_id);
   if (!curve.ok()) return curve.status();
@@ -500,12 +559,34 @@ Result<std::string> ExportJson(Store& store, const std::vector<int64_t>& run_ids
   return DumpJson(doc);
 }
 
+// One row per hardware sample: the case's identity, then the sample's
+// seconds, node, device, quantity, value and unit.
+Result<std::string> ExportTelemetryCsv(Store& store, const std::vector<int64_t>& run_ids) {
+  std::string out = CsvRow({"run_id", "case_id", "repeat", "system", "seconds", "node", "device", "quantity",
+                            "value", "unit"});
+  auto runs = SelectRuns(store, run_ids);
+  if (!runs.ok()) return runs.status();
+  for (const RunRecord& run : *runs) {
+    auto cases = store.CasesOfRun(run.id);
+    if (!cases.ok()) return cases.status();
+    for (const CaseRecord& c : *cases) {
+      auto samples = store.TelemetryOfCase(c.row_id);
+      if (!samples.ok()) return samples.status();
+      for (const TelemetrySample& t : *samples)
+        out += CsvRow({std::to_string(run.id), c.case_id, std::to_string(c.repeat), c.system, Number(t.seconds),
+                       t.node, t.device, t.quantity, Number(t.value), TelemetryUnit(t.quantity)});
+    }
+  }
+  return out;
+}
+
 // The export formats: a table, like every registry.
 struct ExportFormat {
   const char* name;
   Result<std::string> (*write)(Store&, const std::vector<int64_t>&);
 };
-const ExportFormat kExportFormats[] = {{"json", ExportJson}, {"csv", ExportCsv}};
+const ExportFormat kExportFormats[] = {
+    {"json", ExportJson}, {"csv", ExportCsv}, {"telemetry-csv", ExportTelemetryCsv}};
 
 }  // namespace
 
@@ -565,8 +646,10 @@ Result<std::string> ExportStore(Store& store, const std::string& format, const s
   if (!hint.empty())
     return Status::InvalidArgument(
         fmt::format("unknown export format '{}' (did you mean '{}'?)", format, hint));
-  return Status::InvalidArgument(fmt::format("unknown export format '{}' (expected {})", format,
-                                             Join(names, " or ")));
+  const std::string last = names.back();
+  names.pop_back();
+  return Status::InvalidArgument(
+      fmt::format("unknown export format '{}' (expected {} or {})", format, Join(names, ", "), last));
 }
 
 }  // namespace protocol

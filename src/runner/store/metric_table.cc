@@ -49,6 +49,11 @@ const std::vector<MetricRow> kRows = {
     {metric::kTpotMeanSeconds, "s", B::kLower},
     {metric::kItlMeanSeconds, "s", B::kLower},
     {metric::kLatencyMeanSeconds, "s", B::kLower},
+    // The hardware samples (telemetry_figures.h): energy per token is compared.
+    {metric::kEnergyPerToken, "J/token", B::kLower, T::kMetrics, "energy per token (J)", N::kTwo, true},
+    {metric::kGpuUtilizationMean, "%", B::kNone, T::kMetrics, "GPU use, mean (%)", N::kOne, true},
+    {metric::kGpuMemoryPeakDriver, "bytes", B::kNone, T::kMetrics, "GPU memory, driver (GiB)", N::kGiB, true},
+    {metric::kLinkThroughputMean, "bytes/s", B::kNone, T::kMetrics, "link, mean per s", N::kBinaryBytes, true},
     // Not compared by default, not a column.
     {metric::kExpectedWallSeconds, "s"},
     {metric::kGeneratedTokens, "tokens"},
@@ -64,11 +69,36 @@ const std::vector<MetricRow> kRows = {
     {metric::kLinkLatency, "s"},
     {metric::kContention, ""},
     {metric::kContentionPeak, ""},
+    {metric::kGpuUtilizationPeak, "%"},
+    {metric::kEnergy, "J"},
+    {metric::kEnergyPerStep, "J/step"},
+    {metric::kLinkBytesSent, "bytes"},
+    {metric::kLinkBytesReceived, "bytes"},
+    {metric::kLinkThroughputPeak, "bytes/s"},
+};
+
+const std::vector<TelemetryQuantity> kQuantities = {
+    {quantity::kGpuUtilization, "%", "nvidia-smi utilization.gpu"},
+    {quantity::kGpuMemoryUsed, "bytes", "nvidia-smi memory.used (MiB x 2^20)"},
+    {quantity::kGpuPower, "W", "nvidia-smi power.draw"},
+    {quantity::kGpuSmClock, "MHz", "nvidia-smi clocks.sm"},
+    {quantity::kGpuTemperature, "C", "nvidia-smi temperature.gpu"},
+    {quantity::kNetSent, "bytes", "/proc/net/dev transmit bytes, since the case began"},
+    {quantity::kNetReceived, "bytes", "/proc/net/dev receive bytes, since the case began"},
+    {quantity::kCpuBusy, "fraction", "/proc/stat busy time of every core, since the previous sample"},
 };
 
 }  // namespace
 
 const std::vector<MetricRow>& MetricTable() { return kRows; }
+
+const std::vector<TelemetryQuantity>& TelemetryQuantities() { return kQuantities; }
+
+const TelemetryQuantity* FindTelemetryQuantity(const std::string& name) {
+  for (const TelemetryQuantity& q : kQuantities)
+    if (name == q.name) return &q;
+  return nullptr;
+}
 
 const MetricRow* FindMetric(const std::string& name) {
   for (const MetricRow& row : kRows)

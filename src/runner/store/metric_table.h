@@ -51,6 +51,16 @@ const MetricRow* FindMetric(const std::string& name);
 // The rows of one report table, in order.
 std::vector<const MetricRow*> ReportColumns(ReportSection table);
 
+// The quantities of a hardware sample (records.h TelemetrySample, namespace
+// quantity), one row each: the unit it is stored in and where it is read.
+struct TelemetryQuantity {
+  const char* name;
+  const char* unit;
+  const char* source;
+};
+const std::vector<TelemetryQuantity>& TelemetryQuantities();
+const TelemetryQuantity* FindTelemetryQuantity(const std::string& name);  // null when unknown
+
 }  // namespace protocol
 
 #endif  // PROTOCOL_RUNNER_STORE_METRIC_TABLE_H_

@@ -145,7 +145,51 @@ inline constexpr const char* kLinkLatency = "link_latency_seconds";             
 // A measured link more than this factor away from its network's nominal rate
 // (either way) is flagged: `run` warns, the report tags the cell "link ≠ label".
 inline constexpr double kLinkLabelFactor = 2.0;
+// Figures of the hardware samples taken while the case ran (telemetry.h,
+// telemetry_figures.h; docs/runner.md "Sampling"). GPU figures are over the
+// GPUs the case used: those busy (utilization above 0) in at least one sample.
+inline constexpr const char* kGpuUtilizationMean = "gpu_utilization_mean";  // %, over samples and GPUs
+inline constexpr const char* kGpuUtilizationPeak = "gpu_utilization_peak";  // %, the largest sample
+// The largest memory.used of one GPU as the driver saw it (the allocator's
+// own peak is kPeakDeviceMemory; the driver's includes the CUDA context and
+// the allocator's cache).
+inline constexpr const char* kGpuMemoryPeakDriver = "gpu_memory_peak_driver_bytes";  // bytes
+// Σ over the GPUs of ∫ power.draw dt over the samples (trapezoid rule).
+inline constexpr const char* kEnergy = "energy_joules";                    // J
+inline constexpr const char* kEnergyPerToken = "energy_per_token_joules";  // J/token: training or generated tokens
+inline constexpr const char* kEnergyPerStep = "energy_per_step_joules";    // J/step
+// The node's network interfaces other than loopback: bytes sent and received
+// while the case ran (/proc/net/dev), and their sum per second over the case
+// and in its busiest sampling interval.
+inline constexpr const char* kLinkBytesSent = "link_bytes_sent";          // bytes
+inline constexpr const char* kLinkBytesReceived = "link_bytes_received";  // bytes
+inline constexpr const char* kLinkThroughputMean = "link_throughput_mean_bytes_per_second";  // bytes/s
+inline constexpr const char* kLinkThroughputPeak = "link_throughput_peak_bytes_per_second";  // bytes/s
 }  // namespace metric
+
+// What a TelemetrySample measures (metric_table.h TelemetryQuantities() has
+// each one's unit and source).
+namespace quantity {
+inline constexpr const char* kGpuUtilization = "gpu_utilization_percent";  // %, nvidia-smi utilization.gpu
+inline constexpr const char* kGpuMemoryUsed = "gpu_memory_used_bytes";      // bytes, memory.used
+inline constexpr const char* kGpuPower = "gpu_power_watts";                 // W, power.draw
+inline constexpr const char* kGpuSmClock = "gpu_sm_clock_mhz";              // MHz, clocks.sm
+inline constexpr const char* kGpuTemperature = "gpu_temperature_c";         // °C, temperature.gpu
+inline constexpr const char* kNetSent = "net_sent_bytes";          // bytes sent since the case began (/proc/net/dev)
+inline constexpr const char* kNetReceived = "net_received_bytes";  // bytes received since the case began
+inline constexpr const char* kCpuBusy = "cpu_busy_share";          // 0..1 of every core, since the previous sample (/proc/stat)
+}  // namespace quantity
+
+// One reading of the hardware while a case ran (telemetry.h): a quantity of
+// one device of one node at a time since the case began. The quantities and
+// their units are a table (metric_table.h TelemetryQuantities()).
+struct TelemetrySample {
+  double seconds = 0;    // since the case began, on the runner's clock
+  std::string node;      // the plan's node it was read on; "" the runner's own host
+  std::string device;    // "gpu0" (nvidia-smi's index), "eth0" (an interface), "cpu"
+  std::string quantity;  // metric_table.h TelemetryQuantities(): "gpu_power_watts" ...
+  double value = 0;
+};
 
 struct Measurement {
   std::string name;              // see namespace metric, or a command-backend metric name
@@ -198,6 +242,10 @@ inline constexpr const char* kLinkProbe = "link_probe";
 // What every rank was given besides protocol's own variables, secrets masked
 // (docs/plan-format.md, "env"): "NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=eth1".
 inline constexpr const char* kRankEnv = "rank_env";
+// What the hardware sampler read while the case ran, or why a part was not
+// read: "gpus: 8 (nvidia-smi every 1 s); network: eth0, ib0 (/proc/net/dev)",
+// "gpus: not sampled (nvidia-smi: no such program)".
+inline constexpr const char* kTelemetry = "telemetry";
 }  // namespace fact
 
 // One training step, as the backend reports it.
@@ -288,6 +336,7 @@ struct CaseResult {
   std::vector<StepSample> steps;        // not yet appended ones
   std::vector<RequestSample> requests;  // not yet appended ones
   std::vector<EvalPoint> eval_curve;    // by step; empty without training.eval_every
+  std::vector<TelemetrySample> samples;  // the hardware while it ran (telemetry.h); not yet appended ones
   std::string log_sha256;  // sha256 of the case log as it stands at finish; may be ""
   // What the case ran on and how, as its backend saw it (key, value), e.g.
   // ("device", "cpu"), ("threads_per_rank", "1"): CaseFacts keys.

@@ -251,6 +251,20 @@ UPDATE measurements
    AND substr(name, instr(name, '_rank') + 5) NOT GLOB '*[^0-9]*'
    AND (length(substr(name, instr(name, '_rank') + 5)) = 1 OR substr(name, instr(name, '_rank') + 5) NOT GLOB '0*');
 )sql",
+    // 9: the hardware sampled while a case ran (records.h TelemetrySample):
+    // one row per quantity of one device of one node at one time.
+    R"sql(
+CREATE TABLE telemetry_samples (
+  id       INTEGER PRIMARY KEY,
+  case_row INTEGER NOT NULL REFERENCES cases(id) ON DELETE CASCADE,
+  seconds  REAL NOT NULL,
+  node     TEXT NOT NULL,
+  device   TEXT NOT NULL,
+  quantity TEXT NOT NULL,
+  value    REAL NOT NULL
+);
+CREATE INDEX telemetry_samples_case_row ON telemetry_samples(case_row);
+)sql",
 };
 constexpr int kSchemaVersion = static_cast<int>(sizeof(kMigrations) / sizeof(kMigrations[0]));
 // A measurement's name as the program knows it (records.h RankFigureName):
@@ -457,6 +471,7 @@ class SqliteStore : public Store {
   Result<int64_t> BeginCase(const CaseRecord& record) override;
   Status AppendSteps(int64_t row_id, const std::vector<StepSample>& steps) override;
   Status AppendRequests(int64_t row_id, const std::vector<RequestSample>& requests) override;
+  Status AppendTelemetry(int64_t row_id, const std::vector<TelemetrySample>& samples) override;
   Status FinishCase(int64_t row_id, const CaseResult& result) override;
   Result<int> InterruptRunningCases(int64_t run_id, const std::string& reason) override;
 
@@ -468,6 +483,7 @@ class SqliteStore : public Store {
   Result<std::vector<std::pair<std::string, std::string>>> FactsOfCase(int64_t row_id) override;
   Result<std::vector<StepSample>> StepsOfCase(int64_t row_id) override;
   Result<std::vector<EvalPoint>> EvalCurveOfCase(int64_t row_id) override;
+  Result<std::vector<TelemetrySample>> TelemetryOfCase(int64_t row_id) override;
   Result<std::vector<RequestSample>> RequestsOfCase(int64_t row_id) override;
   Result<std::vector<RunRecord>> ListRunHeaders() override;
   Result<std::vector<CaseRecord>> FindCases(const CaseQuery& query) override;
@@ -484,6 +500,7 @@ class SqliteStore : public Store {
   Status RunExists(int64_t run_id, const std::string& doing);
   // "case 2.1.1.1" or "case 2.1.1.1 repeat 2" for messages; kNotFound when absent.
   Result<std::string> CaseLabel(int64_t row_id);
+  Status InsertTelemetry(int64_t row_id, const std::vector<TelemetrySample>& samples, const std::string& doing);
   Status InsertSamples(int64_t row_id, const std::vector<StepSample>& steps,
                        const std::vector<RequestSample>& requests, const std::string& doing);
 
@@ -723,6 +740,29 @@ Status SqliteStore::AppendRequests(int64_t row_id, const std::vector<RequestSamp
   return txn.Commit(doing);
 }
 
+Status SqliteStore::AppendTelemetry(int64_t row_id, const std::vector<TelemetrySample>& samples) {
+  auto label = CaseLabel(row_id);
+  if (!label.ok()) return label.status();
+  const std::string doing = "appending hardware samples of " + *label;
+  Txn txn(db_, path_);
+  if (Status s = txn.Begin(doing); !s.ok()) return s;
+  if (Status s = InsertTelemetry(row_id, samples, doing); !s.ok()) return s;
+  return txn.Commit(doing);
+}
+
+Status SqliteStore::InsertTelemetry(int64_t row_id, const std::vector<TelemetrySample>& samples,
+                                    const std::string& doing) {
+  Stmt q(db_,
+         "INSERT INTO telemetry_samples (case_row, seconds, node, device, quantity, value) "
+         "VALUES (?, ?, ?, ?, ?, ?)");
+  for (const TelemetrySample& t : samples) {
+    q.Reset();
+    q.Bind(row_id).Bind(t.seconds).Bind(t.node).Bind(t.device).Bind(t.quantity).Bind(t.value);
+    if (int rc = q.Exec(); rc != SQLITE_DONE) return Err(rc, doing);
+  }
+  return Status::Ok();
+}
+
 Status SqliteStore::FinishCase(int64_t row_id, const CaseResult& result) {
   auto label = CaseLabel(row_id);
   if (!label.ok()) return label.status();
@@ -759,6 +799,7 @@ Status SqliteStore::FinishCase(int64_t row_id, const CaseResult& result) {
     eq.Bind(row_id).Bind(p.step).Bind(p.tokens).Bind(p.training_seconds).Bind(p.loss);
     if (int rc = eq.Exec(); rc != SQLITE_DONE) return Err(rc, doing);
   }
+  if (Status s = InsertTelemetry(row_id, result.samples, doing); !s.ok()) return s;
   return txn.Commit(doing);
 }
 
@@ -1061,6 +1102,27 @@ Result<std::vector<EvalPoint>> SqliteStore::EvalCurveOfCase(int64_t row_id) {
     p.training_seconds = q.Double(2);
     p.loss = q.Double(3);
     out.push_back(p);
+  }
+  if (rc != SQLITE_DONE) return Err(rc, doing);
+  return out;
+}
+
+Result<std::vector<TelemetrySample>> SqliteStore::TelemetryOfCase(int64_t row_id) {
+  const std::string doing = fmt::format("reading the hardware samples of case row {}", row_id);
+  Stmt q(db_,
+         "SELECT seconds, node, device, quantity, value FROM telemetry_samples WHERE case_row = ? "
+         "ORDER BY id");
+  q.Bind(row_id);
+  std::vector<TelemetrySample> out;
+  int rc;
+  while ((rc = q.Step()) == SQLITE_ROW) {
+    TelemetrySample t;
+    t.seconds = q.Double(0);
+    t.node = q.Text(1);
+    t.device = q.Text(2);
+    t.quantity = q.Text(3);
+    t.value = q.Double(4);
+    out.push_back(std::move(t));
   }
   if (rc != SQLITE_DONE) return Err(rc, doing);
   return out;

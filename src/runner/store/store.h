@@ -51,6 +51,8 @@ class Store {
   // Appends samples while a case runs (callers batch them; one transaction per call).
   virtual Status AppendSteps(int64_t row_id, const std::vector<StepSample>& steps) = 0;
   virtual Status AppendRequests(int64_t row_id, const std::vector<RequestSample>& requests) = 0;
+  // Appends hardware samples while a case runs (telemetry.h; batched like steps).
+  virtual Status AppendTelemetry(int64_t row_id, const std::vector<TelemetrySample>& samples) = 0;
   // Final status, reason, measurements and remaining samples, in one transaction.
   virtual Status FinishCase(int64_t row_id, const CaseResult& result) = 0;
   // Marks every case of the run still "running" as interrupted with `reason`
@@ -67,6 +69,12 @@ class Store {
   // The held-out loss curve (CaseResult::eval_curve), by step; empty when the
   // case stored none. Default: none (a store without curves).
   virtual Result<std::vector<EvalPoint>> EvalCurveOfCase(int64_t row_id) { return std::vector<EvalPoint>{}; }
+  // The hardware samples of a case in stored order (by time within each
+  // batch); empty when none were taken.
+  // Default: none (a store without samples).
+  virtual Result<std::vector<TelemetrySample>> TelemetryOfCase(int64_t row_id) {
+    return std::vector<TelemetrySample>{};
+  }
   virtual Result<std::vector<RequestSample>> RequestsOfCase(int64_t row_id) = 0;
   virtual Result<std::vector<std::pair<std::string, std::string>>> FactsOfCase(int64_t row_id) = 0;  // stored order
 

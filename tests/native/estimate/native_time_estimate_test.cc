@@ -93,6 +93,33 @@ TEST_CASE("time estimate: training terms by formula (6·(N − N_emb) + 12·L·H
         doctest::Approx(10 * 64 * (4 * 18912.0 + 12288) / 1e9));
 }
 
+TEST_CASE("time estimate: the link probe before the first step, its sizes ended by its budget as the probe ends") {
+  TrainingTimeShape s = SmallTraining();
+  CHECK_FALSE(Term(estimate_training_time(s), "link probe"));  // none asked for
+  // 2 ranks at 6.25 MB/s (50 Mbit/s): per size 6 all-reduces of S bytes per link (2(n−1)/n = 1).
+  s.network_bytes_per_second = 6.25e6;
+  s.network = "50 Mbit/s";
+  s.probe_ranks = 2;
+  s.probe_sizes = {4 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20};
+  const TimeEstimate e = estimate_training_time(s);
+  const double through_4m = 6 * (4096.0 + 262144 + 1048576 + 4194304) / 6.25e6;  // 5.29 s; 16 MiB would add 16.1 s
+  REQUIRE(Term(e, "link probe"));
+  CHECK(Term(e, "link probe")->seconds == doctest::Approx(through_4m));
+  CHECK(Term(e, "link probe")->counted);
+  CHECK(Term(e, "link probe")->how == "all-reduces of 4.1 kB..4.2 MB over 2 ranks, 6 each, at 50 Mbit/s (its 10 s budget)");
+  TrainingTimeShape no_probe = s;
+  no_probe.probe_sizes.clear();
+  CHECK(e.seconds == doctest::Approx(estimate_training_time(no_probe).seconds + through_4m));
+  // 4 ranks: 2(n−1)/n = 1.5 times the bytes per link; a fast link measures every size.
+  s.probe_ranks = 4;
+  s.network_bytes_per_second = 1.25e9;
+  CHECK(Term(estimate_training_time(s), "link probe")->seconds ==
+        doctest::Approx(6 * 1.5 * (4096.0 + 262144 + 1048576 + 4194304 + 16777216) / 1.25e9));
+  // Its network's rate unknown: not counted.
+  s.network_bytes_per_second = 0;
+  CHECK(Term(estimate_training_time(s), "link probe")->seconds == 0);
+}
+
 TEST_CASE("time estimate: inference decode is memory-bound (weights + KV cache per token over bandwidth)") {
   InferenceTimeShape s;
   s.config = Small();

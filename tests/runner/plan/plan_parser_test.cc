@@ -219,7 +219,7 @@ TEST_CASE("plan: bad --set overrides name the override") {
         "--set stages[stage1]..x=1: bad path 'stages[stage1]..x'\n"
         "--set name.deeper=1: 'name' is 'llama70b', not a map\n"
         "--set nosuch=1: unknown key 'nosuch' (valid keys: protocol, name, title, models, datasets, "
-        "cluster, defaults, stages, interleave)\n"
+        "cluster, defaults, stages, interleave, telemetry)\n"
         "--set defaults.repeats=many: expected an integer for 'repeats', got 'many'");
 }
 
@@ -942,4 +942,28 @@ TEST_CASE("plan: from_case errors name the case and say what to change") {
                                  "<string>")) ==
         "<string>:5:38: model 'trained': case 'pre' saves to 'out/{run_id}', a folder that changes with each run or "
         "repeat ({run_id}, {repeat}): from_case needs one fixed folder");
+}
+
+TEST_CASE("plan: telemetry.interval is read as a duration, kept in the resolved text, 0 turns sampling off") {
+  PlanParseResult plain = ParsePlanString(InterleavePlan(""), "<string>");
+  REQUIRE(plain.ok());
+  CHECK(plain.plan->telemetry.interval_seconds == 1.0);
+  CHECK(plain.plan->resolved_text.find("telemetry") == std::string::npos);  // the default: absent
+  PlanParseResult every = ParsePlanString(InterleavePlan("telemetry:\n  interval: 0.25\n"), "<string>");
+  INFO(ErrorsOf(every));
+  REQUIRE(every.ok());
+  CHECK(every.plan->telemetry.interval_seconds == 0.25);
+  const std::string& text = every.plan->resolved_text;
+  CHECK(text.find("telemetry:\n  interval: 0.25\n") != std::string::npos);
+  PlanParseResult again = ParsePlanString(text, "resolved.yaml");
+  REQUIRE(again.ok());
+  CHECK(again.plan->telemetry.interval_seconds == 0.25);
+  PlanParseResult off = ParsePlanString(InterleavePlan("telemetry: {interval: 0}\n"), "<string>");
+  REQUIRE(off.ok());
+  CHECK(off.plan->telemetry.interval_seconds == 0);
+  CHECK(ErrorsOf(ParsePlanString(InterleavePlan("telemetry: {interval: 0.01}\n"), "<string>")) ==
+        "<string>:21:23: telemetry.interval 0.01 s is below 0.1 s (nvidia-smi and /proc are read once per "
+        "interval: 1s is the default, 0 turns sampling off)");
+  CHECK(ErrorsOf(ParsePlanString(InterleavePlan("telemetry: {every: 1}\n"), "<string>")).find(
+            "unknown key 'every' (valid keys: interval)") != std::string::npos);
 }

@@ -295,6 +295,59 @@ TEST_CASE("a case's held-out curve is stored, shown and exported as eval_curve")
         R"({"step":4,"tokens":512,"training_seconds":2.5,"loss":5.125}])");
 }
 
+TEST_CASE("a case's hardware samples are stored in batches, summed up by show, exported in json and telemetry-csv") {
+  auto store = std::move(OpenStore(":memory:")).value();
+  RunRecord run;
+  run.plan_name = "quickstart";
+  const int64_t id = *store->CreateRun(run);
+  CaseRecord c;
+  c.run_id = id;
+  c.case_id = "q.1";
+  c.system = "fsdp";
+  const int64_t row = *store->BeginCase(c);
+  // One batch while the case runs, the rest when it is stored.
+  REQUIRE(store->AppendTelemetry(row, {{0.0, "", "gpu0", quantity::kGpuPower, 300.0},
+                                       {0.0, "", "gpu0", quantity::kGpuUtilization, 80.0}})
+              .ok());
+  CaseResult ok;
+  ok.samples = {{1.0, "", "gpu0", quantity::kGpuPower, 310.0},
+                {1.0, "", "gpu0", quantity::kGpuUtilization, 100.0},
+                {1.5, "rig1", "eth0", quantity::kNetSent, 4096.0}};
+  REQUIRE(store->FinishCase(row, ok).ok());
+  auto back = store->TelemetryOfCase(row);
+  REQUIRE(back.ok());
+  REQUIRE(back->size() == 5);
+  CHECK((*back)[2].seconds == 1.0);
+  CHECK((*back)[2].value == 310.0);
+  CHECK((*back)[4].node == "rig1");
+  CHECK((*back)[4].device == "eth0");
+  CHECK((*back)[4].quantity == quantity::kNetSent);
+
+  auto text = RenderRunDetails(*store, id, false);
+  REQUIRE(text.ok());
+  INFO(*text);
+  CHECK(text->find("    samples  0 steps, 0 requests, 5 hardware samples\n") != std::string::npos);
+  CHECK(text->find("    hardware samples (every reading: export --format json or telemetry-csv)\n"
+                   "      node       device  quantity                 readings  from s  to s  mean  least  largest  unit\n"
+                   "      rig1       eth0    net_sent_bytes                  1     1.5   1.5  4096   4096     4096  bytes\n"
+                   "      this host  gpu0    gpu_power_watts                 2     0.0   1.0   305    300      310  W\n"
+                   "      this host  gpu0    gpu_utilization_percent         2     0.0   1.0    90     80      100  %\n") !=
+        std::string::npos);
+  auto json = RenderRunDetails(*store, id, true);
+  REQUIRE(json.ok());
+  CHECK(Json::parse(*json)["cases"][0]["telemetry"][4].dump() ==
+        R"({"seconds":1.5,"node":"rig1","device":"eth0","quantity":"net_sent_bytes","value":4096.0,"unit":"bytes"})");
+  auto csv = ExportStore(*store, "telemetry-csv");
+  REQUIRE(csv.ok());
+  CHECK(*csv ==
+        "run_id,case_id,repeat,system,seconds,node,device,quantity,value,unit\r\n"
+        "1,q.1,0,fsdp,0,,gpu0,gpu_power_watts,300,W\r\n"
+        "1,q.1,0,fsdp,0,,gpu0,gpu_utilization_percent,80,%\r\n"
+        "1,q.1,0,fsdp,1,,gpu0,gpu_power_watts,310,W\r\n"
+        "1,q.1,0,fsdp,1,,gpu0,gpu_utilization_percent,100,%\r\n"
+        "1,q.1,0,fsdp,1.5,rig1,eth0,net_sent_bytes,4096,bytes\r\n");
+}
+
 TEST_CASE("RenderRunDetails of a missing run is not found") {
   auto store = SmallStore();
   auto text = RenderRunDetails(*store, 9, false);
@@ -418,7 +471,7 @@ TEST_CASE("ExportStore refuses an unknown format, suggesting a near one") {
   auto store = std::move(OpenStore(":memory:")).value();
   auto xml = ExportStore(*store, "xml");
   CHECK(xml.status().code() == Status::Code::kInvalidArgument);
-  CHECK(xml.status().message() == "unknown export format 'xml' (expected json or csv)");
+  CHECK(xml.status().message() == "unknown export format 'xml' (expected json, csv or telemetry-csv)");
   CHECK(ExportStore(*store, "jsn").status().message() ==
         "unknown export format 'jsn' (did you mean 'json'?)");
 }

@@ -73,6 +73,7 @@ class FakeStore : public Store {
     cases.push_back(record);
     return static_cast<int64_t>(100 + cases.size());
   }
+  Status AppendTelemetry(int64_t, const std::vector<TelemetrySample>&) override { return No(); }
   Status FinishCase(int64_t row_id, const CaseResult& result) override {
     results[row_id] = result;
     return Status::Ok();

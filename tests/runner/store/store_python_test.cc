@@ -164,13 +164,15 @@ print("missing:", missing, "plan_sha256" in header, len(columns))
 }
 
 // Prints "name|rank" of every measurement, one per line; with "downgrade",
-// first turns the file back into schema 7's form (NAME_rank<r>, no rank column).
+// first turns the file back into schema 7's form (NAME_rank<r>, no rank column,
+// no table of hardware samples).
 const char* const kRanks = R"py(
 import sqlite3, sys
 db = sqlite3.connect(sys.argv[1])
 if len(sys.argv) > 2 and sys.argv[2] == "downgrade":
     db.execute("update measurements set name = name || '_rank' || rank where rank is not null")
     db.execute("alter table measurements drop column rank")
+    db.execute("drop table if exists telemetry_samples")
     db.execute("pragma user_version = 7")
     db.commit()
 else:

@@ -473,7 +473,7 @@ TEST_CASE("A schema-2 database is migrated: token_ids added, invalid stored byte
     REQUIRE(store->AppendRequests(cases->at(0).row_id, {r}).ok());
   }
   CHECK(ReadUserVersion(path) == uint32_t(StoreSchemaVersion()));  // read once the file is closed (WAL)
-  CHECK(StoreSchemaVersion() == 8);
+  CHECK(StoreSchemaVersion() == 9);
   auto store = MustOpen(path);
   // The curve table came with the migration, empty for the old cases.
   auto curve = store->EvalCurveOfCase(1);

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "backends/native/check/check_support.h"
+#include "backends/native/distributed/link_probe.h"
 #include "backends/native/estimate/memory_estimate.h"
 #include "backends/native/estimate/time_estimate.h"
 #include "backends/native/estimate/traffic.h"
@@ -206,6 +207,11 @@ TimeEstimate TrainingTime(const Plan& plan, const CaseSpec& spec, NativeRole rol
       s.network_bytes_per_second = d.link_bytes_per_second;
       s.network = FormatRate(d.link_bytes_per_second) + (gpu ? " (between the node's GPUs)" : " (loopback, assumed)");
     }
+  }
+  if (nodes > 1 && spec.training.link_probe) {  // the probe before the first step (link_probe.h), as the ranks size it
+    s.probe_sizes = LinkProbeSizes(LargestCollectiveBytes(config, gpu ? 2 : 4, layout.groups, layout.group_size));
+    s.probe_ranks = layout.world();
+    s.probe_budget_seconds = kLinkProbeBudgetSeconds;
   }
   s.rank_processes = layout.world() > 1 || role == NativeRole::kShare ? layout.world() : 0;
   const WeightsSource source =

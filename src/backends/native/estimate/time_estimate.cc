@@ -30,6 +30,30 @@ void AddStartUp(const DeviceRates& d, int64_t rank_processes, int64_t load_bytes
   e->terms.push_back({"start-up", start + load, Join(how, ", ")});
 }
 
+// The link probe (link_probe.h): per size S, 1 + iterations all-reduces of
+// 2(n−1)/n · S bytes per link at the network's rate; sizes in order while the
+// time so far plus the next size's stays within the budget (the first always).
+void AddLinkProbe(const TrainingTimeShape& s, TimeEstimate* e) {
+  if (s.network_bytes_per_second <= 0) {
+    e->terms.push_back({"link probe", 0.0, "network rate unknown: not counted"});
+    return;
+  }
+  const double n = static_cast<double>(s.probe_ranks);
+  double seconds = 0;
+  int64_t largest = 0;
+  for (size_t i = 0; i < s.probe_sizes.size(); ++i) {
+    const double bytes = 2 * (n - 1) / n * static_cast<double>(s.probe_sizes[i]);
+    const double cost = (1 + s.probe_iterations) * bytes / s.network_bytes_per_second;
+    if (i > 0 && seconds + cost > s.probe_budget_seconds) break;
+    seconds += cost;
+    largest = s.probe_sizes[i];
+  }
+  e->terms.push_back({"link probe", seconds,
+                      fmt::format("all-reduces of {}..{} over {} ranks, {} each, at {} (its {} s budget)",
+                                  FormatBytes(s.probe_sizes.front()), FormatBytes(largest), s.probe_ranks,
+                                  1 + s.probe_iterations, s.network, FormatFigure(s.probe_budget_seconds))});
+}
+
 void Sum(TimeEstimate* e) {
   e->seconds = 0;
   for (const TimeTerm& t : e->terms)
@@ -89,6 +113,7 @@ TimeEstimate estimate_training_time(const TrainingTimeShape& s) {
                        !hidden});
     if (s.prefetch && !hidden) e.terms[e.terms.size() - 2].counted = false;  // compute hides behind it
   }
+  if (!s.probe_sizes.empty() && s.probe_ranks > 1) AddLinkProbe(s, &e);
   if (s.merges > 0) {
     const double merge = net_known ? static_cast<double>(s.merges) * static_cast<double>(s.merge_bytes_per_link) /
                                          s.network_bytes_per_second

@@ -115,6 +115,14 @@ struct TrainingTimeShape {
   int64_t rank_processes = 0;    // 0: the case runs in the runner's process
   int64_t load_bytes = 0;        // model bytes read at start (0: random init)
   int64_t save_bytes = 0;        // the resulting model written
+  // The link probe before the first step (link_probe.h; multi-node cases with
+  // training.link_probe): its sizes in order, over `probe_ranks` ranks, each
+  // one warm-up and `probe_iterations` timed all-reduces, ended by its budget
+  // as the probe ends itself. Empty: no probe.
+  std::vector<int64_t> probe_sizes;
+  int64_t probe_ranks = 0;
+  int probe_iterations = 5;
+  double probe_budget_seconds = 10;
 };
 TimeEstimate estimate_training_time(const TrainingTimeShape& shape);
 

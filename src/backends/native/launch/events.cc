@@ -66,6 +66,14 @@ std::string EncodeEvent(const WorkerEvent& e) {
       j["event"] = "rendezvous";
       j["port"] = e.port;
       break;
+    case WorkerEvent::Kind::kSample:
+      j["event"] = "sample";
+      j["seconds"] = e.sample.seconds;
+      j["node"] = e.sample.node;
+      j["device"] = e.sample.device;
+      j["quantity"] = e.sample.quantity;
+      j["value"] = e.sample.value;
+      break;
     case WorkerEvent::Kind::kFact:
       j["event"] = "fact";
       j["key"] = e.text;
@@ -122,6 +130,13 @@ std::optional<WorkerEvent> DecodeEvent(std::string_view line) {
       e.eval_point.tokens = j.at("tokens").get<int64_t>();
       e.eval_point.training_seconds = j.at("training_seconds").get<double>();
       e.eval_point.loss = j.at("loss").get<double>();
+    } else if (kind == "sample") {
+      e.kind = WorkerEvent::Kind::kSample;
+      e.sample.seconds = j.at("seconds").get<double>();
+      e.sample.node = j.at("node").get<std::string>();
+      e.sample.device = j.at("device").get<std::string>();
+      e.sample.quantity = j.at("quantity").get<std::string>();
+      e.sample.value = j.at("value").get<double>();
     } else if (kind == "rendezvous") {
       e.kind = WorkerEvent::Kind::kRendezvous;
       e.port = j.at("port").get<int>();

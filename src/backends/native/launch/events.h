@@ -20,6 +20,12 @@
 //   {"event":"eval","step":4,"tokens":2048,"training_seconds":1.5,"loss":5.2}
 //                                                     a point of the held-out loss curve (rank 0;
 //                                                     records.h EvalPoint, eval_curve.h)
+//   {"event":"sample","seconds":3.0,"node":"rig1","device":"eth0","quantity":"net_sent_bytes","value":1048576}
+//                                                     a reading of the rank's node (the first rank
+//                                                     of each node of a multi-node case samples
+//                                                     it, node_telemetry.h) at `seconds` since its
+//                                                     sampler began; the runner places it on its
+//                                                     own clock (telemetry.h AddArrived)
 //   {"event":"rendezvous","port":41234}               rank 0's store listens on this port; the
 //                                                     runner relays the line to every other
 //                                                     rank's standard input (rendezvous.h)
@@ -35,11 +41,12 @@ namespace protocol {
 namespace native {
 
 struct WorkerEvent {
-  enum class Kind { kStep, kRequest, kMeasurement, kNote, kStatus, kBytes, kError, kHeartbeat, kFact, kEvalPoint, kRendezvous };
+  enum class Kind { kStep, kRequest, kMeasurement, kNote, kStatus, kBytes, kError, kHeartbeat, kFact, kEvalPoint, kRendezvous, kSample };
   Kind kind = Kind::kStatus;
   StepSample step;
   RequestSample request;
   EvalPoint eval_point;        // kEvalPoint
+  TelemetrySample sample;      // kSample
   Measurement measurement;
   std::optional<int> rank;     // kMeasurement: set for a figure of this rank itself
   std::string text;            // kNote, kStatus, kError; kFact: the key
