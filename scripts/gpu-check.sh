@@ -7,7 +7,7 @@
 #      CUDA kernels and the GPU-only tests (protocol_gpu_tests);
 #   2. run the GPU-only tests (tests/backends/gpu_test.cc), which are
 #      reported as skipped everywhere else;
-#   3. run the GPU benchmarks: the NF4 dequantization and optimizer proxies,
+#   3. run the GPU benchmarks (and one case with its hardware sampled: GPU use, energy per token): the NF4 dequantization and optimizer proxies,
 #      training MFU of a ~1B Llama shape in bf16, single-stream decode of the
 #      Llama-2-7B shape in bf16 with the KV cache, and a QLoRA step and 4-bit
 #      decode of the 7B shape;
@@ -164,6 +164,28 @@ peer() {
 }
 peer mfu-1b --device cuda --presets llama-1b --batch 4 --seq 2048 --warmup 2 --steps "$steps" --decode 0
 peer decode-7b --device cuda --presets llama2-7b --no-train --decode 256
+
+# One case run by `protocol run` with the hardware sampled (docs/runner.md, "Sampling the hardware"):
+# the quick start's one-node pretrain on the GPU, one rank, sampled every 0.2 s; its GPU use, the
+# driver's memory peak and its energy per token go to docs/performance.md with the card's name.
+sampled() {
+  if (($(left) < 60)); then say ""; say "sampled case: not run (budget)"; return 0; fi
+  local db="$OUT_DIR/sampled.db"
+  say ""
+  say "\$ protocol run plans/quickstart.yaml --only qn.1.1 (cuda, 1 rank, 300 steps, telemetry every 0.2 s)"
+  if ! timeout "$(left)" "$BUILD_DIR/protocol" run plans/quickstart.yaml --db "$db" --logs "$OUT_DIR/sampled-logs" \
+      --no-calibrate --only qn.1.1 --set defaults.training.device=cuda \
+      --set "stages[stage1].cases[qn.1.1].training.ranks_per_node=1" --set "stages[stage1].cases[qn.1.1].steps=300" \
+      --set telemetry.interval=0.2 --set "defaults.output_dir=$OUT_DIR/sampled-model" >"$OUT_DIR/sampled.log" 2>&1; then
+    tail -5 "$OUT_DIR/sampled.log" | tee -a "$summary"
+    say "sampled case: FAILED"
+    return 0
+  fi
+  "$BUILD_DIR/protocol" show latest --db "$db" >"$OUT_DIR/sampled-show.txt" 2>&1 || true
+  grep -E "telemetry|gpu_utilization|gpu_memory_peak_driver|energy|train_tokens_per_second|wall_seconds" \
+    "$OUT_DIR/sampled-show.txt" | tee -a "$summary"
+}
+sampled
 
 # ---- 4. the whole test suite, GPU-only tests included -------------------------
 ctest_rc=0

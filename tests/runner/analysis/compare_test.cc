@@ -323,3 +323,19 @@ TEST_CASE("compare: a case measured contended on either side is shown but not de
   CHECK_FALSE(idle.cases[0].contended);
   CHECK(idle.cases[0].verdict == Verdict::kRegressed);
 }
+
+TEST_CASE("compare: energy per token is compared, lower better; a rise is a note beside the deciding time") {
+  CompareReport r = CompareRuns(Side(1, "pretrain", {{"wall_seconds", 100}, {"energy_per_token_joules", 0.50}}),
+                                Side(2, "pretrain", {{"wall_seconds", 99}, {"energy_per_token_joules", 0.60}}), {});
+  REQUIRE(r.cases.size() == 1);
+  REQUIRE(r.cases[0].metrics.size() == 2);
+  CHECK(r.cases[0].metrics[1].metric == "energy_per_token_joules");
+  CHECK(r.cases[0].metrics[1].verdict == Verdict::kRegressed);  // 20 % more energy per token
+  CHECK_FALSE(r.cases[0].metrics[1].deciding);
+  // Named, it decides.
+  CompareOptions named;
+  named.metrics = {"energy_per_token_joules"};
+  CompareReport by_energy = CompareRuns(Side(1, "pretrain", {{"energy_per_token_joules", 0.50}}),
+                                        Side(2, "pretrain", {{"energy_per_token_joules", 0.40}}), named);
+  CHECK(by_energy.cases[0].verdict == Verdict::kImproved);
+}

@@ -28,6 +28,8 @@ TEST_CASE("metric table: compare's directions, the report's columns and the rank
   CHECK(MetricDirection(metric::kEvalLoss) == Direction::kLower);
   CHECK(MetricDirection(metric::kTgs) == Direction::kHigher);
   CHECK_FALSE(MetricDirection(metric::kStragglers).has_value());
+  CHECK(MetricDirection(metric::kEnergyPerToken) == Direction::kLower);
+  CHECK_FALSE(MetricDirection(metric::kEnergy).has_value());  // a case's total: not comparable across lengths
   // The report: held-out loss first among quality and cost, TGS first among the additional metrics.
   const auto quality = ReportColumns(ReportSection::kQuality);
   REQUIRE_FALSE(quality.empty());
@@ -40,6 +42,21 @@ TEST_CASE("metric table: compare's directions, the report's columns and the rank
   CHECK(FindMetric(metric::kHostReadsPerStep)->from_ranks == FromRanks::kLargest);
   CHECK(FindMetric(metric::kCommExposedSeconds)->from_ranks == FromRanks::kMean);
   CHECK(FindMetric(metric::kFinalLoss)->from_ranks == FromRanks::kNotPerRank);
+}
+
+TEST_CASE("metric table: every hardware sample quantity has one row with a unit and a source") {
+  std::set<std::string> names;
+  for (const TelemetryQuantity& q : TelemetryQuantities()) {
+    CAPTURE(q.name);
+    CHECK(names.insert(q.name).second);
+    CHECK(FindTelemetryQuantity(q.name) == &q);
+    CHECK(std::string(q.unit) != "");
+    CHECK(std::string(q.source) != "");
+  }
+  for (const char* q : {quantity::kGpuUtilization, quantity::kGpuMemoryUsed, quantity::kGpuPower, quantity::kGpuSmClock,
+                        quantity::kGpuTemperature, quantity::kNetSent, quantity::kNetReceived, quantity::kCpuBusy})
+    CHECK(names.count(q) == 1);
+  CHECK(FindTelemetryQuantity("gpu_fan_speed") == nullptr);
 }
 
 }  // namespace protocol
