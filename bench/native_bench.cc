@@ -192,6 +192,7 @@ Figures BenchPreset(const std::string& preset, const Options& o, const at::Tenso
     g.max_new_tokens = std::min<int64_t>(o.decode, c.max_seq_len - o.prompt);
     g.ignore_eos = true;
     // Seconds per token of a warmed-up generation.
+    int64_t host_reads = 0;  // of the timed generation: waits of the host for the device
     auto decode = [&](const Model& m, size_t* generated) {
       (void)generate_greedy(m, prompt, g);  // warm-up
       compat::DeviceSynchronize(device.device());
@@ -200,15 +201,17 @@ Figures BenchPreset(const std::string& preset, const Options& o, const at::Tenso
       compat::DeviceSynchronize(device.device());
       const double seconds = Now() - start;
       *generated = generation.ok() ? generation->tokens.size() : 0;
+      host_reads = generation.ok() ? generation->host_reads : 0;
       return seconds / static_cast<double>(std::max<size_t>(*generated, 1));
     };
     size_t generated = 0;
     const double per_token = decode(model, &generated);
     figures.decode_seconds_per_token = per_token;
     const double seconds = per_token * static_cast<double>(generated);
-    std::printf("%-10s params %6.1f M  decode%s prompt=%lld new=%zu: %8.4f s/token  %9.1f tokens/s\n",
+    std::printf("%-10s params %6.1f M  decode%s prompt=%lld new=%zu: %8.4f s/token  %9.1f tokens/s  %lld host read(s)\n",
                 preset.c_str(), c.ParameterCount() / 1e6, lora ? " (4-bit, dequantized on use)" : "",
-                static_cast<long long>(o.prompt), generated, per_token, 1.0 / per_token);
+                static_cast<long long>(o.prompt), generated, per_token, 1.0 / per_token,
+                static_cast<long long>(host_reads));
     if (lora) {
       // As the backends serve a 4-bit model: the dequantized projections kept when they fit.
       Model served = model;

@@ -3,6 +3,8 @@
 
 #include <c10/core/GradMode.h>
 
+#include <algorithm>
+
 #include "backends/native/model/generate.h"
 #include "backends/native/model/model.h"
 #include "backends/native/model/model_config.h"
@@ -152,6 +154,39 @@ TEST_CASE("native model KV-cache generation equals no-cache generation token for
   REQUIRE(g4.ok());
   CHECK(g4->interrupted);
   CHECK(g4->tokens.empty());
+}
+
+TEST_CASE("native model decode with the cache reads the answer back once, not once per token") {
+  Model m = TestModel();
+  GenerateOptions with_cache;
+  with_cache.max_new_tokens = 20;
+  GenerateOptions without = with_cache;
+  without.use_kv_cache = false;
+  auto cached = generate_greedy(m, {1, 7, 3}, with_cache);
+  auto reference = generate_greedy(m, {1, 7, 3}, without);
+  REQUIRE(cached.ok());
+  REQUIRE(reference.ok());
+  CHECK(cached->tokens == reference->tokens);
+  CHECK(cached->host_reads == 1);      // the whole answer, in one copy
+  CHECK(reference->host_reads == 20);  // the reference: one per token
+  // Stopping at end-of-sequence: the tokens are read every kEosCheckTokens, cut after the first end token.
+  const std::vector<int>& all = cached->tokens;
+  for (size_t at : {size_t{0}, size_t{5}, size_t{11}}) {
+    Model stop_model = TestModel();
+    stop_model.config.eos_id = all[at];
+    const size_t first = static_cast<size_t>(std::find(all.begin(), all.end(), all[at]) - all.begin());
+    GenerateOptions until_eos = with_cache;
+    until_eos.ignore_eos = false;
+    auto g = generate_greedy(stop_model, {1, 7, 3}, until_eos);
+    auto r = generate_greedy(stop_model, {1, 7, 3}, [&] { GenerateOptions o = until_eos; o.use_kv_cache = false; return o; }());
+    REQUIRE(g.ok());
+    REQUIRE(r.ok());
+    CAPTURE(at);
+    CHECK(g->tokens == std::vector<int>(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(first) + 1));
+    CHECK(g->tokens == r->tokens);
+    CHECK(g->ended_at_eos);
+    CHECK(g->host_reads == static_cast<int64_t>(first / kEosCheckTokens + 1));
+  }
 }
 
 TEST_CASE("native model generation rejects impossible requests with a reason") {

@@ -1,9 +1,83 @@
 #include "backends/native/model/generate.h"
 
+#include <algorithm>
+
+#include "backends/native/platform/torch_compat.h"
 #include "runner/base/text.h"
 
 namespace protocol {
 namespace native {
+
+namespace {
+
+// The reference: the whole sequence re-run for each token, each token read
+// back at once (the cache is tested against it).
+Generation generate_without_cache(const Model& model, const std::vector<int>& prompt, const GenerateOptions& options,
+                                  const StopFlag* stop) {
+  const at::TensorOptions ids = at::TensorOptions().dtype(at::kLong).device(model.embed.device());
+  std::vector<int64_t> seq(prompt.begin(), prompt.end());
+  Generation out;
+  for (int64_t i = 0; i < options.max_new_tokens; ++i) {
+    if (stop && stop->requested()) {
+      out.interrupted = true;
+      break;
+    }
+    at::Tensor input = at::tensor(seq, ids).view({1, static_cast<int64_t>(seq.size())});
+    at::Tensor logits = model_forward(model, input, nullptr);  // (1,T,V)
+    const int next = static_cast<int>(compat::ReadToHost(logits.select(1, logits.size(1) - 1).argmax(-1))[0]);
+    seq.push_back(next);
+    out.tokens.push_back(next);
+    if (!options.ignore_eos && next == model.config.eos_id) {
+      out.ended_at_eos = true;
+      break;
+    }
+  }
+  return out;
+}
+
+// With the KV cache, the host out of the way: each token's argmax stays on
+// the device and is the next step's input; the tokens are written to a device
+// buffer and read back in one copy at the end, or every kEosCheckTokens when
+// the decode must stop at end-of-sequence (the tokens after it, at most
+// kEosCheckTokens − 1 of them, are computed and dropped).
+Generation generate_with_cache(const Model& model, const std::vector<int>& prompt, const GenerateOptions& options,
+                               const StopFlag* stop, int64_t capacity) {
+  const at::TensorOptions ids = at::TensorOptions().dtype(at::kLong).device(model.embed.device());
+  KvCache cache = kv_cache_create(model, 1, capacity);
+  at::Tensor generated = at::empty({std::max<int64_t>(options.max_new_tokens, 1)}, ids);
+  at::Tensor input = at::tensor(std::vector<int64_t>(prompt.begin(), prompt.end()), ids)
+                         .view({1, static_cast<int64_t>(prompt.size())});
+  Generation out;
+  int64_t done = 0;  // tokens computed
+  // Reads generated[out.tokens.size(), done) back; true when it held end-of-sequence (the tokens cut after it).
+  auto read_back = [&]() {
+    const int64_t from = static_cast<int64_t>(out.tokens.size());
+    if (done == from) return false;
+    for (double id : compat::ReadToHost(generated.narrow(0, from, done - from))) {
+      out.tokens.push_back(static_cast<int>(id));
+      if (!options.ignore_eos && out.tokens.back() == model.config.eos_id) {
+        out.ended_at_eos = true;
+        return true;
+      }
+    }
+    return false;
+  };
+  for (; done < options.max_new_tokens;) {
+    if (stop && stop->requested()) {
+      out.interrupted = true;
+      break;
+    }
+    at::Tensor logits = model_forward(model, input, &cache);                     // (1,T,V)
+    input = logits.select(1, logits.size(1) - 1).argmax(-1, /*keepdim=*/true).to(ids.device());  // (1,1), on the device
+    generated.narrow(0, done, 1).copy_(input.view({1}));
+    ++done;
+    if (!options.ignore_eos && done % kEosCheckTokens == 0 && read_back()) return out;
+  }
+  read_back();
+  return out;
+}
+
+}  // namespace
 
 Result<Generation> generate_greedy(const Model& model, const std::vector<int>& prompt,
                                    const GenerateOptions& options, const StopFlag* stop) {
@@ -20,34 +94,14 @@ Result<Generation> generate_greedy(const Model& model, const std::vector<int>& p
         prompt.size(), options.max_new_tokens, total, c.max_seq_len));
 
   c10::InferenceMode inference;
-  const at::TensorOptions ids = at::TensorOptions().dtype(at::kLong).device(model.embed.device());
-  std::vector<int64_t> seq(prompt.begin(), prompt.end());
+  const int64_t reads_before = compat::HostReads();
   Generation out;
-  KvCache cache;
-  if (options.use_kv_cache) cache = kv_cache_create(model, 1, total);
-
-  // Step 0 feeds the whole prompt; later steps feed only the newest token
-  // (cache) or everything so far (no cache).
-  for (int64_t i = 0; i < options.max_new_tokens; ++i) {
-    if (stop && stop->requested()) {
-      out.interrupted = true;
-      break;
-    }
-    at::Tensor input;
-    if (options.use_kv_cache && i > 0) {
-      input = at::tensor(std::vector<int64_t>{seq.back()}, ids).view({1, 1});
-    } else {
-      input = at::tensor(seq, ids).view({1, static_cast<int64_t>(seq.size())});
-    }
-    at::Tensor logits = model_forward(model, input, options.use_kv_cache ? &cache : nullptr);  // (1,T,V)
-    const int next = static_cast<int>(logits.select(1, logits.size(1) - 1).argmax(-1).item<int64_t>());
-    seq.push_back(next);
-    out.tokens.push_back(next);
-    if (!options.ignore_eos && next == c.eos_id) {
-      out.ended_at_eos = true;
-      break;
-    }
+  if (!options.use_kv_cache) {
+    out = generate_without_cache(model, prompt, options, stop);
+  } else {
+    out = generate_with_cache(model, prompt, options, stop, total);
   }
+  out.host_reads = compat::HostReads() - reads_before;
   return out;
 }
 

@@ -3,8 +3,11 @@
 
 // Greedy decoding: at each step the next token is argmax of the last logits.
 // With a KV cache the prompt is run once (prefill) and each new token costs one
-// single-position forward; without it the whole sequence is re-run each step
-// (the reference the cache is tested against).
+// single-position forward; the token stays on the device as the next input and
+// the host reads the answer back once (no wait for the device per token: on a
+// GPU the host queues the next steps while the device runs). Without the cache
+// the whole sequence is re-run each step (the reference the cache is tested
+// against).
 
 #include <cstdint>
 #include <vector>
@@ -28,7 +31,15 @@ struct Generation {
   std::vector<int> tokens;     // generated tokens only (prompt excluded)
   bool ended_at_eos = false;   // stopped early because eos was produced
   bool interrupted = false;    // the stop flag was raised; tokens holds what was done
+  // Device values read back on the host (compat::ReadToHost): each a wait for
+  // the device. With the cache: 1 for the whole answer (ignore_eos), or one
+  // per kEosCheckTokens tokens; without it, one per token.
+  int64_t host_reads = 0;
 };
+
+// With the KV cache and !ignore_eos, how many tokens are decoded between two
+// reads of the tokens for end-of-sequence.
+inline constexpr int64_t kEosCheckTokens = 8;
 
 // How every native inference case decodes (stored as its `decoding` fact).
 inline constexpr const char* kDecodingText = "greedy (argmax), KV cache";
