@@ -212,6 +212,21 @@ Figures BenchPreset(const std::string& preset, const Options& o, const at::Tenso
                 preset.c_str(), c.ParameterCount() / 1e6, lora ? " (4-bit, dequantized on use)" : "",
                 static_cast<long long>(o.prompt), generated, per_token, 1.0 / per_token,
                 static_cast<long long>(host_reads));
+    {
+      // The host's cost of a decode step: the ATen ops one decoder layer dispatches at one position.
+      c10::InferenceMode inference;
+      KvCache cache = kv_cache_create(model, 1, o.prompt + 1);
+      std::vector<int64_t> ids(prompt.begin(), prompt.end());
+      (void)model_forward(model, at::tensor(ids, at::kLong).view({1, o.prompt}).to(device.device()), &cache);
+      at::Tensor x = embed_forward(model.embed, at::tensor(std::vector<int64_t>{ids.back()}, at::kLong)
+                                                    .view({1, 1})
+                                                    .to(device.device()));
+      const RopeRows rope = rope_rows(model, cache.length, 1, x.scalar_type());
+      compat::OpCounter counter;
+      (void)decoder_layer_forward(model, 0, model.layers[0], x, rope, &cache, cache.length);
+      std::printf("           ops per decode layer %lld (%s)\n", static_cast<long long>(counter.total()),
+                  counter.Describe().c_str());
+    }
     if (lora) {
       // As the backends serve a 4-bit model: the dequantized projections kept when they fit.
       Model served = model;

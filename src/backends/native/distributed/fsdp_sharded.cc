@@ -230,12 +230,19 @@ at::Tensor ShardedParams::Step(double lr) {
   std::vector<at::Tensor> grads;
   for (const auto& u : units_)
     grads.push_back(u->master.grad().defined() ? u->master.grad() : at::zeros_like(u->master));
-  // Global norm: Σ over ranks of each slice's squared norm (padding is zero),
-  // each slice's sum in float32 as train.h's grad_clip_norm takes it (one
-  // slice-sized temporary at a time), the sum over slices and ranks in float64;
-  // clipped as grad_clip_norm clips, on the device: nothing is read back here.
-  at::Tensor sum_sq = at::zeros({1}, grads[0].options().dtype(at::kDouble));
-  for (const at::Tensor& g : grads) sum_sq += g.pow(2).sum().to(at::kDouble);
+  // Global norm: Σ over ranks of each slice's squared norm (padding is zero).
+  // Each slice's L2 norm in float32 as train.h's clip_gradients takes it (the
+  // float32 slices in one multi-tensor kernel; no g² temporary), squared and
+  // summed over slices and ranks in float64; clipped as clip_gradients clips,
+  // on the device: nothing is read back here.
+  std::vector<at::Tensor> wide, norms;
+  for (const at::Tensor& g : grads) {
+    if (g.scalar_type() == at::kFloat) wide.push_back(g);
+    else norms.push_back(at::linalg_vector_norm(g, 2, c10::nullopt, false, at::kFloat));
+  }
+  if (!wide.empty())
+    for (const at::Tensor& n : at::_foreach_norm(wide, 2)) norms.push_back(n);
+  at::Tensor sum_sq = at::stack(norms).to(at::kDouble).pow(2).sum().view({1});
   setup_.shard->AllReduceSum(sum_sq);
   const at::Tensor norm = sum_sq.sqrt().squeeze(0);
   scale_to_max_norm(grads, norm, options_.grad_clip);

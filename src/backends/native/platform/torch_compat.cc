@@ -1,6 +1,7 @@
 #include "backends/native/platform/torch_compat.h"
 
 #include <torch/csrc/api/include/torch/version.h>
+#include <ATen/record_function.h>
 
 // The c10d headers hide Gloo (and NCCL) behind the build's feature macros.
 #ifndef USE_C10D_GLOO
@@ -274,6 +275,44 @@ std::vector<double> ReadToHost(const at::Tensor& t) {
 }
 
 int64_t HostReads() { return host_reads.load(); }
+
+// ---- counting ops -----------------------------------------------------------------
+
+namespace {
+thread_local std::map<std::string, int64_t>* counting = nullptr;
+thread_local int op_depth = 0;
+
+std::unique_ptr<at::ObserverContext> OpStarted(const at::RecordFunction& fn) {
+  if (counting && op_depth == 0) ++(*counting)[fn.name()];
+  ++op_depth;
+  return nullptr;
+}
+void OpEnded(const at::RecordFunction&, at::ObserverContext*) { --op_depth; }
+}  // namespace
+
+OpCounter::OpCounter() {
+  counting = &counts_;
+  op_depth = 0;
+  handle_ = at::addThreadLocalCallback(
+      at::RecordFunctionCallback(&OpStarted, &OpEnded).scopes({at::RecordScope::FUNCTION}));
+}
+
+OpCounter::~OpCounter() {
+  at::removeCallback(handle_);
+  counting = nullptr;
+}
+
+int64_t OpCounter::total() const {
+  int64_t n = 0;
+  for (const auto& [name, count] : counts_) n += count;
+  return n;
+}
+
+std::string OpCounter::Describe() const {
+  std::string out;
+  for (const auto& [name, count] : counts_) out += (out.empty() ? "" : ", ") + name + " " + std::to_string(count);
+  return out;
+}
 
 // ---- storage ------------------------------------------------------------------
 // StorageImpl::set_data_ptr_noswap and set_nbytes(size_t) exist in 1.13 and 2.x.

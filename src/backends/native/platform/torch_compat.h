@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -92,6 +93,28 @@ void ForeachCopy(const std::vector<at::Tensor>& dst, const std::vector<at::Tenso
 std::vector<double> ReadToHost(const at::Tensor& t);
 // ReadToHost calls so far in this process (tests and benchmarks count them per step).
 int64_t HostReads();
+
+// ---- counting the ATen ops a piece of code runs ------------------------------
+// The ops this thread dispatches while the object lives, through ATen's
+// RecordFunction observer: only the outermost ones (an aten::linear that
+// calls aten::matmul and aten::mm counts once), by name, "aten::add" → 2.
+// Each op is one kernel launch or more on a GPU: the count is what a decode
+// step costs the host. One counter per thread at a time.
+class OpCounter {
+ public:
+  OpCounter();
+  ~OpCounter();
+  OpCounter(const OpCounter&) = delete;
+  OpCounter& operator=(const OpCounter&) = delete;
+  const std::map<std::string, int64_t>& counts() const { return counts_; }
+  int64_t total() const;
+  // "aten::add 2, aten::mm 3, …": the counts in name order.
+  std::string Describe() const;
+
+ private:
+  std::map<std::string, int64_t> counts_;
+  uint64_t handle_ = 0;
+};
 
 // ---- storage of a gathered buffer -----------------------------------------
 // FSDP frees a unit's gathered parameters after forward while the autograd

@@ -1,0 +1,55 @@
+// The sharded optimizer step (fsdp_sharded.h ShardedParams::Step) in one
+// process (SoloGroups: a mesh of one rank): its gradient norm takes each
+// slice's norm in one multi-tensor kernel, never a g² temporary per slice.
+
+#include "native_test_support.h"
+
+#include <c10/core/GradMode.h>
+
+#include <cmath>
+
+#include "backends/native/distributed/fsdp_sharded.h"
+#include "backends/native/distributed/process_group.h"
+#include "backends/native/model/model_config.h"
+#include "backends/native/platform/torch_compat.h"
+
+namespace protocol {
+namespace native {
+
+TEST_CASE("sharded step: the gradient norm squares the slices' norms, not the gradients") {
+  auto config = PresetConfig("tiny");
+  REQUIRE(config.ok());
+  ProcessGroups solo = SoloGroups();
+  FsdpSetup setup;
+  setup.shard = solo.shard_comm.get();
+  TrainOptions options;
+  at::manual_seed(7);
+  auto fill = [](const std::vector<NamedParameter>& params) {
+    for (const NamedParameter& p : params) p.tensor->normal_(0.0, 0.02);
+    return Status::Ok();
+  };
+  auto sharded = ShardedParams::Create(*config, at::kFloat, at::Device(at::kCPU), setup, options, fill);
+  REQUIRE(sharded.ok());
+  at::Tensor tokens = at::randint(0, config->vocab_size, {2, 8}, at::TensorOptions().dtype(at::kLong));
+  at::Tensor loss = (*sharded)->Forward(tokens).to(at::kFloat).pow(2).mean();
+  loss.backward();
+  at::Tensor norm;
+  int64_t pows = 0;
+  std::string ops;
+  {
+    compat::OpCounter counter;
+    norm = (*sharded)->Step(1e-3);
+    pows = counter.counts().count("aten::pow") ? counter.counts().at("aten::pow") : 0;
+    ops = counter.Describe();
+  }
+  INFO(ops);
+  const double n = compat::ReadToHost(norm)[0];
+  CHECK(std::isfinite(n));
+  CHECK(n > 0);
+  // One pow: the vector of the units' norms (embedding, each layer, head), squared in float64.
+  CHECK(pows == 1);
+  CHECK(config->n_layers + 2 >= 3);
+}
+
+}  // namespace native
+}  // namespace protocol
