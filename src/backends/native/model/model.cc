@@ -39,7 +39,8 @@ at::Tensor rope_apply(const at::Tensor& x, const at::Tensor& cos, const at::Tens
 }
 
 // Grouped-query attention (Ainslie et al. 2023): each of the NKV key/value
-// heads serves NH/NKV query heads. (B,NKV,S,HD) -> (B,NH,S,HD).
+// heads serves NH/NKV query heads. (B,NKV,S,HD) -> (B,NH,S,HD). (A decode
+// step groups the queries instead: attention_forward.)
 at::Tensor kv_repeat(const at::Tensor& x, int64_t n_rep) {
   if (n_rep == 1) return x;
   return x.repeat_interleave(n_rep, /*dim=*/1);
@@ -65,8 +66,18 @@ at::Tensor attention_forward(const Model& model, size_t layer, const LayerWeight
     v = cache->v[layer].narrow(2, 0, pos0 + T);
   }
   const int64_t S = k.size(2);
-  k = kv_repeat(k, c.n_heads / c.n_kv_heads);
-  v = kv_repeat(v, c.n_heads / c.n_kv_heads);
+  const int64_t rep = c.n_heads / c.n_kv_heads;
+  if (T == 1 && rep > 1) {
+    // One position (a decode step) attends to every key, unmasked: the rep
+    // query heads of each key/value head stand as its rep "positions", so
+    // K/V are read as they are, never repeated. Head h = kv·rep + r, as
+    // kv_repeat orders them.
+    at::Tensor y = compat::ScaledDotProductAttention(q.reshape({B, c.n_kv_heads, rep, HD}), k, v,
+                                                     /*is_causal=*/false, std::nullopt);  // (B,NKV,rep,HD)
+    return project(model, layer, w, Projection::kO, y.reshape({B, 1, c.n_heads * HD}));
+  }
+  k = kv_repeat(k, rep);
+  v = kv_repeat(v, rep);
   // Query i (absolute position pos0+i) may see keys 0..pos0+i.
   //   T == S: the usual causal triangle;  T == 1: every cached key;
   //   otherwise (a chunk after a cached prefix): an explicit (T,S) mask.
