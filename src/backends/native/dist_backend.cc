@@ -167,9 +167,17 @@ Result<std::vector<RankLaunch>> PrepareLaunches(const BackendContext& ctx, const
   request.node_hosts = layout.node_hosts;
   request.workdir = workdir;
   std::map<std::string, int> local_index;
-  const int nodes = static_cast<int>(std::set<std::string>(layout.rank_nodes.begin(), layout.rank_nodes.end()).size());
-  // Another node's hardware is read by its first rank (node_telemetry.h); its GPUs
-  // too where the launcher puts it on another host than the runner's.
+  // Each node's hardware is read by its first rank (node_telemetry.h) where the nodes have links of
+  // their own: other hosts, or the namespaces of an emulated network; nodes that are one host talk
+  // over its loopback, and the runner samples that host. Their GPUs too where the launcher puts them
+  // on another host than the runner's.
+  std::set<std::string> hosts;
+  for (const std::string& n : layout.rank_nodes) hosts.insert(host_of(n));
+  const NetworkSpec* case_network = CaseNetwork(ctx, layout);
+  const bool emulated = (case_network && case_network->emulate) || ctx.plan.cluster.emulate.has_value();
+  const int nodes = hosts.size() > 1 || emulated
+                        ? static_cast<int>(std::set<std::string>(layout.rank_nodes.begin(), layout.rank_nodes.end()).size())
+                        : 1;
   const bool remote_gpus = ctx.plan.cluster.launcher != "local";
   for (int r = 0; r < layout.world(); ++r) {
     RankLaunch l;

@@ -382,7 +382,12 @@ void AddTelemetry(const CaseSpec& spec, const std::string& log_path, const std::
   result.samples = std::move(sampled.samples);
   result.facts.emplace_back(fact::kTelemetry, sampled.description);
   if (!sampled.gpu_problem.empty()) {
-    spdlog::info("case {}: GPUs not sampled: {}", spec.id, sampled.gpu_problem);
+    // Said on the terminal once per reason (a machine without nvidia-smi says it for every case), in every case's log.
+    static std::string said;
+    if (sampled.gpu_problem != said)
+      spdlog::info("GPUs not sampled: {} (from case {} on; each case's log and its telemetry fact say so)",
+                   sampled.gpu_problem, spec.id);
+    said = sampled.gpu_problem;
     AppendToLog(log_path, fmt::format("# protocol telemetry: GPUs not sampled: {}\n", sampled.gpu_problem));
   }
 }

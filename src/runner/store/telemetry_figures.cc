@@ -165,15 +165,13 @@ const NodeLink* BusiestNode(const std::map<std::string, NodeLink>& links) {
   return busiest;
 }
 
-// The samples the link is read from: the nodes' own (read by each node's
-// first rank) where there are any, else the runner's host's.
+// The samples the link is read from: the nodes' own, read by each node's
+// first rank (node_telemetry.h). The runner's host's interfaces carry other
+// traffic besides (and none of the case's where its nodes are one host).
 std::vector<TelemetrySample> LinkSamples(const std::vector<TelemetrySample>& samples) {
-  const bool from_nodes = std::any_of(samples.begin(), samples.end(), [](const TelemetrySample& s) {
-    return !s.node.empty() && (s.quantity == quantity::kNetSent || s.quantity == quantity::kNetReceived);
-  });
   std::vector<TelemetrySample> out;
   for (const TelemetrySample& s : samples)
-    if (s.node.empty() != from_nodes) out.push_back(s);
+    if (!s.node.empty()) out.push_back(s);
   return out;
 }
 
@@ -191,10 +189,8 @@ void LinkFigures(const std::vector<TelemetrySample>& all, const TelemetryWork& w
     mean = std::max(mean, (link.sent + link.received) / (link.times.back() - link.times.front()));
     for (const auto& [t, rate] : Rates(link)) peak = std::max(peak, rate);
   }
-  const std::string which = fmt::format("{} (/proc/net/dev, loopback left out; {})",
-                                        Join(std::vector<std::string>(interfaces.begin(), interfaces.end()), ", "),
-                                        samples.front().node.empty() ? "the runner's host"
-                                                                     : "read by each node's first rank");
+  const std::string which = fmt::format("{} (/proc/net/dev, loopback left out; read by each node's first rank)",
+                                        Join(std::vector<std::string>(interfaces.begin(), interfaces.end()), ", "));
   out.push_back(Figure(metric::kLinkBytesSent, sent, "bytes", "bytes sent while the case ran on " + which));
   out.push_back(Figure(metric::kLinkBytesReceived, received, "bytes", "bytes received while the case ran on " + which));
   out.push_back(Figure(metric::kLinkThroughputMean, mean, "bytes/s",

@@ -13,8 +13,8 @@
 //   per token      E / tokens (training tokens, or generated tokens)
 //   per step       E / steps
 //   link           (cases on more than one node) from the nodes' own samples
-//                  where there are any (node_telemetry.h), else the runner's
-//                  host's; per node, Σ over its interfaces (loopback left out) of the
+//                  only (node_telemetry.h; the runner's host's interfaces
+//                  carry other traffic); per node, Σ over its interfaces (loopback left out) of the
 //                  bytes sent and received while the case ran; the mean
 //                  throughput is (sent + received) / the node's sampled span,
 //                  the peak the largest such rate over one interval between

@@ -80,24 +80,27 @@ TEST_CASE("telemetry figures: no busy GPU, no GPU figure; no samples, no figure"
   CHECK(TelemetryFigures({}, {100, 1}).empty());
 }
 
-TEST_CASE("telemetry figures: the link's bytes, mean and busiest interval from the interfaces' counters") {
+TEST_CASE("telemetry figures: the link's bytes, mean and busiest interval from a node's interface counters") {
   std::vector<TelemetrySample> s;
-  // eth0 sent 0 → 1000 → 3000 and received 0 → 0 → 1000 over 0, 1, 2 s; eth1 idle after its zeros.
+  // rig1's eth0 sent 0 → 1000 → 3000 and received 0 → 0 → 1000 over 0, 1, 2 s; eth1 idle after its zeros.
   const double readings[3][3] = {{0.0, 0.0, 0.0}, {1.0, 1000.0, 0.0}, {2.0, 3000.0, 1000.0}};  // t, sent, received
   for (const auto& r : readings) {
-    s.push_back(At(r[0], "eth0", quantity::kNetSent, r[1]));
-    s.push_back(At(r[0], "eth0", quantity::kNetReceived, r[2]));
+    s.push_back(At(r[0], "eth0", quantity::kNetSent, r[1], "rig1"));
+    s.push_back(At(r[0], "eth0", quantity::kNetReceived, r[2], "rig1"));
   }
-  s.push_back(At(0, "eth1", quantity::kNetSent, 0));
-  s.push_back(At(0, "eth1", quantity::kNetReceived, 0));
+  s.push_back(At(0, "eth1", quantity::kNetSent, 0, "rig1"));
+  s.push_back(At(0, "eth1", quantity::kNetReceived, 0, "rig1"));
   CHECK_FALSE(Find(TelemetryFigures(s, {}), metric::kLinkBytesSent));  // one node: no link between nodes
   const std::vector<Measurement> ms = TelemetryFigures(s, {0, 0, 2});
   CHECK(*Find(ms, metric::kLinkBytesSent)->value == 3000.0);
   CHECK(*Find(ms, metric::kLinkBytesReceived)->value == 1000.0);
   CHECK(*Find(ms, metric::kLinkThroughputMean)->value == 2000.0);  // 4000 bytes over 2 s
   CHECK(*Find(ms, metric::kLinkThroughputPeak)->value == 3000.0);  // the second interval: 2000 + 1000
-  CHECK(Find(ms, metric::kLinkBytesSent)->method.find("eth0, eth1 (/proc/net/dev, loopback left out; the runner's host)") !=
-        std::string::npos);
+  CHECK(Find(ms, metric::kLinkBytesSent)->method.find("rig1:eth0, rig1:eth1 (/proc/net/dev, loopback left out; read "
+                                                      "by each node's first rank)") != std::string::npos);
+  // The runner's host's own interfaces (node ""): other traffic, never the link.
+  for (TelemetrySample& sample : s) sample.node.clear();
+  CHECK_FALSE(Find(TelemetryFigures(s, {0, 0, 2}), metric::kLinkBytesSent));
 }
 
 TEST_CASE("telemetry figures: two nodes' bytes add up; the rates are the busiest node's; the runner's host aside") {
