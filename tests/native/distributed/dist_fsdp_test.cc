@@ -265,7 +265,9 @@ TEST_CASE("dist fsdp: 2 and 4 ranks on CPU, full and hybrid sharding, prefetch o
       REQUIRE(peak);
       REQUIRE(above);
       CHECK(*peak->value > 0);
-      CHECK(*above->value > 0);
+      // The mini model's shards are a few KiB: below the kernel's per-thread batching of RSS counts,
+      // its growth may read 0 (never negative).
+      CHECK(*above->value >= 0);
       CHECK(*above->value < *peak->value);
       CHECK(peak->unit == "bytes");
       CHECK(above->method.find(fmt::format("rank {} of {}", r, v.world())) != std::string::npos);

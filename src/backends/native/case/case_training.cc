@@ -416,9 +416,14 @@ void CaseTraining::ReportRankFigures() {
                   "MALLOC_MMAP_THRESHOLD_={}",
                   who, model_->memory_text(), ts_.checkpoint_every, mmap_threshold ? mmap_threshold : "unset");
   sink_.Figure(MeasuredFigure(metric::kPeakHostRss, static_cast<double>(peak_rss), "bytes", rss_how), g_.rank);
-  sink_.Figure(MeasuredFigure(metric::kPeakHostRssAboveBaseline, static_cast<double>(peak_rss - baseline_rss_), "bytes",
+  // The kernel counts a thread's resident pages in batches (up to 64 page events per thread before they
+  // reach the process's counters), so the baseline and the peak can each lag by a few hundred KiB: a
+  // growth below that may read as a small negative difference, stored as 0.
+  sink_.Figure(MeasuredFigure(metric::kPeakHostRssAboveBaseline,
+                              static_cast<double>(std::max<int64_t>(0, peak_rss - baseline_rss_)), "bytes",
                               fmt::format("{}; minus its RSS just before the model was built ({} bytes: VmRSS of "
-                                          "/proc/self/status)",
+                                          "/proc/self/status; the kernel counts resident pages in batches per "
+                                          "thread, so a growth under a few hundred KiB may read 0)",
                                           rss_how, baseline_rss_)),
                g_.rank);
   if (auto device_peak = compat::CudaPeakMemoryBytes())
