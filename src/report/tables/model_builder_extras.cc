@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "report/formats/numbers.h"
+#include "runner/base/statistics.h"
 #include "runner/base/text.h"
 #include "runner/store/metric_table.h"
 
@@ -56,15 +57,12 @@ void ModelBuilder::RememberEnergy(const CaseEntry& e) {
 void ModelBuilder::FillEnergy(const std::vector<const ReportCell*>& sides, VerdictLine* v) const {
   if (sides.size() != 2 || !sides[0] || !sides[1]) return;
   // Each side's median over the cases of its cell that stored one.
-  auto median = [this](const ReportCell& cell) -> std::optional<double> {
+  auto median = [this](const ReportCell& cell) {
     std::vector<double> values;
     for (const CellSource& src : cell.sources)
       if (auto it = energy_per_token_.find({src.run_id, src.case_id, src.repeat}); it != energy_per_token_.end())
         values.push_back(it->second);
-    if (values.empty()) return std::nullopt;
-    std::sort(values.begin(), values.end());
-    const size_t n = values.size();
-    return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+    return Median(std::move(values));
   };
   const std::optional<double> base = median(*sides[0]);
   const std::optional<double> cand = median(*sides[1]);
