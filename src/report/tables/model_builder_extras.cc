@@ -1,6 +1,5 @@
 #include "report/tables/model_builder.h"
 
-#include <algorithm>
 #include <iterator>
 #include <optional>
 

@@ -33,13 +33,9 @@ std::vector<TelemetrySample> NetSamples(const std::vector<InterfaceCounters>& re
   std::vector<TelemetrySample> out;
   for (const InterfaceCounters& now : reading) {
     if (now.name == kLoopback) continue;
-    auto [it, added] = baseline.emplace(now.name, now);
-    InterfaceCounters& base = it->second;
-    if (now.sent_bytes < base.sent_bytes || now.received_bytes < base.received_bytes) {
-      // The counters were reset (the interface came back): count from here.
-      base = now;
-      added = true;
-    }
+    InterfaceCounters& base = baseline.emplace(now.name, now).first->second;
+    // The counters were reset (the interface came back): count from here.
+    if (now.sent_bytes < base.sent_bytes || now.received_bytes < base.received_bytes) base = now;
     const uint64_t sent = now.sent_bytes - base.sent_bytes;
     const uint64_t received = now.received_bytes - base.received_bytes;
     if (!first && sent == 0 && received == 0) continue;
@@ -62,7 +58,9 @@ TelemetrySampler::TelemetrySampler(const TelemetrySources& sources, double inter
   if (sources_.processes) gpu_thread_ = std::thread([this] { GpuLoop(); });
 }
 
-TelemetrySampler::~TelemetrySampler() {
+TelemetrySampler::~TelemetrySampler() { JoinThreads(); }
+
+void TelemetrySampler::JoinThreads() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
@@ -123,8 +121,7 @@ void TelemetrySampler::AddArrived(TelemetrySample sample) {
   const double now = Now();
   std::lock_guard<std::mutex> lock(mutex_);
   // The sender's clock, placed on this one by the node's first arrival.
-  auto [offset, first] = arrival_offset_.emplace(sample.node, now - sample.seconds);
-  sample.seconds += offset->second;
+  sample.seconds += arrival_offset_.emplace(sample.node, now - sample.seconds).first->second;
   arrived_.insert(sample.node + ":" + sample.device);
   pending_.push_back(std::move(sample));
 }
@@ -184,14 +181,7 @@ std::vector<TelemetrySample> TelemetrySampler::TakePending() {
 }
 
 TelemetrySampler::Ending TelemetrySampler::Stop() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
-  }
-  wake_.notify_all();
-  gpu_stop_.Request();
-  if (interval_thread_.joinable()) interval_thread_.join();
-  if (gpu_thread_.joinable()) gpu_thread_.join();
+  JoinThreads();
   TakeInterval(Now(), /*first=*/false);
 
   Ending end;

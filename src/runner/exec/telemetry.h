@@ -84,6 +84,7 @@ class TelemetrySampler {
   Ending Stop();
 
  private:
+  void JoinThreads();  // stops both threads (nvidia-smi killed) and waits for them; idempotent
   void IntervalLoop();
   void TakeInterval(double seconds, bool first);
   void GpuLoop();
