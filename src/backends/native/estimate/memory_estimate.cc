@@ -14,6 +14,7 @@ constexpr int64_t kRecordBytes = 36;     // 32 code bytes + float32 absmax (kNf4
 constexpr int64_t kDqRecordBytes = 8456; // 256·33 + 8 (kNf4DqRecordBytes)
 constexpr int64_t kAdamwChunk = int64_t{1} << 24;  // train.h kAdamwChunkElements
 constexpr int64_t kQuantizeChunk = 16384 * 64;     // nf4.h kNf4QuantizeChunkBlocks blocks of 64
+constexpr int64_t kLossChunk = int64_t{1} << 22;   // chunked_loss.h kLossChunkElements
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t F32Copy(int64_t e) { return e != 4 ? 1 : 0; }  // f
@@ -319,7 +320,9 @@ int64_t layer_activation_bytes_per_token(const ModelConfig& c, int64_t e, int64_
 }
 
 int64_t loss_bytes(const ModelConfig& c, int64_t micro_batch, int64_t seq_len, int64_t e) {
-  return micro_batch * seq_len * c.vocab_size * (12 + F32Copy(e) * e);
+  const int64_t logits = micro_batch * seq_len * c.vocab_size;
+  const int64_t chunk = std::min(logits, std::max(kLossChunk, c.vocab_size));
+  return 2 * e * logits + 8 * chunk;
 }
 
 // nf4.cc's dequantization: the float32 result (4 bytes per weight); on CUDA

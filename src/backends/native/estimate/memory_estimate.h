@@ -42,8 +42,9 @@
 //                                      CPU (math path): 4·NH·T + f·e·NH·T (probabilities)
 //     + 4·e·F                          gate, up, silu(gate), silu(gate)·up
 // Checkpointed layer (layer l with k > 0 and l mod k = 0): its input only, e·C.
-// Loss (train.cc masked_loss): logits in float32 for cross-entropy, its saved
-//   log-softmax, their gradients: B·T·V·(12 + f·e).
+// Loss (train.cc masked_loss, chunked_loss.h): the logits kept for the
+//   cross-entropy's backward and their gradient, e each, and two float32
+//   chunks of the vocabulary: 2·e·B·T·V + 8·min(B·T·V, max(2^22, V)).
 // Phases of the backward, each on top of the resident state, the gradients
 // formed so far and the activations not yet consumed:
 //   head     gathered head (e·Ŝ) + its gradients (e·n) → float32 flat gradient
@@ -155,7 +156,7 @@ int64_t nf4_layer_shard_bytes(const ModelConfig& c, bool double_quant, int64_t w
 // a: activation bytes per token of one decoder layer whose graph is kept.
 int64_t layer_activation_bytes_per_token(const ModelConfig& c, int64_t dtype_bytes, int64_t seq_len,
                                          bool attention_probs_kept);
-// B·T·V·(12 + f·e).
+// 2·e·B·T·V + 8·min(B·T·V, max(2^22, V)) (the loss term above).
 int64_t loss_bytes(const ModelConfig& c, int64_t micro_batch, int64_t seq_len, int64_t dtype_bytes);
 // Workspace of one projection of n weights being dequantized (8·n) / quantized
 // (17·min(n, 2^20): nf4_quantize works on 2^20 weights at a time).

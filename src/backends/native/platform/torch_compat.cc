@@ -2,6 +2,7 @@
 
 #include <torch/csrc/api/include/torch/version.h>
 #include <ATen/record_function.h>
+#include <c10/core/CPUAllocator.h>
 
 // The c10d headers hide Gloo (and NCCL) behind the build's feature macros.
 #ifndef USE_C10D_GLOO
@@ -18,6 +19,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <iterator>
 #include <limits>
@@ -313,6 +315,67 @@ std::string OpCounter::Describe() const {
   for (const auto& [name, count] : counts_) out += (out.empty() ? "" : ", ") + name + " " + std::to_string(count);
   return out;
 }
+
+// ---- watching the CPU allocator ---------------------------------------------------
+// c10::Allocator::allocate is const in 1.13 and not from 2.3 on, where
+// copy_data joined it: the wrapper defines both forms of allocate and
+// copy_data, and whichever the base declares is the override.
+
+namespace {
+std::atomic<int64_t> cpu_live{0}, cpu_peak{0}, cpu_largest{0};
+
+void RaiseTo(std::atomic<int64_t>& max, int64_t value) {
+  int64_t seen = max.load();
+  while (value > seen && !max.compare_exchange_weak(seen, value)) {
+  }
+}
+
+struct WatchedBlock {
+  c10::DataPtr inner;
+  int64_t bytes;
+};
+void WatchedDelete(void* context) {
+  auto* block = static_cast<WatchedBlock*>(context);
+  cpu_live -= block->bytes;
+  delete block;
+}
+
+class WatchingAllocator final : public c10::Allocator {
+ public:
+  explicit WatchingAllocator(c10::Allocator* base) : base_(base) {}
+  c10::DataPtr allocate(size_t n) const { return Wrap(n); }
+  c10::DataPtr allocate(size_t n) { return Wrap(n); }
+  void copy_data(void* dest, const void* src, std::size_t count) const { std::memcpy(dest, src, count); }
+  c10::Allocator* base() const { return base_; }
+
+ private:
+  c10::DataPtr Wrap(size_t n) const {
+    c10::DataPtr inner = base_->allocate(n);
+    void* data = inner.get();
+    const c10::Device device = inner.device();
+    const auto bytes = static_cast<int64_t>(n);
+    RaiseTo(cpu_peak, cpu_live += bytes);
+    RaiseTo(cpu_largest, bytes);
+    return c10::DataPtr(data, new WatchedBlock{std::move(inner), bytes}, &WatchedDelete, device);
+  }
+  c10::Allocator* base_;
+};
+WatchingAllocator* watching = nullptr;
+constexpr uint8_t kWatchPriority = 255;  // above any allocator registered at start-up
+}  // namespace
+
+CpuMemoryWatch::CpuMemoryWatch() {
+  if (!watching) watching = new WatchingAllocator(c10::GetCPUAllocator());  // kept: storages point to it
+  start_ = cpu_live.load();
+  cpu_peak = start_;
+  cpu_largest = 0;
+  c10::SetCPUAllocator(watching, kWatchPriority);
+}
+
+CpuMemoryWatch::~CpuMemoryWatch() { c10::SetCPUAllocator(watching->base(), kWatchPriority); }
+
+int64_t CpuMemoryWatch::peak_bytes() const { return cpu_peak.load() - start_; }
+int64_t CpuMemoryWatch::largest_bytes() const { return cpu_largest.load(); }
 
 // ---- storage ------------------------------------------------------------------
 // StorageImpl::set_data_ptr_noswap and set_nbytes(size_t) exist in 1.13 and 2.x.

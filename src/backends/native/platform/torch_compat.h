@@ -116,6 +116,25 @@ class OpCounter {
   uint64_t handle_ = 0;
 };
 
+// ---- watching the CPU allocator ------------------------------------------------
+// The peak of the bytes held by CPU tensors while the object lives, above what
+// they held when it was made, through a wrapper of ATen's CPU allocator (freed
+// bytes are counted whenever their tensor goes, even after the watch ends).
+// Counts every thread's allocations. One watch at a time per process; a test
+// or benchmark tool, not for a case's figures (peak RSS serves those).
+class CpuMemoryWatch {
+ public:
+  CpuMemoryWatch();
+  ~CpuMemoryWatch();
+  CpuMemoryWatch(const CpuMemoryWatch&) = delete;
+  CpuMemoryWatch& operator=(const CpuMemoryWatch&) = delete;
+  int64_t peak_bytes() const;      // the peak so far, above the start
+  int64_t largest_bytes() const;   // the largest single allocation so far
+
+ private:
+  int64_t start_ = 0;
+};
+
 // ---- storage of a gathered buffer -----------------------------------------
 // FSDP frees a unit's gathered parameters after forward while the autograd
 // graph still holds views of them, and fills the same storage again before

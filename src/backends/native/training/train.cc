@@ -6,6 +6,7 @@
 #include <c10/core/GradMode.h>
 
 #include "backends/native/platform/torch_compat.h"
+#include "backends/native/training/chunked_loss.h"
 #include "backends/native/training/unit_function.h"
 
 namespace protocol {
@@ -53,10 +54,10 @@ BatchTensors batch_tensors(const std::vector<const Sequence*>& batch, int64_t se
 
 at::Tensor masked_loss(const at::Tensor& logits, const BatchTensors& b, double denominator) {
   const int64_t V = logits.size(-1);
-  // Per-token −log softmax(logits)[target], in float32.
-  at::Tensor per_token = at::cross_entropy_loss(logits.reshape({-1, V}).to(at::kFloat), b.targets.reshape({-1}),
-                                                /*weight=*/{}, at::Reduction::None);
-  return (per_token * b.mask.reshape({-1})).sum() / denominator;
+  // Σ mask·(−log softmax(logits)[target]) / denominator, in float32, with no
+  // float32 copy of the logits (chunked_loss.h).
+  return chunked_cross_entropy(logits.reshape({-1, V}), b.targets.reshape({-1}),
+                               b.mask.reshape({-1}) / denominator);
 }
 
 at::Tensor train_forward(const Model& m, const at::Tensor& tokens, int64_t checkpoint_every) {

@@ -60,7 +60,8 @@ struct BatchTensors {
 BatchTensors batch_tensors(const std::vector<const Sequence*>& batch, int64_t seq_len, const at::Device& device);
 
 // Σ over counted targets of −log softmax(logits)[target], divided by
-// `denominator`; logits (B,T,V) in any dtype, the loss in float32.
+// `denominator`; logits (B,T,V) in any dtype, the loss in float32, taken in
+// chunks of rows (chunked_loss.h: no float32 tensor of the logits' size).
 at::Tensor masked_loss(const at::Tensor& logits, const BatchTensors& batch, double denominator);
 
 // Logits for training: model_forward's straight line (no KV cache), with the
