@@ -44,6 +44,7 @@ inline TrainingSettings ChangedSettings() {
 
 // The field's value as a plan writes it: "8", "0.0003", "true", "cpu".
 inline std::string FieldText(const TrainingField& field, const TrainingSettings& t) {
+  if (IsAutoSetting(field, t)) return "auto";
   return VisitField(field, t, [](const auto& value) -> std::string {
     using T = std::decay_t<decltype(value)>;
     if constexpr (std::is_same_v<T, bool>) return value ? "true" : "false";

@@ -356,6 +356,7 @@ WorkerCase WorkerCaseOf(const BackendContext& ctx, NativeRole role, const DistLa
     else wc.epochs = spec.length->count;
   }
   wc.training = spec.training;
+  wc.training.checkpoint_every = native_case_checkpointing(plan, spec, role).every;  // `auto` resolved
   wc.warmup_steps = spec.warmup_steps;
   wc.inference = spec.inference;
   wc.output_dir = ctx.output_dir.empty() ? "" : fs::absolute(ctx.output_dir).string();

@@ -264,6 +264,9 @@ struct CommandSpec {
 // are its row in training_fields.h, which everything that lists the settings
 // iterates (parser, resolved text, the workers' case file, docs); the
 // constructor sets every member to its row's default.
+// training.checkpoint_every: auto (training_fields.h: an integer row that also takes `auto`).
+inline constexpr int64_t kCheckpointAuto = -1;
+
 struct TrainingSettings {
   TrainingSettings();
   int64_t batch_size;
@@ -283,7 +286,10 @@ struct TrainingSettings {
   int64_t lora_rank;
   double lora_alpha;
   // Activation checkpointing of decoder layers (the distributed FSDP
-  // re-gathers a unit's parameters in backward either way):
+  // re-gathers a unit's parameters in backward either way): k >= 0, or
+  // kCheckpointAuto (`auto`), which the native backends resolve per case
+  // before it runs (none where the memory estimate fits, every layer where it
+  // does not: native_check.h native_case_checkpointing).
   int64_t checkpoint_every;
   // share + 4-bit + sync_every: keep every group's LoRA A at its shared seeded
   // start and train only B, so that averaging B is the exact mean of the groups'

@@ -159,7 +159,9 @@ YamlNode ResolvedCase(const CaseSpec& c) {
   // value left out would mean whatever a later default is.
   MapBuilder tr;
   for (const TrainingField& field : TrainingFields())
-    VisitField(field, c.training, [&](const auto& value) { tr.Add(field.name, Setting(value)); });
+    VisitField(field, c.training, [&](const auto& value) {
+      tr.Add(field.name, IsAutoSetting(field, c.training) ? Str("auto") : Setting(value));
+    });
   b.Add("training", tr.node);
   if (!c.references.empty()) {
     MapBuilder ref;

@@ -807,6 +807,17 @@ void PlanParser::ParseTraining(const YamlNode& node, CaseSpec& c, bool* ok) {
 
 bool PlanParser::ReadSetting(const YamlNode& node, const TrainingField& field, int64_t* out) {
   const TrainingBounds& b = field.bounds;
+  if (b.or_auto && node.kind == YamlNode::Kind::kScalar) {
+    if (node.scalar == "auto") {
+      *out = kSettingAuto;
+      return true;
+    }
+    static const std::regex kInteger("^[+-]?[0-9]+$");
+    if (!std::regex_match(node.scalar, kInteger)) {
+      r_.Error(node, fmt::format("expected an integer or auto for '{}', got '{}'", field.name, node.scalar));
+      return false;
+    }
+  }
   auto v = r_.IntegerIn(node, field.name, std::isinf(b.min) ? INT64_MIN : static_cast<int64_t>(b.min),
                         std::isinf(b.max) ? INT64_MAX : static_cast<int64_t>(b.max));
   if (v) *out = *v;

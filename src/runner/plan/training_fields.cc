@@ -24,6 +24,18 @@ using S = TrainingSettings;
 
 TrainingBounds AtLeast(double min, double max) { return TrainingBounds{min, max, false}; }
 TrainingBounds Above(double min, double max) { return TrainingBounds{min, max, true}; }
+TrainingBounds OrAuto(TrainingBounds bounds) {
+  bounds.or_auto = true;
+  return bounds;
+}
+
+bool IsAutoSetting(const TrainingField& field, const TrainingSettings& settings) {
+  if (!field.bounds.or_auto) return false;
+  return VisitField(field, settings, [](const auto& value) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(value)>, int64_t>) return value == kSettingAuto;
+    else return false;
+  });
+}
 
 const std::vector<TrainingField>& TrainingFields() {
   static const std::vector<TrainingField> rows = {
@@ -50,10 +62,11 @@ const std::vector<TrainingField>& TrainingFields() {
           AtLeast(0, 0.999)),
       Row("lora_rank", &S::lora_rank, 8, "rank r of the LoRA adapters (4-bit models)", AtLeast(1)),
       Row("lora_alpha", &S::lora_alpha, 16.0, "LoRA scale: an adapter's update is scaled by alpha/r", Above(0)),
-      Row("checkpoint_every", &S::checkpoint_every, 1,
+      Row("checkpoint_every", &S::checkpoint_every, kCheckpointAuto,
           "activation checkpointing: decoder layer l is recomputed in backward when l is a multiple of k "
-          "(1 = every layer, 0 = none)",
-          AtLeast(0)),
+          "(1 = every layer, 0 = none); `auto` = none where the case's memory estimate without it fits, every "
+          "layer where it does not (validate says which)",
+          OrAuto(AtLeast(0))),
       Row("lora_freeze_a", &S::lora_freeze_a, false,
           "train only the adapters' B; A stays at its seeded start (exact share merges)"),
       Row("prefetch", &S::prefetch, true,

@@ -54,7 +54,12 @@ struct TrainingBounds {
   double min = -std::numeric_limits<double>::infinity();
   double max = std::numeric_limits<double>::infinity();
   bool open_min = false;
+  // Integers: the word `auto` is accepted too, held as kSettingAuto (below
+  // any bound) and written back as `auto`.
+  bool or_auto = false;
 };
+inline constexpr int64_t kSettingAuto = -1;
+static_assert(kCheckpointAuto == kSettingAuto);
 
 struct TrainingField {
   const char* name;              // the key under `training:`, e.g. "batch_size"
@@ -80,6 +85,10 @@ decltype(auto) VisitField(const TrainingField& field, Settings& settings, F&& f)
 // Bounds for the rows: AtLeast(1) is ">= 1", AtLeast(0, 0.999) ">= 0 and
 // <= 0.999", Above(0) "> 0", Above(0, 10) "> 0 and <= 10".
 TrainingBounds AtLeast(double min, double max = std::numeric_limits<double>::infinity());
+// The same bounds, and the word `auto` (an integer row).
+TrainingBounds OrAuto(TrainingBounds bounds);
+// True when field's value in `settings` is `auto`.
+bool IsAutoSetting(const TrainingField& field, const TrainingSettings& settings);
 TrainingBounds Above(double min, double max = std::numeric_limits<double>::infinity());
 
 }  // namespace protocol

@@ -294,10 +294,12 @@ TEST_CASE("native check: a share curve asked for between merges warns that its p
 }
 
 TEST_CASE("native check: the memory note compares with the stated GPU memory") {
+  // checkpoint_every set (auto adds a note of its own: the next test).
   const std::string cases =
-      "      - {id: big, backend: share, workload: pretrain, steps: 5, topology: 'rig0:4x2 rig1:4x2'}\n"
+      "      - {id: big, backend: share, workload: pretrain, steps: 5, topology: 'rig0:4x2 rig1:4x2',\n"
+      "         training: {checkpoint_every: 1}}\n"
       "      - {id: cpu, backend: share, workload: pretrain, steps: 5, topology: 'rig0:4x2',\n"
-      "         training: {device: cpu}}\n";
+      "         training: {device: cpu, checkpoint_every: 1}}\n";
   {
     // Llama-2-7B on groups of 2 GPUs: about 55 GB a GPU, more than 40.
     Plan plan = ParsePlan("{preset: llama2-7b}", cases, "40");
@@ -518,6 +520,67 @@ TEST_CASE("native check: two systems of one row on different networks warn, unle
   Plan said = plan_of("  compare_across_networks: true\n");
   CHECK(native::native_network_mismatch(said, *said.FindCase("s")) == "");
   CHECK(said.resolved_text.find("compare_across_networks: true") != std::string::npos);
+}
+
+}  // namespace protocol
+
+namespace protocol {
+
+TEST_CASE("native check: checkpoint_every auto recomputes no layer where the estimate without it fits, every layer where it does not") {
+  const std::string cases =
+      "      - {id: seven, backend: share, workload: pretrain, steps: 5, topology: 'rig0:4x2 rig1:4x2'}\n"
+      "      - {id: kept, backend: share, workload: pretrain, steps: 5, topology: 'rig0:4x2',\n"
+      "         training: {checkpoint_every: 2}}\n"
+      "      - {id: cpu, backend: fsdp, workload: pretrain, steps: 5, nodes: 1,\n"
+      "         training: {device: cpu, ranks_per_node: 2}}\n"
+      "      - {id: serve, backend: fsdp, workload: inference, nodes: 1,\n"
+      "         inference: {prompt: 'hi', max_new_tokens: [4]}}\n";
+  {
+    // Llama-2-7B on groups of 2 GPUs: without recompute the estimate exceeds 90 % of 40 GB.
+    Plan plan = ParsePlan("{preset: llama2-7b}", cases, "40");
+    native::CheckpointChoice c = native::native_case_checkpointing(plan, *plan.FindCase("seven"), native::NativeRole::kShare);
+    CHECK(c.every == 1);
+    CAPTURE(c.why);
+    CHECK(StartsWith(c.why, "checkpoint_every auto: every layer recomputed: the peak without recompute, "));
+    CHECK(c.why.find(" per GPU, does not fit in 90 % of the 40 GB of node 'rig0' (36.00 GB)") != std::string::npos);
+    // validate prints it beside the memory note, whose figures are of the case as it runs.
+    CaseAdvice a = MakeNativeShareBackend()->Advise(plan, *plan.FindCase("seven"));
+    REQUIRE(a.notes.size() == 4);
+    CHECK(a.notes[0].find("checkpoint_every 1\n") != std::string::npos);
+    CHECK(a.notes[1] == c.why);
+    // A number in the plan is what runs, said by nobody.
+    native::CheckpointChoice kept = native::native_case_checkpointing(plan, *plan.FindCase("kept"), native::NativeRole::kShare);
+    CHECK(kept.every == 2);
+    CHECK(kept.why.empty());
+  }
+  {
+    // The tiny preset fits many times over: no layer recomputed.
+    Plan plan = ParsePlan("{preset: tiny}", cases, "80");
+    native::CheckpointChoice c = native::native_case_checkpointing(plan, *plan.FindCase("seven"), native::NativeRole::kShare);
+    CHECK(c.every == 0);
+    CAPTURE(c.why);
+    CHECK(StartsWith(c.why, "checkpoint_every auto: no layer recomputed: the peak without recompute, "));
+    CHECK(c.why.find(" per GPU, fits in 90 % of the 80 GB of node 'rig0' (72.00 GB)") != std::string::npos);
+    CaseAdvice a = MakeNativeShareBackend()->Advise(plan, *plan.FindCase("seven"));
+    CHECK(a.notes[0].find("checkpoint_every 0\n") != std::string::npos);
+    // CPU ranks: half of this host's memory over the case's 2 rank processes on it.
+    native::CheckpointChoice cpu = native::native_case_checkpointing(plan, *plan.FindCase("cpu"), native::NativeRole::kFsdp);
+    CHECK(cpu.every == 0);
+    CAPTURE(cpu.why);
+    CHECK(cpu.why.find(" per rank process, fits in half of this host's ") != std::string::npos);
+    CHECK(cpu.why.find(" over 2 rank processes (") != std::string::npos);
+    // Inference recomputes nothing and says nothing.
+    native::CheckpointChoice serve = native::native_case_checkpointing(plan, *plan.FindCase("serve"), native::NativeRole::kFsdp);
+    CHECK(serve.every == 0);
+    CHECK(serve.why.empty());
+  }
+  {
+    // GPU memory not stated: every layer, and why.
+    Plan plan = ParsePlan("{preset: tiny}", cases, "0");
+    native::CheckpointChoice c = native::native_case_checkpointing(plan, *plan.FindCase("seven"), native::NativeRole::kShare);
+    CHECK(c.every == 1);
+    CHECK(c.why.find("is compared with nothing: cluster.nodes[].gpu_memory_gb is not stated") != std::string::npos);
+  }
 }
 
 }  // namespace protocol

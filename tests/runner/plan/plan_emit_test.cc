@@ -344,7 +344,7 @@ TEST_CASE("plan emit: every training setting is written with its value, for ever
                   "          outer_momentum: 0\n"
                   "          lora_rank: 8\n"
                   "          lora_alpha: 16\n"
-                  "          checkpoint_every: 1\n"
+                  "          checkpoint_every: auto\n"
                   "          lora_freeze_a: false\n") != std::string::npos);
   // The inference case: what its backend reads (device, seed, ranks) is there.
   CHECK(text.substr(text.find("      - id: i\n")).find("        training:\n"

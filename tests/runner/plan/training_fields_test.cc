@@ -52,6 +52,7 @@ std::string ValuesText(const TrainingField& field) {
       },
       field.member);
   if (!std::isinf(b.max)) text += fmt::format(", ≤ {}", b.max);
+  if (b.or_auto) text += " or `auto`";
   return text;
 }
 

@@ -1,11 +1,13 @@
 #include "backends/native/check/native_check.h"
 
 #include <algorithm>
+#include <map>
 #include <optional>
 
 #include "backends/native/check/check_support.h"
 #include "backends/native/estimate/memory_estimate.h"
 #include "backends/native/platform/device_peak.h"
+#include "backends/native/platform/host_memory.h"
 #include "runner/base/text.h"
 
 namespace protocol {
@@ -120,8 +122,12 @@ struct CasePeak {
   PeakEstimate estimate;
   bool gpu = false;
   GpuLimit limit;
+  int ranks_on_busiest_host = 1;
 };
-std::optional<CasePeak> CasePeakOf(const Plan& plan, const CaseSpec& spec, NativeRole role) {
+std::optional<CasePeak> CasePeakOf(const Plan& plan, const CaseSpec& given, NativeRole role) {
+  CaseSpec spec = given;
+  if (spec.training.checkpoint_every == kCheckpointAuto)
+    spec.training.checkpoint_every = native_case_checkpointing(plan, given, role).every;
   auto model = plan.models.find(spec.model);
   if (model == plan.models.end()) return std::nullopt;
   const ModelSpec& ms = model->second;
@@ -133,13 +139,53 @@ std::optional<CasePeak> CasePeakOf(const Plan& plan, const CaseSpec& spec, Nativ
   CasePeak out;
   out.gpu = OnGpu(spec, nodes);
   out.limit = out.gpu ? SmallestGpuMemory(nodes) : GpuLimit{};
+  std::map<std::string, int> ranks_on_host;
+  for (const std::string& node : layout->rank_nodes) {
+    auto host = layout->node_hosts.find(node);
+    const int n = ++ranks_on_host[host != layout->node_hosts.end() ? host->second : node];
+    out.ranks_on_busiest_host = std::max(out.ranks_on_busiest_host, n);
+  }
   out.estimate = spec.workload != Workload::kInference
                      ? TrainingPeak(spec, role, ms, *config, *layout, out.gpu)
                      : InferencePeak(plan, spec, role, ms, *config, *layout, out.gpu);
   return out;
 }
 
+// Of the memory a case runs in, the part `auto` lets its expected peak take.
+constexpr double kGpuShareForAuto = 0.9;
+constexpr double kHostShareForAuto = 0.5;
+
 }  // namespace
+
+CheckpointChoice native_case_checkpointing(const Plan& plan, const CaseSpec& spec, NativeRole role) {
+  if (spec.training.checkpoint_every != kCheckpointAuto) return {spec.training.checkpoint_every, ""};
+  if (spec.workload == Workload::kInference) return {0, ""};
+  CaseSpec off = spec;
+  off.training.checkpoint_every = 0;
+  std::optional<CasePeak> p = CasePeakOf(plan, off, role);
+  if (!p) return {1, "checkpoint_every auto: every layer recomputed (no memory estimate: the model's dimensions are unknown)"};
+  const int64_t peak = p->estimate.peak_bytes;
+  double room = 0;
+  std::string against;
+  if (p->gpu) {
+    if (p->limit.gb <= 0)
+      return {1, fmt::format("checkpoint_every auto: every layer recomputed (the peak without recompute, {} per GPU, "
+                             "is compared with nothing: cluster.nodes[].gpu_memory_gb is not stated)",
+                             FormatBytes(peak))};
+    room = kGpuShareForAuto * p->limit.gb * 1e9;
+    against = fmt::format("90 % of the {} GB of node '{}'", p->limit.gb, p->limit.node);
+  } else {
+    const int64_t host = PhysicalMemoryBytes();
+    room = kHostShareForAuto * static_cast<double>(host) / p->ranks_on_busiest_host;
+    against = fmt::format("half of this host's {} over {} rank process{}", FormatBytes(host),
+                          p->ranks_on_busiest_host, p->ranks_on_busiest_host == 1 ? "" : "es");
+  }
+  const bool fits = static_cast<double>(peak) <= room;
+  return {fits ? 0 : 1, fmt::format("checkpoint_every auto: {}: the peak without recompute, {} per {}, {} {} ({})",
+                                    fits ? "no layer recomputed" : "every layer recomputed", FormatBytes(peak),
+                                    p->gpu ? "GPU" : "rank process", fits ? "fits in" : "does not fit in", against,
+                                    FormatBytes(static_cast<int64_t>(room)))};
+}
 
 std::string native_case_expected_memory(const Plan& plan, const CaseSpec& spec, NativeRole role) {
   std::optional<CasePeak> p = CasePeakOf(plan, spec, role);
@@ -164,6 +210,7 @@ CaseAdvice native_case_memory(const Plan& plan, const CaseSpec& spec, NativeRole
   else against = " (not compared: the plan states no host memory)";
   advice.notes.push_back(fmt::format("expected peak memory {}: {}{}; {}\n{}", per, FormatBytes(peak), against,
                                      estimate.what, estimate.terms));
+  if (CheckpointChoice c = native_case_checkpointing(plan, spec, role); !c.why.empty()) advice.notes.push_back(c.why);
   if (gpu && limit.gb > 0 && static_cast<double>(peak) > limit.gb * 1e9)
     advice.warnings.push_back(fmt::format(
         "expected peak memory per GPU {} exceeds the {} GB of node '{}' (cluster.nodes[].gpu_memory_gb); {}lower "

@@ -58,6 +58,21 @@ std::string native_run_refusal(const Plan& plan, const CaseSpec& spec, NativeRol
 // cluster.nodes[].gpu_memory_gb. Nothing when the model's dimensions are
 // unknown (no preset, no readable config.json).
 CaseAdvice native_case_memory(const Plan& plan, const CaseSpec& spec, NativeRole role);
+// training.checkpoint_every of a case as it runs: the plan's k, or for `auto`
+// 0 (no layer recomputed) when the case's expected peak without recompute
+// fits the memory it runs in, else 1 (every layer). The memory: 90 % of the
+// smallest stated cluster.nodes[].gpu_memory_gb on GPUs (the rest for the
+// CUDA context and the allocator's fragmentation; not stated: 1); on CPUs
+// half of this host's physical memory shared by the case's rank processes on
+// its busiest host (the host also holds the runner, the libraries and the
+// page cache). `why` says which and why for `auto` ("" otherwise);
+// inference cases: 0. The worker case carries the resolved value
+// (dist_backend.h WorkerCaseOf), so the figures say what ran.
+struct CheckpointChoice {
+  int64_t every = 1;
+  std::string why;
+};
+CheckpointChoice native_case_checkpointing(const Plan& plan, const CaseSpec& spec, NativeRole role);
 // The same expected peak in a few words, "71.2 GB per GPU" or "1.2 GB per
 // rank process"; "" when it cannot be estimated (for a failure's reason).
 std::string native_case_expected_memory(const Plan& plan, const CaseSpec& spec, NativeRole role);

@@ -1,6 +1,7 @@
 #include "backends/native/platform/host_memory.h"
 
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <string>
@@ -20,6 +21,11 @@ std::optional<int64_t> CurrentRssBytes() {
     std::getline(in, key);
   }
   return std::nullopt;
+}
+
+int64_t PhysicalMemoryBytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page_size = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && page_size > 0 ? static_cast<int64_t>(pages) * page_size : 0;
 }
 
 int64_t PeakRssBytes() {

@@ -15,6 +15,8 @@ namespace native {
 std::optional<int64_t> CurrentRssBytes();
 // Peak RSS since the process started: getrusage ru_maxrss (kB on Linux) · 1024.
 int64_t PeakRssBytes();
+// This host's physical memory: sysconf(_SC_PHYS_PAGES) · sysconf(_SC_PAGESIZE); 0 where unknown.
+int64_t PhysicalMemoryBytes();
 
 }  // namespace native
 }  // namespace protocol

@@ -26,7 +26,8 @@ TrainOptions train_options(const TrainingSettings& settings, int64_t steps) {
   o.grad_accum = settings.grad_accum;
   o.learning_rate = settings.learning_rate;
   o.warmup_steps = std::min<int64_t>(100, steps / 10);
-  o.checkpoint_every = settings.checkpoint_every;
+  // `auto` is resolved before a case runs (native_check.h); unresolved, the safe side: every layer.
+  o.checkpoint_every = settings.checkpoint_every == kCheckpointAuto ? 1 : settings.checkpoint_every;
   return o;
 }
 
