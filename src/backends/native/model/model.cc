@@ -6,6 +6,7 @@
 #include <string>
 #include <c10/core/GradMode.h>
 
+#include "backends/native/model/fused_ops.h"
 #include "backends/native/platform/torch_compat.h"
 
 namespace protocol {
@@ -14,7 +15,9 @@ namespace {
 
 // RMSNorm (Zhang & Sennrich 2019): y = x / sqrt(mean(x²) + eps) · weight.
 // The statistic is taken in float32 whatever the model dtype, as HF does.
+// One fused op where fused_ops.h serves x.
 at::Tensor rmsnorm_forward(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  if (fused::Available(x)) return fused::RmsNorm(x, weight, eps);
   at::Tensor xf = x.to(at::kFloat);
   at::Tensor inv_rms = at::rsqrt(xf.pow(2).mean({-1}, /*keepdim=*/true) + eps);
   return weight * (xf * inv_rms).to(x.scalar_type());
@@ -24,6 +27,22 @@ at::Tensor rmsnorm_forward(const at::Tensor& x, const at::Tensor& weight, double
 at::Tensor project(const Model& m, size_t layer, const LayerWeights& w, Projection p, const at::Tensor& x) {
   if (m.projections) return m.projections->Forward(layer, p, x);
   return at::linear(x, layer_projection(w, p));
+}
+
+// `whole` when it is `parts` side by side in one storage, rows after rows (a
+// LayerWeights' wqkv or w_gate_up, still the storage of its parts), under
+// InferenceMode (fused::InferenceOnly) and with no override computing the
+// projections; undefined otherwise. Pointer checks only: no ATen op.
+at::Tensor joined_projection(const Model& m, const at::Tensor& whole, std::initializer_list<const at::Tensor*> parts) {
+  if (m.projections || !whole.defined() || !fused::InferenceOnly()) return {};
+  const char* next = static_cast<const char*>(whole.data_ptr());
+  int64_t rows = 0;
+  for (const at::Tensor* p : parts) {
+    if (!p->defined() || !p->is_contiguous() || p->data_ptr() != next || p->size(1) != whole.size(1)) return {};
+    next += p->nbytes();
+    rows += p->size(0);
+  }
+  return rows == whole.size(0) ? whole : at::Tensor();
 }
 
 // Rotary embeddings (Su et al. 2021, RoFormer), rotate-half form: the head dim
@@ -52,18 +71,40 @@ at::Tensor attention_forward(const Model& model, size_t layer, const LayerWeight
                              const at::Tensor& cos, const at::Tensor& sin, KvCache* cache, int64_t pos0) {
   const ModelConfig& c = model.config;
   const int64_t B = h.size(0), T = h.size(1), HD = c.HeadDim();
-  // Projections, split into heads: q (B,NH,T,HD), k and v (B,NKV,T,HD).
-  at::Tensor q = project(model, layer, w, Projection::kQ, h).view({B, T, c.n_heads, HD}).transpose(1, 2);
-  at::Tensor k = project(model, layer, w, Projection::kK, h).view({B, T, c.n_kv_heads, HD}).transpose(1, 2);
-  at::Tensor v = project(model, layer, w, Projection::kV, h).view({B, T, c.n_kv_heads, HD}).transpose(1, 2);
-  q = rope_apply(q, cos, sin);
-  k = rope_apply(k, cos, sin);
-  // With a cache: append this chunk's keys/values, attend over all S = pos0+T.
-  if (cache != nullptr) {
-    cache->k[layer].narrow(2, pos0, T).copy_(k);
-    cache->v[layer].narrow(2, pos0, T).copy_(v);
+  const int64_t NH = c.n_heads, NKV = c.n_kv_heads;
+  const at::Tensor wqkv = joined_projection(model, w.wqkv, {&w.wq, &w.wk, &w.wv});
+  at::Tensor q, k, v;
+  if (wqkv.defined() && cache != nullptr && fused::Available(h)) {
+    // One projection, then one op for the rotation and the cache's write;
+    // a decode step's attention is one op more.
+    at::Tensor rotated = fused::RopeCache(at::linear(h, wqkv), cos, sin, cache->k[layer], cache->v[layer], pos0,
+                                          NH, NKV);  // (B,T,NH,HD)
+    if (T == 1)
+      return project(model, layer, w, Projection::kO,
+                     fused::DecodeAttention(rotated, cache->k[layer], cache->v[layer], pos0 + 1));
+    q = rotated.transpose(1, 2);
     k = cache->k[layer].narrow(2, 0, pos0 + T);
     v = cache->v[layer].narrow(2, 0, pos0 + T);
+  } else {
+    // Projections, split into heads: q (B,NH,T,HD), k and v (B,NKV,T,HD).
+    if (wqkv.defined()) {
+      std::vector<at::Tensor> parts = at::linear(h, wqkv).split_with_sizes({NH * HD, NKV * HD, NKV * HD}, -1);
+      q = parts[0], k = parts[1], v = parts[2];
+    } else {
+      q = project(model, layer, w, Projection::kQ, h);
+      k = project(model, layer, w, Projection::kK, h);
+      v = project(model, layer, w, Projection::kV, h);
+    }
+    q = rope_apply(q.view({B, T, NH, HD}).transpose(1, 2), cos, sin);
+    k = rope_apply(k.view({B, T, NKV, HD}).transpose(1, 2), cos, sin);
+    v = v.view({B, T, NKV, HD}).transpose(1, 2);
+    // With a cache: append this chunk's keys/values, attend over all S = pos0+T.
+    if (cache != nullptr) {
+      cache->k[layer].narrow(2, pos0, T).copy_(k);
+      cache->v[layer].narrow(2, pos0, T).copy_(v);
+      k = cache->k[layer].narrow(2, 0, pos0 + T);
+      v = cache->v[layer].narrow(2, 0, pos0 + T);
+    }
   }
   const int64_t S = k.size(2);
   const int64_t rep = c.n_heads / c.n_kv_heads;
@@ -95,6 +136,12 @@ at::Tensor attention_forward(const Model& model, size_t layer, const LayerWeight
 
 // SwiGLU feed-forward (Shazeer 2020): down( silu(gate(h)) ⊙ up(h) ).
 at::Tensor mlp_forward(const Model& m, size_t layer, const LayerWeights& w, const at::Tensor& h) {
+  if (const at::Tensor w_gate_up = joined_projection(m, w.w_gate_up, {&w.w_gate, &w.w_up}); w_gate_up.defined()) {
+    at::Tensor gate_up = at::linear(h, w_gate_up);  // (..., 2F): the gate's F columns, then up's
+    if (fused::Available(gate_up)) return project(m, layer, w, Projection::kDown, fused::SiluMul(gate_up));
+    std::vector<at::Tensor> halves = gate_up.chunk(2, -1);
+    return project(m, layer, w, Projection::kDown, at::silu(halves[0]) * halves[1]);
+  }
   at::Tensor gate = project(m, layer, w, Projection::kGate, h), up = project(m, layer, w, Projection::kUp, h);
   return project(m, layer, w, Projection::kDown, at::silu(gate) * up);
 }
@@ -175,12 +222,36 @@ bool is_projection(Model& m, const NamedParameter& p) {
   return false;
 }
 
+// Whether p is one the joined matrices hold (q, k, v, gate, up of a layer).
+bool is_joined(Model& m, const NamedParameter& p) {
+  for (LayerWeights& w : m.layers)
+    for (const at::Tensor* t : {&w.wq, &w.wk, &w.wv, &w.w_gate, &w.w_up})
+      if (p.tensor == t) return true;
+  return false;
+}
+
+// Allocates layer w's wqkv and w_gate_up and makes wq, wk, wv, w_gate, w_up
+// row ranges of them (LayerWeights).
+void allocate_joined(const ModelConfig& c, LayerWeights& w, const at::TensorOptions& options) {
+  const int64_t C = c.dim, q = c.n_heads * c.HeadDim(), kv = c.n_kv_heads * c.HeadDim(), F = c.hidden_dim;
+  w.wqkv = at::empty({q + 2 * kv, C}, options);
+  w.wq = w.wqkv.narrow(0, 0, q);
+  w.wk = w.wqkv.narrow(0, q, kv);
+  w.wv = w.wqkv.narrow(0, q + kv, kv);
+  w.w_gate_up = at::empty({2 * F, C}, options);
+  w.w_gate = w.w_gate_up.narrow(0, 0, F);
+  w.w_up = w.w_gate_up.narrow(0, F, F);
+}
+
 }  // namespace
 
 Model model_create(const ModelConfig& config, const at::TensorOptions& options, ProjectionTensors projections) {
   Model m = model_create_unallocated(config, options.device());
+  const bool allocate = projections == ProjectionTensors::kAllocate;
   for (NamedParameter& p : model_parameters(m))
-    if (projections == ProjectionTensors::kAllocate || !is_projection(m, p)) *p.tensor = at::empty(p.shape, options);
+    if (allocate ? !is_joined(m, p) : !is_projection(m, p)) *p.tensor = at::empty(p.shape, options);
+  if (allocate)
+    for (LayerWeights& w : m.layers) allocate_joined(config, w, options);
   return m;
 }
 
@@ -204,8 +275,11 @@ Model model_create_placed(const ModelConfig& config, at::ScalarType dtype, const
     else if (p.name.compare(0, layer_prefix.size(), layer_prefix) == 0)
       d = placement.layer_device[std::stoul(p.name.substr(layer_prefix.size()))];
     if (projections == ProjectionTensors::kLeaveUndefined && is_projection(m, p)) continue;
+    if (is_joined(m, p)) continue;  // below, beside its layer's other projections
     *p.tensor = at::empty(p.shape, at::TensorOptions().dtype(dtype).device(devices[static_cast<size_t>(d)]));
   }
+  if (projections == ProjectionTensors::kAllocate)
+    for (LayerWeights& w : m.layers) allocate_joined(config, w, w.wo.options());
   rope_tables_set(m, devices[0]);
   return m;
 }
@@ -261,6 +335,12 @@ at::Tensor embed_forward(const at::Tensor& embed, const at::Tensor& tokens) {
 at::Tensor decoder_layer_forward(const Model& m, size_t layer, const LayerWeights& w, const at::Tensor& x,
                                  const RopeRows& rope, KvCache* cache, int64_t pos0) {
   const double eps = m.config.norm_eps;
+  if (fused::Available(x)) {  // the residual's add fused with the second RMSNorm
+    auto [h, normed] = fused::AddRmsNorm(
+        x, attention_forward(m, layer, w, rmsnorm_forward(x, w.input_norm, eps), rope.cos, rope.sin, cache, pos0),
+        w.post_norm, eps);
+    return h + mlp_forward(m, layer, w, normed);
+  }
   at::Tensor h = x + attention_forward(m, layer, w, rmsnorm_forward(x, w.input_norm, eps), rope.cos, rope.sin, cache, pos0);
   return h + mlp_forward(m, layer, w, rmsnorm_forward(h, w.post_norm, eps));
 }

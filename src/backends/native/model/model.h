@@ -43,6 +43,14 @@ struct LayerWeights {
   at::Tensor w_gate;      // (F, C)       mlp.gate_proj.weight
   at::Tensor w_up;        // (F, C)       mlp.up_proj.weight
   at::Tensor w_down;      // (C, F)       mlp.down_proj.weight
+  // wq, wk, wv as one ((NH+2·NKV)·HD, C) matrix, and w_gate, w_up as one
+  // (2·F, C): the storage those views share when model_create allocated them
+  // side by side (undefined otherwise). A forward under InferenceMode runs
+  // one projection for each (joined_projection in model.cc checks that the
+  // parts still lie there); elsewhere the parts are used, as autograd's
+  // leaves. Code that drops the parts drops these too (model_quantize_nf4).
+  at::Tensor wqkv;
+  at::Tensor w_gate_up;
 };
 
 // The seven matrices of a decoder layer, in Hugging Face order.

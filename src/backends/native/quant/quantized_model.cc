@@ -42,6 +42,9 @@ void model_quantize_nf4(Model& model, bool double_quant) {
       q->layers[i][static_cast<size_t>(p)] = nf4_quantize(w, double_quant);
       w = at::Tensor();  // the full-precision copy is gone
     }
+    // ... and the storage of the joined projections (model.h), which held them.
+    model.layers[i].wqkv = at::Tensor();
+    model.layers[i].w_gate_up = at::Tensor();
   }
   model.projections = std::move(q);
 }

@@ -1,0 +1,221 @@
+#include "backends/native/model/fused_ops.h"
+
+#include <ATen/Parallel.h>
+#include <c10/core/InferenceMode.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cmath>
+#include <tuple>
+#include <vector>
+
+namespace protocol {
+namespace native {
+namespace fused {
+namespace {
+
+// Rows of at least this many elements a thread (at::parallel_for's grain).
+int64_t GrainRows(int64_t row_elements) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, row_elements)); }
+
+// w ⊙ x / √(mean(x²) + ε) for one row of C; x and y may be the same memory.
+void RmsRow(const float* x, const float* w, float* y, int64_t C, double eps) {
+  double squares = 0;
+  for (int64_t c = 0; c < C; ++c) squares += static_cast<double>(x[c]) * x[c];
+  const auto inv_rms = static_cast<float>(1.0 / std::sqrt(squares / static_cast<double>(C) + eps));
+  for (int64_t c = 0; c < C; ++c) y[c] = w[c] * (x[c] * inv_rms);
+}
+
+at::Tensor RmsNormCpu(const at::Tensor& x_in, const at::Tensor& weight_in, double eps) {
+  const at::Tensor x = x_in.contiguous(), weight = weight_in.contiguous();
+  at::Tensor y = at::empty_like(x);
+  const int64_t C = x.size(-1), rows = x.numel() / std::max<int64_t>(1, C);
+  const float *xp = x.data_ptr<float>(), *wp = weight.data_ptr<float>();
+  float* yp = y.data_ptr<float>();
+  at::parallel_for(0, rows, GrainRows(C), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) RmsRow(xp + r * C, wp, yp + r * C, C, eps);
+  });
+  return y;
+}
+
+std::tuple<at::Tensor, at::Tensor> AddRmsNormCpu(const at::Tensor& x_in, const at::Tensor& r_in,
+                                                 const at::Tensor& weight_in, double eps) {
+  const at::Tensor x = x_in.contiguous(), r = r_in.contiguous(), weight = weight_in.contiguous();
+  at::Tensor h = at::empty_like(x), y = at::empty_like(x);
+  const int64_t C = x.size(-1), rows = x.numel() / std::max<int64_t>(1, C);
+  const float *xp = x.data_ptr<float>(), *rp = r.data_ptr<float>(), *wp = weight.data_ptr<float>();
+  float *hp = h.data_ptr<float>(), *yp = y.data_ptr<float>();
+  at::parallel_for(0, rows, GrainRows(C), [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {
+      const int64_t o = row * C;
+      for (int64_t c = 0; c < C; ++c) hp[o + c] = xp[o + c] + rp[o + c];
+      RmsRow(hp + o, wp, yp + o, C, eps);
+    }
+  });
+  return {h, y};
+}
+
+at::Tensor SiluMulCpu(const at::Tensor& gate_up_in) {
+  const at::Tensor gate_up = gate_up_in.contiguous();
+  const int64_t F = gate_up.size(-1) / 2, rows = gate_up.numel() / std::max<int64_t>(1, 2 * F);
+  std::vector<int64_t> sizes = gate_up.sizes().vec();
+  sizes.back() = F;
+  at::Tensor y = at::empty(sizes, gate_up.options());
+  const float* in = gate_up.data_ptr<float>();
+  float* out = y.data_ptr<float>();
+  at::parallel_for(0, rows, GrainRows(2 * F), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float *g = in + r * 2 * F, *u = g + F;
+      float* o = out + r * F;
+      for (int64_t f = 0; f < F; ++f) o[f] = g[f] / (1.0f + std::exp(-g[f])) * u[f];
+    }
+  });
+  return y;
+}
+
+// x·cos + rotate_half(x)·sin for one head of HD, rotate_half(x) = (−x2, x1):
+// the composite's multiplications and addition, in its order.
+void RopeHead(const float* x, const float* cos, const float* sin, float* y, int64_t HD) {
+  const int64_t half = HD / 2;
+  for (int64_t i = 0; i < half; ++i) y[i] = x[i] * cos[i] + (-x[i + half]) * sin[i];
+  for (int64_t i = half; i < HD; ++i) y[i] = x[i] * cos[i] + x[i - half] * sin[i];
+}
+
+at::Tensor RopeCacheCpu(const at::Tensor& qkv_in, const at::Tensor& cos_in, const at::Tensor& sin_in,
+                        at::Tensor& k_cache, at::Tensor& v_cache, int64_t pos, int64_t NH, int64_t NKV) {
+  const at::Tensor qkv = qkv_in.contiguous(), cos = cos_in.contiguous(), sin = sin_in.contiguous();
+  TORCH_CHECK(k_cache.is_contiguous() && v_cache.is_contiguous(), "rope_cache: the KV cache must be contiguous");
+  const int64_t B = qkv.size(0), T = qkv.size(1), HD = k_cache.size(3), capacity = k_cache.size(2);
+  TORCH_CHECK(qkv.size(2) == (NH + 2 * NKV) * HD, "rope_cache: qkv has ", qkv.size(2), " columns, not (",
+              NH, " + 2·", NKV, ")·", HD);
+  TORCH_CHECK(pos >= 0 && pos + T <= capacity, "rope_cache: positions ", pos, "..", pos + T - 1,
+              " outside the cache's ", capacity);
+  at::Tensor q = at::empty({B, T, NH, HD}, qkv.options());
+  const float *in = qkv.data_ptr<float>(), *cp = cos.data_ptr<float>(), *sp = sin.data_ptr<float>();
+  float *qp = q.data_ptr<float>(), *kp = k_cache.data_ptr<float>(), *vp = v_cache.data_ptr<float>();
+  const int64_t heads = NH + 2 * NKV;
+  at::parallel_for(0, B * T * heads, GrainRows(HD), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t h = i % heads, t = (i / heads) % T, b = i / (heads * T);
+      const float* x = in + i * HD;
+      const float *c = cp + t * HD, *s = sp + t * HD;
+      if (h < NH) {
+        RopeHead(x, c, s, qp + ((b * T + t) * NH + h) * HD, HD);
+      } else if (h < NH + NKV) {
+        RopeHead(x, c, s, kp + ((b * NKV + (h - NH)) * capacity + pos + t) * HD, HD);
+      } else {
+        std::copy(x, x + HD, vp + ((b * NKV + (h - NH - NKV)) * capacity + pos + t) * HD);
+      }
+    }
+  });
+  return q;
+}
+
+at::Tensor DecodeAttentionCpu(const at::Tensor& q_in, const at::Tensor& k_cache, const at::Tensor& v_cache,
+                              int64_t length) {
+  const at::Tensor q = q_in.contiguous();
+  TORCH_CHECK(k_cache.is_contiguous() && v_cache.is_contiguous(), "decode_attention: the KV cache must be contiguous");
+  const int64_t B = q.size(0), NH = q.size(2), HD = q.size(3), NKV = k_cache.size(1), capacity = k_cache.size(2);
+  TORCH_CHECK(q.size(1) == 1, "decode_attention: one query position, not ", q.size(1));
+  TORCH_CHECK(length >= 1 && length <= capacity, "decode_attention: ", length, " positions in a cache of ", capacity);
+  const int64_t rep = NH / NKV;
+  at::Tensor y = at::empty({B, 1, NH * HD}, q.options());
+  const float *qp = q.data_ptr<float>(), *kp = k_cache.data_ptr<float>(), *vp = v_cache.data_ptr<float>();
+  float* yp = y.data_ptr<float>();
+  const double scale = 1.0 / std::sqrt(static_cast<double>(HD));
+  at::parallel_for(0, B * NH, 1, [&](int64_t begin, int64_t end) {
+    std::vector<double> p(static_cast<size_t>(length)), acc(static_cast<size_t>(HD));
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t b = i / NH, h = i % NH;
+      const float* qh = qp + i * HD;
+      const float* K = kp + (b * NKV + h / rep) * capacity * HD;
+      const float* V = vp + (b * NKV + h / rep) * capacity * HD;
+      double top = -INFINITY;
+      for (int64_t s = 0; s < length; ++s) {
+        double dot = 0;
+        for (int64_t d = 0; d < HD; ++d) dot += static_cast<double>(qh[d]) * K[s * HD + d];
+        p[s] = dot * scale;
+        top = std::max(top, p[s]);
+      }
+      double total = 0;
+      for (int64_t s = 0; s < length; ++s) total += (p[s] = std::exp(p[s] - top));
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int64_t s = 0; s < length; ++s) {
+        const double weight = p[s] / total;
+        for (int64_t d = 0; d < HD; ++d) acc[d] += weight * V[s * HD + d];
+      }
+      for (int64_t d = 0; d < HD; ++d) yp[i * HD + d] = static_cast<float>(acc[d]);
+    }
+  });
+  return y;
+}
+
+}  // namespace
+
+// The schemas, and the CPU kernels; no other backend has a kernel, so the ops
+// are called only where Available() says so.
+TORCH_LIBRARY(protocol, m) {
+  m.def("rms_norm(Tensor x, Tensor weight, float eps) -> Tensor");
+  m.def("add_rms_norm(Tensor x, Tensor r, Tensor weight, float eps) -> (Tensor, Tensor)");
+  m.def("silu_mul(Tensor gate_up) -> Tensor");
+  m.def("rope_cache(Tensor qkv, Tensor cos, Tensor sin, Tensor(a!) k_cache, Tensor(b!) v_cache, int pos, "
+        "int n_heads, int n_kv_heads) -> Tensor");
+  m.def("decode_attention(Tensor q, Tensor k_cache, Tensor v_cache, int length) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(protocol, CPU, m) {
+  m.impl("rms_norm", &RmsNormCpu);
+  m.impl("add_rms_norm", &AddRmsNormCpu);
+  m.impl("silu_mul", &SiluMulCpu);
+  m.impl("rope_cache", &RopeCacheCpu);
+  m.impl("decode_attention", &DecodeAttentionCpu);
+}
+
+// Each op is found once (its handle is static) and called through the
+// dispatcher, so that it is recorded as one op.
+#define PROTOCOL_FUSED_OP(name, ...) \
+  c10::Dispatcher::singleton().findSchemaOrThrow("protocol::" name, "").typed<__VA_ARGS__>()
+
+bool InferenceOnly() { return c10::InferenceMode::is_enabled(); }
+
+bool Available(const at::Tensor& x) {
+  return InferenceOnly() && x.device().is_cpu() && x.scalar_type() == at::kFloat;
+}
+
+at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  static auto op = PROTOCOL_FUSED_OP("rms_norm", at::Tensor(const at::Tensor&, const at::Tensor&, double));
+  return op.call(x, weight, eps);
+}
+
+std::pair<at::Tensor, at::Tensor> AddRmsNorm(const at::Tensor& x, const at::Tensor& r, const at::Tensor& weight,
+                                             double eps) {
+  static auto op = PROTOCOL_FUSED_OP("add_rms_norm", std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                                         double));
+  std::tuple<at::Tensor, at::Tensor> out = op.call(x, r, weight, eps);
+  return {std::get<0>(out), std::get<1>(out)};
+}
+
+at::Tensor SiluMul(const at::Tensor& gate_up) {
+  static auto op = PROTOCOL_FUSED_OP("silu_mul", at::Tensor(const at::Tensor&));
+  return op.call(gate_up);
+}
+
+at::Tensor RopeCache(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, at::Tensor& k_cache,
+                     at::Tensor& v_cache, int64_t pos, int64_t n_heads, int64_t n_kv_heads) {
+  static auto op = PROTOCOL_FUSED_OP("rope_cache", at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, at::Tensor&, at::Tensor&,
+                                 int64_t, int64_t, int64_t));
+  return op.call(qkv, cos, sin, k_cache, v_cache, pos, n_heads, n_kv_heads);
+}
+
+at::Tensor DecodeAttention(const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
+                           int64_t length) {
+  static auto op =
+      PROTOCOL_FUSED_OP("decode_attention", at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, int64_t));
+  return op.call(q, k_cache, v_cache, length);
+}
+
+#undef PROTOCOL_FUSED_OP
+
+}  // namespace fused
+}  // namespace native
+}  // namespace protocol

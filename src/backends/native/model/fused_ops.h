@@ -1,0 +1,69 @@
+#ifndef PROTOCOL_BACKENDS_NATIVE_MODEL_FUSED_OPS_H_
+#define PROTOCOL_BACKENDS_NATIVE_MODEL_FUSED_OPS_H_
+
+// The decoder layer's elementwise steps as single ops, for the forward passes
+// under InferenceMode (decoding, serving; InferenceOnly()): each is one ATen op
+// (registered with the dispatcher as protocol::NAME, so ATen's op counter and
+// profiler see one op) that reads its inputs once and writes its outputs once,
+// where model.cc's composite form runs 3 to 8 ops with a temporary each.
+//
+//   rms_norm          y = w ⊙ x / √(mean(x²) + ε)                  (composite: 8 ops)
+//   add_rms_norm      h = x + r;  y = rms_norm(h)                  (9 ops)
+//   silu_mul          [g | u] -> silu(g) ⊙ u                       (composite: 3 ops, 2 projections)
+//   rope_cache        q, k rotated (RoPE, rotate-half), k and v written
+//                     into the KV cache at pos..pos+T-1           (10 ops + 2 copies)
+//   decode_attention  one query position against the first `length`
+//                     cached positions, grouped-query heads       (SDPA and its views)
+//
+// Kernels: the CPU in float32 (the CPU model's dtype), sums and softmax
+// accumulated in float64. Elsewhere (CUDA, bf16, float64) Available() is
+// false and model.cc runs its composite ops: they are what a GPU step
+// launches today (CUDA kernels of these five are not written yet). Each
+// kernel equals the composite within the rounding of its accumulation order
+// (tests/native/model/fused_ops_test.cc); rope_cache's arithmetic is the
+// composite's, element for element, and its result the same bits.
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <utility>
+
+namespace protocol {
+namespace native {
+namespace fused {
+
+// True under c10::InferenceMode. Only there are the fused ops and the joined
+// projections (model.h) used: they have no backward, and a forward without a
+// graph inside training (a checkpointed layer's first pass, an evaluation)
+// keeps the composite ops, so that its values are the bits its recomputation
+// in backward, and the training loss, give.
+bool InferenceOnly();
+// True when the fused ops serve tensors like x here: InferenceOnly() and a
+// CPU float32 tensor.
+bool Available(const at::Tensor& x);
+
+// x (..., C), weight (C) -> (..., C).
+at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps);
+// x, r (..., C) -> {h = x + r, RmsNorm(h, weight, eps)}.
+std::pair<at::Tensor, at::Tensor> AddRmsNorm(const at::Tensor& x, const at::Tensor& r, const at::Tensor& weight,
+                                             double eps);
+// gate_up (..., 2F), the gate's F columns first -> (..., F).
+at::Tensor SiluMul(const at::Tensor& gate_up);
+// qkv (B,T,(NH+2·NKV)·HD), the projections' outputs side by side (q heads,
+// then k heads, then v heads); cos, sin (T,HD) of positions pos..pos+T-1.
+// Writes k rotated and v into k_cache and v_cache (B,NKV,capacity,HD) at
+// pos..pos+T-1 and returns q rotated, (B,T,NH,HD).
+// REQUIRES: pos + T <= capacity; the caches contiguous.
+at::Tensor RopeCache(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, at::Tensor& k_cache,
+                     at::Tensor& v_cache, int64_t pos, int64_t n_heads, int64_t n_kv_heads);
+// q (B,1,NH,HD) against cached positions 0..length-1 of k_cache, v_cache
+// (B,NKV,capacity,HD); query head h reads key/value head h / (NH/NKV):
+// softmax(q·Kᵀ/√HD)·V -> (B,1,NH·HD), the o projection's input.
+at::Tensor DecodeAttention(const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
+                           int64_t length);
+
+}  // namespace fused
+}  // namespace native
+}  // namespace protocol
+
+#endif  // PROTOCOL_BACKENDS_NATIVE_MODEL_FUSED_OPS_H_
