@@ -70,7 +70,7 @@ struct Options {
   int64_t seq = 128;
   int64_t decode = 64;
   int64_t prompt = 16;
-  int64_t recompute = 1;  // training.checkpoint_every: 1 every layer (the default), 0 none
+  int64_t recompute = 1;  // training.checkpoint_every: 1 every layer (this bench's default; a plan's is auto), 0 none
   bool vs_fp32 = false;  // with --quant nf4: the same preset in full precision first, then the ratios
 };
 

@@ -228,7 +228,7 @@ def main():
     p.add_argument("--decode", type=int, default=64)
     p.add_argument("--prompt", type=int, default=16)
     p.add_argument("--recompute", type=int, default=1,
-                   help="recompute layer l in backward when l %% N == 0 (1: every layer, as protocol's default; 0: none)")
+                   help="recompute layer l in backward when l %% N == 0 (1: every layer, as protocol_bench's default; 0: none)")
     p.add_argument("--threads", type=int, default=os.cpu_count(), help="intra-op threads (torch.set_num_threads)")
     p.add_argument("--no-train", action="store_true")
     p.add_argument("--compile", action="store_true", help="also torch.compile's variant, where this torch has it")
