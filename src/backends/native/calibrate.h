@@ -6,7 +6,7 @@
 // of a decode step, measured on the real decode path — the `tiny` preset
 // (random weights, float32) generating 64 tokens after an 8-token prompt,
 // the seconds per token divided by the ops a token dispatches
-// (time_estimate.h: kDecodeOpsPerLayer per layer + kDecodeOpsHead).
+// (time_estimate.h: DecodeOpsPerToken of the fused ops, float32 on a CPU).
 
 #include "backends/native/platform/cpu_rates.h"
 

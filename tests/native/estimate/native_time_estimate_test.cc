@@ -147,10 +147,15 @@ TEST_CASE("time estimate: inference decode is memory-bound (weights + KV cache p
   // Two replicas with their own memory: half.
   s.replicas_sharing_memory = 1;
   CHECK(Term(estimate_inference_time(s), "decode")->seconds == doctest::Approx(decode / 2));
-  // A fast memory: the op floor bounds every token, (40·L + 10) ops of 1 µs.
+  // A fast memory: the op floor bounds every token, (61·L + 10) ops of 1 µs for the composite
+  // decode layer, (10·L + 10) with the fused ops of a float32 model on a CPU.
   s.replicas = 1;
   s.device.memory_bytes_per_second = 1e12;
-  CHECK(Term(estimate_inference_time(s), "decode")->seconds == doctest::Approx(30 * 90e-6));
+  CHECK(Term(estimate_inference_time(s), "decode")->seconds == doctest::Approx(30 * 132e-6));
+  s.fused_decode_ops = true;
+  CHECK(Term(estimate_inference_time(s), "decode")->seconds == doctest::Approx(30 * 30e-6));
+  CHECK(Term(estimate_inference_time(s), "decode")->how.find("(30 ops), which bounds every token") !=
+        std::string::npos);
 }
 
 namespace {

@@ -133,6 +133,10 @@ TimeEstimate estimate_training_time(const TrainingTimeShape& s) {
   return e;
 }
 
+int64_t DecodeOpsPerToken(const ModelConfig& c, bool fused) {
+  return (fused ? kDecodeOpsPerLayerFused : kDecodeOpsPerLayerComposite) * c.n_layers + kDecodeOpsHead;
+}
+
 TimeEstimate estimate_inference_time(const InferenceTimeShape& s) {
   TimeEstimate e;
   const DeviceRates& d = s.device;
@@ -145,8 +149,8 @@ TimeEstimate estimate_inference_time(const InferenceTimeShape& s) {
   const double kv_per_position = 2.0 * static_cast<double>(c.n_layers * c.n_kv_heads * c.HeadDim() * s.dtype_bytes);
   const double bandwidth = d.memory_bytes_per_second * d.memory_efficiency /
                            static_cast<double>(std::max<int64_t>(1, s.replicas_sharing_memory));
-  const double op_floor =
-      static_cast<double>(kDecodeOpsPerLayer * c.n_layers + kDecodeOpsHead) * d.op_seconds;
+  const int64_t ops = DecodeOpsPerToken(c, s.fused_decode_ops);
+  const double op_floor = static_cast<double>(ops) * d.op_seconds;
   double prefill = 0, decode = 0;
   int64_t tokens = 0, op_bound_tokens = 0;
   for (int n : s.max_new_tokens) {
@@ -168,7 +172,7 @@ TimeEstimate estimate_inference_time(const InferenceTimeShape& s) {
        fmt::format("{} tokens, each reading {} of weights + the KV cache at {}{}; op floor {} per token ({} ops){}",
                    tokens, FormatBytes(s.weight_bytes), FormatRate(bandwidth),
                    s.replicas_sharing_memory > 1 ? fmt::format(" (shared by {} replicas)", s.replicas_sharing_memory) : "",
-                   FormatDuration(op_floor), kDecodeOpsPerLayer * c.n_layers + kDecodeOpsHead,
+                   FormatDuration(op_floor), ops,
                    op_bound_tokens == tokens ? ", which bounds every token"
                    : op_bound_tokens > 0     ? ", which bounds some tokens"
                                              : "") +

@@ -34,8 +34,8 @@
 //   decode     per token:   max( (weight bytes + KV bytes so far) / (bandwidth · efficiency),
 //                                ops per token · seconds per op )
 //              memory-bound on a GPU (every weight read once per token); the op floor is
-//              the dispatch of ~kDecodeOpsPerLayer small ops per layer, what bounds a tiny
-//              model on a CPU
+//              the dispatch of a decode layer's small ops (DecodeOpsPerToken), what bounds
+//              a tiny model on a CPU
 //   replicas   R replicas share the schedule: total / R; replicas on one CPU host share
 //              its memory bandwidth
 //   start-up   as training
@@ -50,12 +50,20 @@
 namespace protocol {
 namespace native {
 
-// libtorch ops one decoder layer's decode step dispatches (model.cc: two
-// RMSNorms, seven projections, rotary, the KV cache append, repeat of k and v,
-// scores, softmax, values, SiLU, the residual adds), counted from
-// decoder_layer_forward; the head adds kDecodeOpsHead.
-inline constexpr int64_t kDecodeOpsPerLayer = 40;
+// ATen ops one decoder layer's decode step dispatches (model.cc;
+// native_model_test.cc counts both):
+//   fused      a CPU float32 model with its own projections: fused_ops.h's ops
+//              and the joined projections
+//   composite  anything else (a GPU's bf16, a 4-bit model): two RMSNorms of 8
+//              ops, rotary as 5 ops for q and for k, the cache's copies,
+//              libtorch 1.13's attention math (2.x's one SDPA op makes it a
+//              few fewer), the projections, SiLU·up, the residual adds, views
+// The head adds kDecodeOpsHead.
+inline constexpr int64_t kDecodeOpsPerLayerFused = 10;
+inline constexpr int64_t kDecodeOpsPerLayerComposite = 61;
 inline constexpr int64_t kDecodeOpsHead = 10;
+// Ops of one decode step (every layer and the head).
+int64_t DecodeOpsPerToken(const ModelConfig& c, bool fused);
 // Disk rate of model reads and writes: 2 GB/s, a datacenter NVMe SSD's
 // sequential read (PCIe 4.0 drives list 3-7 GB/s; a shared path is slower).
 inline constexpr double kAssumedDiskBytesPerSecond = 2e9;
@@ -134,6 +142,7 @@ struct InferenceTimeShape {
   int64_t dtype_bytes = 4;          // of the KV cache
   int64_t replicas = 1;
   int64_t replicas_sharing_memory = 1;  // replicas on one CPU host (their bandwidth is shared)
+  bool fused_decode_ops = false;        // kDecodeOpsPerLayerFused applies (a CPU float32 model, not 4-bit)
   DeviceRates device;
   int64_t rank_processes = 0;
   int64_t load_bytes = 0;
