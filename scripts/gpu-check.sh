@@ -141,6 +141,8 @@ bench nf4-dequant protocol_nf4_bench --device cuda --shapes 4096x4096,8192x28672
 bench optimizer-70b-lora protocol_optimizer_bench --device cuda --steps "$steps"
 # Training MFU, ~1B Llama shape, bf16 (torchtitan formula; H100 SXM dense bf16 peak 989 TFLOP/s).
 bench mfu-1b --device cuda --presets llama-1b --batch 4 --seq 2048 --warmup 2 --steps "$steps" --decode 0
+# The same without recompute: what training.checkpoint_every: auto picks where the estimate fits.
+bench mfu-1b-norecompute --device cuda --presets llama-1b --batch 4 --seq 2048 --warmup 2 --steps "$steps" --decode 0 --recompute 0
 # Single-stream decode, Llama-2-7B shape, bf16 random weights, KV cache
 # (HBM roofline: 13.5 GB of weights per token at 3.35 TB/s ≈ 248 tokens/s).
 bench decode-7b --device cuda --presets llama2-7b --no-train --decode 256
@@ -163,6 +165,7 @@ peer() {
   tee -a "$summary" <"$OUT_DIR/peer-$name.log"
 }
 peer mfu-1b --device cuda --presets llama-1b --batch 4 --seq 2048 --warmup 2 --steps "$steps" --decode 0
+peer mfu-1b-norecompute --device cuda --presets llama-1b --batch 4 --seq 2048 --warmup 2 --steps "$steps" --decode 0 --recompute 0
 peer decode-7b --device cuda --presets llama2-7b --no-train --decode 256
 
 # One case run by `protocol run` with the hardware sampled (docs/runner.md, "Sampling the hardware"):
