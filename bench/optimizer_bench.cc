@@ -2,7 +2,8 @@
 // rank 8: 80 layers × 7 projections, A and B each: 1,120 tensors), before and after the
 // multi-tensor path: clipping and AdamW one tensor at a time with a host read
 // per tensor (tests/support/reference_optimizer.h), against train.h's
-// clip_gradients + AdamW (multi-tensor, nothing read back). Prints the time
+// clip_gradients + AdamW (multi-tensor, nothing read back), and AdamW's fused
+// path where the device has it (one pass a tensor). Prints the time
 // per step and the device values read back per step. Asserts nothing.
 //
 //   build/protocol_optimizer_bench                          # llama2-70b, rank 8, 5 steps
@@ -104,12 +105,24 @@ int main(int argc, char** argv) {
     }, static_cast<int64_t>(params.size()));
   }
   {
-    AdamW optimizer(params, o);
+    TrainOptions foreach_options = o;
+    foreach_options.fused_adamw = false;
+    AdamW optimizer(params, foreach_options);
     after = timed("multi-tensor (clip_gradients, foreach AdamW)", [&] {
       grad_clip_norm(params, o.grad_clip);
       optimizer.step(1e-4);
     }, -1);
   }
   std::printf("  after / before: %.3f\n", after / before);
+  if (compat::FusedAdamWAvailable(device)) {
+    AdamW optimizer(params, o);
+    const double fused = timed("fused (clip_gradients, one-pass AdamW)", [&] {
+      grad_clip_norm(params, o.grad_clip);
+      optimizer.step(1e-4);
+    }, -1);
+    std::printf("  fused / multi-tensor: %.3f\n", fused / after);
+  } else {
+    std::printf("  fused AdamW: not available on %s with this libtorch\n", device.str().c_str());
+  }
   return 0;
 }

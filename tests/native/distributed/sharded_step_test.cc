@@ -51,5 +51,43 @@ TEST_CASE("sharded step: the gradient norm squares the slices' norms, not the gr
   CHECK(config->n_layers + 2 >= 3);
 }
 
+TEST_CASE("sharded step: the fused AdamW steps the slices as the multi-tensor ops do, within float32 rounding") {
+  REQUIRE(compat::FusedAdamWAvailable(at::kCPU));
+  auto config = PresetConfig("tiny");
+  REQUIRE(config.ok());
+  at::Tensor tokens = at::randint(0, config->vocab_size, {2, 8}, at::TensorOptions().dtype(at::kLong));
+  // Logits after 3 steps (weight decay on the matrices' ranges of each slice), and before them.
+  auto train = [&](bool fused, at::Tensor* before) {
+    ProcessGroups solo = SoloGroups();
+    FsdpSetup setup;
+    setup.shard = solo.shard_comm.get();
+    TrainOptions options;
+    options.weight_decay = 0.1;
+    options.fused_adamw = fused;
+    at::manual_seed(7);
+    auto fill = [](const std::vector<NamedParameter>& params) {
+      for (const NamedParameter& p : params) p.tensor->normal_(0.0, 0.02);
+      return Status::Ok();
+    };
+    auto sharded = ShardedParams::Create(*config, at::kFloat, at::Device(at::kCPU), setup, options, fill);
+    REQUIRE(sharded.ok());
+    {
+      c10::NoGradGuard no_grad;
+      *before = (*sharded)->Forward(tokens);
+    }
+    for (int step = 0; step < 3; ++step) {
+      (*sharded)->Forward(tokens).to(at::kFloat).pow(2).mean().backward();
+      (void)(*sharded)->Step(1e-2);
+    }
+    c10::NoGradGuard no_grad;
+    return (*sharded)->Forward(tokens);
+  };
+  at::Tensor start_fused, start_multi;
+  const at::Tensor fused = train(true, &start_fused), multi = train(false, &start_multi);
+  CHECK(at::equal(start_fused, start_multi));
+  CHECK_FALSE(at::allclose(fused, start_fused, 1e-3, 1e-3));  // the steps moved the model
+  CHECK(at::allclose(fused, multi, 1e-5, 1e-6));
+}
+
 }  // namespace native
 }  // namespace protocol

@@ -39,6 +39,7 @@ TEST_CASE("native optimizer: multi-tensor AdamW equals the per-tensor update, bi
   at::set_num_threads(2);
   TrainOptions o;
   o.weight_decay = 0.1;
+  o.fused_adamw = false;  // the multi-tensor path (the fused one: the next test)
   // Matrices (decayed), vectors (not), a parameter without gradient; float32
   // and bfloat16 (with a float32 master); and two tensors larger than half a
   // run, so that the step takes more than one run.
@@ -71,6 +72,53 @@ TEST_CASE("native optimizer: multi-tensor AdamW equals the per-tensor update, bi
     }
     for (size_t i = 0; i < mine.size(); ++i) CHECK(at::equal(mine[i], theirs[i]));
   }
+}
+
+// The largest distance between a and b in units in the last place of float32
+// (the spacing of b's magnitude), over their elements.
+double MaxUlps(const at::Tensor& a, const at::Tensor& b, double floor = 1e-30) {
+  const at::Tensor x = a.to(at::kDouble), y = b.to(at::kDouble);
+  const at::Tensor ulp = at::pow(2.0, at::floor(at::log2(y.abs().clamp_min(floor))) - 23);
+  return ((x - y).abs() / ulp).max().item<double>();
+}
+
+TEST_CASE("native optimizer: fused AdamW (one pass a tensor) stays within float32 rounding of the multi-tensor path over 10 steps") {
+  REQUIRE(compat::FusedAdamWAvailable(at::kCPU));
+  at::set_num_threads(2);
+  TrainOptions fused_options, foreach_options;
+  fused_options.weight_decay = foreach_options.weight_decay = 0.1;
+  foreach_options.fused_adamw = false;
+  const std::vector<std::vector<int64_t>> shapes = {{16, 8}, {8}, {4, 4}, {3, 5, 2}, {7}, {64, 32}};
+  std::vector<at::Tensor> fused = Leaves(shapes, at::kFloat, 1), multi = Leaves(shapes, at::kFloat, 1);
+  const std::vector<at::Tensor> start = Leaves(shapes, at::kFloat, 1);
+  AdamW a(fused, fused_options), b(multi, foreach_options);
+  double worst = 0, worst_near_zero = 0;
+  for (int step = 0; step < 10; ++step) {
+    SetGradients(fused, 20 + step, 0.5 + step);
+    SetGradients(multi, 20 + step, 0.5 + step);
+    a.step(1e-2);
+    b.step(1e-2);
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      worst = std::max(worst, MaxUlps(fused[i], multi[i], 0.1));
+      worst_near_zero = std::max(worst_near_zero, MaxUlps(fused[i], multi[i]));
+    }
+  }
+  // The two differ in the rounding of √v̂ (√v/√(1−β2ᵗ) against √(v/(1−β2ᵗ))): measured in float32
+  // ulps of the parameter's magnitude, or of 0.1 for smaller elements (an update of lr = 1e-2
+  // moves those by many of their own ulps: 256 at most here, for differences below 1e-9).
+  MESSAGE(("fused against multi-tensor AdamW, 10 steps: at most " + std::to_string(worst) + " ulp (" +
+           std::to_string(worst_near_zero) + " of elements' own magnitude)"));
+  CHECK(worst <= 2);
+  // Both moved every parameter with a gradient, and left the one without alone.
+  for (size_t i = 0; i < shapes.size(); ++i) CHECK(at::equal(fused[i], start[i]) == (i == 2));
+  // Weight decay reached the matrices only: with zero gradients, only they change.
+  std::vector<at::Tensor> still = Leaves({{4, 4}, {4}}, at::kFloat, 3);
+  const std::vector<at::Tensor> before = Leaves({{4, 4}, {4}}, at::kFloat, 3);
+  AdamW c(still, fused_options);
+  for (at::Tensor& p : still) p.mutable_grad() = at::zeros_like(p);
+  c.step(1e-2);
+  CHECK(at::allclose(still[0], before[0] * (1 - 1e-2 * 0.1)));
+  CHECK(at::equal(still[1], before[1]));
 }
 
 TEST_CASE("native optimizer: clipping scales to max_norm on the device and returns the norm before") {

@@ -8,6 +8,7 @@
 #include "backends/native/estimate/memory_estimate.h"
 #include "backends/native/platform/device_peak.h"
 #include "backends/native/platform/host_memory.h"
+#include "backends/native/platform/torch_compat.h"
 #include "runner/base/text.h"
 
 namespace protocol {
@@ -41,6 +42,7 @@ PeakEstimate TrainingPeak(const CaseSpec& spec, NativeRole role, const ModelSpec
   s.seq_len = spec.training.seq_len;
   s.grad_accum = spec.training.grad_accum;
   s.checkpoint_every = spec.training.checkpoint_every;
+  s.fused_adamw = compat::FusedAdamWAvailable(gpu ? at::Device(at::kCUDA) : at::Device(at::kCPU));
   s.dtype_bytes = gpu ? 2 : 4;
   s.attention_probs_kept = !gpu;
   s.nf4 = IsNf4(ms);

@@ -252,6 +252,34 @@ at::Tensor ShardedParams::Step(double lr) {
   const double b1 = options_.beta1, b2 = options_.beta2;
   const double bias1 = 1.0 - std::pow(b1, static_cast<double>(t_));
   const double bias2 = 1.0 - std::pow(b2, static_cast<double>(t_));
+  if (options_.fused_adamw && !units_.empty() && compat::FusedAdamWAvailable(units_[0]->master.device())) {
+    // One pass a unit: its decayed ranges with weight decay, the rest without
+    // (train.h AdamW, "fused").
+    compat::AdamWHyper h{lr, b1, b2, options_.eps, options_.weight_decay, t_};
+    std::vector<at::Tensor> kept[4], decay[4];
+    for (size_t i = 0; i < units_.size(); ++i) {
+      const at::Tensor theta = units_[i]->master.detach();
+      int64_t done = 0;
+      auto add = [&](std::vector<at::Tensor>* into, int64_t begin, int64_t end) {
+        if (end <= begin) return;
+        for (int k = 0; k < 4; ++k) {
+          const at::Tensor& whole = k == 0 ? theta : k == 1 ? grads[i] : k == 2 ? m_[i] : v_[i];
+          into[k].push_back(whole.narrow(0, begin, end - begin));
+        }
+      };
+      for (const auto& [begin, end] : units_[i]->decay) {
+        add(kept, done, begin);
+        add(options_.weight_decay > 0 ? decay : kept, begin, end);
+        done = end;
+      }
+      add(kept, done, theta.numel());
+    }
+    compat::FusedAdamW(decay[0], decay[1], decay[2], decay[3], h);
+    h.weight_decay = 0;
+    compat::FusedAdamW(kept[0], kept[1], kept[2], kept[3], h);
+    for (const auto& u : units_) u->master.mutable_grad() = at::Tensor();  // freed until the next backward
+    return norm;
+  }
   for (size_t i = 0; i < units_.size(); ++i) {
     at::Tensor theta = units_[i]->master.detach();
     const at::Tensor& g = grads[i];

@@ -128,7 +128,7 @@ Breakdown FullPrecisionTraining(const TrainingMemoryShape& s, const TrainingQuan
     // AdamW steps runs of at most kAdamwChunk elements (or one larger tensor):
     // the embedding / lm_head (V·C), or a run of smaller tensors up to the chunk.
     largest = std::min(q.N, std::max(q.V * q.C, kAdamwChunk));
-    resident.push_back({"AdamW workspace (√v̂ + ε of its largest run)", 4 * largest});
+    if (!s.fused_adamw) resident.push_back({"AdamW workspace (√v̂ + ε of its largest run)", 4 * largest});
   }
   // Gathered unit u in backward: e·n + max(e,4)·Ŝ (sharded); nothing in one process.
   auto gathered = [&](size_t u) -> int64_t {
@@ -174,10 +174,11 @@ Breakdown FullPrecisionTraining(const TrainingMemoryShape& s, const TrainingQuan
     if (ahead && units.size() > 2) p.terms.push_back({"previous unit's gradient in flight", in_flight(1)});
     phases.push_back(std::move(p));
   }
-  // FSDP's step on a slice: its √v̂ + ε and a temporary of the slice. One
-  // process: the float32 copies of a run's non-float32 gradients (√v̂ + ε is
-  // in the resident workspace).
-  const int64_t temporaries = sharded ? 8 : 4 * F32Copy(e);
+  // FSDP's step on a slice: its √v̂ + ε and a temporary of the slice (none
+  // when fused: one pass in place). One process: the float32 copies of a
+  // run's non-float32 gradients (√v̂ + ε is in the resident workspace, or
+  // in registers when fused).
+  const int64_t temporaries = sharded ? (s.fused_adamw ? 0 : 8) : 4 * F32Copy(e);
   phases.push_back({"optimizer step", {{"gradients", grads_all}, {"AdamW temporaries", temporaries * largest}}});
   return {std::move(resident), std::move(phases)};
 }
@@ -209,8 +210,9 @@ Breakdown Nf4LoraTraining(const TrainingMemoryShape& s, const TrainingQuantities
   const int64_t adapters_a = adapter_a_parameter_count(c, s.lora_rank);
   const int64_t trained = s.lora_freeze_a ? adapters - adapters_a : adapters;
   resident.push_back({"LoRA adapters, their gradients, AdamW m, v", 4 * adapters + 12 * trained});
-  // AdamW's workspace: √v̂ + ε of its largest run of float32 adapters (train.h).
-  resident.push_back({"AdamW workspace (√v̂ + ε of its largest run)", 4 * std::min(trained, kAdamwChunk)});
+  // AdamW's workspace: √v̂ + ε of its largest run of float32 adapters (train.h; none when fused).
+  if (!s.fused_adamw)
+    resident.push_back({"AdamW workspace (√v̂ + ε of its largest run)", 4 * std::min(trained, kAdamwChunk)});
   const int64_t dequant = dequantize_workspace_bytes(q.largest_projection);
   const int64_t head_gathered = sharded ? e * shard_elements(C + V * C, W) * W : 0;
   const int64_t nf4_layer = shard_elements(nf4_layer_records(c, s.double_quant), W) * W * nf4_record_bytes(s.double_quant);
@@ -322,7 +324,8 @@ int64_t layer_activation_bytes_per_token(const ModelConfig& c, int64_t e, int64_
 int64_t loss_bytes(const ModelConfig& c, int64_t micro_batch, int64_t seq_len, int64_t e) {
   const int64_t logits = micro_batch * seq_len * c.vocab_size;
   const int64_t chunk = std::min(logits, std::max(kLossChunk, c.vocab_size));
-  return 2 * e * logits + 8 * chunk;
+  // Float32 chunks: the widened copy and the softmax (the widening is no copy of float32 logits).
+  return 2 * e * logits + (e == 4 ? 4 : 8) * chunk;
 }
 
 // nf4.cc's dequantization: the float32 result (4 bytes per weight); on CUDA

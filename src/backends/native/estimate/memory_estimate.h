@@ -43,8 +43,9 @@
 //     + 4·e·F                          gate, up, silu(gate), silu(gate)·up
 // Checkpointed layer (layer l with k > 0 and l mod k = 0): its input only, e·C.
 // Loss (train.cc masked_loss, chunked_loss.h): the logits kept for the
-//   cross-entropy's backward and their gradient, e each, and two float32
-//   chunks of the vocabulary: 2·e·B·T·V + 8·min(B·T·V, max(2^22, V)).
+//   cross-entropy's backward and their gradient, e each, and float32 chunks
+//   of the vocabulary, the widened copy and the softmax (one when e = 4):
+//   2·e·B·T·V + w·min(B·T·V, max(2^22, V)), w = 8 (4 when e = 4).
 // Phases of the backward, each on top of the resident state, the gradients
 // formed so far and the activations not yet consumed:
 //   head     gathered head (e·Ŝ) + its gradients (e·n) → float32 flat gradient
@@ -55,7 +56,10 @@
 //            slice); one process the float32 copies of a run's bf16
 //            gradients, f·4·R with R = min(N, max(V·C, 2^24)) its largest
 //            run (train.h: runs of at most 2^24 elements, or one larger
-//            tensor); resident besides: AdamW's workspace 4·R (√v̂ + ε)
+//            tensor); resident besides: AdamW's workspace 4·R (√v̂ + ε).
+//            With the fused AdamW (fused_adamw: compat::FusedAdamWAvailable
+//            for the device) there is no workspace and no sharded temporary;
+//            the one-process copies of bf16 gradients remain
 // With prefetch (fsdp_schedule.h), the head's and each layer's phase also
 // hold the next unit of the backward gathered (e·Ŝ of layer l−1; nothing
 // for the embedding, which is not gathered for its backward) and the previous
@@ -75,7 +79,7 @@
 //   their gradients and AdamW moments: 16 bytes per adapter parameter
 //   (lora_freeze_a: 4 for each A, 16 for each B).
 // Resident too: AdamW's workspace for the adapters, 4·min(trained, 2^24)
-//   (float32 √v̂ + ε of its largest run; train.h).
+//   (float32 √v̂ + ε of its largest run; train.h), unless fused_adamw.
 // Phases: layer: the gathered NF4 layer (R·r_b; nothing gathered in one
 //   process) + one projection being dequantized (nf4.cc: the float32 result,
 //   on CUDA with its int32 table index and its compute-dtype copy: 8 bytes per
@@ -156,7 +160,7 @@ int64_t nf4_layer_shard_bytes(const ModelConfig& c, bool double_quant, int64_t w
 // a: activation bytes per token of one decoder layer whose graph is kept.
 int64_t layer_activation_bytes_per_token(const ModelConfig& c, int64_t dtype_bytes, int64_t seq_len,
                                          bool attention_probs_kept);
-// 2·e·B·T·V + 8·min(B·T·V, max(2^22, V)) (the loss term above).
+// 2·e·B·T·V + w·min(B·T·V, max(2^22, V)) (the loss term above).
 int64_t loss_bytes(const ModelConfig& c, int64_t micro_batch, int64_t seq_len, int64_t dtype_bytes);
 // Workspace of one projection of n weights being dequantized (8·n) / quantized
 // (17·min(n, 2^20): nf4_quantize works on 2^20 weights at a time).
@@ -191,6 +195,7 @@ struct TrainingMemoryShape {
   int64_t seq_len = 128;         // T
   int64_t grad_accum = 1;        // > 1: gradients are formed in every phase
   int64_t checkpoint_every = 1;  // k
+  bool fused_adamw = false;      // train.h AdamW's fused path: no workspace, no temporaries on a slice
   int64_t dtype_bytes = 4;       // e
   bool attention_probs_kept = true;  // CPU math attention keeps (B,NH,T,T) probabilities
   bool nf4 = false;              // 4-bit base + LoRA (QLoRA; finetune and continued pretraining)

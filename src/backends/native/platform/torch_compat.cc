@@ -3,6 +3,7 @@
 #include <torch/csrc/api/include/torch/version.h>
 #include <ATen/record_function.h>
 #include <c10/core/CPUAllocator.h>
+#include <ATen/Parallel.h>
 
 // The c10d headers hide Gloo (and NCCL) behind the build's feature macros.
 #ifndef USE_C10D_GLOO
@@ -260,6 +261,63 @@ void ForeachCopy(const std::vector<at::Tensor>& dst, const std::vector<at::Tenso
   at::_foreach_copy_(dst, src);
 #else
   for (size_t i = 0; i < dst.size(); ++i) const_cast<at::Tensor&>(dst[i]).copy_(src[i]);
+#endif
+}
+
+// ---- AdamW in one pass ------------------------------------------------------------
+
+bool FusedAdamWAvailable(const at::Device& device) {
+  if (device.is_cuda()) return PROTOCOL_TORCH_AT_LEAST(2, 1) && PROTOCOL_WITH_CUDA;
+  if (!device.is_cpu()) return false;
+  // 2.1–2.3 have no CPU kernel of _fused_adamw_; 1.13 has this adapter's loop.
+  return PROTOCOL_TORCH_AT_LEAST(2, 4) || !PROTOCOL_TORCH_2;
+}
+
+#if !PROTOCOL_TORCH_2
+namespace {
+// _fused_adamw_'s CPU kernel (libtorch 2.4 on), element by element: the
+// coefficients are rounded to float32 once, and each update is taken in
+// float32 in the kernel's order.
+void AdamWLoop(at::Tensor& p, const at::Tensor& g_in, at::Tensor& m, at::Tensor& v, const AdamWHyper& h) {
+  const at::Tensor g = g_in.contiguous();
+  float *pp = p.data_ptr<float>(), *mp = m.data_ptr<float>(), *vp = v.data_ptr<float>();
+  const float* gp = g.data_ptr<float>();
+  const double t = static_cast<double>(h.step);
+  const auto decay = static_cast<float>(1.0 - h.lr * h.weight_decay);
+  const auto beta1 = static_cast<float>(h.beta1), beta2 = static_cast<float>(h.beta2);
+  const auto grad_coefficient = static_cast<float>(1.0 - h.beta1);
+  const auto square_coefficient = static_cast<float>(1.0 - h.beta2);
+  const auto step_size = static_cast<float>(h.lr / (1.0 - std::pow(h.beta1, t)));
+  const auto bias2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(h.beta2, t)));
+  const auto eps = static_cast<float>(h.eps);
+  at::parallel_for(0, p.numel(), 4096, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      float param = pp[i];
+      if (h.weight_decay != 0) param *= decay;
+      const float grad = gp[i];
+      mp[i] = mp[i] * beta1 + grad * grad_coefficient;
+      vp[i] = vp[i] * beta2 + grad * grad * square_coefficient;
+      pp[i] = param - step_size * mp[i] / (std::sqrt(vp[i]) / bias2_sqrt + eps);
+    }
+  });
+}
+}  // namespace
+#endif
+
+void FusedAdamW(const std::vector<at::Tensor>& params, const std::vector<at::Tensor>& grads,
+                const std::vector<at::Tensor>& m, const std::vector<at::Tensor>& v, const AdamWHyper& h) {
+  if (params.empty()) return;
+#if PROTOCOL_TORCH_2
+  // The step count as _fused_adamw_ reads it: a float32 scalar on the device, one entry a tensor.
+  const at::Tensor step = at::full({}, static_cast<double>(h.step), params[0].options().dtype(at::kFloat));
+  const std::vector<at::Tensor> steps(params.size(), step);
+  at::_fused_adamw_(params, grads, m, v, /*max_exp_avg_sqs=*/{}, steps, h.lr, h.beta1, h.beta2, h.weight_decay, h.eps,
+                    /*amsgrad=*/false, /*maximize=*/false);
+#else
+  for (size_t i = 0; i < params.size(); ++i) {
+    at::Tensor p = params[i], mi = m[i], vi = v[i];
+    AdamWLoop(p, grads[i], mi, vi, h);
+  }
 #endif
 }
 

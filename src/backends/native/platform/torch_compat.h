@@ -83,6 +83,26 @@ void ForeachMulByScalarTensor(const std::vector<at::Tensor>& tensors, const at::
 // (_foreach_copy_), one copy per tensor before.
 void ForeachCopy(const std::vector<at::Tensor>& dst, const std::vector<at::Tensor>& src);
 
+// ---- AdamW in one pass ----------------------------------------------------------
+// The hyperparameters of one AdamW step; `step` counts this one (t ≥ 1).
+struct AdamWHyper {
+  double lr = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
+  int64_t step = 1;
+};
+// True where FusedAdamW runs for tensors on `device`: libtorch's
+// _fused_adamw_ (CUDA from 2.1, the CPU from 2.4), or on libtorch 1.13's CPU a
+// loop of this adapter with that kernel's arithmetic. Elsewhere (1.13 on
+// CUDA, 2.1–2.3 on the CPU) the caller steps with multi-tensor ops.
+bool FusedAdamWAvailable(const at::Device& device);
+// AdamW as torch.optim.AdamW(fused=True) steps each params[i] (float32,
+// contiguous; grads[i], m[i], v[i] alike), reading and writing each element
+// once:
+//   p ← p·(1 − lr·λ);  m ← β1·m + (1 − β1)·g;  v ← β2·v + (1 − β2)·g²
+//   p ← p − lr/(1 − β1ᵗ) · m / (√v / √(1 − β2ᵗ) + ε)
+// REQUIRES: FusedAdamWAvailable(params[0].device()).
+void FusedAdamW(const std::vector<at::Tensor>& params, const std::vector<at::Tensor>& grads,
+                const std::vector<at::Tensor>& m, const std::vector<at::Tensor>& v, const AdamWHyper& hyper);
+
 // ---- reading device values on the host -------------------------------------
 // Every value a training step reads back from its tensors goes through here. A
 // read waits for the device (on a GPU the host cannot run ahead past it), so

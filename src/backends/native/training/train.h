@@ -36,6 +36,9 @@ struct TrainOptions {
   // activations when checkpoint_every > 0 and l % checkpoint_every == 0
   // (1 = every layer, 0 = none). Only the layer's input is kept for it.
   int64_t checkpoint_every = 1;
+  // AdamW in one pass per tensor (compat::FusedAdamW) where the device has it;
+  // false: always the multi-tensor ops (the tests' comparison).
+  bool fused_adamw = true;
 };
 
 // The options of a training case of `steps` optimizer steps from its plan
@@ -96,14 +99,18 @@ void scale_to_max_norm(const std::vector<at::Tensor>& grads, const at::Tensor& n
 //   θ = θ − lr·(m̂/(√v̂ + ε) + λ·θ)   decoupled weight decay (λ only on matrices)
 // Moments, and a master copy of any non-float32 parameter (bf16 on CUDA), are
 // kept in float32; the parameter is refreshed from its master after each step.
-// With libtorch's multi-tensor (foreach) ops, as torch.optim.AdamW's default
-// does: a handful of kernels per run of parameters, not per tensor (the 70B
-// LoRA adapters, ~1,100 tensors, are a few runs). A run holds at most
-// kAdamwChunkElements elements (or one larger tensor): √v̂ + ε of a run is
-// formed in a float32 workspace of the largest run, allocated at the first
-// step and kept (memory_estimate.h "AdamW workspace"), and a non-float32
-// gradient's float32 copy exists for one run ("AdamW temporaries"). Same
-// arithmetic, in the same order, as a loop over the tensors.
+// Two ways, over runs of at most kAdamwChunkElements elements (or one larger
+// tensor; a non-float32 gradient's float32 copy exists for one run,
+// memory_estimate.h "AdamW temporaries"):
+//   fused     (options.fused_adamw and compat::FusedAdamWAvailable) one pass
+//             per tensor, torch.optim.AdamW(fused=True)'s kernel and
+//             arithmetic (√v/√(1−β2ᵗ) + ε); nothing else is allocated
+//   foreach   libtorch's multi-tensor ops, as torch.optim.AdamW's default
+//             does: a handful of kernels per run, not per tensor (the 70B
+//             LoRA adapters, ~1,100 tensors, are a few runs); √v̂ + ε of a run
+//             is formed in a float32 workspace of the largest run, allocated
+//             at the first step and kept ("AdamW workspace"). Same arithmetic,
+//             in the same order, as a loop over the tensors.
 inline constexpr int64_t kAdamwChunkElements = int64_t{1} << 24;
 class AdamW {
  public:
