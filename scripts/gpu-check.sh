@@ -151,6 +151,21 @@ bench nf4-7b --device cuda --presets llama2-7b --quant nf4 --batch 4 --seq 512 -
 
 # The plain PyTorch peer (bench/peer/llama_peer.py) on the same card, the same shapes as mfu-1b and
 # decode-7b, where this machine's Python has torch (the wheel); docs/performance.md records peer time / protocol time.
+# tokens_per_second KIND FILE: the tokens/s figure of FILE's first "train" or "decode" line
+# (protocol_bench and the peer print the same line shape).
+tokens_per_second() {
+  awk -v kind=" $1 " 'index($0, kind) { for (i = 2; i <= NF; ++i) if ($i == "tokens/s") { print $(i - 1); exit } }' "$2"
+}
+# ratio NAME: protocol's tokens/s over the peer's for bench NAME and peer NAME (above 1: protocol is faster).
+ratio() {
+  local name=$1 kind mine theirs
+  for kind in train decode; do
+    mine=$(tokens_per_second "$kind" "$OUT_DIR/bench-$name.log" 2>/dev/null)
+    theirs=$(tokens_per_second "$kind" "$OUT_DIR/peer-$name.log" 2>/dev/null)
+    [[ -n $mine && -n $theirs ]] || continue
+    say "ratio $name $kind: protocol $mine tokens/s, peer $theirs tokens/s: $(awk -v a="$mine" -v b="$theirs" 'BEGIN { printf "%.2fx", a / b }') (above 1: protocol is faster)"
+  done
+}
 peer() {
   local name=$1; shift
   if (($(left) < 30)); then say ""; say "peer $name: not run (budget)"; return 0; fi
@@ -163,6 +178,7 @@ peer() {
     return 0
   fi
   tee -a "$summary" <"$OUT_DIR/peer-$name.log"
+  ratio "$name"
 }
 peer mfu-1b --device cuda --presets llama-1b --batch 4 --seq 2048 --warmup 2 --steps "$steps" --decode 0
 peer mfu-1b-norecompute --device cuda --presets llama-1b --batch 4 --seq 2048 --warmup 2 --steps "$steps" --decode 0 --recompute 0

@@ -56,6 +56,18 @@ stages:
 )yaml";
 
 // Starts `protocol run PLAN --db DB` in `dir` as a child with no output; returns its pid.
+// How many processes run `sleep <seconds>` exactly, found by their command
+// line. A process that exits while it is read reads as "" (ReadTextFile: no
+// exception from a /proc file that vanished under the read).
+int CountSleeping(const std::string& seconds) {
+  int found = 0;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string cmdline = testing::ReadTextFile((entry.path() / "cmdline").string());
+    if (cmdline == std::string("sleep") + '\0' + seconds + '\0') ++found;
+  }
+  return found;
+}
+
 pid_t StartRun(const fs::path& dir, const char* plan, const char* db) {
   pid_t pid = fork();
   if (pid == 0) {
@@ -296,15 +308,7 @@ TEST_CASE("cli: kill -9 of the runner during a quiet command case leaves the com
   pid_t pid = StartRun(dir.path, "quiet.yaml", "q.db");
   REQUIRE(pid > 0);
   REQUIRE(WaitForSecondCaseRunning(db));
-  auto sleeping = [&marker] {
-    int found = 0;
-    for (const auto& entry : fs::directory_iterator("/proc")) {
-      std::ifstream in(entry.path() / "cmdline");
-      std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      if (cmdline == std::string("sleep") + '\0' + marker + '\0') ++found;
-    }
-    return found;
-  };
+  auto sleeping = [&marker] { return CountSleeping(marker); };
   for (int i = 0; i < 100 && sleeping() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   REQUIRE(sleeping() == 1);  // the command runs
   kill(pid, SIGKILL);
@@ -330,15 +334,7 @@ TEST_CASE("cli: kill -9 of the runner ends what the command case started, grandc
   pid_t pid = StartRun(dir.path, "forks.yaml", "f.db");
   REQUIRE(pid > 0);
   REQUIRE(WaitForSecondCaseRunning(db));
-  auto sleeping = [&marker] {
-    int found = 0;
-    for (const auto& entry : fs::directory_iterator("/proc")) {
-      std::ifstream in(entry.path() / "cmdline");
-      std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      if (cmdline == std::string("sleep") + '\0' + marker + '\0') ++found;
-    }
-    return found;
-  };
+  auto sleeping = [&marker] { return CountSleeping(marker); };
   for (int i = 0; i < 100 && sleeping() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   REQUIRE(sleeping() == 2);  // both grandchildren run
   kill(pid, SIGKILL);
