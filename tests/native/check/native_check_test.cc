@@ -535,10 +535,16 @@ TEST_CASE("native check: checkpoint_every auto recomputes no layer where the est
       "         training: {device: cpu, ranks_per_node: 2}}\n"
       "      - {id: serve, backend: fsdp, workload: inference, nodes: 1,\n"
       "         inference: {prompt: 'hi', max_new_tokens: [4]}}\n";
+  // The choice for case `id`, in its backend's role.
+  auto choice = [](const Plan& plan, const char* id) {
+    const CaseSpec& c = *plan.FindCase(id);
+    return native::native_case_checkpointing(
+        plan, c, c.backend == "share" ? native::NativeRole::kShare : native::NativeRole::kFsdp);
+  };
   {
     // Llama-2-7B on groups of 2 GPUs: without recompute the estimate exceeds 90 % of 40 GB.
     Plan plan = ParsePlan("{preset: llama2-7b}", cases, "40");
-    native::CheckpointChoice c = native::native_case_checkpointing(plan, *plan.FindCase("seven"), native::NativeRole::kShare);
+    native::CheckpointChoice c = choice(plan, "seven");
     CHECK(c.every == 1);
     CAPTURE(c.why);
     CHECK(StartsWith(c.why, "checkpoint_every auto: every layer recomputed: the peak without recompute, "));
@@ -549,14 +555,14 @@ TEST_CASE("native check: checkpoint_every auto recomputes no layer where the est
     CHECK(a.notes[0].find("checkpoint_every 1\n") != std::string::npos);
     CHECK(a.notes[1] == c.why);
     // A number in the plan is what runs, said by nobody.
-    native::CheckpointChoice kept = native::native_case_checkpointing(plan, *plan.FindCase("kept"), native::NativeRole::kShare);
+    native::CheckpointChoice kept = choice(plan, "kept");
     CHECK(kept.every == 2);
     CHECK(kept.why.empty());
   }
   {
     // The tiny preset fits many times over: no layer recomputed.
     Plan plan = ParsePlan("{preset: tiny}", cases, "80");
-    native::CheckpointChoice c = native::native_case_checkpointing(plan, *plan.FindCase("seven"), native::NativeRole::kShare);
+    native::CheckpointChoice c = choice(plan, "seven");
     CHECK(c.every == 0);
     CAPTURE(c.why);
     CHECK(StartsWith(c.why, "checkpoint_every auto: no layer recomputed: the peak without recompute, "));
@@ -564,20 +570,20 @@ TEST_CASE("native check: checkpoint_every auto recomputes no layer where the est
     CaseAdvice a = MakeNativeShareBackend()->Advise(plan, *plan.FindCase("seven"));
     CHECK(a.notes[0].find("checkpoint_every 0\n") != std::string::npos);
     // CPU ranks: half of this host's memory over the case's 2 rank processes on it.
-    native::CheckpointChoice cpu = native::native_case_checkpointing(plan, *plan.FindCase("cpu"), native::NativeRole::kFsdp);
+    native::CheckpointChoice cpu = choice(plan, "cpu");
     CHECK(cpu.every == 0);
     CAPTURE(cpu.why);
     CHECK(cpu.why.find(" per rank process, fits in half of this host's ") != std::string::npos);
     CHECK(cpu.why.find(" over 2 rank processes (") != std::string::npos);
     // Inference recomputes nothing and says nothing.
-    native::CheckpointChoice serve = native::native_case_checkpointing(plan, *plan.FindCase("serve"), native::NativeRole::kFsdp);
+    native::CheckpointChoice serve = choice(plan, "serve");
     CHECK(serve.every == 0);
     CHECK(serve.why.empty());
   }
   {
     // GPU memory not stated: every layer, and why.
     Plan plan = ParsePlan("{preset: tiny}", cases, "0");
-    native::CheckpointChoice c = native::native_case_checkpointing(plan, *plan.FindCase("seven"), native::NativeRole::kShare);
+    native::CheckpointChoice c = choice(plan, "seven");
     CHECK(c.every == 1);
     CHECK(c.why.find("is compared with nothing: cluster.nodes[].gpu_memory_gb is not stated") != std::string::npos);
   }

@@ -15,30 +15,43 @@
 
 namespace protocol {
 namespace native {
+namespace {
+
+// A model sharded over a mesh of one rank (SoloGroups), its weights drawn from
+// normal(0, 0.02) after at::manual_seed(7).
+struct SoloSharded {
+  ProcessGroups solo = SoloGroups();
+  FsdpSetup setup;
+  std::unique_ptr<ShardedParams> params;
+  SoloSharded(const ModelConfig& config, const TrainOptions& options) {
+    setup.shard = solo.shard_comm.get();
+    at::manual_seed(7);
+    auto fill = [](const std::vector<NamedParameter>& ps) {
+      for (const NamedParameter& p : ps) p.tensor->normal_(0.0, 0.02);
+      return Status::Ok();
+    };
+    auto created = ShardedParams::Create(config, at::kFloat, at::Device(at::kCPU), setup, options, fill);
+    REQUIRE(created.ok());
+    params = std::move(*created);
+  }
+};
+
+}  // namespace
 
 TEST_CASE("sharded step: the gradient norm squares the slices' norms, not the gradients") {
   auto config = PresetConfig("tiny");
   REQUIRE(config.ok());
-  ProcessGroups solo = SoloGroups();
-  FsdpSetup setup;
-  setup.shard = solo.shard_comm.get();
-  TrainOptions options;
-  at::manual_seed(7);
-  auto fill = [](const std::vector<NamedParameter>& params) {
-    for (const NamedParameter& p : params) p.tensor->normal_(0.0, 0.02);
-    return Status::Ok();
-  };
-  auto sharded = ShardedParams::Create(*config, at::kFloat, at::Device(at::kCPU), setup, options, fill);
-  REQUIRE(sharded.ok());
+  SoloSharded model(*config, TrainOptions());
+  ShardedParams* sharded = model.params.get();
   at::Tensor tokens = at::randint(0, config->vocab_size, {2, 8}, at::TensorOptions().dtype(at::kLong));
-  at::Tensor loss = (*sharded)->Forward(tokens).to(at::kFloat).pow(2).mean();
+  at::Tensor loss = sharded->Forward(tokens).to(at::kFloat).pow(2).mean();
   loss.backward();
   at::Tensor norm;
   int64_t pows = 0;
   std::string ops;
   {
     compat::OpCounter counter;
-    norm = (*sharded)->Step(1e-3);
+    norm = sharded->Step(1e-3);
     pows = counter.counts().count("aten::pow") ? counter.counts().at("aten::pow") : 0;
     ops = counter.Describe();
   }
@@ -58,29 +71,21 @@ TEST_CASE("sharded step: the fused AdamW steps the slices as the multi-tensor op
   at::Tensor tokens = at::randint(0, config->vocab_size, {2, 8}, at::TensorOptions().dtype(at::kLong));
   // Logits after 3 steps (weight decay on the matrices' ranges of each slice), and before them.
   auto train = [&](bool fused, at::Tensor* before) {
-    ProcessGroups solo = SoloGroups();
-    FsdpSetup setup;
-    setup.shard = solo.shard_comm.get();
     TrainOptions options;
     options.weight_decay = 0.1;
     options.fused_adamw = fused;
-    at::manual_seed(7);
-    auto fill = [](const std::vector<NamedParameter>& params) {
-      for (const NamedParameter& p : params) p.tensor->normal_(0.0, 0.02);
-      return Status::Ok();
-    };
-    auto sharded = ShardedParams::Create(*config, at::kFloat, at::Device(at::kCPU), setup, options, fill);
-    REQUIRE(sharded.ok());
+    SoloSharded model(*config, options);
+    ShardedParams& sharded = *model.params;
     {
       c10::NoGradGuard no_grad;
-      *before = (*sharded)->Forward(tokens);
+      *before = sharded.Forward(tokens);
     }
     for (int step = 0; step < 3; ++step) {
-      (*sharded)->Forward(tokens).to(at::kFloat).pow(2).mean().backward();
-      (void)(*sharded)->Step(1e-2);
+      sharded.Forward(tokens).to(at::kFloat).pow(2).mean().backward();
+      (void)sharded.Step(1e-2);
     }
     c10::NoGradGuard no_grad;
-    return (*sharded)->Forward(tokens);
+    return sharded.Forward(tokens);
   };
   at::Tensor start_fused, start_multi;
   const at::Tensor fused = train(true, &start_fused), multi = train(false, &start_multi);

@@ -25,6 +25,18 @@ Model TestModel(uint64_t seed = 7) {
   return m;
 }
 
+// Greedy generation after the prompt {1, 7, 3} with `options`: with the KV
+// cache (first) and without it (second, the reference).
+std::pair<Generation, Generation> CachedAndReference(const Model& m, GenerateOptions options) {
+  options.use_kv_cache = true;
+  auto cached = generate_greedy(m, {1, 7, 3}, options);
+  options.use_kv_cache = false;
+  auto reference = generate_greedy(m, {1, 7, 3}, options);
+  REQUIRE(cached.ok());
+  REQUIRE(reference.ok());
+  return {std::move(*cached), std::move(*reference)};
+}
+
 }  // namespace
 
 TEST_CASE("native model presets have the published Llama-2 parameter counts") {
@@ -131,23 +143,18 @@ TEST_CASE("native model KV-cache generation equals no-cache generation token for
   Model m = TestModel();
   GenerateOptions with_cache;
   with_cache.max_new_tokens = 20;
-  GenerateOptions without = with_cache;
-  without.use_kv_cache = false;
-  auto g1 = generate_greedy(m, {1, 7, 3}, with_cache);
-  auto g2 = generate_greedy(m, {1, 7, 3}, without);
-  REQUIRE(g1.ok());
-  REQUIRE(g2.ok());
-  CHECK(g1->tokens.size() == 20);
-  CHECK(g1->tokens == g2->tokens);
+  const auto [g1, g2] = CachedAndReference(m, with_cache);
+  CHECK(g1.tokens.size() == 20);
+  CHECK(g1.tokens == g2.tokens);
 
   // ignore_eos=false stops right after the end token: make the first greedy token "eos".
   Model stop_model = TestModel();
-  stop_model.config.eos_id = g1->tokens[0];
+  stop_model.config.eos_id = g1.tokens[0];
   GenerateOptions until_eos = with_cache;
   until_eos.ignore_eos = false;
   auto g3 = generate_greedy(stop_model, {1, 7, 3}, until_eos);
   REQUIRE(g3.ok());
-  CHECK(g3->tokens == std::vector<int>{g1->tokens[0]});
+  CHECK(g3->tokens == std::vector<int>{g1.tokens[0]});
   CHECK(g3->ended_at_eos);
 
   StopFlag stop;
@@ -162,32 +169,24 @@ TEST_CASE("native model decode with the cache reads the answer back once, not on
   Model m = TestModel();
   GenerateOptions with_cache;
   with_cache.max_new_tokens = 20;
-  GenerateOptions without = with_cache;
-  without.use_kv_cache = false;
-  auto cached = generate_greedy(m, {1, 7, 3}, with_cache);
-  auto reference = generate_greedy(m, {1, 7, 3}, without);
-  REQUIRE(cached.ok());
-  REQUIRE(reference.ok());
-  CHECK(cached->tokens == reference->tokens);
-  CHECK(cached->host_reads == 1);      // the whole answer, in one copy
-  CHECK(reference->host_reads == 20);  // the reference: one per token
+  const auto [cached, reference] = CachedAndReference(m, with_cache);
+  CHECK(cached.tokens == reference.tokens);
+  CHECK(cached.host_reads == 1);      // the whole answer, in one copy
+  CHECK(reference.host_reads == 20);  // the reference: one per token
   // Stopping at end-of-sequence: the tokens are read every kEosCheckTokens, cut after the first end token.
-  const std::vector<int>& all = cached->tokens;
+  const std::vector<int>& all = cached.tokens;
   for (size_t at : {size_t{0}, size_t{5}, size_t{11}}) {
     Model stop_model = TestModel();
     stop_model.config.eos_id = all[at];
     const size_t first = static_cast<size_t>(std::find(all.begin(), all.end(), all[at]) - all.begin());
     GenerateOptions until_eos = with_cache;
     until_eos.ignore_eos = false;
-    auto g = generate_greedy(stop_model, {1, 7, 3}, until_eos);
-    auto r = generate_greedy(stop_model, {1, 7, 3}, [&] { GenerateOptions o = until_eos; o.use_kv_cache = false; return o; }());
-    REQUIRE(g.ok());
-    REQUIRE(r.ok());
+    const auto [g, r] = CachedAndReference(stop_model, until_eos);
     CAPTURE(at);
-    CHECK(g->tokens == std::vector<int>(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(first) + 1));
-    CHECK(g->tokens == r->tokens);
-    CHECK(g->ended_at_eos);
-    CHECK(g->host_reads == static_cast<int64_t>(first / kEosCheckTokens + 1));
+    CHECK(g.tokens == std::vector<int>(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(first) + 1));
+    CHECK(g.tokens == r.tokens);
+    CHECK(g.ended_at_eos);
+    CHECK(g.host_reads == static_cast<int64_t>(first / kEosCheckTokens + 1));
   }
 }
 

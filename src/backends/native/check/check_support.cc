@@ -39,6 +39,15 @@ bool OnGpu(const CaseSpec& spec, const std::vector<const NodeSpec*>& nodes) {
 
 std::string Plural(int64_t n, const char* word) { return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s"); }
 
+std::map<std::string, int> RanksPerHost(const DistLayout& layout) {
+  std::map<std::string, int> hosts;
+  for (const std::string& node : layout.rank_nodes) {
+    auto h = layout.node_hosts.find(node);
+    ++hosts[h != layout.node_hosts.end() ? h->second : node];
+  }
+  return hosts;
+}
+
 
 GpuLimit SmallestGpuMemory(const std::vector<const NodeSpec*>& nodes) {
   GpuLimit limit;

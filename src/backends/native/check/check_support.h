@@ -7,6 +7,7 @@
 // dtype, and the ranks a unit is sharded over.
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -33,6 +34,9 @@ bool OnGpu(const CaseSpec& spec, const std::vector<const NodeSpec*>& nodes);
 
 // "1 node", "2 nodes".
 std::string Plural(int64_t n, const char* word);
+
+// The hosts of a case's ranks and how many ranks each runs.
+std::map<std::string, int> RanksPerHost(const DistLayout& layout);
 
 // The device memory to compare a GPU case's peak with: the smallest stated
 // among the case's nodes; none (0) when one of them states none.

@@ -1,7 +1,6 @@
 #include "backends/native/check/native_check.h"
 
 #include <algorithm>
-#include <map>
 #include <optional>
 
 #include "backends/native/check/check_support.h"
@@ -141,12 +140,8 @@ std::optional<CasePeak> CasePeakOf(const Plan& plan, const CaseSpec& given, Nati
   CasePeak out;
   out.gpu = OnGpu(spec, nodes);
   out.limit = out.gpu ? SmallestGpuMemory(nodes) : GpuLimit{};
-  std::map<std::string, int> ranks_on_host;
-  for (const std::string& node : layout->rank_nodes) {
-    auto host = layout->node_hosts.find(node);
-    const int n = ++ranks_on_host[host != layout->node_hosts.end() ? host->second : node];
-    out.ranks_on_busiest_host = std::max(out.ranks_on_busiest_host, n);
-  }
+  for (const auto& [host, ranks] : RanksPerHost(*layout))
+    out.ranks_on_busiest_host = std::max(out.ranks_on_busiest_host, ranks);
   out.estimate = spec.workload != Workload::kInference
                      ? TrainingPeak(spec, role, ms, *config, *layout, out.gpu)
                      : InferencePeak(plan, spec, role, ms, *config, *layout, out.gpu);
@@ -197,7 +192,11 @@ std::string native_case_expected_memory(const Plan& plan, const CaseSpec& spec, 
 
 CaseAdvice native_case_memory(const Plan& plan, const CaseSpec& spec, NativeRole role) {
   CaseAdvice advice;
-  std::optional<CasePeak> p = CasePeakOf(plan, spec, role);
+  // The case as it runs: `auto` decided once, here, for the estimate and the note.
+  const CheckpointChoice checkpointing = native_case_checkpointing(plan, spec, role);
+  CaseSpec as_run = spec;
+  as_run.training.checkpoint_every = checkpointing.every;
+  std::optional<CasePeak> p = CasePeakOf(plan, as_run, role);
   if (!p) return advice;
   const bool gpu = p->gpu;
   const GpuLimit& limit = p->limit;
@@ -212,7 +211,7 @@ CaseAdvice native_case_memory(const Plan& plan, const CaseSpec& spec, NativeRole
   else against = " (not compared: the plan states no host memory)";
   advice.notes.push_back(fmt::format("expected peak memory {}: {}{}; {}\n{}", per, FormatBytes(peak), against,
                                      estimate.what, estimate.terms));
-  if (CheckpointChoice c = native_case_checkpointing(plan, spec, role); !c.why.empty()) advice.notes.push_back(c.why);
+  if (!checkpointing.why.empty()) advice.notes.push_back(checkpointing.why);
   if (gpu && limit.gb > 0 && static_cast<double>(peak) > limit.gb * 1e9)
     advice.warnings.push_back(fmt::format(
         "expected peak memory per GPU {} exceeds the {} GB of node '{}' (cluster.nodes[].gpu_memory_gb); {}lower "

@@ -26,16 +26,6 @@ bool IsThisHost(const std::string& host) {
   return host == "localhost" || host == "127.0.0.1" || host == "::1" || host == ThisHost();
 }
 
-// The hosts of a case's ranks and how many ranks each runs.
-std::map<std::string, int> RanksPerHost(const DistLayout& layout) {
-  std::map<std::string, int> hosts;
-  for (const std::string& node : layout.rank_nodes) {
-    auto h = layout.node_hosts.find(node);
-    ++hosts[h != layout.node_hosts.end() ? h->second : node];
-  }
-  return hosts;
-}
-
 // Whether every rank of the case runs on this machine.
 bool AllHostsHere(const DistLayout& layout) {
   for (const auto& [host, ranks] : RanksPerHost(layout))

@@ -230,42 +230,28 @@ at::Tensor ShardedParams::Step(double lr) {
   std::vector<at::Tensor> grads;
   for (const auto& u : units_)
     grads.push_back(u->master.grad().defined() ? u->master.grad() : at::zeros_like(u->master));
-  // Global norm: Σ over ranks of each slice's squared norm (padding is zero).
-  // Each slice's L2 norm in float32 as train.h's clip_gradients takes it (the
-  // float32 slices in one multi-tensor kernel; no g² temporary), squared and
-  // summed over slices and ranks in float64; clipped as clip_gradients clips,
-  // on the device: nothing is read back here.
-  std::vector<at::Tensor> wide, norms;
-  for (const at::Tensor& g : grads) {
-    if (g.scalar_type() == at::kFloat) wide.push_back(g);
-    else norms.push_back(at::linalg_vector_norm(g, 2, c10::nullopt, false, at::kFloat));
-  }
-  if (!wide.empty())
-    for (const at::Tensor& n : at::_foreach_norm(wide, 2)) norms.push_back(n);
-  at::Tensor sum_sq = at::stack(norms).to(at::kDouble).pow(2).sum().view({1});
+  // Global norm: Σ over ranks of each slice's squared norm (padding is zero),
+  // as train.h's clip_gradients takes it (gradient_square_sum), summed over
+  // the ranks in float64; clipped as clip_gradients clips, on the device:
+  // nothing is read back here.
+  at::Tensor sum_sq = gradient_square_sum(grads).view({1});
   setup_.shard->AllReduceSum(sum_sq);
   const at::Tensor norm = sum_sq.sqrt().squeeze(0);
   scale_to_max_norm(grads, norm, options_.grad_clip);
   // AdamW, exactly as train.h's, on each unit's slice: one flat buffer a unit,
   // weight decay on its matrix elements (one or two ranges a unit).
   ++t_;
-  const double b1 = options_.beta1, b2 = options_.beta2;
-  const double bias1 = 1.0 - std::pow(b1, static_cast<double>(t_));
-  const double bias2 = 1.0 - std::pow(b2, static_cast<double>(t_));
-  if (options_.fused_adamw && !units_.empty() && compat::FusedAdamWAvailable(units_[0]->master.device())) {
+  if (!units_.empty() && adamw_fused(options_, units_[0]->master.device())) {
     // One pass a unit: its decayed ranges with weight decay, the rest without
-    // (train.h AdamW, "fused").
-    compat::AdamWHyper h{lr, b1, b2, options_.eps, options_.weight_decay, t_};
-    std::vector<at::Tensor> kept[4], decay[4];
+    // (train.h fused_adamw_step).
+    AdamWRun decay, kept;
     for (size_t i = 0; i < units_.size(); ++i) {
       const at::Tensor theta = units_[i]->master.detach();
       int64_t done = 0;
-      auto add = [&](std::vector<at::Tensor>* into, int64_t begin, int64_t end) {
+      auto add = [&](AdamWRun& into, int64_t begin, int64_t end) {
         if (end <= begin) return;
-        for (int k = 0; k < 4; ++k) {
-          const at::Tensor& whole = k == 0 ? theta : k == 1 ? grads[i] : k == 2 ? m_[i] : v_[i];
-          into[k].push_back(whole.narrow(0, begin, end - begin));
-        }
+        auto range = [&](const at::Tensor& whole) { return whole.narrow(0, begin, end - begin); };
+        into.Add(range(theta), range(grads[i]), range(m_[i]), range(v_[i]));
       };
       for (const auto& [begin, end] : units_[i]->decay) {
         add(kept, done, begin);
@@ -274,12 +260,13 @@ at::Tensor ShardedParams::Step(double lr) {
       }
       add(kept, done, theta.numel());
     }
-    compat::FusedAdamW(decay[0], decay[1], decay[2], decay[3], h);
-    h.weight_decay = 0;
-    compat::FusedAdamW(kept[0], kept[1], kept[2], kept[3], h);
+    fused_adamw_step(decay, kept, options_, lr, t_);
     for (const auto& u : units_) u->master.mutable_grad() = at::Tensor();  // freed until the next backward
     return norm;
   }
+  const double b1 = options_.beta1, b2 = options_.beta2;
+  const double bias1 = 1.0 - std::pow(b1, static_cast<double>(t_));
+  const double bias2 = 1.0 - std::pow(b2, static_cast<double>(t_));
   for (size_t i = 0; i < units_.size(); ++i) {
     at::Tensor theta = units_[i]->master.detach();
     const at::Tensor& g = grads[i];

@@ -85,25 +85,29 @@ at::Tensor loss_forward(const Model& model, const std::vector<const Sequence*>& 
   return masked_loss(train_forward(model, b.inputs, checkpoint_every), b, denominator);
 }
 
-at::Tensor clip_gradients(const std::vector<at::Tensor>& grads, double max_norm) {
-  c10::NoGradGuard no_grad;
-  std::vector<at::Tensor> defined;
-  for (const at::Tensor& g : grads)
-    if (g.defined()) defined.push_back(g);
-  if (defined.empty()) return at::zeros({}, at::TensorOptions().dtype(at::kDouble));
+at::Tensor gradient_square_sum(const std::vector<at::Tensor>& grads) {
   // Each gradient's L2 norm in float32 — the float32 ones in one multi-tensor
   // kernel, any other accumulated in float32 by its own kernel (no float32
-  // copy of it, and no norm rounded to bf16) — then √Σ norm² in float64.
+  // copy of it, and no norm rounded to bf16) — then Σ norm² in float64.
   // (float64 gradients, as the reference test trains, keep their own precision.)
   std::vector<at::Tensor> wide, norms;
-  for (const at::Tensor& g : defined) {
+  for (const at::Tensor& g : grads) {
     if (g.scalar_type() == at::kFloat) wide.push_back(g);
     else if (g.scalar_type() == at::kDouble) norms.push_back(at::linalg_vector_norm(g, 2));
     else norms.push_back(at::linalg_vector_norm(g, 2, c10::nullopt, false, at::kFloat).to(at::kDouble));
   }
   if (!wide.empty())
     for (const at::Tensor& n : at::_foreach_norm(wide, 2)) norms.push_back(n.to(at::kDouble));
-  const at::Tensor norm = at::stack(norms).pow(2).sum().sqrt();
+  return at::stack(norms).pow(2).sum();
+}
+
+at::Tensor clip_gradients(const std::vector<at::Tensor>& grads, double max_norm) {
+  c10::NoGradGuard no_grad;
+  std::vector<at::Tensor> defined;
+  for (const at::Tensor& g : grads)
+    if (g.defined()) defined.push_back(g);
+  if (defined.empty()) return at::zeros({}, at::TensorOptions().dtype(at::kDouble));
+  const at::Tensor norm = gradient_square_sum(defined).sqrt();
   scale_to_max_norm(defined, norm, max_norm);
   return norm;
 }
@@ -139,6 +143,26 @@ void AdamW::zero_grad() {
     if (p.grad().defined()) p.mutable_grad() = at::Tensor();
 }
 
+bool adamw_fused(const TrainOptions& options, const at::Device& device) {
+  return options.fused_adamw && compat::FusedAdamWAvailable(device);
+}
+
+void AdamWRun::Add(const at::Tensor& param, const at::Tensor& grad, const at::Tensor& first,
+                   const at::Tensor& second) {
+  params.push_back(param);
+  grads.push_back(grad);
+  m.push_back(first);
+  v.push_back(second);
+}
+
+void fused_adamw_step(const AdamWRun& decayed, const AdamWRun& kept, const TrainOptions& options, double lr,
+                      int64_t t) {
+  compat::AdamWHyper h{lr, options.beta1, options.beta2, options.eps, options.weight_decay, t};
+  compat::FusedAdamW(decayed.params, decayed.grads, decayed.m, decayed.v, h);
+  h.weight_decay = 0;
+  compat::FusedAdamW(kept.params, kept.grads, kept.m, kept.v, h);
+}
+
 void AdamW::step(double lr) {
   c10::NoGradGuard no_grad;
   ++t_;
@@ -150,7 +174,7 @@ void AdamW::step(double lr) {
   // run is formed in the workspace, kept from step to step: a fresh buffer
   // per step would be new pages to fault in on a CPU (measured 10x the whole
   // step for the 70B adapters), and a caching allocator's block on a GPU.
-  const bool fused = options_.fused_adamw && !params_.empty() && compat::FusedAdamWAvailable(params_[0].device());
+  const bool fused = !params_.empty() && adamw_fused(options_, params_[0].device());
   size_t i = 0;
   while (i < params_.size()) {
     std::vector<at::Tensor> theta, grad, m, v, decayed;
@@ -169,20 +193,10 @@ void AdamW::step(double lr) {
       if (decays.back()) decayed.push_back(theta.back());
     }
     if (theta.empty()) break;
-    if (fused) {
-      // Two calls: the matrices with weight decay, the rest without.
-      compat::AdamWHyper h{lr, b1, b2, options_.eps, options_.weight_decay, t_};
-      std::vector<at::Tensor> kept[4], decay[4];
-      for (size_t k = 0; k < theta.size(); ++k) {
-        std::vector<at::Tensor>* into = decays[k] ? decay : kept;
-        into[0].push_back(theta[k]);
-        into[1].push_back(grad[k]);
-        into[2].push_back(m[k]);
-        into[3].push_back(v[k]);
-      }
-      compat::FusedAdamW(decay[0], decay[1], decay[2], decay[3], h);
-      h.weight_decay = 0;
-      compat::FusedAdamW(kept[0], kept[1], kept[2], kept[3], h);
+    if (fused) {  // the matrices with weight decay, the rest without
+      AdamWRun decay, kept;
+      for (size_t k = 0; k < theta.size(); ++k) (decays[k] ? decay : kept).Add(theta[k], grad[k], m[k], v[k]);
+      fused_adamw_step(decay, kept, options_, lr, t_);
       continue;
     }
     at::_foreach_mul_(m, b1);

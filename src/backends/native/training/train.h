@@ -87,6 +87,12 @@ at::Tensor loss_forward(const Model& model, const std::vector<const Sequence*>& 
 at::Tensor grad_clip_norm(const std::vector<at::Tensor>& params, double max_norm);
 // The same over gradient tensors given directly (undefined ones are skipped).
 at::Tensor clip_gradients(const std::vector<at::Tensor>& grads, double max_norm);
+// Σ over `grads` of their squared L2 norms, a float64 scalar on their device:
+// each norm taken in float32 (the float32 gradients in one multi-tensor
+// kernel; no g² temporary, no float32 copy of a bf16 one), float64 gradients
+// in float64. clip_gradients takes its square root; FSDP's step sums it over
+// the ranks first. REQUIRES: grads non-empty, every tensor defined.
+at::Tensor gradient_square_sum(const std::vector<at::Tensor>& grads);
 // The clipping step alone, for a norm found elsewhere (FSDP's, summed over the
 // ranks): every gradient times min(1, max_norm / (norm + 1e-6)), on the
 // device. max_norm <= 0: nothing. REQUIRES: every tensor of grads defined.
@@ -112,6 +118,22 @@ void scale_to_max_norm(const std::vector<at::Tensor>& grads, const at::Tensor& n
 //             at the first step and kept ("AdamW workspace"). Same arithmetic,
 //             in the same order, as a loop over the tensors.
 inline constexpr int64_t kAdamwChunkElements = int64_t{1} << 24;
+
+// The fused path, shared with FSDP's step on its slices (fsdp_sharded.h).
+// Whether AdamW steps tensors on `device` in one pass a tensor:
+// options.fused_adamw and compat::FusedAdamWAvailable.
+bool adamw_fused(const TrainOptions& options, const at::Device& device);
+// The float32 tensors of one fused call, in order: parameters (or their
+// masters), gradients, first and second moments.
+struct AdamWRun {
+  std::vector<at::Tensor> params, grads, m, v;
+  void Add(const at::Tensor& param, const at::Tensor& grad, const at::Tensor& first, const at::Tensor& second);
+};
+// AdamW step t at learning rate lr in one pass a tensor: `decayed` with
+// options.weight_decay, `kept` without. REQUIRES: adamw_fused for their device.
+void fused_adamw_step(const AdamWRun& decayed, const AdamWRun& kept, const TrainOptions& options, double lr,
+                      int64_t t);
+
 class AdamW {
  public:
   AdamW(std::vector<at::Tensor> params, const TrainOptions& options);
