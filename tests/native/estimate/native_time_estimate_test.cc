@@ -5,6 +5,7 @@
 
 #include "backends/native/check/native_check.h"
 #include "backends/native/platform/device_peak.h"
+#include "backends/native/estimate/memory_estimate.h"
 #include "backends/native/estimate/time_estimate.h"
 #include "runner/plan/plan_parser.h"
 
@@ -91,6 +92,17 @@ TEST_CASE("time estimate: training terms by formula (6·(N − N_emb) + 12·L·H
   s.frozen_base = true;
   CHECK(Term(estimate_training_time(s), "compute")->seconds ==
         doctest::Approx(10 * 64 * (4 * 18912.0 + 12288) / 1e9));
+  // A decoder layer recomputed in backward runs its forward again: 2·n_layer + 4·NH·HD·T per
+  // token, n_layer = 2·32 norms + 32·32 q + 2·16·32 k, v + 32·32 o + 3·64·32 MLP = 9280, so
+  // 18560 + 2048 = 20608; the evaluation is unchanged.
+  s = SmallTraining();
+  s.recomputed_layers = 1;
+  REQUIRE(layer_parameter_count(s.config) == 9280);
+  const double layer_forward = 20608;
+  TimeEstimate recomputed = estimate_training_time(s);
+  CHECK(Term(recomputed, "compute")->seconds == doctest::Approx(10 * 64 * (f + layer_forward) / 1e9));
+  CHECK(Term(recomputed, "compute")->how.find("(1 of 2 layers recomputed in backward)") != std::string::npos);
+  CHECK(Term(recomputed, "evaluation")->seconds == doctest::Approx(128 * f / 3 / 1e9));
 }
 
 TEST_CASE("time estimate: the link probe before the first step, its sizes ended by its budget as the probe ends") {

@@ -152,6 +152,7 @@ TimeEstimate TrainingTime(const Plan& plan, const CaseSpec& spec, NativeRole rol
   TrainingTimeShape s;
   s.config = config;
   s.frozen_base = IsNf4(ms);
+  s.recomputed_layers = checkpointed_layers(config.n_layers, native_case_checkpointing(plan, spec, role).every);
   s.steps = spec.length->count;
   s.seq_len = spec.training.seq_len;
   s.tokens_per_step = spec.training.batch_size * spec.training.seq_len;

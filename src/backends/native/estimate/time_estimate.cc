@@ -79,10 +79,15 @@ TimeEstimate estimate_training_time(const TrainingTimeShape& s) {
   const DeviceRates& d = s.device;
   e.device = d.name + (d.source.empty() ? "" : ", " + d.source);
   AddStartUp(d, s.rank_processes, s.load_bytes, &e);
-  const double per_token = s.frozen_base ? s.config.FrozenBaseTrainingFlopsPerToken(s.seq_len)
-                                         : s.config.TrainingFlopsPerToken(s.seq_len);
+  const ModelConfig& c = s.config;
+  const double layer_forward = 2.0 * static_cast<double>(layer_parameter_count(c)) +
+                               4.0 * static_cast<double>(c.n_heads * c.HeadDim() * s.seq_len);
+  const double per_token = s.frozen_base ? c.FrozenBaseTrainingFlopsPerToken(s.seq_len)
+                                         : c.TrainingFlopsPerToken(s.seq_len);
+  const double recompute_per_token = static_cast<double>(s.recomputed_layers) * layer_forward;
   const double rate = static_cast<double>(std::max<int64_t>(1, s.devices)) * d.flops_per_device * d.mfu;
-  const double flops = static_cast<double>(s.steps) * static_cast<double>(s.tokens_per_step) * per_token;
+  const double flops =
+      static_cast<double>(s.steps) * static_cast<double>(s.tokens_per_step) * (per_token + recompute_per_token);
   const double compute = rate > 0 ? flops / rate : 0.0;
   const std::string rate_how = fmt::format("{} x {}/s at {:.2f} of peak", s.devices, FormatFlops(d.flops_per_device), d.mfu);
   // Communication of the steps (traffic.h's bytes over the links).
@@ -103,7 +108,13 @@ TimeEstimate estimate_training_time(const TrainingTimeShape& s) {
                                                FormatBytes(s.step_bytes_between_nodes_per_link), s.network)
                                  : fmt::format("{} per link between nodes, network rate unknown ({}): not counted",
                                                FormatBytes(s.step_bytes_between_nodes_per_link), s.network));
-  e.terms.push_back({"compute", compute, fmt::format("{} in {} steps, {}", FormatFlops(flops), s.steps, rate_how)});
+  e.terms.push_back({"compute", compute,
+                     fmt::format("{} in {} steps{}, {}", FormatFlops(flops), s.steps,
+                                 s.recomputed_layers > 0
+                                     ? fmt::format(" ({} of {} layers recomputed in backward)", s.recomputed_layers,
+                                                   c.n_layers)
+                                     : "",
+                                 rate_how)});
   if (!comm_how.empty()) {
     const bool hidden = s.prefetch && comm <= compute;
     e.terms.push_back({"communication", comm,

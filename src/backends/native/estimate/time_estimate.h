@@ -15,6 +15,9 @@
 //   FLOPs per token  f = 6·(N − N_emb) + 12·L·NH·HD·T   (ModelConfig::TrainingFlopsPerToken,
 //                    PaLM appendix B, the benchmark's and MFU's formula);
 //                    4-bit (QLoRA, base frozen): 4·(N − N_emb) + 12·L·NH·HD·T
+//                    plus, for each decoder layer recomputed in backward
+//                    (training.checkpoint_every as the case runs), its forward
+//                    again: 2·n_layer + 4·NH·HD·T
 //   compute    = steps · B_global · T · f / R,   R = devices · peak · MFU
 //                (a CPU host's achievable FLOP/s, every host of the case together)
 //   communication per step, by traffic.h's formulas (what the byte counters are tested against):
@@ -99,12 +102,13 @@ struct DeviceRates {
   // the quick start's steps (small matmuls, 256 x 192 x 512, and the
   // backward's elementwise work) on this project's development machine
   // (docs/performance.md, "Time estimate").
-  static constexpr double kDefaultCpuMfu = 0.4;
+  static constexpr double kDefaultCpuMfu = 0.55;
 };
 
 struct TrainingTimeShape {
   ModelConfig config;
   bool frozen_base = false;      // 4-bit QLoRA: 4·(N − N_emb) instead of 6·
+  int64_t recomputed_layers = 0; // decoder layers whose forward runs again in backward
   int64_t steps = 0;
   int64_t tokens_per_step = 0;   // global batch × seq_len
   int64_t seq_len = 0;
