@@ -9,6 +9,9 @@
 //   build/protocol_bench --device cuda --presets llama2-7b --quant nf4 --batch 4 --seq 512  # QLoRA + 4-bit decode
 //   build/protocol_bench --presets small-100m --quant nf4 --vs-fp32   # 4-bit / full-precision ratios
 //   build/protocol_bench --recompute 0 ...     # no activation recompute (default 1: every layer)
+//   build/protocol_bench --device cuda --cuda-fused-ops ...   # decode through fused_ops.h's CUDA kernels
+// Each training preset also prints its loss alone (PrintLossTimes): the chunked
+// cross-entropy against cross_entropy over a float32 copy of the logits.
 // Its PyTorch peer, the same figures for the same shapes: bench/peer/llama_peer.py.
 //
 // On CUDA the compute dtype is bf16 (--dtype fp32 to change it), MFU is
@@ -31,7 +34,9 @@
 #include <dlfcn.h>
 #include <link.h>
 
+#include <algorithm>
 #include <chrono>
+#include <functional>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -42,8 +47,10 @@
 #include <c10/core/GradMode.h>
 
 #include "bench_args.h"
+#include "backends/native/training/chunked_loss.h"
 #include "backends/native/training/data.h"
 #include "backends/native/platform/device_peak.h"
+#include "backends/native/model/fused_ops.h"
 #include "backends/native/model/generate.h"
 #include "backends/native/model/model.h"
 #include "backends/native/model/model_config.h"
@@ -72,6 +79,7 @@ struct Options {
   int64_t prompt = 16;
   int64_t recompute = 1;  // training.checkpoint_every: 1 every layer (this bench's default; a plan's is auto), 0 none
   bool vs_fp32 = false;  // with --quant nf4: the same preset in full precision first, then the ratios
+  bool cuda_fused_ops = false;  // decode on CUDA through the fused ops' CUDA kernels (fused_ops.h)
 };
 
 // What one preset measured (0: not measured).
@@ -107,6 +115,42 @@ void PrintDeviceMemory(const at::Device& device) {
   if (auto peak = compat::CudaPeakMemoryBytes(); peak && device.is_cuda())
     std::printf("           peak device memory %.2f GiB (caching allocator, since the preset started)\n",
                 static_cast<double>(*peak) / (1024.0 * 1024.0 * 1024.0));
+}
+
+// The training loss alone, forward and backward, over random logits of a step's
+// shape (N = B·T rows, V columns, the compute dtype): the chunked
+// cross-entropy the training step uses (chunked_loss.h) at its chunk size and
+// at 16 times it, against cross_entropy over a float32 copy of the logits (what
+// a plain PyTorch step does). Milliseconds, the median of `reps` after one
+// warm-up, the device synchronised around each.
+void PrintLossTimes(int64_t N, int64_t V, const at::TensorOptions& options, int reps) {
+  at::Tensor logits = at::randn({N, V}, options).mul_(2).requires_grad_(true);
+  at::Tensor targets = at::randint(0, V, {N}, options.dtype(at::kLong));
+  at::Tensor weights = at::full({N}, 1.0 / static_cast<double>(N), options.dtype(at::kFloat));
+  // The three variants in turn, rep after rep, so that none is favoured by its place in the
+  // run (on the CPU, fresh pages of a freed gradient are faulted in again each time).
+  const std::vector<std::function<at::Tensor()>> variants = {
+      [&] { return chunked_cross_entropy(logits, targets, weights); },
+      [&] { return chunked_cross_entropy(logits, targets, weights, 16 * kLossChunkElements); },
+      [&] { return at::cross_entropy_loss(logits.to(at::kFloat), targets); }};
+  std::vector<std::vector<double>> ms(variants.size());
+  for (int i = 0; i <= reps; ++i)
+    for (size_t v = 0; v < variants.size(); ++v) {
+      logits.mutable_grad() = at::Tensor();
+      compat::DeviceSynchronize(options.device());
+      const double start = Now();
+      variants[v]().backward();
+      compat::DeviceSynchronize(options.device());
+      if (i > 0) ms[v].push_back((Now() - start) * 1e3);  // the first round is the warm-up
+    }
+  auto median = [](std::vector<double> x) {
+    std::sort(x.begin(), x.end());
+    return x[x.size() / 2];
+  };
+  const double chunked = median(ms[0]), wide = median(ms[1]), plain = median(ms[2]);
+  std::printf("           loss fwd+bwd over %lldx%lld logits: chunked %.2f ms (chunks of 2^22 elements), %.2f ms "
+              "(2^26), cross_entropy over a float32 copy %.2f ms\n",
+              static_cast<long long>(N), static_cast<long long>(V), chunked, wide, plain);
 }
 
 Figures BenchPreset(const std::string& preset, const Options& o, const at::TensorOptions& device) {
@@ -181,6 +225,7 @@ Figures BenchPreset(const std::string& preset, const Options& o, const at::Tenso
       }
     }
     PrintDeviceMemory(device.device());
+    if (!lora) PrintLossTimes(o.batch * seq, c.vocab_size, device, 5);
   }
 
   // ---- single-stream greedy decode with the KV cache ----
@@ -274,12 +319,14 @@ int main(int argc, char** argv) {
     else if (a == "--double-quant") o.double_quant = true;
     else if (a == "--no-train") o.train = false;
     else if (a == "--vs-fp32") o.vs_fp32 = true;
+    else if (a == "--cuda-fused-ops") o.cuda_fused_ops = true;
     else {
       std::fprintf(stderr,
                    "usage: protocol_bench [--presets a,b] [--steps N] [--warmup N] [--batch B] [--seq T]\n"
                    "                      [--decode N (0: no decode)] [--no-train] [--device auto|cpu|cuda]\n"
                    "                      [--dtype bf16|fp32] [--quant nf4] [--double-quant] [--vs-fp32]\n"
-                   "                      [--recompute N (layer l recomputed when l %% N == 0; 1 default, 0 none)]\n");
+                   "                      [--recompute N (layer l recomputed when l %% N == 0; 1 default, 0 none)]\n"
+                   "                      [--cuda-fused-ops (decode through the fused ops' CUDA kernels)]\n");
       return a == "--help" ? 0 : 2;
     }
   }
@@ -290,6 +337,11 @@ int main(int argc, char** argv) {
   }
   if (!o.quant.empty() && o.quant != "nf4") {
     std::fprintf(stderr, "--quant: only nf4 is built\n");
+    return 2;
+  }
+  if (o.cuda_fused_ops && !(cuda && native::fused::SetCudaKernels(true))) {
+    std::fprintf(stderr, "--cuda-fused-ops: %s\n",
+                 cuda ? "this build has no CUDA kernels (no CUDA compiler at configure)" : "needs --device cuda");
     return 2;
   }
   const std::string dtype = o.dtype.empty() ? (cuda ? "bf16" : "fp32") : o.dtype;
@@ -305,9 +357,10 @@ int main(int argc, char** argv) {
   double load[3] = {0, 0, 0};
   getloadavg(load, 3);
   std::printf("load average %.2f (figures are contended when it exceeds the core count)\n", load[0]);
-  std::printf("libtorch %s, %d threads, device %s%s%s, dtype %s\n", compat::TorchVersion().c_str(),
+  std::printf("libtorch %s, %d threads, device %s%s%s, dtype %s%s\n", compat::TorchVersion().c_str(),
               at::get_num_threads(), device.device().str().c_str(), cuda ? " " : "",
-              cuda ? compat::CudaDeviceName().c_str() : "", dtype.c_str());
+              cuda ? compat::CudaDeviceName().c_str() : "", dtype.c_str(),
+              cuda ? (o.cuda_fused_ops ? ", fused decode ops: CUDA kernels" : ", fused decode ops: off (composite)") : "");
   std::vector<std::string> blas = LoadedBlas();
   std::printf("BLAS loaded: %s\n", blas.empty() ? "(none found by name)" : Join(blas, ", ").c_str());
   for (const auto& preset : o.presets) {

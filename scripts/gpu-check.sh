@@ -9,8 +9,9 @@
 #      reported as skipped everywhere else;
 #   3. run the GPU benchmarks (and one case with its hardware sampled: GPU use, energy per token): the NF4 dequantization and optimizer proxies,
 #      training MFU of a ~1B Llama shape in bf16, single-stream decode of the
-#      Llama-2-7B shape in bf16 with the KV cache, and a QLoRA step and 4-bit
-#      decode of the 7B shape;
+#      Llama-2-7B shape in bf16 with the KV cache (composite ops, then the
+#      fused ops' CUDA kernels), and a QLoRA step and 4-bit decode of the 7B
+#      shape; the plain PyTorch peer on the same shapes, and the ratios;
 #   4. build and run the whole test suite;
 #   every figure, with the device, driver, CUDA, NCCL and libtorch versions,
 #   goes to OUT_DIR/gpu-check.txt (logs beside it).
@@ -146,6 +147,8 @@ bench mfu-1b-norecompute --device cuda --presets llama-1b --batch 4 --seq 2048 -
 # Single-stream decode, Llama-2-7B shape, bf16 random weights, KV cache
 # (HBM roofline: 13.5 GB of weights per token at 3.35 TB/s ≈ 248 tokens/s).
 bench decode-7b --device cuda --presets llama2-7b --no-train --decode 256
+# The same through the fused decode ops' CUDA kernels (fused_ops.h; off unless asked for).
+bench decode-7b-fused --device cuda --presets llama2-7b --no-train --decode 256 --cuda-fused-ops
 # 4-bit: a QLoRA step and 4-bit decode of the 7B shape.
 bench nf4-7b --device cuda --presets llama2-7b --quant nf4 --batch 4 --seq 512 --warmup 1 --steps "$steps" --decode 128
 
@@ -166,6 +169,14 @@ ratio() {
     say "ratio $name $kind: protocol $mine tokens/s, peer $theirs tokens/s: $(awk -v a="$mine" -v b="$theirs" 'BEGIN { printf "%.2fx", a / b }') (above 1: protocol is faster)"
   done
 }
+# speedup A B: bench A's decode tokens/s over bench B's.
+speedup() {
+  local a b
+  a=$(tokens_per_second decode "$OUT_DIR/bench-$1.log" 2>/dev/null)
+  b=$(tokens_per_second decode "$OUT_DIR/bench-$2.log" 2>/dev/null)
+  [[ -n $a && -n $b ]] || return 0
+  say "speedup $1 over $2: $a tokens/s against $b: $(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2fx", a / b }')"
+}
 peer() {
   local name=$1; shift
   if (($(left) < 30)); then say ""; say "peer $name: not run (budget)"; return 0; fi
@@ -183,6 +194,11 @@ peer() {
 peer mfu-1b --device cuda --presets llama-1b --batch 4 --seq 2048 --warmup 2 --steps "$steps" --decode 0
 peer mfu-1b-norecompute --device cuda --presets llama-1b --batch 4 --seq 2048 --warmup 2 --steps "$steps" --decode 0 --recompute 0
 peer decode-7b --device cuda --presets llama2-7b --no-train --decode 256
+speedup decode-7b-fused decode-7b
+if [[ -f $OUT_DIR/bench-decode-7b-fused.log && -f $OUT_DIR/peer-decode-7b.log ]]; then
+  cp "$OUT_DIR/peer-decode-7b.log" "$OUT_DIR/peer-decode-7b-fused.log"
+  ratio decode-7b-fused
+fi
 
 # One case run by `protocol run` with the hardware sampled (docs/runner.md, "Sampling the hardware"):
 # the quick start's one-node pretrain on the GPU, one rank, sampled every 0.2 s; its GPU use, the

@@ -19,6 +19,13 @@
 //                     cut last block; double-quantized absmax; codes at an
 //                     odd offset (the per-byte kernel); output over a
 //                     NaN-poisoned allocation, so an unwritten value shows
+//   fused decode ops  fused_ops.h's CUDA kernels (turned on for these cases
+//                     only) against the composite ops on the same device,
+//                     float32 and bfloat16: RoPE bit for bit; RMSNorm and
+//                     SiLU·up within one rounding of their dtype; decode
+//                     attention against float64; a model's decode tokens and
+//                     logits with the kernels against without; ≤ 12 ops per
+//                     decode layer
 #include "native_test_support.h"
 
 #include <unistd.h>
@@ -28,6 +35,7 @@
 #include <fstream>
 
 #include "backends/native/fsdp_backend.h"
+#include "backends/native/model/fused_ops.h"
 #include "backends/native/model/generate.h"
 #include "backends/native/model/model.h"
 #include "backends/native/model/model_config.h"
@@ -233,6 +241,141 @@ TEST_CASE("gpu: NF4 dequantization on CUDA equals the CPU kernel bit for bit") {
         CHECK(SameBits(nf4_dequantize_aten(on_gpu, dtype).cpu(), want));
       }
     }
+  }
+}
+
+// ---- the fused decode ops' CUDA kernels -------------------------------------------
+
+const char* const kNoFusedKernels = "this build has no CUDA kernels (no CUDA compiler at configure)";
+
+// Turns the fused ops' CUDA kernels on while it lives (they are off by default).
+struct FusedCudaKernelsOn {
+  const bool on = fused::SetCudaKernels(true);
+  ~FusedCudaKernelsOn() { fused::SetCudaKernels(false); }
+};
+
+// The largest |got − want| over the dtype's unit in the last place at want's
+// magnitude (2^-23 float32, 2^-7 bfloat16, relative), for values above `floor`
+// in magnitude; below it the absolute difference over floor's ulp.
+double UlpDistance(const at::Tensor& got, const at::Tensor& want, double floor) {
+  const double unit = want.scalar_type() == at::kBFloat16 ? std::ldexp(1.0, -7) : std::ldexp(1.0, -23);
+  at::Tensor g = got.to(at::kDouble).cpu(), w = want.to(at::kDouble).cpu();
+  at::Tensor scale = at::clamp_min(w.abs(), floor) * unit;
+  return ((g - w).abs() / scale).max().item<double>();
+}
+
+at::Tensor RmsNormReference(const at::Tensor& x, const at::Tensor& weight, double eps) {  // model.cc's composite
+  at::Tensor xf = x.to(at::kFloat);
+  return weight * (xf * at::rsqrt(xf.pow(2).mean({-1}, true) + eps)).to(x.scalar_type());
+}
+
+TEST_CASE("gpu: the fused decode ops' CUDA kernels equal the composite ops") {
+  if (!compat::CudaAvailable()) SKIP_TEST(kNoCuda);
+  if (!fused::CudaKernelsBuilt()) SKIP_TEST(kNoFusedKernels);
+  FusedCudaKernelsOn kernels;
+  REQUIRE(kernels.on);
+  c10::InferenceMode inference;
+  for (at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    CAPTURE(std::string(c10::toString(dtype)));
+    const auto o = at::TensorOptions().dtype(dtype).device(at::Device(at::kCUDA, 0));
+    REQUIRE(fused::Available(at::empty({1}, o)));
+    // Sums in another order, rsqrtf and expf against ATen's: a few float32 ulps; in bfloat16 one
+    // rounding of an intermediate may flip, then the output's.
+    const double ulps = dtype == at::kFloat ? 64 : 2;
+    // RMSNorm over 4096 columns (a 7B row) and 2048; fresh random inputs, NaN-poisoned outputs before.
+    for (int64_t C : {4096, 2048, 100}) {
+      at::Tensor x = at::randn({3, C}, o) * 3, r = at::randn({3, C}, o), w = (at::rand({C}, o) + 0.5);
+      { at::Tensor poison = at::full({3, C}, NAN, o); }
+      CHECK(UlpDistance(fused::RmsNorm(x, w, 1e-5), RmsNormReference(x, w, 1e-5), 1e-3) <= ulps);
+      auto [h, y] = fused::AddRmsNorm(x, r, w, 1e-5);
+      CHECK(at::equal(h, x + r));
+      CHECK(UlpDistance(y, RmsNormReference(x + r, w, 1e-5), 1e-3) <= ulps);
+    }
+    // SiLU(gate)·up over 2·11008 columns.
+    at::Tensor gate_up = at::randn({2, 1, 2 * 11008}, o) * 3;
+    at::Tensor silu = fused::SiluMul(gate_up);
+    CHECK(UlpDistance(silu, at::silu(gate_up.narrow(-1, 0, 11008)) * gate_up.narrow(-1, 11008, 11008), 1e-3) <= ulps);
+    // RoPE and the cache's write, bit for bit (7B's 32 heads of 128; grouped: 8 of 4).
+    for (auto [NH, NKV] : {std::pair<int64_t, int64_t>{32, 32}, {8, 2}}) {
+      const int64_t B = 2, T = 3, HD = 128, capacity = 40, pos = 17;
+      at::Tensor qkv = at::randn({B, T, (NH + 2 * NKV) * HD}, o);
+      at::Tensor angles = at::rand({T, HD}, o.dtype(at::kFloat)) * 6;
+      at::Tensor cos = angles.cos().to(dtype), sin = angles.sin().to(dtype);
+      at::Tensor k_cache = at::full({B, NKV, capacity, HD}, 7.0, o), v_cache = at::full({B, NKV, capacity, HD}, 7.0, o);
+      at::Tensor q = fused::RopeCache(qkv, cos, sin, k_cache, v_cache, pos, NH, NKV);
+      std::vector<at::Tensor> parts = qkv.split_with_sizes({NH * HD, NKV * HD, NKV * HD}, -1);
+      auto rope = [&](const at::Tensor& x) {
+        const int64_t half = HD / 2;
+        return x * cos + at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1) * sin;
+      };
+      CHECK(SameBits(q.transpose(1, 2), rope(parts[0].view({B, T, NH, HD}).transpose(1, 2))));
+      CHECK(SameBits(k_cache.narrow(2, pos, T), rope(parts[1].view({B, T, NKV, HD}).transpose(1, 2))));
+      CHECK(SameBits(v_cache.narrow(2, pos, T), parts[2].view({B, T, NKV, HD}).transpose(1, 2)));
+      CHECK(at::equal(k_cache.narrow(2, 0, pos), at::full({B, NKV, pos, HD}, 7.0, o)));
+    }
+    // Decode attention against float64: grouped heads, 7B's head, a length below the 8 warps'.
+    for (auto [NKV, HD, length] : {std::tuple<int64_t, int64_t, int64_t>{4, 128, 257}, {32, 128, 3}, {2, 64, 1000}}) {
+      const int64_t B = 2, NH = 32, capacity = 1100;
+      CAPTURE(NKV);
+      CAPTURE(length);
+      at::Tensor q = at::randn({B, 1, NH, HD}, o);
+      at::Tensor k_cache = at::randn({B, NKV, capacity, HD}, o), v_cache = at::randn({B, NKV, capacity, HD}, o);
+      k_cache.narrow(2, length, capacity - length).fill_(1e4);  // never read
+      at::Tensor y = fused::DecodeAttention(q, k_cache, v_cache, length).view({B, NH, HD});
+      at::Tensor K = k_cache.narrow(2, 0, length).to(at::kDouble).cpu().repeat_interleave(NH / NKV, 1);
+      at::Tensor V = v_cache.narrow(2, 0, length).to(at::kDouble).cpu().repeat_interleave(NH / NKV, 1);
+      at::Tensor p = at::softmax(at::matmul(K, q.to(at::kDouble).cpu().view({B, NH, HD, 1})).squeeze(-1) /
+                                     std::sqrt(static_cast<double>(HD)), -1);
+      at::Tensor want = at::matmul(p.unsqueeze(2), V).squeeze(2);
+      const double rel = ((y.to(at::kDouble).cpu() - want).norm() / want.norm()).item<double>();
+      MESSAGE("decode attention, " << c10::toString(dtype) << ", NKV " << NKV << ", length " << length
+                                   << ": relative L2 error " << rel);
+      CHECK(rel < (dtype == at::kFloat ? 1e-5 : 1e-2));
+    }
+  }
+}
+
+TEST_CASE("gpu: a model decodes the same with the fused ops' CUDA kernels as without, in ≤ 12 ops a layer") {
+  if (!compat::CudaAvailable()) SKIP_TEST(kNoCuda);
+  if (!fused::CudaKernelsBuilt()) SKIP_TEST(kNoFusedKernels);
+  const ModelConfig c = SmallConfig();
+  for (at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    CAPTURE(std::string(c10::toString(dtype)));
+    Model m = CudaModel(c, dtype);
+    m.lm_head.mul_(20.0);  // wide logit gaps, as in the KV-cache case above
+    const std::vector<int> prompt = {1, 17, 230, 5, 999, 42, 7};
+    GenerateOptions options;
+    options.max_new_tokens = 48;
+    auto composite = generate_greedy(m, prompt, options);
+    at::Tensor tokens = at::tensor(std::vector<int64_t>{1, 17, 230, 5, 999, 42, 7, 11, 400}, at::kLong)
+                            .view({1, 9}).to(at::kCUDA);
+    at::Tensor reference;
+    {
+      c10::InferenceMode inference;
+      reference = model_forward(m, tokens).to(at::kDouble);
+    }
+    FusedCudaKernelsOn kernels;
+    REQUIRE(kernels.on);
+    auto fused_run = generate_greedy(m, prompt, options);
+    REQUIRE(composite.ok());
+    REQUIRE(fused_run.ok());
+    CHECK(fused_run->tokens == composite->tokens);
+    c10::InferenceMode inference;
+    KvCache cache = kv_cache_create(m, 1, 16);
+    std::vector<at::Tensor> steps = {model_forward(m, tokens.narrow(1, 0, 5), &cache)};
+    for (int64_t t = 5; t < 9; ++t) steps.push_back(model_forward(m, tokens.narrow(1, t, 1), &cache));
+    at::Tensor got = at::cat(steps, 1).to(at::kDouble);
+    const double rel = ((got - reference).norm() / reference.norm()).item<double>();
+    MESSAGE("fused CUDA kernels against the composite forward, " << c10::toString(dtype) << ": relative L2 error "
+                                                                 << rel);
+    CHECK(rel < (dtype == at::kFloat ? 1e-5 : 2e-2));
+    // One decode position of layer 0, counted.
+    at::Tensor x = embed_forward(m.embed, tokens.narrow(1, 0, 1));
+    const RopeRows rope = rope_rows(m, cache.length, 1, x.scalar_type());
+    compat::OpCounter counter;
+    (void)decoder_layer_forward(m, 0, m.layers[0], x, rope, &cache, cache.length);
+    MESSAGE("decode layer on CUDA with the fused kernels: " << counter.total() << " ops: " << counter.Describe());
+    CHECK(counter.total() <= 12);
   }
 }
 

@@ -36,6 +36,12 @@ TEST_CASE("fused ops: where they serve") {
   CHECK(fused::Available(x));
   CHECK_FALSE(fused::Available(x.to(at::kDouble)));
   CHECK_FALSE(fused::Available(x.to(at::kBFloat16)));
+  // The CUDA kernels are off until a caller turns them on, and only a build that has them can.
+  CHECK_FALSE(fused::CudaKernels());
+  CHECK(fused::SetCudaKernels(true) == fused::CudaKernelsBuilt());
+  CHECK(fused::Available(x));  // the CPU's kernels either way
+  CHECK_FALSE(fused::SetCudaKernels(false));
+  CHECK(fused::AttentionAvailable(x, 1024));  // no head-dimension limit on the CPU
 }
 
 TEST_CASE("fused ops: RMSNorm, alone and after the residual's add, equal the composite within float32 rounding") {

@@ -1,14 +1,21 @@
 #include "backends/native/model/fused_ops.h"
 
 #include <ATen/Parallel.h>
+#include <c10/core/DeviceGuard.h>
 #include <c10/core/InferenceMode.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <tuple>
 #include <vector>
+
+#if PROTOCOL_CUDA_KERNELS
+#include "backends/native/model/fused_cuda.h"
+#include "backends/native/platform/torch_compat.h"
+#endif
 
 namespace protocol {
 namespace native {
@@ -150,10 +157,113 @@ at::Tensor DecodeAttentionCpu(const at::Tensor& q_in, const at::Tensor& k_cache,
   return y;
 }
 
+#if PROTOCOL_CUDA_KERNELS
+// The CUDA kernels (fused_cuda.cu): the same contracts as the CPU kernels
+// above, on the tensors' device and its current stream, in float32,
+// bfloat16 or float16.
+
+fused_cuda::Dtype CudaDtype(const at::Tensor& x) {
+  switch (x.scalar_type()) {
+    case at::kFloat: return fused_cuda::Dtype::kFloat32;
+    case at::kBFloat16: return fused_cuda::Dtype::kBFloat16;
+    case at::kHalf: return fused_cuda::Dtype::kFloat16;
+    default: TORCH_CHECK(false, "protocol fused ops on CUDA: float32, bfloat16 or float16, not ", x.scalar_type());
+  }
+}
+
+void CheckLaunch(int rc, const char* op, const char* error) {
+  TORCH_CHECK(rc == 0, "protocol::", op, " on CUDA: ", error != nullptr ? error : "CUDA error");
+}
+
+at::Tensor RmsNormCuda(const at::Tensor& x_in, const at::Tensor& weight_in, double eps) {
+  const c10::DeviceGuard guard(x_in.device());
+  const at::Tensor x = x_in.contiguous(), weight = weight_in.to(x_in.scalar_type()).contiguous();
+  at::Tensor y = at::empty_like(x);
+  const int64_t C = x.size(-1);
+  const char* error = nullptr;
+  CheckLaunch(fused_cuda::RmsNorm(x.data_ptr(), weight.data_ptr(), y.data_ptr(), x.numel() / std::max<int64_t>(1, C),
+                                  C, eps, CudaDtype(x), compat::CudaCurrentStream(x.device()), &error),
+              "rms_norm", error);
+  return y;
+}
+
+std::tuple<at::Tensor, at::Tensor> AddRmsNormCuda(const at::Tensor& x_in, const at::Tensor& r_in,
+                                                  const at::Tensor& weight_in, double eps) {
+  const c10::DeviceGuard guard(x_in.device());
+  const at::Tensor x = x_in.contiguous(), r = r_in.contiguous(), weight = weight_in.to(x_in.scalar_type()).contiguous();
+  at::Tensor h = at::empty_like(x), y = at::empty_like(x);
+  const int64_t C = x.size(-1);
+  const char* error = nullptr;
+  CheckLaunch(fused_cuda::AddRmsNorm(x.data_ptr(), r.data_ptr(), weight.data_ptr(), h.data_ptr(), y.data_ptr(),
+                                     x.numel() / std::max<int64_t>(1, C), C, eps, CudaDtype(x),
+                                     compat::CudaCurrentStream(x.device()), &error),
+              "add_rms_norm", error);
+  return {h, y};
+}
+
+at::Tensor SiluMulCuda(const at::Tensor& gate_up_in) {
+  const c10::DeviceGuard guard(gate_up_in.device());
+  const at::Tensor gate_up = gate_up_in.contiguous();
+  const int64_t F = gate_up.size(-1) / 2;
+  std::vector<int64_t> sizes = gate_up.sizes().vec();
+  sizes.back() = F;
+  at::Tensor y = at::empty(sizes, gate_up.options());
+  const char* error = nullptr;
+  CheckLaunch(fused_cuda::SiluMul(gate_up.data_ptr(), y.data_ptr(), gate_up.numel() / std::max<int64_t>(1, 2 * F), F,
+                                  CudaDtype(gate_up), compat::CudaCurrentStream(gate_up.device()), &error),
+              "silu_mul", error);
+  return y;
+}
+
+at::Tensor RopeCacheCuda(const at::Tensor& qkv_in, const at::Tensor& cos_in, const at::Tensor& sin_in,
+                         at::Tensor& k_cache, at::Tensor& v_cache, int64_t pos, int64_t NH, int64_t NKV) {
+  const c10::DeviceGuard guard(qkv_in.device());
+  const at::ScalarType dtype = qkv_in.scalar_type();
+  const at::Tensor qkv = qkv_in.contiguous(), cos = cos_in.to(dtype).contiguous(), sin = sin_in.to(dtype).contiguous();
+  TORCH_CHECK(k_cache.is_contiguous() && v_cache.is_contiguous(), "rope_cache: the KV cache must be contiguous");
+  TORCH_CHECK(k_cache.scalar_type() == dtype && v_cache.scalar_type() == dtype, "rope_cache: the KV cache is ",
+              k_cache.scalar_type(), ", qkv ", dtype);
+  const int64_t B = qkv.size(0), T = qkv.size(1), HD = k_cache.size(3), capacity = k_cache.size(2);
+  TORCH_CHECK(qkv.size(2) == (NH + 2 * NKV) * HD, "rope_cache: qkv has ", qkv.size(2), " columns, not (", NH,
+              " + 2·", NKV, ")·", HD);
+  TORCH_CHECK(pos >= 0 && pos + T <= capacity, "rope_cache: positions ", pos, "..", pos + T - 1,
+              " outside the cache's ", capacity);
+  at::Tensor q = at::empty({B, T, NH, HD}, qkv.options());
+  const char* error = nullptr;
+  CheckLaunch(fused_cuda::RopeCache(qkv.data_ptr(), cos.data_ptr(), sin.data_ptr(), q.data_ptr(), k_cache.data_ptr(),
+                                    v_cache.data_ptr(), B, T, NH, NKV, HD, capacity, pos, CudaDtype(qkv),
+                                    compat::CudaCurrentStream(qkv.device()), &error),
+              "rope_cache", error);
+  return q;
+}
+
+at::Tensor DecodeAttentionCuda(const at::Tensor& q_in, const at::Tensor& k_cache, const at::Tensor& v_cache,
+                               int64_t length) {
+  const c10::DeviceGuard guard(q_in.device());
+  const at::Tensor q = q_in.contiguous();
+  TORCH_CHECK(k_cache.is_contiguous() && v_cache.is_contiguous(), "decode_attention: the KV cache must be contiguous");
+  const int64_t B = q.size(0), NH = q.size(2), HD = q.size(3), NKV = k_cache.size(1), capacity = k_cache.size(2);
+  TORCH_CHECK(q.size(1) == 1, "decode_attention: one query position, not ", q.size(1));
+  TORCH_CHECK(length >= 1 && length <= capacity, "decode_attention: ", length, " positions in a cache of ", capacity);
+  TORCH_CHECK(HD <= fused_cuda::kMaxHeadDim, "decode_attention on CUDA: head dimension ", HD, " above ",
+              fused_cuda::kMaxHeadDim);
+  at::Tensor y = at::empty({B, 1, NH * HD}, q.options());
+  const char* error = nullptr;
+  CheckLaunch(fused_cuda::DecodeAttention(q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), y.data_ptr(), B, NH,
+                                          NKV, HD, capacity, length, CudaDtype(q),
+                                          compat::CudaCurrentStream(q.device()), &error),
+              "decode_attention", error);
+  return y;
+}
+#endif  // PROTOCOL_CUDA_KERNELS
+
+// Off until a caller turns it on (SetCudaKernels).
+std::atomic<bool> cuda_kernels_on{false};
+
 }  // namespace
 
-// The schemas, and the CPU kernels; no other backend has a kernel, so the ops
-// are called only where Available() says so.
+// The schemas, the CPU kernels and, in a build with CUDA kernels, the CUDA
+// ones; the ops are called only where Available() says so.
 TORCH_LIBRARY(protocol, m) {
   m.def("rms_norm(Tensor x, Tensor weight, float eps) -> Tensor");
   m.def("add_rms_norm(Tensor x, Tensor r, Tensor weight, float eps) -> (Tensor, Tensor)");
@@ -171,6 +281,16 @@ TORCH_LIBRARY_IMPL(protocol, CPU, m) {
   m.impl("decode_attention", &DecodeAttentionCpu);
 }
 
+#if PROTOCOL_CUDA_KERNELS
+TORCH_LIBRARY_IMPL(protocol, CUDA, m) {
+  m.impl("rms_norm", &RmsNormCuda);
+  m.impl("add_rms_norm", &AddRmsNormCuda);
+  m.impl("silu_mul", &SiluMulCuda);
+  m.impl("rope_cache", &RopeCacheCuda);
+  m.impl("decode_attention", &DecodeAttentionCuda);
+}
+#endif
+
 // Each op is found once (its handle is static) and called through the
 // dispatcher, so that it is recorded as one op.
 #define PROTOCOL_FUSED_OP(name, ...) \
@@ -178,8 +298,30 @@ TORCH_LIBRARY_IMPL(protocol, CPU, m) {
 
 bool InferenceOnly() { return c10::InferenceMode::is_enabled(); }
 
+bool CudaKernelsBuilt() {
+#if PROTOCOL_CUDA_KERNELS
+  return true;
+#else
+  return false;
+#endif
+}
+
+bool SetCudaKernels(bool on) {
+  cuda_kernels_on = on && CudaKernelsBuilt();
+  return cuda_kernels_on;
+}
+
+bool CudaKernels() { return cuda_kernels_on; }
+
 bool Available(const at::Tensor& x) {
-  return InferenceOnly() && x.device().is_cpu() && x.scalar_type() == at::kFloat;
+  if (!InferenceOnly()) return false;
+  if (x.device().is_cpu()) return x.scalar_type() == at::kFloat;
+  return x.is_cuda() && cuda_kernels_on &&
+         (x.scalar_type() == at::kFloat || x.scalar_type() == at::kBFloat16 || x.scalar_type() == at::kHalf);
+}
+
+bool AttentionAvailable(const at::Tensor& x, int64_t head_dim) {
+  return Available(x) && (x.device().is_cpu() || head_dim <= kMaxCudaHeadDim);
 }
 
 at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps) {

@@ -16,10 +16,14 @@
 //                     cached positions, grouped-query heads       (SDPA and its views)
 //
 // Kernels: the CPU in float32 (the CPU model's dtype), sums and softmax
-// accumulated in float64. Elsewhere (CUDA, bf16, float64) Available() is
-// false and model.cc runs its composite ops: they are what a GPU step
-// launches today (CUDA kernels of these five are not written yet). Each
-// kernel equals the composite within the rounding of its accumulation order
+// accumulated in float64; and, in a build with CUDA kernels
+// (PROTOCOL_CUDA_KERNELS), CUDA in float32, bfloat16 and float16, sums in
+// float32 (fused_cuda.h). The CUDA kernels are used only once SetCudaKernels
+// turned them on: they have been compiled (nvcc 12.4, sm_90) but not yet run
+// on a GPU, and tests/backends/gpu_test.cc holds them to the composite ops.
+// Elsewhere (float64, bf16 on the CPU, CUDA with them off) Available() is
+// false and model.cc runs its composite ops. Each kernel equals the
+// composite within the rounding of its accumulation order
 // (tests/native/model/fused_ops_test.cc); rope_cache's arithmetic is the
 // composite's, element for element, and its result the same bits.
 
@@ -39,8 +43,20 @@ namespace fused {
 // in backward, and the training loss, give.
 bool InferenceOnly();
 // True when the fused ops serve tensors like x here: InferenceOnly() and a
-// CPU float32 tensor.
+// CPU float32 tensor, or a CUDA float32/bfloat16/float16 one with the CUDA
+// kernels turned on.
 bool Available(const at::Tensor& x);
+// The largest head dimension decode_attention serves on CUDA.
+constexpr int64_t kMaxCudaHeadDim = 256;
+// Available(x), and decode_attention serves heads of head_dim there.
+bool AttentionAvailable(const at::Tensor& x, int64_t head_dim);
+
+// Whether this build has the CUDA kernels.
+bool CudaKernelsBuilt();
+// Turns the CUDA kernels on or off for the process (off at start); returns
+// whether they are on (never where CudaKernelsBuilt() is false).
+bool SetCudaKernels(bool on);
+bool CudaKernels();
 
 // x (..., C), weight (C) -> (..., C).
 at::Tensor RmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps);

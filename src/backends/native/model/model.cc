@@ -74,7 +74,7 @@ at::Tensor attention_forward(const Model& model, size_t layer, const LayerWeight
   const int64_t NH = c.n_heads, NKV = c.n_kv_heads;
   const at::Tensor wqkv = joined_projection(model, w.wqkv, {&w.wq, &w.wk, &w.wv});
   at::Tensor q, k, v;
-  if (wqkv.defined() && cache != nullptr && fused::Available(h)) {
+  if (wqkv.defined() && cache != nullptr && fused::AttentionAvailable(h, HD)) {
     // One projection, then one op for the rotation and the cache's write;
     // a decode step's attention is one op more.
     at::Tensor rotated = fused::RopeCache(at::linear(h, wqkv), cos, sin, cache->k[layer], cache->v[layer], pos0,

@@ -48,9 +48,11 @@ struct ChunkedCrossEntropy : torch::autograd::Function<ChunkedCrossEntropy> {
     at::Tensor grad = at::empty_like(logits, at::MemoryFormat::Contiguous);
     for (int64_t r = 0; r < N; r += rows) {
       const int64_t n = std::min(rows, N - r);
-      at::Tensor p = (logits.narrow(0, r, n).to(wide) - lse.narrow(0, r, n).unsqueeze(1)).exp_();  // softmax
+      // softmax = exp(z − lse); minus 1 at the target; times g·w_i, written straight into z's dtype.
+      at::Tensor p = (logits.narrow(0, r, n).to(wide) - lse.narrow(0, r, n).unsqueeze(1)).exp_();
       p.scatter_add_(1, targets.narrow(0, r, n).unsqueeze(1), at::full({n, 1}, -1.0, p.options()));
-      grad.narrow(0, r, n).copy_(p.mul_(scale.narrow(0, r, n)));
+      at::Tensor grad_rows = grad.narrow(0, r, n);
+      at::mul_out(grad_rows, p, scale.narrow(0, r, n));
     }
     return {grad, at::Tensor(), at::Tensor(), at::Tensor()};
   }
