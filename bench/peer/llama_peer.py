@@ -5,7 +5,9 @@ Eager PyTorch as a lab would write it (torchtitan's and gpt-fast's shapes):
 RMSNorm, rotary embeddings (rotate-half, as Hugging Face checkpoints),
 grouped-query attention through F.scaled_dot_product_attention where the
 torch has it, SwiGLU, an untied head; torch.optim.AdamW (foreach) with the
-gradient clipped to norm 1.0; greedy decoding with a preallocated KV cache.
+gradient clipped to norm 1.0 (in bf16 over float32 master weights, as
+protocol trains, unless --master none); greedy decoding with a preallocated
+KV cache.
 Same shapes, dtype, seed discipline and recompute setting as protocol_bench,
 and it prints the same figures in the same form:
 
@@ -162,17 +164,31 @@ def train(model, cfg, args, device, dtype):
     gen = torch.Generator().manual_seed(7)
     tokens = torch.randint(3, cfg.vocab_size, (args.batch, args.seq + 1), generator=gen).to(device)
     inputs, targets = tokens[:, :-1], tokens[:, 1:]
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
+    params = list(model.parameters())
+    # With float32 master weights (protocol's numerics in bf16): the optimizer and the clip work on
+    # float32 copies, the gradients are widened into them and the bf16 weights copied back after the step.
+    master = args.master == "fp32" and dtype != torch.float32
+    masters = [p.detach().float().clone() for p in params] if master else params
+    opt = torch.optim.AdamW(masters, lr=1e-4, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
     model.train()
 
     def step():
         opt.zero_grad(set_to_none=True)
+        if master:
+            model.zero_grad(set_to_none=True)
         logits = model(inputs)
         loss = F.cross_entropy(logits.float().reshape(-1, cfg.vocab_size), targets.reshape(-1))
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        if master:
+            for m, p in zip(masters, params):
+                m.grad = p.grad.float()
+        torch.nn.utils.clip_grad_norm_(masters, 1.0)
         opt.step()
-        return loss
+        if master:
+            with torch.no_grad():
+                for m, p in zip(masters, params):
+                    p.copy_(m)
+        return loss.detach()
 
     for _ in range(args.warmup):
         step()
@@ -232,14 +248,19 @@ def main():
     p.add_argument("--threads", type=int, default=os.cpu_count(), help="intra-op threads (torch.set_num_threads)")
     p.add_argument("--no-train", action="store_true")
     p.add_argument("--compile", action="store_true", help="also torch.compile's variant, where this torch has it")
+    p.add_argument("--master", default="fp32", choices=["fp32", "none"],
+                   help="bf16 training: float32 master weights for AdamW (fp32, as protocol keeps them) "
+                        "or none (AdamW on the bf16 weights and moments themselves)")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     device = torch.device("cuda" if args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
                           else "cpu")
     dtype = torch.bfloat16 if (args.dtype == "bf16" or (not args.dtype and device.type == "cuda")) else torch.float32
     recompute = f"recompute every {args.recompute} layer(s)" if args.recompute else "recompute off"
+    master = "" if dtype == torch.float32 else (", float32 master weights" if args.master == "fp32"
+                                                else ", no master weights (AdamW in bf16)")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, device {device}, dtype {str(dtype)[6:]}, "
-          f"{recompute}")
+          f"{recompute}{master}")
     configs = []
     if args.config:
         with open(args.config) as f:
