@@ -22,10 +22,11 @@
 #   scripts/gpu-check.sh --deps .gpu-deps --quick --budget 480   # a short lease
 #
 # --budget SECONDS orders the work by what only a GPU can show and stops
-# starting steps once the time is spent: the GPU-only tests and the NF4 and
-# optimizer proxies first (a small build: protocol_gpu_tests), then the MFU,
-# decode and 4-bit benchmarks, and the whole suite last (its ~100 test files
-# are the longest build). A step left out is printed as "not run (budget)".
+# starting steps once the time is spent: the GPU-only tests first (a small
+# build: protocol_gpu_tests), then decode, training and 4-bit benchmarks each
+# beside its PyTorch peer, the NF4 and optimizer proxies, and the whole suite
+# last (its ~130 test files are the longest build). A step left out is
+# printed as "not run (budget)"; each step run prints its seconds.
 #
 # --deps DIR unpacks DIR/*.deb with dpkg -x into a private prefix (never into
 # /) for machines that have no package registry. The benchmark numbers are
@@ -126,6 +127,7 @@ bench() {
   local program=protocol_bench
   if [[ $1 == protocol_* ]]; then program=$1; shift; fi
   say ""
+  step_start=$SECONDS
   say "\$ build/$program $*"
   if ! timeout "$(left)" "$BUILD_DIR/$program" "$@" >"$OUT_DIR/bench-$name.log" 2>&1; then
     tail -5 "$OUT_DIR/bench-$name.log" | tee -a "$summary"
@@ -133,25 +135,10 @@ bench() {
     return 0
   fi
   grep -vE "^(BLAS loaded|load average)" "$OUT_DIR/bench-$name.log" | tee -a "$summary"
+  say "($((SECONDS - step_start)) s)"
 }
 steps=10
 [[ $quick == 1 ]] && steps=3
-# The waste proxies of docs/performance.md first: NF4 dequantization against a copy of its output,
-# and the 70B LoRA adapters' optimizer step per tensor against multi-tensor (host reads per step).
-bench nf4-dequant protocol_nf4_bench --device cuda --shapes 4096x4096,8192x28672 --dtypes bf16,fp32 --reps 20
-bench optimizer-70b-lora protocol_optimizer_bench --device cuda --steps "$steps"
-# Training MFU, ~1B Llama shape, bf16 (torchtitan formula; H100 SXM dense bf16 peak 989 TFLOP/s).
-bench mfu-1b --device cuda --presets llama-1b --batch 4 --seq 2048 --warmup 2 --steps "$steps" --decode 0
-# The same without recompute: what training.checkpoint_every: auto picks where the estimate fits.
-bench mfu-1b-norecompute --device cuda --presets llama-1b --batch 4 --seq 2048 --warmup 2 --steps "$steps" --decode 0 --recompute 0
-# Single-stream decode, Llama-2-7B shape, bf16 random weights, KV cache
-# (HBM roofline: 13.5 GB of weights per token at 3.35 TB/s ≈ 248 tokens/s).
-bench decode-7b --device cuda --presets llama2-7b --no-train --decode 256
-# The same through the fused decode ops' CUDA kernels (fused_ops.h; off unless asked for).
-bench decode-7b-fused --device cuda --presets llama2-7b --no-train --decode 256 --cuda-fused-ops
-# 4-bit: a QLoRA step and 4-bit decode of the 7B shape.
-bench nf4-7b --device cuda --presets llama2-7b --quant nf4 --batch 4 --seq 512 --warmup 1 --steps "$steps" --decode 128
-
 # The plain PyTorch peer (bench/peer/llama_peer.py) on the same card, the same shapes as mfu-1b and
 # decode-7b, where this machine's Python has torch (the wheel); docs/performance.md records peer time / protocol time.
 # tokens_per_second KIND FILE: the tokens/s figure of FILE's first "train" or "decode" line
@@ -182,6 +169,7 @@ peer() {
   if (($(left) < 30)); then say ""; say "peer $name: not run (budget)"; return 0; fi
   if ! python3 -c 'import torch' >/dev/null 2>&1; then say ""; say "peer $name: not run (no torch in python3)"; return 0; fi
   say ""
+  step_start=$SECONDS
   say "\$ python3 bench/peer/llama_peer.py $*"
   if ! timeout "$(left)" python3 bench/peer/llama_peer.py "$@" >"$OUT_DIR/peer-$name.log" 2>&1; then
     tail -5 "$OUT_DIR/peer-$name.log" | tee -a "$summary"
@@ -189,20 +177,39 @@ peer() {
     return 0
   fi
   tee -a "$summary" <"$OUT_DIR/peer-$name.log"
+  say "($((SECONDS - step_start)) s)"
   ratio "$name"
 }
-peer mfu-1b --device cuda --presets llama-1b --batch 4 --seq 2048 --warmup 2 --steps "$steps" --decode 0
-peer mfu-1b-norecompute --device cuda --presets llama-1b --batch 4 --seq 2048 --warmup 2 --steps "$steps" --decode 0 --recompute 0
-# The peer as many labs write it, with AdamW on the bf16 weights themselves (no float32 master
-# weights: less work than protocol's step, and other numerics); its ratio is against the same bench.
-[[ -f $OUT_DIR/bench-mfu-1b-norecompute.log ]] && cp "$OUT_DIR/bench-mfu-1b-norecompute.log" "$OUT_DIR/bench-mfu-1b-norecompute-nomaster.log"
-peer mfu-1b-norecompute-nomaster --device cuda --presets llama-1b --batch 4 --seq 2048 --warmup 2 --steps "$steps" --decode 0 --recompute 0 --master none
+# In the order of what a short lease should read first: decode (composite, then the fused
+# kernels) beside its peer; training without recompute (what checkpoint_every: auto picks where
+# the estimate fits) beside its peers; with every layer recomputed; 4-bit; then the waste proxies
+# measured in earlier leases.
+# Single-stream decode, Llama-2-7B shape, bf16 random weights, KV cache
+# (HBM roofline: 13.5 GB of weights per token at 3.35 TB/s ≈ 248 tokens/s).
+bench decode-7b --device cuda --presets llama2-7b --no-train --decode 256
+# The same through the fused decode ops' CUDA kernels (fused_ops.h; off unless asked for).
+bench decode-7b-fused --device cuda --presets llama2-7b --no-train --decode 256 --cuda-fused-ops
 peer decode-7b --device cuda --presets llama2-7b --no-train --decode 256
 speedup decode-7b-fused decode-7b
 if [[ -f $OUT_DIR/bench-decode-7b-fused.log && -f $OUT_DIR/peer-decode-7b.log ]]; then
   cp "$OUT_DIR/peer-decode-7b.log" "$OUT_DIR/peer-decode-7b-fused.log"
   ratio decode-7b-fused
 fi
+# Training MFU, ~1B Llama shape, bf16 (torchtitan formula; H100 SXM dense bf16 peak 989 TFLOP/s).
+bench mfu-1b-norecompute --device cuda --presets llama-1b --batch 4 --seq 2048 --warmup 2 --steps "$steps" --decode 0 --recompute 0
+peer mfu-1b-norecompute --device cuda --presets llama-1b --batch 4 --seq 2048 --warmup 2 --steps "$steps" --decode 0 --recompute 0
+# The peer as many labs write it, with AdamW on the bf16 weights themselves (no float32 master
+# weights: less work than protocol's step, and other numerics); its ratio is against the same bench.
+[[ -f $OUT_DIR/bench-mfu-1b-norecompute.log ]] && cp "$OUT_DIR/bench-mfu-1b-norecompute.log" "$OUT_DIR/bench-mfu-1b-norecompute-nomaster.log"
+peer mfu-1b-norecompute-nomaster --device cuda --presets llama-1b --batch 4 --seq 2048 --warmup 2 --steps "$steps" --decode 0 --recompute 0 --master none
+bench mfu-1b --device cuda --presets llama-1b --batch 4 --seq 2048 --warmup 2 --steps "$steps" --decode 0
+peer mfu-1b --device cuda --presets llama-1b --batch 4 --seq 2048 --warmup 2 --steps "$steps" --decode 0
+# 4-bit: a QLoRA step and 4-bit decode of the 7B shape.
+bench nf4-7b --device cuda --presets llama2-7b --quant nf4 --batch 4 --seq 512 --warmup 1 --steps "$steps" --decode 128
+# The waste proxies of docs/performance.md: NF4 dequantization against a copy of its output,
+# and the 70B LoRA adapters' optimizer step per tensor, multi-tensor and fused (host reads per step).
+bench nf4-dequant protocol_nf4_bench --device cuda --shapes 4096x4096,8192x28672 --dtypes bf16,fp32 --reps 20
+bench optimizer-70b-lora protocol_optimizer_bench --device cuda --steps "$steps"
 
 # One case run by `protocol run` with the hardware sampled (docs/runner.md, "Sampling the hardware"):
 # the quick start's one-node pretrain on the GPU, one rank, sampled every 0.2 s; its GPU use, the
