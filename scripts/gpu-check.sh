@@ -146,14 +146,16 @@ steps=10
 tokens_per_second() {
   awk -v kind=" $1 " 'index($0, kind) { for (i = 2; i <= NF; ++i) if ($i == "tokens/s") { print $(i - 1); exit } }' "$2"
 }
-# ratio NAME: protocol's tokens/s over the peer's for bench NAME and peer NAME (above 1: protocol is faster).
+# ratio BENCH [PEER]: protocol's tokens/s over the peer's for bench BENCH and peer PEER (BENCH
+# when not given; above 1: protocol is faster).
 ratio() {
-  local name=$1 kind mine theirs
+  local name=$1 peer_name=${2:-$1} label=$1 kind mine theirs
+  [[ $peer_name == "$name" ]] || label="$name against peer $peer_name"
   for kind in train decode; do
     mine=$(tokens_per_second "$kind" "$OUT_DIR/bench-$name.log" 2>/dev/null)
-    theirs=$(tokens_per_second "$kind" "$OUT_DIR/peer-$name.log" 2>/dev/null)
+    theirs=$(tokens_per_second "$kind" "$OUT_DIR/peer-$peer_name.log" 2>/dev/null)
     [[ -n $mine && -n $theirs ]] || continue
-    say "ratio $name $kind: protocol $mine tokens/s, peer $theirs tokens/s: $(awk -v a="$mine" -v b="$theirs" 'BEGIN { printf "%.2fx", a / b }') (above 1: protocol is faster)"
+    say "ratio $label $kind: protocol $mine tokens/s, peer $theirs tokens/s: $(awk -v a="$mine" -v b="$theirs" 'BEGIN { printf "%.2fx", a / b }') (above 1: protocol is faster)"
   done
 }
 # speedup A B: bench A's decode tokens/s over bench B's.
@@ -191,17 +193,14 @@ bench decode-7b --device cuda --presets llama2-7b --no-train --decode 256
 bench decode-7b-fused --device cuda --presets llama2-7b --no-train --decode 256 --cuda-fused-ops
 peer decode-7b --device cuda --presets llama2-7b --no-train --decode 256
 speedup decode-7b-fused decode-7b
-if [[ -f $OUT_DIR/bench-decode-7b-fused.log && -f $OUT_DIR/peer-decode-7b.log ]]; then
-  cp "$OUT_DIR/peer-decode-7b.log" "$OUT_DIR/peer-decode-7b-fused.log"
-  ratio decode-7b-fused
-fi
+ratio decode-7b-fused decode-7b
 # Training MFU, ~1B Llama shape, bf16 (torchtitan formula; H100 SXM dense bf16 peak 989 TFLOP/s).
 bench mfu-1b-norecompute --device cuda --presets llama-1b --batch 4 --seq 2048 --warmup 2 --steps "$steps" --decode 0 --recompute 0
 peer mfu-1b-norecompute --device cuda --presets llama-1b --batch 4 --seq 2048 --warmup 2 --steps "$steps" --decode 0 --recompute 0
 # The peer as many labs write it, with AdamW on the bf16 weights themselves (no float32 master
-# weights: less work than protocol's step, and other numerics); its ratio is against the same bench.
-[[ -f $OUT_DIR/bench-mfu-1b-norecompute.log ]] && cp "$OUT_DIR/bench-mfu-1b-norecompute.log" "$OUT_DIR/bench-mfu-1b-norecompute-nomaster.log"
+# weights: less work than protocol's step, and other numerics), against the same bench.
 peer mfu-1b-norecompute-nomaster --device cuda --presets llama-1b --batch 4 --seq 2048 --warmup 2 --steps "$steps" --decode 0 --recompute 0 --master none
+ratio mfu-1b-norecompute mfu-1b-norecompute-nomaster
 bench mfu-1b --device cuda --presets llama-1b --batch 4 --seq 2048 --warmup 2 --steps "$steps" --decode 0
 peer mfu-1b --device cuda --presets llama-1b --batch 4 --seq 2048 --warmup 2 --steps "$steps" --decode 0
 # 4-bit: a QLoRA step and 4-bit decode of the 7B shape.

@@ -12,9 +12,8 @@
 //                           lane HD/32 of the head's columns; the 8 warps'
 //                           partial sums are merged in shared memory.
 #include "backends/native/model/fused_cuda.h"
+#include "backends/native/platform/cuda_convert.cuh"
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -30,35 +29,8 @@ constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kLaneValues = static_cast<int>(kMaxHeadDim / 32);
 
-template <typename T>
-__device__ __forceinline__ float ToFloat(T x);
-template <>
-__device__ __forceinline__ float ToFloat<float>(float x) {
-  return x;
-}
-template <>
-__device__ __forceinline__ float ToFloat<__nv_bfloat16>(__nv_bfloat16 x) {
-  return __bfloat162float(x);
-}
-template <>
-__device__ __forceinline__ float ToFloat<__half>(__half x) {
-  return __half2float(x);
-}
-
-template <typename T>
-__device__ __forceinline__ T RoundTo(float x);
-template <>
-__device__ __forceinline__ float RoundTo<float>(float x) {
-  return x;
-}
-template <>
-__device__ __forceinline__ __nv_bfloat16 RoundTo<__nv_bfloat16>(float x) {
-  return __float2bfloat16_rn(x);
-}
-template <>
-__device__ __forceinline__ __half RoundTo<__half>(float x) {
-  return __float2half_rn(x);
-}
+using cuda_convert::RoundTo;
+using cuda_convert::ToFloat;
 
 // x rounded to T and back: the value a composite op's T-typed output holds.
 template <typename T>

@@ -9,9 +9,8 @@
 // 4-byte aligned (a view into a gathered buffer at an odd offset) take a
 // per-byte kernel instead; the values are the same.
 #include "backends/native/quant/nf4_cuda.h"
+#include "backends/native/platform/cuda_convert.cuh"
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -24,20 +23,7 @@ struct Levels {
   float v[16];
 };
 
-template <typename T>
-__device__ __forceinline__ T RoundTo(float x);
-template <>
-__device__ __forceinline__ float RoundTo<float>(float x) {
-  return x;
-}
-template <>
-__device__ __forceinline__ __nv_bfloat16 RoundTo<__nv_bfloat16>(float x) {
-  return __float2bfloat16_rn(x);
-}
-template <>
-__device__ __forceinline__ __half RoundTo<__half>(float x) {
-  return __float2half_rn(x);
-}
+using cuda_convert::RoundTo;
 
 constexpr int kThreads = 256;
 constexpr int64_t kWordsPerBlock = 8;  // 32 bytes of codes per 64-weight block
