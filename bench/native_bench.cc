@@ -10,6 +10,7 @@
 //   build/protocol_bench --presets small-100m --quant nf4 --vs-fp32   # 4-bit / full-precision ratios
 //   build/protocol_bench --recompute 0 ...     # no activation recompute (default 1: every layer)
 //   build/protocol_bench --device cuda --cuda-fused-ops ...   # decode through fused_ops.h's CUDA kernels
+//                                              # (and, with --quant nf4, the batch-1 GEMV of nf4_gemv.h)
 // Each training preset also prints its loss alone (PrintLossTimes): the chunked
 // cross-entropy against cross_entropy over a float32 copy of the logits.
 // Its PyTorch peer, the same figures for the same shapes: bench/peer/llama_peer.py.
@@ -326,7 +327,8 @@ int main(int argc, char** argv) {
                    "                      [--decode N (0: no decode)] [--no-train] [--device auto|cpu|cuda]\n"
                    "                      [--dtype bf16|fp32] [--quant nf4] [--double-quant] [--vs-fp32]\n"
                    "                      [--recompute N (layer l recomputed when l %% N == 0; 1 default, 0 none)]\n"
-                   "                      [--cuda-fused-ops (decode through the fused ops' CUDA kernels)]\n");
+                   "                      [--cuda-fused-ops (decode through the fused ops' CUDA kernels and,\n"
+                   "                       4-bit, the batch-1 GEMV)]\n");
       return a == "--help" ? 0 : 2;
     }
   }

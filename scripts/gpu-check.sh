@@ -11,7 +11,7 @@
 #      training MFU of a ~1B Llama shape in bf16, single-stream decode of the
 #      Llama-2-7B shape in bf16 with the KV cache (composite ops, then the
 #      fused ops' CUDA kernels), and a QLoRA step and 4-bit decode of the 7B
-#      shape; the plain PyTorch peer on the same shapes, and the ratios;
+#      shape (dequantize + GEMM, then the batch-1 GEMV); the plain PyTorch peer on the same shapes, and the ratios;
 #   4. build and run the whole test suite;
 #   every figure, with the device, driver, CUDA, NCCL and libtorch versions,
 #   goes to OUT_DIR/gpu-check.txt (logs beside it).
@@ -205,6 +205,11 @@ bench mfu-1b --device cuda --presets llama-1b --batch 4 --seq 2048 --warmup 2 --
 peer mfu-1b --device cuda --presets llama-1b --batch 4 --seq 2048 --warmup 2 --steps "$steps" --decode 0
 # 4-bit: a QLoRA step and 4-bit decode of the 7B shape.
 bench nf4-7b --device cuda --presets llama2-7b --quant nf4 --batch 4 --seq 512 --warmup 1 --steps "$steps" --decode 128
+# 4-bit decode through the batch-1 GEMV (nf4_gemv.h) and the fused ops' kernels: the goal is
+# faster than the bf16 decode above.
+bench nf4-7b-gemv --device cuda --presets llama2-7b --quant nf4 --no-train --decode 128 --cuda-fused-ops
+speedup nf4-7b-gemv nf4-7b
+speedup nf4-7b-gemv decode-7b
 # The waste proxies of docs/performance.md: NF4 dequantization against a copy of its output,
 # and the 70B LoRA adapters' optimizer step per tensor, multi-tensor and fused (host reads per step).
 bench nf4-dequant protocol_nf4_bench --device cuda --shapes 4096x4096,8192x28672 --dtypes bf16,fp32 --reps 20

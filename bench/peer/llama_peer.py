@@ -80,8 +80,26 @@ def apply_rope(x, cos, sin):  # x (B, H, T, D); cos/sin (T, D)
     return (x * cos.to(x.dtype)) + (rotate_half(x) * sin.to(x.dtype))
 
 
+def sdpa_takes_grouped_heads():
+    """torch 2.5 on: F.scaled_dot_product_attention(enable_gqa=True) reads the
+    key/value heads without repeating them (flash attention on a GPU)."""
+    if not hasattr(F, "scaled_dot_product_attention"):
+        return False
+    try:
+        t = torch.zeros(1, 2, 1, 8)
+        F.scaled_dot_product_attention(t, t[:, :1], t[:, :1], enable_gqa=True)
+        return True
+    except TypeError:
+        return False
+
+
+GROUPED_SDPA = sdpa_takes_grouped_heads()
+
+
 def attention(q, k, v, causal):
     groups = q.shape[1] // k.shape[1]
+    if groups > 1 and GROUPED_SDPA:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
     if groups > 1:
         k = k.repeat_interleave(groups, dim=1)
         v = v.repeat_interleave(groups, dim=1)
@@ -260,7 +278,7 @@ def main():
     master = "" if dtype == torch.float32 else (", float32 master weights" if args.master == "fp32"
                                                 else ", no master weights (AdamW in bf16)")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, device {device}, dtype {str(dtype)[6:]}, "
-          f"{recompute}{master}")
+          f"{recompute}{master}, grouped key/value heads {'to SDPA as they are' if GROUPED_SDPA else 'repeated'}")
     configs = []
     if args.config:
         with open(args.config) as f:

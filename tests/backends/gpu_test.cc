@@ -26,6 +26,12 @@
 //                     attention against float64; a model's decode tokens and
 //                     logits with the kernels against without; ≤ 12 ops per
 //                     decode layer
+//   NF4 GEMV          the batch-1 4-bit GEMV (turned on with the fused
+//                     kernels) equals its CPU twin bit for bit: float32,
+//                     bfloat16, float16, single and double quantization,
+//                     rows of 64 to 11008 weights; within a float32 sum's
+//                     error of dequantize-then-cuBLAS; a 4-bit model decodes
+//                     the same tokens with it as without
 #include "native_test_support.h"
 
 #include <unistd.h>
@@ -41,6 +47,8 @@
 #include "backends/native/model/model_config.h"
 #include "backends/native/platform/torch_compat.h"
 #include "backends/native/quant/nf4.h"
+#include "backends/native/quant/nf4_gemv.h"
+#include "backends/native/quant/quantized_model.h"
 #include "fake_process_runner.h"
 #include "runner/exec/backend.h"
 #include "skip.h"
@@ -106,6 +114,20 @@ TEST_CASE("gpu: with cuDNN turned off, attention runs on flash or memory-efficie
   at::Tensor out = compat::ScaledDotProductAttention(q, k, v, /*is_causal=*/true, std::nullopt);
   compat::DeviceSynchronize(out.device());
   CHECK(at::isfinite(out).all().item<bool>());
+  // Grouped key/value heads (llama-1b's 32 on 4, head dim 64, training's causal shape): still a
+  // fused kernel, the heads taken as they are where libtorch can (2.5 on), else repeated first.
+  at::Tensor gq = at::randn({2, 32, 512, 64}, options), gk = at::randn({2, 4, 512, 64}, options),
+             gv = at::randn({2, 4, 512, 64}, options);
+  const std::string grouped_backend = compat::SdpaBackendFor(gq, gk, gv, true);
+  MESSAGE("SDPA on 32 query heads over 4 key/value heads: " << grouped_backend << ", heads taken grouped: "
+                                                             << compat::SdpaTakesGroupedHeads(gq, gk, gv, true));
+  CHECK((grouped_backend == "flash" || grouped_backend == "efficient"));
+  at::Tensor grouped = compat::ScaledDotProductAttention(gq, gk, gv, /*is_causal=*/true, std::nullopt);
+  at::Tensor repeated = compat::ScaledDotProductAttention(gq, gk.repeat_interleave(8, 1), gv.repeat_interleave(8, 1),
+                                                          /*is_causal=*/true, std::nullopt);
+  const double rel = ((grouped.to(at::kFloat) - repeated.to(at::kFloat)).norm() / repeated.to(at::kFloat).norm())
+                         .item<double>();
+  CHECK(rel < 1e-2);
 }
 
 TEST_CASE("gpu: KV-cache generation equals generation without the cache") {
@@ -376,6 +398,63 @@ TEST_CASE("gpu: a model decodes the same with the fused ops' CUDA kernels as wit
     (void)decoder_layer_forward(m, 0, m.layers[0], x, rope, &cache, cache.length);
     MESSAGE("decode layer on CUDA with the fused kernels: " << counter.total() << " ops: " << counter.Describe());
     CHECK(counter.total() <= 12);
+  }
+}
+
+// ---- the NF4 batch-1 GEMV ----------------------------------------------------------
+
+TEST_CASE("gpu: the NF4 batch-1 GEMV equals its CPU twin bit for bit") {
+  if (!compat::CudaAvailable()) SKIP_TEST(kNoCuda);
+  if (!fused::CudaKernelsBuilt()) SKIP_TEST(kNoFusedKernels);
+  FusedCudaKernelsOn kernels;
+  REQUIRE(kernels.on);
+  c10::InferenceMode inference;
+  const at::Device cuda(at::kCUDA, 0);
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {{96, 4096}, {37, 11008}, {70, 64}, {4096, 4096}};
+  for (const auto& [out, in] : shapes) {
+    for (bool double_quant : {false, true}) {
+      at::Tensor w = at::randn({out, in}, at::kFloat) * 0.02;
+      w.mul_(at::linspace(0.1, 3.0, out, at::kFloat).unsqueeze(1));
+      const Nf4Tensor q = nf4_quantize(w, double_quant);
+      const Nf4Tensor on_gpu = ToDevice(q, cuda);
+      for (at::ScalarType dtype : {at::kFloat, at::kBFloat16, at::kHalf}) {
+        CAPTURE(out);
+        CAPTURE(in);
+        CAPTURE(double_quant);
+        CAPTURE(std::string(c10::toString(dtype)));
+        const at::Tensor x = at::randn({1, 1, in}, at::kFloat).to(dtype);
+        const at::Tensor x_gpu = x.to(cuda);
+        REQUIRE(nf4_gemv_available(x_gpu, on_gpu));
+        const at::Tensor got = nf4_gemv(x_gpu, on_gpu).cpu();
+        CHECK(SameBits(got, nf4_gemv_reference(x, q)));
+        const at::Tensor library = at::linear(x_gpu, nf4_dequantize(on_gpu, dtype)).cpu().to(at::kDouble);
+        const double rel = ((got.to(at::kDouble) - library).norm() / library.norm()).item<double>();
+        CHECK(rel < (dtype == at::kFloat ? 1e-5 : 1e-2));
+      }
+    }
+  }
+}
+
+TEST_CASE("gpu: a 4-bit model decodes the same tokens with the batch-1 GEMV as without") {
+  if (!compat::CudaAvailable()) SKIP_TEST(kNoCuda);
+  if (!fused::CudaKernelsBuilt()) SKIP_TEST(kNoFusedKernels);
+  ModelConfig c = SmallConfig();
+  c.hidden_dim = 704;  // whole blocks of 64 per row, as every Llama-2 shape has
+  for (bool double_quant : {false, true}) {
+    CAPTURE(double_quant);
+    Model m = CudaModel(c, at::kBFloat16);
+    m.lm_head.mul_(20.0);  // wide logit gaps, as in the KV-cache case above
+    model_quantize_nf4(m, double_quant);
+    const std::vector<int> prompt = {1, 17, 230, 5, 999, 42, 7};
+    GenerateOptions options;
+    options.max_new_tokens = 32;
+    auto dequantized = generate_greedy(m, prompt, options);
+    FusedCudaKernelsOn kernels;
+    REQUIRE(kernels.on);
+    auto gemv = generate_greedy(m, prompt, options);
+    REQUIRE(dequantized.ok());
+    REQUIRE(gemv.ok());
+    CHECK(gemv->tokens == dequantized->tokens);
   }
 }
 

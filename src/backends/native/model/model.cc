@@ -57,14 +57,6 @@ at::Tensor rope_apply(const at::Tensor& x, const at::Tensor& cos, const at::Tens
   return x * cos + rotated * sin;
 }
 
-// Grouped-query attention (Ainslie et al. 2023): each of the NKV key/value
-// heads serves NH/NKV query heads. (B,NKV,S,HD) -> (B,NH,S,HD). (A decode
-// step groups the queries instead: attention_forward.)
-at::Tensor kv_repeat(const at::Tensor& x, int64_t n_rep) {
-  if (n_rep == 1) return x;
-  return x.repeat_interleave(n_rep, /*dim=*/1);
-}
-
 // Causal self-attention with rotary positions and an optional KV cache.
 // h: (B,T,C) -> (B,T,C). pos0 is the absolute position of h's first token.
 at::Tensor attention_forward(const Model& model, size_t layer, const LayerWeights& w, const at::Tensor& h,
@@ -111,14 +103,16 @@ at::Tensor attention_forward(const Model& model, size_t layer, const LayerWeight
   if (T == 1 && rep > 1) {
     // One position (a decode step) attends to every key, unmasked: the rep
     // query heads of each key/value head stand as its rep "positions", so
-    // K/V are read as they are, never repeated. Head h = kv·rep + r, as
-    // kv_repeat orders them.
+    // K/V are read as they are, never repeated. Head h = kv·rep + r, the
+    // grouped-query order.
     at::Tensor y = compat::ScaledDotProductAttention(q.reshape({B, c.n_kv_heads, rep, HD}), k, v,
                                                      /*is_causal=*/false, std::nullopt);  // (B,NKV,rep,HD)
     return project(model, layer, w, Projection::kO, y.reshape({B, 1, c.n_heads * HD}));
   }
-  k = kv_repeat(k, rep);
-  v = kv_repeat(v, rep);
+  // Grouped-query attention (Ainslie et al. 2023): each of the NKV key/value
+  // heads serves rep = NH/NKV query heads; k and v stay at NKV heads
+  // (compat::ScaledDotProductAttention repeats them only where libtorch's
+  // kernel cannot take them grouped).
   // Query i (absolute position pos0+i) may see keys 0..pos0+i.
   //   T == S: the usual causal triangle;  T == 1: every cached key;
   //   otherwise (a chunk after a cached prefix): an explicit (T,S) mask.

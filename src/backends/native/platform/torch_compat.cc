@@ -66,16 +66,53 @@ namespace protocol {
 namespace native {
 namespace compat {
 
+namespace {
+
+// K or V (B,NKV,S,HD) with each key/value head repeated for its rep query
+// heads, in grouped-query order (head h reads key/value head h / rep).
+at::Tensor RepeatKeyValueHeads(const at::Tensor& x, int64_t rep) {
+  return rep == 1 ? x : x.repeat_interleave(rep, /*dim=*/-3);
+}
+
+#if PROTOCOL_TORCH_2
+// at::SDPBackend's order (ATen/SDPBackend.h in 2.6; 2.0-2.2 end at efficient):
+// error = -1, math, flash_attention, efficient_attention, cudnn_attention, overrideable.
+constexpr int64_t kSdpaFlash = 1, kSdpaEfficient = 2;
+
+// Whether libtorch's SDPA takes these grouped key/value heads as they are
+// (enable_gqa, 2.5 on) on a fused kernel: flash or memory-efficient. Where it
+// would pick its math path, which repeats the heads itself, or on an older
+// libtorch, the heads are repeated here instead and the usual kernel runs.
+bool GroupedKernelTakes(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                        const c10::optional<at::Tensor>& mask, bool is_causal) {
+#if PROTOCOL_TORCH_AT_LEAST(2, 5)
+  const int64_t choice = at::_fused_sdp_choice(q, k, v, mask, 0.0, is_causal, c10::nullopt, /*enable_gqa=*/true);
+  return choice == kSdpaFlash || choice == kSdpaEfficient;
+#else
+  (void)q, (void)k, (void)v, (void)mask, (void)is_causal;
+  return false;
+#endif
+}
+#endif
+
+}  // namespace
+
 at::Tensor ScaledDotProductAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                      bool is_causal, const std::optional<at::Tensor>& mask) {
+  const int64_t rep = q.size(-3) / k.size(-3);
 #if PROTOCOL_TORCH_2
   c10::optional<at::Tensor> attn_mask;
   if (!is_causal && mask) attn_mask = *mask;
-  return at::scaled_dot_product_attention(q, k, v, attn_mask, 0.0, is_causal);
+#if PROTOCOL_TORCH_AT_LEAST(2, 5)
+  if (rep > 1 && GroupedKernelTakes(q, k, v, attn_mask, is_causal))
+    return at::scaled_dot_product_attention(q, k, v, attn_mask, 0.0, is_causal, c10::nullopt, /*enable_gqa=*/true);
+#endif
+  return at::scaled_dot_product_attention(q, RepeatKeyValueHeads(k, rep), RepeatKeyValueHeads(v, rep), attn_mask, 0.0,
+                                          is_causal);
 #else
   // scores (B,NH,T,S) = q·kᵀ / √HD, accumulated in float32 for a stable softmax.
   const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
-  at::Tensor scores = at::matmul(q, k.transpose(-2, -1)).to(at::kFloat) * scale;
+  at::Tensor scores = at::matmul(q, RepeatKeyValueHeads(k, rep).transpose(-2, -1)).to(at::kFloat) * scale;
   if (is_causal) {
     const int64_t t = q.size(-2), s = k.size(-2);
     at::Tensor future = at::ones({t, s}, q.options().dtype(at::kBool)).triu(1);
@@ -84,7 +121,16 @@ at::Tensor ScaledDotProductAttention(const at::Tensor& q, const at::Tensor& k, c
     scores = scores.masked_fill(mask->logical_not(), -std::numeric_limits<float>::infinity());
   }
   at::Tensor probs = at::softmax(scores, -1).to(v.scalar_type());
-  return at::matmul(probs, v);  // (B,NH,T,HD)
+  return at::matmul(probs, RepeatKeyValueHeads(v, rep));  // (B,NH,T,HD)
+#endif
+}
+
+bool SdpaTakesGroupedHeads(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool is_causal) {
+#if PROTOCOL_TORCH_2
+  return q.size(-3) != k.size(-3) && GroupedKernelTakes(q, k, v, c10::nullopt, is_causal);
+#else
+  (void)q, (void)k, (void)v, (void)is_causal;
+  return false;
 #endif
 }
 
@@ -162,10 +208,16 @@ bool CudnnTurnedOff() {
 
 std::string SdpaBackendFor(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool is_causal) {
 #if PROTOCOL_TORCH_2
-  // at::SDPBackend's order (ATen/SDPBackend.h in 2.6; 2.0-2.2 end at efficient):
-  // error = -1, math, flash_attention, efficient_attention, cudnn_attention, overrideable.
   static const char* const kNames[] = {"math", "flash", "efficient", "cudnn", "overrideable"};
-  const int64_t choice = at::_fused_sdp_choice(q, k, v, c10::nullopt, 0.0, is_causal);
+  const int64_t rep = q.size(-3) / k.size(-3);
+  int64_t choice = 0;
+#if PROTOCOL_TORCH_AT_LEAST(2, 5)
+  if (SdpaTakesGroupedHeads(q, k, v, is_causal))
+    choice = at::_fused_sdp_choice(q, k, v, c10::nullopt, 0.0, is_causal, c10::nullopt, /*enable_gqa=*/true);
+  else
+#endif
+    choice = at::_fused_sdp_choice(q, RepeatKeyValueHeads(k, rep), RepeatKeyValueHeads(v, rep), c10::nullopt, 0.0,
+                                   is_causal);
   if (choice >= 0 && choice < static_cast<int64_t>(std::size(kNames))) return kNames[choice];
   return "unknown (" + std::to_string(choice) + ")";
 #else

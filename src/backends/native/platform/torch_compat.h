@@ -19,13 +19,21 @@ namespace protocol {
 namespace native {
 namespace compat {
 
-// softmax(q·kᵀ/√HD + mask)·v.  q: (B,NH,T,HD); k, v: (B,NH,S,HD) (key/value
-// heads already repeated to NH).  is_causal: query i sees keys 0..i (REQUIRES
-// T == S).  mask: optional bool (T,S), true = may attend; used when not causal.
+// softmax(q·kᵀ/√HD + mask)·v.  q: (B,NH,T,HD); k, v: (B,NKV,S,HD), NKV
+// dividing NH (grouped-query attention: query head h reads key/value head
+// h / (NH/NKV)).  is_causal: query i sees keys 0..i (REQUIRES T == S).  mask:
+// optional bool (T,S), true = may attend; used when not causal.
 // libtorch 2.x: at::scaled_dot_product_attention (flash / memory-efficient
-// kernels on CUDA); 1.13: the same math written out, softmax in float32.
+// kernels on CUDA). Grouped heads go to it as they are (enable_gqa) where
+// libtorch (2.5 on) would run them on flash or memory-efficient attention
+// (SdpaTakesGroupedHeads); otherwise each key/value head is repeated for its
+// NH/NKV query heads first (a copy of K and V at NH heads). 1.13: the same
+// math written out over repeated heads, softmax in float32.
 at::Tensor ScaledDotProductAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                      bool is_causal, const std::optional<at::Tensor>& mask);
+// Whether ScaledDotProductAttention passes these grouped K/V (NKV < NH, no
+// mask) to libtorch without repeating them; false when NKV == NH.
+bool SdpaTakesGroupedHeads(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool is_causal);
 
 std::string TorchVersion();  // "1.13.0"
 // A dtype as PyTorch users write it: "float32", "bfloat16", "float16", "float64"
@@ -55,7 +63,7 @@ void TurnOffCudnn();
 // Whether TurnOffCudnn's settings are in force in this process.
 bool CudnnTurnedOff();
 // The SDPA kernel libtorch picks for these inputs (as ScaledDotProductAttention
-// passes them, no mask): "flash", "efficient", "cudnn", "math", "overrideable";
+// passes them, grouped or repeated, no mask): "flash", "efficient", "cudnn", "math", "overrideable";
 // "math" on 1.13, where attention is written out.
 std::string SdpaBackendFor(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool is_causal);
 bool CudaAvailable();

@@ -3,6 +3,8 @@
 // The only file that includes libtorch's autograd custom-function header.
 #include <torch/csrc/autograd/custom_function.h>
 
+#include "backends/native/quant/nf4_gemv.h"
+
 namespace protocol {
 namespace native {
 namespace {
@@ -42,7 +44,10 @@ static_assert(kSavedCount == 5, "save_for_backward lists five tensors");
 
 }  // namespace
 
-at::Tensor nf4_linear(const at::Tensor& x, const Nf4Tensor& w) { return Nf4LinearFunction::apply(x, w); }
+at::Tensor nf4_linear(const at::Tensor& x, const Nf4Tensor& w) {
+  if (nf4_gemv_available(x, w)) return nf4_gemv(x, w);  // one decode row, under InferenceMode: no graph
+  return Nf4LinearFunction::apply(x, w);
+}
 
 }  // namespace native
 }  // namespace protocol

@@ -29,7 +29,8 @@ namespace protocol {
 namespace native {
 
 // x (..., in) → (..., out) in x's dtype, on x's device (W on the same device).
-// Differentiable in x only. REQUIRES: W.shape == {out, in}; W must not be
+// Differentiable in x only. One row under InferenceMode on a GPU (a decode
+// step) goes to the batch-1 GEMV instead where nf4_gemv_available says so. REQUIRES: W.shape == {out, in}; W must not be
 // modified in place before the backward (autograd checks the version).
 at::Tensor nf4_linear(const at::Tensor& x, const Nf4Tensor& w);
 

@@ -23,8 +23,9 @@
 //   y = x·dequant(W_nf4)ᵀ + (alpha/r)·(x·Aᵀ)·Bᵀ.
 // Inference on a CPU keeps the projections dequantized when they fit
 // (nf4_prepare_inference below); training always dequantizes on use.
-// Not built: paged optimizers, 4-bit GPU kernels (the dequantization is a
-// byte-table loop on a CPU and plain ATen elsewhere: nf4.cc).
+// On a GPU the dequantization is one kernel (nf4_cuda.h), and a decode row
+// goes through the batch-1 GEMV (nf4_gemv.h) once the project's CUDA kernels
+// are turned on. Not built: paged optimizers.
 
 #include <ATen/ATen.h>
 
