@@ -12,7 +12,8 @@
 //   build/protocol_bench --device cuda --cuda-fused-ops ...   # decode through fused_ops.h's CUDA kernels
 //                                              # (and, with --quant nf4, the batch-1 GEMV of nf4_gemv.h)
 // Each training preset also prints its loss alone (PrintLossTimes): the chunked
-// cross-entropy against cross_entropy over a float32 copy of the logits.
+// cross-entropy against cross_entropy over a float32 copy of the logits; and
+// one RMSNorm alone (PrintNormTimes): the model's against the composite ops.
 // Its PyTorch peer, the same figures for the same shapes: bench/peer/llama_peer.py.
 //
 // On CUDA the compute dtype is bf16 (--dtype fp32 to change it), MFU is
@@ -55,6 +56,7 @@
 #include "backends/native/model/generate.h"
 #include "backends/native/model/model.h"
 #include "backends/native/model/model_config.h"
+#include "backends/native/model/rms_norm.h"
 #include "backends/native/quant/quantized_model.h"
 #include "backends/native/platform/torch_compat.h"
 #include "backends/native/training/train.h"
@@ -118,40 +120,73 @@ void PrintDeviceMemory(const at::Device& device) {
                 static_cast<double>(*peak) / (1024.0 * 1024.0 * 1024.0));
 }
 
-// The training loss alone, forward and backward, over random logits of a step's
-// shape (N = B·T rows, V columns, the compute dtype): the chunked
-// cross-entropy the training step uses (chunked_loss.h) at its chunk size and
-// at 16 times it, against cross_entropy over a float32 copy of the logits (what
-// a plain PyTorch step does). Milliseconds, the median of `reps` after one
-// warm-up, the device synchronised around each.
+// Milliseconds of each variant's forward and backward, the median of `reps`
+// rounds after one warm-up round; the variants take turns in each round, so
+// that none is favoured by its place in the run (on the CPU, fresh pages of a
+// freed gradient are faulted in again each time); `reset` runs before each
+// (clearing the gradients); the device synchronised around each.
+std::vector<double> MedianForwardBackwardMs(const std::vector<std::function<at::Tensor()>>& variants,
+                                            const std::function<void()>& reset, const at::Device& device, int reps) {
+  std::vector<std::vector<double>> ms(variants.size());
+  for (int i = 0; i <= reps; ++i)
+    for (size_t v = 0; v < variants.size(); ++v) {
+      reset();
+      compat::DeviceSynchronize(device);
+      const double start = Now();
+      variants[v]().backward();
+      compat::DeviceSynchronize(device);
+      if (i > 0) ms[v].push_back((Now() - start) * 1e3);
+    }
+  std::vector<double> medians;
+  for (std::vector<double>& x : ms) {
+    std::sort(x.begin(), x.end());
+    medians.push_back(x[x.size() / 2]);
+  }
+  return medians;
+}
+
+// The training loss alone, over random logits of a step's shape (N = B·T
+// rows, V columns, the compute dtype): the chunked cross-entropy the training
+// step uses (chunked_loss.h) at its chunk size and at 16 times it, against
+// cross_entropy over a float32 copy of the logits (what a plain PyTorch step
+// does).
 void PrintLossTimes(int64_t N, int64_t V, const at::TensorOptions& options, int reps) {
   at::Tensor logits = at::randn({N, V}, options).mul_(2).requires_grad_(true);
   at::Tensor targets = at::randint(0, V, {N}, options.dtype(at::kLong));
   at::Tensor weights = at::full({N}, 1.0 / static_cast<double>(N), options.dtype(at::kFloat));
-  // The three variants in turn, rep after rep, so that none is favoured by its place in the
-  // run (on the CPU, fresh pages of a freed gradient are faulted in again each time).
-  const std::vector<std::function<at::Tensor()>> variants = {
-      [&] { return chunked_cross_entropy(logits, targets, weights); },
-      [&] { return chunked_cross_entropy(logits, targets, weights, 16 * kLossChunkElements); },
-      [&] { return at::cross_entropy_loss(logits.to(at::kFloat), targets); }};
-  std::vector<std::vector<double>> ms(variants.size());
-  for (int i = 0; i <= reps; ++i)
-    for (size_t v = 0; v < variants.size(); ++v) {
-      logits.mutable_grad() = at::Tensor();
-      compat::DeviceSynchronize(options.device());
-      const double start = Now();
-      variants[v]().backward();
-      compat::DeviceSynchronize(options.device());
-      if (i > 0) ms[v].push_back((Now() - start) * 1e3);  // the first round is the warm-up
-    }
-  auto median = [](std::vector<double> x) {
-    std::sort(x.begin(), x.end());
-    return x[x.size() / 2];
-  };
-  const double chunked = median(ms[0]), wide = median(ms[1]), plain = median(ms[2]);
+  const std::vector<double> ms = MedianForwardBackwardMs(
+      {[&] { return chunked_cross_entropy(logits, targets, weights); },
+       [&] { return chunked_cross_entropy(logits, targets, weights, 16 * kLossChunkElements); },
+       [&] { return at::cross_entropy_loss(logits.to(at::kFloat), targets); }},
+      [&] { logits.mutable_grad() = at::Tensor(); }, options.device(), reps);
   std::printf("           loss fwd+bwd over %lldx%lld logits: chunked %.2f ms (chunks of 2^22 elements), %.2f ms "
               "(2^26), cross_entropy over a float32 copy %.2f ms\n",
-              static_cast<long long>(N), static_cast<long long>(V), chunked, wide, plain);
+              static_cast<long long>(N), static_cast<long long>(V), ms[0], ms[1], ms[2]);
+}
+
+// One RMSNorm alone, over random activations of a step's shape (N = B·T rows,
+// C columns, the compute dtype): the model's (rms_norm.h: one autograd
+// function, closed-form backward) against the composite ops under autograd
+// (what a plain PyTorch RMSNorm module does), the gradient of x and of the
+// weight both asked for.
+void PrintNormTimes(int64_t N, int64_t C, const at::TensorOptions& options, int reps) {
+  at::Tensor x = at::randn({N, C}, options).requires_grad_(true);
+  at::Tensor weight = at::ones({C}, options).requires_grad_(true);
+  at::Tensor g = at::randn({N, C}, options);
+  auto composite = [&] {
+    at::Tensor xs = x.to(at::kFloat);
+    at::Tensor y = weight * (xs * at::rsqrt(xs.pow(2).mean({-1}, true) + 1e-5)).to(x.scalar_type());
+    return (y * g).sum();
+  };
+  const std::vector<double> ms = MedianForwardBackwardMs(
+      {[&] { return (rms_norm(x, weight, 1e-5) * g).sum(); }, composite},
+      [&] {
+        x.mutable_grad() = at::Tensor();
+        weight.mutable_grad() = at::Tensor();
+      },
+      options.device(), reps);
+  std::printf("           RMSNorm fwd+bwd over %lldx%lld: %.2f ms (one autograd function), composite ops %.2f ms\n",
+              static_cast<long long>(N), static_cast<long long>(C), ms[0], ms[1]);
 }
 
 Figures BenchPreset(const std::string& preset, const Options& o, const at::TensorOptions& device) {
@@ -227,6 +262,7 @@ Figures BenchPreset(const std::string& preset, const Options& o, const at::Tenso
     }
     PrintDeviceMemory(device.device());
     if (!lora) PrintLossTimes(o.batch * seq, c.vocab_size, device, 5);
+    if (!lora) PrintNormTimes(o.batch * seq, c.dim, device, 5);
   }
 
   // ---- single-stream greedy decode with the KV cache ----

@@ -67,7 +67,7 @@ TEST_CASE("cli: validate with --set gpu_memory_gb says which of llama70b.yaml's 
   // A 4-bit model loads one projection at a time, quantized in chunks of 2^20
   // weights (docs/estimates.md): at 24 GB every case fits, 2.2.1.3's replicas of 2
   // GPUs (40 NF4 layers each) the tightest at 21.77 GB; at 12 GB the share
-  // training cases (W = 4: 14.68 and 14.91 GB) and 2.2.1.3 do not.
+  // training cases (W = 4: 14.67 and 14.89 GB) and 2.2.1.3 do not.
   for (int gb : {24, 12}) {
     CAPTURE(gb);
     Output v = Protocol({"validate", "plans/llama70b.yaml", "--set",

@@ -305,15 +305,15 @@ TEST_CASE("native check: the memory note compares with the stated GPU memory") {
     Plan plan = ParsePlan("{preset: llama2-7b}", cases, "40");
     CaseAdvice a = MakeNativeShareBackend()->Advise(plan, *plan.FindCase("big"));
     REQUIRE(a.warnings.size() == 1);
-    CHECK(StartsWith(a.warnings[0], "expected peak memory per GPU 54.89 GB exceeds the 40 GB of node 'rig0'"));
+    CHECK(StartsWith(a.warnings[0], "expected peak memory per GPU 54.88 GB exceeds the 40 GB of node 'rig0'"));
     REQUIRE(a.notes.size() == 3);  // the memory, what crosses between the two nodes, and over which network
     CHECK(StartsWith(a.notes[1], "between nodes: nothing in a step"));
     CAPTURE(a.notes[2]);
     CHECK(StartsWith(a.notes[2], "network"));
     CHECK(a.notes[2].find("the transport picks its own") != std::string::npos);  // a label, no cluster.networks
-    CHECK(StartsWith(a.notes[0], "expected peak memory per GPU: 54.89 GB of 40 GB (does not fit); FSDP FULL_SHARD over "
+    CHECK(StartsWith(a.notes[0], "expected peak memory per GPU: 54.88 GB of 40 GB (does not fit); FSDP FULL_SHARD over "
                                  "W = 2 (each of 8 groups), bf16; micro-batch 1 x 128 tokens, checkpoint_every 1\n"
-                                 "54.89 GB = "));
+                                 "54.88 GB = "));
     // On CPU: per rank process, float32, compared with nothing.
     CaseAdvice c = MakeNativeShareBackend()->Advise(plan, *plan.FindCase("cpu"));
     CHECK(c.warnings.empty());

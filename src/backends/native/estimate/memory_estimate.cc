@@ -313,7 +313,9 @@ int64_t nf4_layer_shard_bytes(const ModelConfig& c, bool double_quant, int64_t w
 
 int64_t layer_activation_bytes_per_token(const ModelConfig& c, int64_t e, int64_t seq_len, bool attention_probs_kept) {
   const int64_t C = c.dim, F = c.hidden_dim, NH = c.n_heads, HD = c.HeadDim(), f = F32Copy(e);
-  const int64_t norms = 2 * (4 * C + 2 * e * C);
+  // Per RMSNorm (rms_norm.h): its input x and output (kept by the projections after it),
+  // e·C each, and the inverse RMS, 4 bytes a token.
+  const int64_t norms = 2 * (2 * e * C + 4);
   const int64_t qkv = 3 * e * NH * HD;
   const int64_t attn_out = e * NH * HD;
   const int64_t core = attention_probs_kept ? 4 * NH * seq_len + f * e * NH * seq_len : e * NH * HD + 4 * NH;

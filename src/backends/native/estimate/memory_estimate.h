@@ -35,8 +35,9 @@
 //   first backward on when grad_accum > 1).
 // Activations per token of a decoder layer whose graph is kept (float32 where
 // the code computes in float32):
-//   a = 2·(4·C + 2·e·C)               two RMSNorms: input in float32, normalised, normalised × gain
-//     + 3·e·NH·HD                      q, k, v after rotary (k, v repeated to NH heads)
+//   a = 2·(2·e·C + 4)                 two RMSNorms (rms_norm.h): input, output (× gain), inverse RMS
+//     + 3·e·NH·HD                      q, k, v after rotary (k, v repeated to NH heads; where
+//                                      attention takes them grouped, 2·NKV: an upper bound)
 //     + e·NH·HD                        attention output (o_proj's input)
 //     + attn                           CUDA (fused kernel): e·NH·HD + 4·NH (output, log-sum-exp)
 //                                      CPU (math path): 4·NH·T + f·e·NH·T (probabilities)

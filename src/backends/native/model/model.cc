@@ -7,20 +7,19 @@
 #include <c10/core/GradMode.h>
 
 #include "backends/native/model/fused_ops.h"
+#include "backends/native/model/rms_norm.h"
 #include "backends/native/platform/torch_compat.h"
 
 namespace protocol {
 namespace native {
 namespace {
 
-// RMSNorm (Zhang & Sennrich 2019): y = x / sqrt(mean(x²) + eps) · weight.
-// The statistic is taken in float32 whatever the model dtype, as HF does.
-// One fused op where fused_ops.h serves x.
+// RMSNorm (Zhang & Sennrich 2019): y = x / sqrt(mean(x²) + eps) · weight,
+// the statistic in float32 (at least) whatever the model dtype, as HF does
+// (rms_norm.h); one fused op where fused_ops.h serves x.
 at::Tensor rmsnorm_forward(const at::Tensor& x, const at::Tensor& weight, double eps) {
   if (fused::Available(x)) return fused::RmsNorm(x, weight, eps);
-  at::Tensor xf = x.to(at::kFloat);
-  at::Tensor inv_rms = at::rsqrt(xf.pow(2).mean({-1}, /*keepdim=*/true) + eps);
-  return weight * (xf * inv_rms).to(x.scalar_type());
+  return rms_norm(x, weight, eps);
 }
 
 // y = x·Wᵀ for projection p of layer `layer` (weights w), through the model's override when it has one.

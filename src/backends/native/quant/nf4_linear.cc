@@ -1,6 +1,5 @@
 #include "backends/native/quant/nf4_linear.h"
 
-// The only file that includes libtorch's autograd custom-function header.
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "backends/native/quant/nf4_gemv.h"

@@ -1,0 +1,111 @@
+// The model's RMSNorm (rms_norm.h): its forward is the composite ops' bits;
+// its closed-form backward agrees with central differences in float64 and
+// with autograd through the composite ops in float32 and bfloat16.
+#include "native_test_support.h"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <string>
+
+#include "backends/native/model/rms_norm.h"
+
+namespace protocol {
+namespace native {
+namespace {
+
+// The composite ops the model ran before rms_norm (and still runs without grad mode).
+at::Tensor CompositeRmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  at::Tensor xs = x.to(x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat);
+  at::Tensor inv_rms = at::rsqrt(xs.pow(2).mean({-1}, /*keepdim=*/true) + eps);
+  return weight * (xs * inv_rms).to(x.scalar_type());
+}
+
+bool SameValues(const at::Tensor& a, const at::Tensor& b) {
+  return a.scalar_type() == b.scalar_type() && a.sizes() == b.sizes() && at::equal(a, b);
+}
+
+struct Grads {
+  at::Tensor y, x, weight;
+};
+
+Grads Run(const at::Tensor& x0, const at::Tensor& w0, const at::Tensor& g, bool composite) {
+  at::Tensor x = x0.detach().clone().requires_grad_(true), w = w0.detach().clone().requires_grad_(true);
+  at::Tensor y = composite ? CompositeRmsNorm(x, w, 1e-5) : rms_norm(x, w, 1e-5);
+  (y.to(at::kDouble) * g).sum().backward();
+  return {y.detach(), x.grad(), w.grad()};
+}
+
+TEST_CASE("rms_norm: the forward is the composite ops' bits, with and without a graph") {
+  at::manual_seed(1);
+  for (at::ScalarType dtype : {at::kFloat, at::kBFloat16, at::kDouble}) {
+    CAPTURE(std::string(c10::toString(dtype)));
+    const at::Tensor x = (at::randn({3, 5, 64}, at::kFloat) * 3).to(dtype);
+    const at::Tensor w = (1 + at::randn({64}, at::kFloat) * 0.1).to(dtype);
+    CHECK(SameValues(rms_norm(x, w, 1e-5), CompositeRmsNorm(x, w, 1e-5)));
+    const Grads fused = Run(x, w, at::randn({3, 5, 64}, at::kDouble), false);
+    CHECK(SameValues(fused.y, CompositeRmsNorm(x, w, 1e-5)));
+  }
+}
+
+TEST_CASE("rms_norm: the backward equals central differences in float64") {
+  at::manual_seed(2);
+  const at::Tensor x = at::randn({2, 3, 8}, at::kDouble);
+  const at::Tensor w = 1 + at::randn({8}, at::kDouble) * 0.1;
+  const at::Tensor g = at::randn({2, 3, 8}, at::kDouble);
+  const Grads analytic = Run(x, w, g, false);
+  auto loss = [&](const at::Tensor& xi, const at::Tensor& wi) { return (rms_norm(xi, wi, 1e-5) * g).sum().item<double>(); };
+  const double h = 1e-6;
+  double worst = 0;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    at::Tensor plus = x.clone(), minus = x.clone();
+    plus.view({-1})[i] += h;
+    minus.view({-1})[i] -= h;
+    const double numeric = (loss(plus, w) - loss(minus, w)) / (2 * h);
+    worst = std::max(worst, std::abs(numeric - analytic.x.view({-1})[i].item<double>()));
+  }
+  for (int64_t i = 0; i < w.numel(); ++i) {
+    at::Tensor plus = w.clone(), minus = w.clone();
+    plus[i] += h;
+    minus[i] -= h;
+    const double numeric = (loss(x, plus) - loss(x, minus)) / (2 * h);
+    worst = std::max(worst, std::abs(numeric - analytic.weight[i].item<double>()));
+  }
+  MESSAGE("largest |analytic − central difference|: " << worst);
+  CHECK(worst < 1e-7);
+}
+
+TEST_CASE("rms_norm: gradients equal autograd through the composite ops within their dtype's rounding") {
+  at::manual_seed(3);
+  struct Case {
+    at::ScalarType dtype;
+    double tolerance;  // max |Δ| / max |reference|
+  };
+  for (Case c : {Case{at::kFloat, 1e-5}, Case{at::kBFloat16, 2e-2}}) {
+    CAPTURE(std::string(c10::toString(c.dtype)));
+    const at::Tensor x = (at::randn({4, 7, 96}, at::kFloat) * 2).to(c.dtype);
+    const at::Tensor w = (1 + at::randn({96}, at::kFloat) * 0.1).to(c.dtype);
+    const at::Tensor g = at::randn({4, 7, 96}, at::kDouble);
+    const Grads fused = Run(x, w, g, false), composite = Run(x, w, g, true);
+    auto check = [&](const at::Tensor& got, const at::Tensor& want) {
+      REQUIRE((got.scalar_type() == c.dtype));
+      const at::Tensor a = got.to(at::kDouble), b = want.to(at::kDouble);
+      CHECK(((a - b).abs().max() / b.abs().max()).item<double>() < c.tolerance);
+    };
+    check(fused.x, composite.x);
+    check(fused.weight, composite.weight);
+  }
+}
+
+TEST_CASE("rms_norm: no graph without grad mode, or when nothing requires a gradient") {
+  const at::Tensor x = at::randn({2, 16}, at::kFloat), w = at::ones({16}, at::kFloat);
+  CHECK_FALSE(rms_norm(x, w, 1e-5).requires_grad());
+  at::Tensor wg = w.clone().requires_grad_(true);
+  CHECK(rms_norm(x, wg, 1e-5).requires_grad());
+  c10::NoGradGuard no_grad;
+  CHECK_FALSE(rms_norm(x, wg, 1e-5).requires_grad());
+}
+
+}  // namespace
+}  // namespace native
+}  // namespace protocol
