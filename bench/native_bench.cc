@@ -11,6 +11,7 @@
 //   build/protocol_bench --recompute 0 ...     # no activation recompute (default 1: every layer)
 //   build/protocol_bench --device cuda --cuda-fused-ops ...   # decode through fused_ops.h's CUDA kernels
 //                                              # (and, with --quant nf4, the batch-1 GEMV of nf4_gemv.h)
+//   build/protocol_bench --device cuda --decode-step graph ...   # each decode step replayed from a CUDA graph
 // Each training preset also prints its loss alone (PrintLossTimes): the chunked
 // cross-entropy against cross_entropy over a float32 copy of the logits; and
 // one RMSNorm alone (PrintNormTimes): the model's against the composite ops.
@@ -83,6 +84,7 @@ struct Options {
   int64_t recompute = 1;  // training.checkpoint_every: 1 every layer (this bench's default; a plan's is auto), 0 none
   bool vs_fp32 = false;  // with --quant nf4: the same preset in full precision first, then the ratios
   bool cuda_fused_ops = false;  // decode on CUDA through the fused ops' CUDA kernels (fused_ops.h)
+  std::string decode_step = "host";  // host | device | graph (generate.h: DecodeStep)
 };
 
 // What one preset measured (0: not measured).
@@ -273,7 +275,10 @@ Figures BenchPreset(const std::string& preset, const Options& o, const at::Tenso
     GenerateOptions g;
     g.max_new_tokens = std::min<int64_t>(o.decode, c.max_seq_len - o.prompt);
     g.ignore_eos = true;
-    // Seconds per token of a warmed-up generation.
+    g.decode_step = o.decode_step == "graph"    ? DecodeStep::kCudaGraph
+                    : o.decode_step == "device" ? DecodeStep::kDevicePosition
+                                                : DecodeStep::kHostPosition;
+    // Seconds per token of a warmed-up generation (with a CUDA graph, its capture is in the timed run).
     int64_t host_reads = 0;  // of the timed generation: waits of the host for the device
     auto decode = [&](const Model& m, size_t* generated) {
       (void)generate_greedy(m, prompt, g);  // warm-up
@@ -290,10 +295,12 @@ Figures BenchPreset(const std::string& preset, const Options& o, const at::Tenso
     const double per_token = decode(model, &generated);
     figures.decode_seconds_per_token = per_token;
     const double seconds = per_token * static_cast<double>(generated);
-    std::printf("%-10s params %6.1f M  decode%s prompt=%lld new=%zu: %8.4f s/token  %9.1f tokens/s  %lld host read(s)\n",
-                preset.c_str(), c.ParameterCount() / 1e6, lora ? " (4-bit, dequantized on use)" : "",
+    std::printf("%-10s params %6.1f M  decode%s prompt=%lld new=%zu: %8.4f s/token  %9.1f tokens/s  %lld host read(s), "
+                "step: position on the %s\n",
+                preset.c_str(), c.ParameterCount() / 1e6, lora ? " (4-bit)" : "",
                 static_cast<long long>(o.prompt), generated, per_token, 1.0 / per_token,
-                static_cast<long long>(host_reads));
+                static_cast<long long>(host_reads),
+                o.decode_step == "graph" ? "device, CUDA graph" : o.decode_step == "device" ? "device" : "host");
     {
       // The host's cost of a decode step: the ATen ops one decoder layer dispatches at one position.
       c10::InferenceMode inference;
@@ -357,6 +364,7 @@ int main(int argc, char** argv) {
     else if (a == "--no-train") o.train = false;
     else if (a == "--vs-fp32") o.vs_fp32 = true;
     else if (a == "--cuda-fused-ops") o.cuda_fused_ops = true;
+    else if (a == "--decode-step") o.decode_step = args.Value();
     else {
       std::fprintf(stderr,
                    "usage: protocol_bench [--presets a,b] [--steps N] [--warmup N] [--batch B] [--seq T]\n"
@@ -364,7 +372,9 @@ int main(int argc, char** argv) {
                    "                      [--dtype bf16|fp32] [--quant nf4] [--double-quant] [--vs-fp32]\n"
                    "                      [--recompute N (layer l recomputed when l %% N == 0; 1 default, 0 none)]\n"
                    "                      [--cuda-fused-ops (decode through the fused ops' CUDA kernels and,\n"
-                   "                       4-bit, the batch-1 GEMV)]\n");
+                   "                       4-bit, the batch-1 GEMV)]\n"
+                   "                      [--decode-step host|device|graph (the decode step's position on the\n"
+                   "                       host, on the device, or on the device and replayed as a CUDA graph)]\n");
       return a == "--help" ? 0 : 2;
     }
   }
@@ -380,6 +390,14 @@ int main(int argc, char** argv) {
   if (o.cuda_fused_ops && !(cuda && native::fused::SetCudaKernels(true))) {
     std::fprintf(stderr, "--cuda-fused-ops: %s\n",
                  cuda ? "this build has no CUDA kernels (no CUDA compiler at configure)" : "needs --device cuda");
+    return 2;
+  }
+  if (o.decode_step != "host" && o.decode_step != "device" && o.decode_step != "graph") {
+    std::fprintf(stderr, "--decode-step: host, device or graph\n");
+    return 2;
+  }
+  if (o.decode_step == "graph" && !cuda) {
+    std::fprintf(stderr, "--decode-step graph: needs --device cuda\n");
     return 2;
   }
   const std::string dtype = o.dtype.empty() ? (cuda ? "bf16" : "fp32") : o.dtype;

@@ -9,9 +9,10 @@
 #      reported as skipped everywhere else;
 #   3. run the GPU benchmarks (and one case with its hardware sampled: GPU use, energy per token): the NF4 dequantization and optimizer proxies,
 #      training MFU of a ~1B Llama shape in bf16, single-stream decode of the
-#      Llama-2-7B shape in bf16 with the KV cache (composite ops, then the
-#      fused ops' CUDA kernels), and a QLoRA step and 4-bit decode of the 7B
-#      shape (dequantize + GEMM, then the batch-1 GEMV); the plain PyTorch peer on the same shapes, and the ratios;
+#      Llama-2-7B shape in bf16 with the KV cache (composite ops, the fused
+#      ops' CUDA kernels, and those replayed from a CUDA graph), and a QLoRA
+#      step and 4-bit decode of the 7B shape (dequantize + GEMM, then the
+#      batch-1 GEMV); the plain PyTorch peer on the same shapes, and the ratios;
 #   4. build and run the whole test suite;
 #   every figure, with the device, driver, CUDA, NCCL and libtorch versions,
 #   goes to OUT_DIR/gpu-check.txt (logs beside it).
@@ -194,6 +195,10 @@ bench decode-7b-fused --device cuda --presets llama2-7b --no-train --decode 256 
 peer decode-7b --device cuda --presets llama2-7b --no-train --decode 256
 speedup decode-7b-fused decode-7b
 ratio decode-7b-fused decode-7b
+# The fused kernels, each step's position on the device, every step replayed from one CUDA graph.
+bench decode-7b-graph --device cuda --presets llama2-7b --no-train --decode 256 --cuda-fused-ops --decode-step graph
+speedup decode-7b-graph decode-7b
+ratio decode-7b-graph decode-7b
 # Training MFU, ~1B Llama shape, bf16 (torchtitan formula; H100 SXM dense bf16 peak 989 TFLOP/s).
 bench mfu-1b-norecompute --device cuda --presets llama-1b --batch 4 --seq 2048 --warmup 2 --steps "$steps" --decode 0 --recompute 0
 peer mfu-1b-norecompute --device cuda --presets llama-1b --batch 4 --seq 2048 --warmup 2 --steps "$steps" --decode 0 --recompute 0

@@ -32,6 +32,10 @@
 //                     rows of 64 to 11008 weights; within a float32 sum's
 //                     error of dequantize-then-cuBLAS; a 4-bit model decodes
 //                     the same tokens with it as without
+//   CUDA graph        generation with the decode step's position on the
+//                     device, and replayed from a CUDA graph, equals the
+//                     host position's token for token (float32, bfloat16;
+//                     composite ops and the fused kernels), one host read
 #include "native_test_support.h"
 
 #include <unistd.h>
@@ -455,6 +459,51 @@ TEST_CASE("gpu: a 4-bit model decodes the same tokens with the batch-1 GEMV as w
     REQUIRE(dequantized.ok());
     REQUIRE(gemv.ok());
     CHECK(gemv->tokens == dequantized->tokens);
+  }
+}
+
+// ---- the decode step on the device, and its CUDA graph ----------------------------
+
+TEST_CASE("gpu: decoding from a CUDA graph gives the host position's tokens") {
+  if (!compat::CudaAvailable()) SKIP_TEST(kNoCuda);
+  const ModelConfig c = SmallConfig();
+  for (bool fused_kernels : {false, true}) {
+    if (fused_kernels && !fused::CudaKernelsBuilt()) continue;
+    for (at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+      CAPTURE(fused_kernels);
+      CAPTURE(std::string(c10::toString(dtype)));
+      Model m = CudaModel(c, dtype);
+      m.lm_head.mul_(20.0);  // wide logit gaps, as in the KV-cache case above
+      const bool on = fused::SetCudaKernels(fused_kernels);
+      REQUIRE(on == fused_kernels);
+      const std::vector<int> prompt = {1, 17, 230, 5, 999, 42, 7};
+      GenerateOptions host, device, graph;
+      host.max_new_tokens = device.max_new_tokens = graph.max_new_tokens = 48;
+      device.decode_step = DecodeStep::kDevicePosition;
+      graph.decode_step = DecodeStep::kCudaGraph;
+      auto a = generate_greedy(m, prompt, host);
+      auto b = generate_greedy(m, prompt, device);
+      auto g = generate_greedy(m, prompt, graph);
+      fused::SetCudaKernels(false);
+      REQUIRE(a.ok());
+      REQUIRE(b.ok());
+      REQUIRE(g.ok());
+      CHECK(b->tokens == a->tokens);
+      CHECK(g->tokens == a->tokens);
+      CHECK(g->host_reads == 1);
+      // Stopping at end-of-sequence from the graph: the same cut.
+      Model stop_model = m;
+      stop_model.config.eos_id = a->tokens[20];
+      host.ignore_eos = graph.ignore_eos = false;
+      fused::SetCudaKernels(fused_kernels);
+      auto ha = generate_greedy(stop_model, prompt, host);
+      auto ga = generate_greedy(stop_model, prompt, graph);
+      fused::SetCudaKernels(false);
+      REQUIRE(ha.ok());
+      REQUIRE(ga.ok());
+      CHECK(ga->tokens == ha->tokens);
+      CHECK(ga->ended_at_eos);
+    }
   }
 }
 

@@ -40,13 +40,29 @@ Generation generate_without_cache(const Model& model, const std::vector<int>& pr
 // buffer and read back in one copy at the end, or every kEosCheckTokens when
 // the decode must stop at end-of-sequence (the tokens after it, at most
 // kEosCheckTokens − 1 of them, are computed and dropped).
+//
+// With a position on the device (DecodeStep::kDevicePosition, kCudaGraph),
+// the prompt's forward is the same; each later step reads the token in
+// `input` at the position in `pos`, writes the next token to `input` and to
+// generated[pos − P + 1], and advances `pos`, all on the device: the step
+// below, run as it is or replayed from its CUDA graph.
 Generation generate_with_cache(const Model& model, const std::vector<int>& prompt, const GenerateOptions& options,
                                const StopFlag* stop, int64_t capacity) {
   const at::TensorOptions ids = at::TensorOptions().dtype(at::kLong).device(model.embed.device());
+  const int64_t P = static_cast<int64_t>(prompt.size());
   KvCache cache = kv_cache_create(model, 1, capacity);
   at::Tensor generated = at::empty({std::max<int64_t>(options.max_new_tokens, 1)}, ids);
-  at::Tensor input = at::tensor(std::vector<int64_t>(prompt.begin(), prompt.end()), ids)
-                         .view({1, static_cast<int64_t>(prompt.size())});
+  at::Tensor input = at::tensor(std::vector<int64_t>(prompt.begin(), prompt.end()), ids).view({1, P});
+  at::Tensor pos = at::full({1}, P, ids);  // the device-position steps' position of `input`
+  auto device_step = [&]() {
+    at::Tensor logits = model_decode_step(model, input, pos, cache);  // (1,1,V)
+    at::Tensor next = logits.select(1, 0).argmax(-1, /*keepdim=*/true).to(ids.device());
+    generated.index_copy_(0, pos - (P - 1), next.view({1}));
+    input.copy_(next);
+    pos.add_(1);
+  };
+  compat::CudaGraph graph;
+  bool captured = false;
   Generation out;
   int64_t done = 0;  // tokens computed
   // Reads generated[out.tokens.size(), done) back; true when it held end-of-sequence (the tokens cut after it).
@@ -67,9 +83,18 @@ Generation generate_with_cache(const Model& model, const std::vector<int>& promp
       out.interrupted = true;
       break;
     }
-    at::Tensor logits = model_forward(model, input, &cache);                     // (1,T,V)
-    input = logits.select(1, logits.size(1) - 1).argmax(-1, /*keepdim=*/true).to(ids.device());  // (1,1), on the device
-    generated.narrow(0, done, 1).copy_(input.view({1}));
+    if (done == 0 || options.decode_step == DecodeStep::kHostPosition) {
+      at::Tensor logits = model_forward(model, input, &cache);  // (1,T,V)
+      input = logits.select(1, logits.size(1) - 1).argmax(-1, /*keepdim=*/true).to(ids.device());  // (1,1), on the device
+      generated.narrow(0, done, 1).copy_(input.view({1}));
+    } else if (options.decode_step == DecodeStep::kDevicePosition) {
+      device_step();
+    } else if (!captured) {
+      captured = graph.Capture(device_step, ids.device());  // runs the step once, then records it
+      TORCH_CHECK(captured, "generate: a CUDA graph needs a CUDA device");
+    } else {
+      graph.Replay();
+    }
     ++done;
     if (!options.ignore_eos && done % kEosCheckTokens == 0 && read_back()) return out;
   }
@@ -93,6 +118,15 @@ Result<Generation> generate_greedy(const Model& model, const std::vector<int>& p
         "generate: prompt ({} tokens) + max_new_tokens ({}) = {} exceeds the model's max_position_embeddings {}",
         prompt.size(), options.max_new_tokens, total, c.max_seq_len));
 
+  if (options.use_kv_cache && options.decode_step != DecodeStep::kHostPosition) {
+    for (const LayerWeights& w : model.layers)
+      if (w.input_norm.device() != model.embed.device())
+        return Status::InvalidArgument("generate: a decode step with its position on the device needs the model on one "
+                                       "device (this one is placed over several)");
+    if (options.decode_step == DecodeStep::kCudaGraph && !model.embed.is_cuda())
+      return Status::InvalidArgument(fmt::format("generate: a CUDA graph needs a model on a CUDA device, not {}",
+                                                 model.embed.device().str()));
+  }
   c10::InferenceMode inference;
   const int64_t reads_before = compat::HostReads();
   Generation out;

@@ -19,12 +19,29 @@
 namespace protocol {
 namespace native {
 
+// How each token after the prompt's forward is decoded, with the KV cache.
+enum class DecodeStep {
+  // model_forward at the cache's host position, attending over the filled
+  // positions only (the fused decode ops where they serve). The default.
+  kHostPosition,
+  // model_decode_step: the position on the device, the cache's whole
+  // capacity attended with the later positions masked: every step has the
+  // same shapes and kernel arguments. On a CPU it reads more of the cache
+  // than kHostPosition does; it is the step a CUDA graph records.
+  kDevicePosition,
+  // kDevicePosition recorded once as a CUDA graph (compat::CudaGraph; the
+  // first step is its warm-up) and replayed for every later token: one host
+  // call per token. CUDA only.
+  kCudaGraph,
+};
+
 struct GenerateOptions {
   int64_t max_new_tokens = 16;
   // true: generate exactly max_new_tokens, even past end-of-sequence (the
   // methodology's answer lengths); false: stop after emitting eos_id.
   bool ignore_eos = true;
   bool use_kv_cache = true;
+  DecodeStep decode_step = DecodeStep::kHostPosition;  // with the cache
 };
 
 struct Generation {
@@ -45,7 +62,9 @@ inline constexpr int64_t kEosCheckTokens = 8;
 inline constexpr const char* kDecodingText = "greedy (argmax), KV cache";
 
 // REQUIRES: model weights initialised. Errors (kInvalidArgument): empty prompt,
-// a token id outside [0, V), prompt + max_new_tokens > config.max_seq_len.
+// a token id outside [0, V), prompt + max_new_tokens > config.max_seq_len;
+// kDevicePosition or kCudaGraph for a model placed over several devices, and
+// kCudaGraph off CUDA.
 // `stop` (may be null) is checked between tokens.
 Result<Generation> generate_greedy(const Model& model, const std::vector<int>& prompt,
                                    const GenerateOptions& options, const StopFlag* stop = nullptr);

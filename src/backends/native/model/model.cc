@@ -56,14 +56,68 @@ at::Tensor rope_apply(const at::Tensor& x, const at::Tensor& cos, const at::Tens
   return x * cos + rotated * sin;
 }
 
+// A decode step's position on the device (model_decode_step): the token's
+// position, a (1) int64 tensor, and which of the cache's positions it sees,
+// (1, capacity) bool (those <= pos).
+struct DevicePosition {
+  at::Tensor pos;
+  at::Tensor visible;
+};
+
+// Projections of h split into heads, rotated: q (B,NH,T,HD), k and v (B,NKV,T,HD).
+struct HeadsQkv {
+  at::Tensor q, k, v;
+};
+HeadsQkv qkv_forward(const Model& model, size_t layer, const LayerWeights& w, const at::Tensor& wqkv,
+                     const at::Tensor& h, const at::Tensor& cos, const at::Tensor& sin) {
+  const ModelConfig& c = model.config;
+  const int64_t B = h.size(0), T = h.size(1), HD = c.HeadDim();
+  const int64_t NH = c.n_heads, NKV = c.n_kv_heads;
+  at::Tensor q, k, v;
+  if (wqkv.defined()) {
+    std::vector<at::Tensor> parts = at::linear(h, wqkv).split_with_sizes({NH * HD, NKV * HD, NKV * HD}, -1);
+    q = parts[0], k = parts[1], v = parts[2];
+  } else {
+    q = project(model, layer, w, Projection::kQ, h);
+    k = project(model, layer, w, Projection::kK, h);
+    v = project(model, layer, w, Projection::kV, h);
+  }
+  return {rope_apply(q.view({B, T, NH, HD}).transpose(1, 2), cos, sin),
+          rope_apply(k.view({B, T, NKV, HD}).transpose(1, 2), cos, sin), v.view({B, T, NKV, HD}).transpose(1, 2)};
+}
+
+// One position (B,NH,1,HD) against keys/values (B,NKV,S,HD), unmasked or with
+// `visible` (1,S): the rep query heads of each key/value head stand as its
+// rep "positions", so K/V are read as they are, never repeated. Head h =
+// kv·rep + r, the grouped-query order. → (B,1,NH·HD).
+at::Tensor one_position_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                  const std::optional<at::Tensor>& visible) {
+  const int64_t B = q.size(0), NH = q.size(1), HD = q.size(3), NKV = k.size(1), rep = NH / NKV;
+  std::optional<at::Tensor> mask;
+  if (visible) mask = visible->expand({rep, k.size(2)});
+  at::Tensor y = compat::ScaledDotProductAttention(q.reshape({B, NKV, rep, HD}), k, v, /*is_causal=*/false,
+                                                   mask);  // (B,NKV,rep,HD)
+  return y.reshape({B, 1, NH * HD});
+}
+
 // Causal self-attention with rotary positions and an optional KV cache.
-// h: (B,T,C) -> (B,T,C). pos0 is the absolute position of h's first token.
+// h: (B,T,C) -> (B,T,C). pos0 is the absolute position of h's first token;
+// with `device_pos` (a decode step, T == 1) the position is on the device instead
+// and the cache's whole capacity is attended, masked.
 at::Tensor attention_forward(const Model& model, size_t layer, const LayerWeights& w, const at::Tensor& h,
-                             const at::Tensor& cos, const at::Tensor& sin, KvCache* cache, int64_t pos0) {
+                             const at::Tensor& cos, const at::Tensor& sin, KvCache* cache, int64_t pos0,
+                             const DevicePosition* device_pos = nullptr) {
   const ModelConfig& c = model.config;
   const int64_t B = h.size(0), T = h.size(1), HD = c.HeadDim();
   const int64_t NH = c.n_heads, NKV = c.n_kv_heads;
   const at::Tensor wqkv = joined_projection(model, w.wqkv, {&w.wq, &w.wk, &w.wv});
+  if (device_pos != nullptr) {
+    HeadsQkv heads = qkv_forward(model, layer, w, wqkv, h, cos, sin);
+    cache->k[layer].index_copy_(2, device_pos->pos, heads.k);
+    cache->v[layer].index_copy_(2, device_pos->pos, heads.v);
+    return project(model, layer, w, Projection::kO,
+                   one_position_attention(heads.q, cache->k[layer], cache->v[layer], device_pos->visible));
+  }
   at::Tensor q, k, v;
   if (wqkv.defined() && cache != nullptr && fused::AttentionAvailable(h, HD)) {
     // One projection, then one op for the rotation and the cache's write;
@@ -77,18 +131,8 @@ at::Tensor attention_forward(const Model& model, size_t layer, const LayerWeight
     k = cache->k[layer].narrow(2, 0, pos0 + T);
     v = cache->v[layer].narrow(2, 0, pos0 + T);
   } else {
-    // Projections, split into heads: q (B,NH,T,HD), k and v (B,NKV,T,HD).
-    if (wqkv.defined()) {
-      std::vector<at::Tensor> parts = at::linear(h, wqkv).split_with_sizes({NH * HD, NKV * HD, NKV * HD}, -1);
-      q = parts[0], k = parts[1], v = parts[2];
-    } else {
-      q = project(model, layer, w, Projection::kQ, h);
-      k = project(model, layer, w, Projection::kK, h);
-      v = project(model, layer, w, Projection::kV, h);
-    }
-    q = rope_apply(q.view({B, T, NH, HD}).transpose(1, 2), cos, sin);
-    k = rope_apply(k.view({B, T, NKV, HD}).transpose(1, 2), cos, sin);
-    v = v.view({B, T, NKV, HD}).transpose(1, 2);
+    HeadsQkv heads = qkv_forward(model, layer, w, wqkv, h, cos, sin);
+    q = heads.q, k = heads.k, v = heads.v;
     // With a cache: append this chunk's keys/values, attend over all S = pos0+T.
     if (cache != nullptr) {
       cache->k[layer].narrow(2, pos0, T).copy_(k);
@@ -99,15 +143,8 @@ at::Tensor attention_forward(const Model& model, size_t layer, const LayerWeight
   }
   const int64_t S = k.size(2);
   const int64_t rep = c.n_heads / c.n_kv_heads;
-  if (T == 1 && rep > 1) {
-    // One position (a decode step) attends to every key, unmasked: the rep
-    // query heads of each key/value head stand as its rep "positions", so
-    // K/V are read as they are, never repeated. Head h = kv·rep + r, the
-    // grouped-query order.
-    at::Tensor y = compat::ScaledDotProductAttention(q.reshape({B, c.n_kv_heads, rep, HD}), k, v,
-                                                     /*is_causal=*/false, std::nullopt);  // (B,NKV,rep,HD)
-    return project(model, layer, w, Projection::kO, y.reshape({B, 1, c.n_heads * HD}));
-  }
+  if (T == 1 && rep > 1)  // one position (a decode step) attends to every key, unmasked
+    return project(model, layer, w, Projection::kO, one_position_attention(q, k, v, std::nullopt));
   // Grouped-query attention (Ainslie et al. 2023): each of the NKV key/value
   // heads serves rep = NH/NKV query heads; k and v stay at NKV heads
   // (compat::ScaledDotProductAttention repeats them only where libtorch's
@@ -325,17 +362,26 @@ at::Tensor embed_forward(const at::Tensor& embed, const at::Tensor& tokens) {
   return at::embedding(embed, tokens);  // (B,T,C)
 }
 
-at::Tensor decoder_layer_forward(const Model& m, size_t layer, const LayerWeights& w, const at::Tensor& x,
-                                 const RopeRows& rope, KvCache* cache, int64_t pos0) {
+namespace {
+
+at::Tensor layer_forward(const Model& m, size_t layer, const LayerWeights& w, const at::Tensor& x,
+                         const RopeRows& rope, KvCache* cache, int64_t pos0, const DevicePosition* device_pos) {
   const double eps = m.config.norm_eps;
+  at::Tensor attention =
+      attention_forward(m, layer, w, rmsnorm_forward(x, w.input_norm, eps), rope.cos, rope.sin, cache, pos0, device_pos);
   if (fused::Available(x)) {  // the residual's add fused with the second RMSNorm
-    auto [h, normed] = fused::AddRmsNorm(
-        x, attention_forward(m, layer, w, rmsnorm_forward(x, w.input_norm, eps), rope.cos, rope.sin, cache, pos0),
-        w.post_norm, eps);
+    auto [h, normed] = fused::AddRmsNorm(x, attention, w.post_norm, eps);
     return h + mlp_forward(m, layer, w, normed);
   }
-  at::Tensor h = x + attention_forward(m, layer, w, rmsnorm_forward(x, w.input_norm, eps), rope.cos, rope.sin, cache, pos0);
+  at::Tensor h = x + attention;
   return h + mlp_forward(m, layer, w, rmsnorm_forward(h, w.post_norm, eps));
+}
+
+}  // namespace
+
+at::Tensor decoder_layer_forward(const Model& m, size_t layer, const LayerWeights& w, const at::Tensor& x,
+                                 const RopeRows& rope, KvCache* cache, int64_t pos0) {
+  return layer_forward(m, layer, w, x, rope, cache, pos0, nullptr);
 }
 
 at::Tensor head_forward(const Model& m, const at::Tensor& norm, const at::Tensor& lm_head, const at::Tensor& x) {
@@ -357,6 +403,21 @@ at::Tensor model_forward(const Model& m, const at::Tensor& tokens, KvCache* cach
   }
   if (cache) cache->length += T;
   if (x.device() != m.norm.device()) x = x.to(m.norm.device());
+  return head_forward(m, m.norm, m.lm_head, x);
+}
+
+at::Tensor model_decode_step(const Model& m, const at::Tensor& tokens, const at::Tensor& pos, KvCache& cache) {
+  const at::Device device = m.embed.device();
+  for (const LayerWeights& w : m.layers)
+    TORCH_CHECK(w.input_norm.device() == device, "model_decode_step: a model on one device (not a placed model)");
+  TORCH_CHECK(tokens.dim() == 2 && tokens.size(1) == 1 && pos.numel() == 1 && pos.device() == device,
+              "model_decode_step: tokens (B,1) and a (1) position on the model's device");
+  const int64_t capacity = cache.k.front().size(2);
+  at::Tensor x = embed_forward(m.embed, tokens);
+  const RopeRows rope{m.rope_cos.index_select(0, pos).to(x.scalar_type()),
+                      m.rope_sin.index_select(0, pos).to(x.scalar_type())};  // (1,HD)
+  const DevicePosition device_pos{pos, at::arange(capacity, pos.options()).le(pos).view({1, capacity})};
+  for (size_t i = 0; i < m.layers.size(); ++i) x = layer_forward(m, i, m.layers[i], x, rope, &cache, 0, &device_pos);
   return head_forward(m, m.norm, m.lm_head, x);
 }
 

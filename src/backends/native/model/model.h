@@ -185,6 +185,21 @@ at::Tensor head_forward(const Model& model, const at::Tensor& norm, const at::Te
 // REQUIRES: positions < config.max_seq_len; with a cache, length+T <= capacity.
 at::Tensor model_forward(const Model& model, const at::Tensor& tokens, KvCache* cache = nullptr);
 
+// A decode step whose position lives on the device: logits (B,1,V) for
+// tokens (B,1) at position *pos, pos a (1) int64 tensor on the model's
+// device (never read by the host). Each layer writes its key/value at pos
+// (index_copy_) and attends over the cache's whole capacity with the
+// positions after pos masked out, so every shape and every kernel argument
+// is the same from step to step: the step can be captured once as a CUDA
+// graph and replayed (generate.h). cache->length is not read or advanced
+// (the caller keeps the position). Values: model_forward's at that
+// position, up to the order of the attention's sums (masked positions add
+// exact zeros). The RMSNorms and SiLU·up take fused_ops.h where it serves
+// them; rotary and attention are composite ops (the fused ones take a host
+// position). REQUIRES: one device for the whole model (not a placed model),
+// 0 <= pos < the cache's capacity <= config.max_seq_len.
+at::Tensor model_decode_step(const Model& model, const at::Tensor& tokens, const at::Tensor& pos, KvCache& cache);
+
 }  // namespace native
 }  // namespace protocol
 

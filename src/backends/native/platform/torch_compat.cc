@@ -31,7 +31,9 @@
 #define PROTOCOL_WITH_CUDA 1
 #include <cuda_runtime_api.h>
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAFunctions.h>
 #else
 #define PROTOCOL_WITH_CUDA 0
@@ -223,6 +225,47 @@ std::string SdpaBackendFor(const at::Tensor& q, const at::Tensor& k, const at::T
 #else
   (void)q, (void)k, (void)v, (void)is_causal;
   return "math";
+#endif
+}
+
+#if PROTOCOL_WITH_CUDA
+struct CudaGraph::Impl {
+  at::cuda::CUDAGraph graph;
+};
+#else
+struct CudaGraph::Impl {};
+#endif
+
+CudaGraph::CudaGraph() = default;
+CudaGraph::~CudaGraph() = default;
+
+bool CudaGraph::Capture(const std::function<void()>& step, const at::Device& device) {
+#if PROTOCOL_WITH_CUDA
+  if (!device.is_cuda()) return false;
+  c10::cuda::CUDAGuard device_guard(device);
+  DeviceSynchronize(device);  // the side stream starts after everything queued so far
+  c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device.index());
+  impl_ = std::make_unique<Impl>();
+  {
+    c10::cuda::CUDAStreamGuard on_side(side);
+    step();  // the warm-up, a real step
+    side.synchronize();
+    impl_->graph.capture_begin();
+    step();  // recorded, not run
+    impl_->graph.capture_end();
+  }
+  DeviceSynchronize(device);
+  return true;
+#else
+  (void)step, (void)device;
+  return false;
+#endif
+}
+
+void CudaGraph::Replay() {
+#if PROTOCOL_WITH_CUDA
+  TORCH_CHECK(impl_ != nullptr, "CudaGraph::Replay before a Capture");
+  impl_->graph.replay();
 #endif
 }
 

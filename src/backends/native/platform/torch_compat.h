@@ -9,9 +9,10 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <optional>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -121,6 +122,33 @@ void FusedAdamW(const std::vector<at::Tensor>& params, const std::vector<at::Ten
 std::vector<double> ReadToHost(const at::Tensor& t);
 // ReadToHost calls so far in this process (tests and benchmarks count them per step).
 int64_t HostReads();
+
+// ---- CUDA graphs ----------------------------------------------------------------
+// A step recorded once and replayed (at::cuda::CUDAGraph): a replay launches
+// every kernel of the step from one host call, with the arguments and the
+// memory of the capture. The step must not read device values on the host or
+// change a shape from one call to the next; its persistent tensors must be
+// allocated before the capture (what it allocates inside comes from the
+// graph's own pool and is reused by each replay).
+class CudaGraph {
+ public:
+  CudaGraph();
+  ~CudaGraph();
+  CudaGraph(const CudaGraph&) = delete;
+  CudaGraph& operator=(const CudaGraph&) = delete;
+  // Runs `step` once on a side stream of `device` (a warm-up that also makes
+  // what the kernels create on first use, such as cuBLAS's handle), then
+  // records it without running it: after Capture, step's effects happened
+  // exactly once. False (and `step` not run) in a build without CUDA or for
+  // a non-CUDA device.
+  bool Capture(const std::function<void()>& step, const at::Device& device);
+  // Runs the recorded step on the current stream. REQUIRES: Capture returned true.
+  void Replay();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 // ---- counting the ATen ops a piece of code runs ------------------------------
 // The ops this thread dispatches while the object lives, through ATen's

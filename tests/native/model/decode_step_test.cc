@@ -1,0 +1,135 @@
+// A decode step whose position lives on the device (model.h:
+// model_decode_step; generate.h: DecodeStep): model_forward's logits at each
+// position and its cache; generation token for token equal to the host
+// position's, with the same reads; no host read and no shape that changes
+// inside a step (what a CUDA graph needs); what is refused.
+#include "native_test_support.h"
+
+#include <c10/core/GradMode.h>
+
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "backends/native/model/generate.h"
+#include "backends/native/model/model.h"
+#include "backends/native/platform/torch_compat.h"
+
+namespace protocol {
+namespace native {
+namespace {
+
+Model TestModel(at::ScalarType dtype, uint64_t seed = 7) {
+  Model m = model_create(testing::TinyTestConfig(), at::TensorOptions().dtype(dtype));
+  model_init_random(m, seed);
+  return m;
+}
+
+double RelativeError(const at::Tensor& got, const at::Tensor& want) {
+  const at::Tensor g = got.to(at::kDouble), w = want.to(at::kDouble);
+  return ((g - w).norm() / w.norm()).item<double>();
+}
+
+const at::Tensor kPrompt = at::tensor(std::vector<int64_t>{1, 7, 3}, at::kLong).view({1, 3});
+
+TEST_CASE("decode step: the position on the device gives model_forward's logits and cache at each position") {
+  const Model m = TestModel(at::kFloat);
+  c10::InferenceMode inference;
+  KvCache host = kv_cache_create(m, 1, 16), device = kv_cache_create(m, 1, 16);
+  (void)model_forward(m, kPrompt, &host);
+  (void)model_forward(m, kPrompt, &device);
+  at::Tensor pos = at::full({1}, 3, at::kLong);
+  for (int64_t token : {5, 11, 2, 40, 9, 9, 31}) {
+    CAPTURE(token);
+    const at::Tensor input = at::full({1, 1}, token, at::kLong);
+    const at::Tensor want = model_forward(m, input, &host);
+    const at::Tensor got = model_decode_step(m, input, pos, device);
+    REQUIRE(got.sizes() == want.sizes());
+    CHECK(RelativeError(got, want) < 1e-5);
+    pos.add_(1);
+  }
+  CHECK(pos.item<int64_t>() == host.length);
+  for (size_t l = 0; l < host.k.size(); ++l) {
+    CHECK(RelativeError(device.k[l], host.k[l]) < 1e-6);
+    CHECK(RelativeError(device.v[l], host.v[l]) < 1e-6);
+  }
+}
+
+TEST_CASE("decode step: generation with the position on the device equals the host position's, token for token") {
+  for (at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    CAPTURE(std::string(c10::toString(dtype)));
+    Model m = TestModel(dtype);
+    // Wide logit gaps, so that the argmax does not hinge on the order of a sum (bf16 rounds each op).
+    m.lm_head.mul_(20.0);
+    GenerateOptions host, device;
+    host.max_new_tokens = device.max_new_tokens = 24;
+    device.decode_step = DecodeStep::kDevicePosition;
+    auto a = generate_greedy(m, {1, 7, 3}, host);
+    auto b = generate_greedy(m, {1, 7, 3}, device);
+    REQUIRE(a.ok());
+    REQUIRE(b.ok());
+    CHECK(b->tokens.size() == 24);
+    CHECK(b->tokens == a->tokens);
+    CHECK(b->host_reads == 1);  // the whole answer, in one copy, as the host position's
+
+    // Stopping at end-of-sequence: the same tokens, read every kEosCheckTokens.
+    for (size_t at : {size_t{0}, size_t{9}}) {
+      Model stop_model = m;
+      stop_model.config.eos_id = a->tokens[at];
+      GenerateOptions h = host, d = device;
+      h.ignore_eos = d.ignore_eos = false;
+      auto ha = generate_greedy(stop_model, {1, 7, 3}, h);
+      auto db = generate_greedy(stop_model, {1, 7, 3}, d);
+      REQUIRE(ha.ok());
+      REQUIRE(db.ok());
+      CAPTURE(at);
+      CHECK(db->tokens == ha->tokens);
+      CHECK(db->ended_at_eos);
+      CHECK(db->host_reads == ha->host_reads);
+    }
+  }
+}
+
+TEST_CASE("decode step: no host read, and the same ops every step (a CUDA graph's condition)") {
+  const Model m = TestModel(at::kFloat);
+  c10::InferenceMode inference;
+  KvCache cache = kv_cache_create(m, 1, 16);
+  (void)model_forward(m, kPrompt, &cache);
+  at::Tensor pos = at::full({1}, 3, at::kLong);
+  const at::Tensor input = at::full({1, 1}, 5, at::kLong);
+  std::string first;
+  for (int step = 0; step < 3; ++step) {
+    const int64_t reads = compat::HostReads();
+    compat::OpCounter counter;
+    (void)model_decode_step(m, input, pos, cache);
+    pos.add_(1);
+    CHECK(compat::HostReads() == reads);
+    const std::string ops = counter.Describe();
+    CHECK(ops.find("aten::item") == std::string::npos);
+    CHECK(ops.find("aten::_local_scalar_dense") == std::string::npos);
+    if (step == 0) {
+      first = ops;
+      MESSAGE("a decode step with its position on the device, " << m.layers.size() << " layers: " << counter.total()
+                                                                 << " ops: " << ops);
+    } else {
+      CHECK(ops == first);
+    }
+  }
+}
+
+TEST_CASE("decode step: a CUDA graph is refused off CUDA, with a reason") {
+  const Model m = TestModel(at::kFloat);
+  GenerateOptions o;
+  o.decode_step = DecodeStep::kCudaGraph;
+  auto g = generate_greedy(m, {1, 7, 3}, o);
+  REQUIRE_FALSE(g.ok());
+  CHECK(g.status().message() == "generate: a CUDA graph needs a model on a CUDA device, not cpu");
+  compat::CudaGraph graph;
+  bool ran = false;
+  CHECK_FALSE(graph.Capture([&] { ran = true; }, at::Device(at::kCPU)));
+  CHECK_FALSE(ran);
+}
+
+}  // namespace
+}  // namespace native
+}  // namespace protocol
