@@ -3,6 +3,8 @@
 // with autograd through the composite ops in float32 and bfloat16.
 #include "native_test_support.h"
 
+#include <c10/core/GradMode.h>
+
 #include <doctest/doctest.h>
 
 #include <cmath>
