@@ -278,47 +278,54 @@ Figures BenchPreset(const std::string& preset, const Options& o, const at::Tenso
     g.decode_step = o.decode_step == "graph"    ? DecodeStep::kCudaGraph
                     : o.decode_step == "device" ? DecodeStep::kDevicePosition
                                                 : DecodeStep::kHostPosition;
-    // Seconds per token of a warmed-up generation (with a CUDA graph, its capture is in the timed run).
+    // Seconds per token of a warmed-up generation, decoded as a schedule of requests is: into a
+    // decode bucket kept between generations (with a CUDA graph, the warm-up records it and the
+    // timed generation replays it).
     int64_t host_reads = 0;  // of the timed generation: waits of the host for the device
     auto decode = [&](const Model& m, size_t* generated) {
-      (void)generate_greedy(m, prompt, g);  // warm-up
+      DecodeBuckets buckets;
+      (void)generate_greedy(m, prompt, g, nullptr, &buckets);  // warm-up
       compat::DeviceSynchronize(device.device());
       double start = Now();
-      auto generation = generate_greedy(m, prompt, g);
+      auto generation = generate_greedy(m, prompt, g, nullptr, &buckets);
       compat::DeviceSynchronize(device.device());
       const double seconds = Now() - start;
       *generated = generation.ok() ? generation->tokens.size() : 0;
       host_reads = generation.ok() ? generation->host_reads : 0;
       return seconds / static_cast<double>(std::max<size_t>(*generated, 1));
     };
+    // A 4-bit model decodes as an inference case serves it: the NF4 base, no adapters (the QLoRA
+    // adapters above are for its training step).
+    Model decoded = model;
+    if (lora) (void)model_attach_lora(decoded, nullptr);
     size_t generated = 0;
-    const double per_token = decode(model, &generated);
+    const double per_token = decode(decoded, &generated);
     figures.decode_seconds_per_token = per_token;
     const double seconds = per_token * static_cast<double>(generated);
     std::printf("%-10s params %6.1f M  decode%s prompt=%lld new=%zu: %8.4f s/token  %9.1f tokens/s  %lld host read(s), "
                 "step: position on the %s\n",
-                preset.c_str(), c.ParameterCount() / 1e6, lora ? " (4-bit)" : "",
+                preset.c_str(), c.ParameterCount() / 1e6, lora ? " (4-bit, no adapters)" : "",
                 static_cast<long long>(o.prompt), generated, per_token, 1.0 / per_token,
                 static_cast<long long>(host_reads),
                 o.decode_step == "graph" ? "device, CUDA graph" : o.decode_step == "device" ? "device" : "host");
     {
       // The host's cost of a decode step: the ATen ops one decoder layer dispatches at one position.
       c10::InferenceMode inference;
-      KvCache cache = kv_cache_create(model, 1, o.prompt + 1);
+      KvCache cache = kv_cache_create(decoded, 1, o.prompt + 1);
       std::vector<int64_t> ids(prompt.begin(), prompt.end());
-      (void)model_forward(model, at::tensor(ids, at::kLong).view({1, o.prompt}).to(device.device()), &cache);
-      at::Tensor x = embed_forward(model.embed, at::tensor(std::vector<int64_t>{ids.back()}, at::kLong)
-                                                    .view({1, 1})
-                                                    .to(device.device()));
-      const RopeRows rope = rope_rows(model, cache.length, 1, x.scalar_type());
+      (void)model_forward(decoded, at::tensor(ids, at::kLong).view({1, o.prompt}).to(device.device()), &cache);
+      at::Tensor x = embed_forward(decoded.embed, at::tensor(std::vector<int64_t>{ids.back()}, at::kLong)
+                                                      .view({1, 1})
+                                                      .to(device.device()));
+      const RopeRows rope = rope_rows(decoded, cache.length, 1, x.scalar_type());
       compat::OpCounter counter;
-      (void)decoder_layer_forward(model, 0, model.layers[0], x, rope, &cache, cache.length);
+      (void)decoder_layer_forward(decoded, 0, decoded.layers[0], x, rope, &cache, cache.length);
       std::printf("           ops per decode layer %lld (%s)\n", static_cast<long long>(counter.total()),
                   counter.Describe().c_str());
     }
     if (lora) {
       // As the backends serve a 4-bit model: the dequantized projections kept when they fit.
-      Model served = model;
+      Model served = decoded;
       const std::string how = nf4_prepare_inference(served, device.device(), device.dtype().toScalarType(), o.double_quant);
       if (!model_nf4(served)->dequantized.empty()) {
         size_t n = 0;

@@ -267,6 +267,11 @@ else
   grep -E "\*\*\*(Failed|Skipped|Timeout)|Not Run" "$OUT_DIR/ctest.log" 2>/dev/null | tee -a "$summary" || true
 fi
 
+# The upper anchor, after everything else (compiling the 7B decode takes minutes): the peer's
+# decode through torch.compile, where this machine's torch and its Triton compile it.
+peer decode-7b-compiled --device cuda --presets llama2-7b --no-train --decode 256 --only-compiled
+ratio decode-7b-graph decode-7b-compiled
+
 say ""
 say "logs: $OUT_DIR"
 ((gpu_rc == 0)) || exit "$gpu_rc"

@@ -14,6 +14,7 @@ and it prints the same figures in the same form:
   python3 bench/peer/llama_peer.py --presets tiny --steps 10 --batch 8 --seq 128 --decode 64
   python3 bench/peer/llama_peer.py --device cuda --presets llama-1b --batch 4 --seq 2048 --decode 0
   python3 bench/peer/llama_peer.py --compile ...   # also torch.compile's variant, where it works
+  python3 bench/peer/llama_peer.py --only-compiled ...   # that variant alone (the upper anchor)
 
 The presets are model_config.cc's (docs/native.md's table); --config reads a
 Hugging Face config.json instead. Method as protocol_bench's: `warmup` steps
@@ -24,6 +25,7 @@ import argparse
 import json
 import math
 import os
+import sys
 import time
 
 import torch
@@ -266,6 +268,8 @@ def main():
     p.add_argument("--threads", type=int, default=os.cpu_count(), help="intra-op threads (torch.set_num_threads)")
     p.add_argument("--no-train", action="store_true")
     p.add_argument("--compile", action="store_true", help="also torch.compile's variant, where this torch has it")
+    p.add_argument("--only-compiled", action="store_true",
+                   help="torch.compile's variant alone (the upper anchor; fails where this torch has no torch.compile)")
     p.add_argument("--master", default="fp32", choices=["fp32", "none"],
                    help="bf16 training: float32 master weights for AdamW (fp32, as protocol keeps them) "
                         "or none (AdamW on the bf16 weights and moments themselves)")
@@ -292,9 +296,11 @@ def main():
     for name, cfg in configs:
         torch.manual_seed(1234)
         model = Llama(cfg, args.recompute).to(device=device, dtype=dtype)
-        variants = [("", model)]
-        if args.compile and hasattr(torch, "compile"):
+        variants = [] if args.only_compiled else [("", model)]
+        if (args.compile or args.only_compiled) and hasattr(torch, "compile"):
             variants.append((" (torch.compile)", torch.compile(model)))
+        elif args.only_compiled:
+            sys.exit(f"--only-compiled: torch {torch.__version__} has no torch.compile")
         for label, m in variants:
             if not args.no_train:
                 s, tps, gflops, loss = train(m, cfg, args, device, dtype)

@@ -507,6 +507,30 @@ TEST_CASE("gpu: decoding from a CUDA graph gives the host position's tokens") {
   }
 }
 
+TEST_CASE("gpu: decode buckets record one CUDA graph per bucket and replay it for the later generations") {
+  if (!compat::CudaAvailable()) SKIP_TEST(kNoCuda);
+  Model m = CudaModel(SmallConfig(), at::kBFloat16);
+  m.lm_head.mul_(20.0);
+  DecodeBuckets buckets;
+  GenerateOptions host, graph;
+  graph.decode_step = DecodeStep::kCudaGraph;
+  // One bucket of 256 positions for all three; the third starts where the first left stale keys.
+  const std::vector<std::pair<std::vector<int>, int64_t>> requests = {
+      {{1, 17, 230, 5, 999, 42, 7}, 48}, {{3, 4}, 20}, {{9, 8, 7}, 100}};
+  for (const auto& [prompt, new_tokens] : requests) {
+    CAPTURE(new_tokens);
+    host.max_new_tokens = graph.max_new_tokens = new_tokens;
+    auto a = generate_greedy(m, prompt, host);
+    auto g = generate_greedy(m, prompt, graph, nullptr, &buckets);
+    REQUIRE(a.ok());
+    REQUIRE(g.ok());
+    CHECK(g->tokens == a->tokens);
+    CHECK(g->host_reads == 1);
+  }
+  CHECK(buckets.size() == 1);
+  CHECK(buckets.For(m, 64).captures == 1);  // recorded by the first generation, replayed by the other two
+}
+
 }  // namespace
 }  // namespace native
 }  // namespace protocol

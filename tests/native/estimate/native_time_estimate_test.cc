@@ -168,6 +168,9 @@ TEST_CASE("time estimate: inference decode is memory-bound (weights + KV cache p
   CHECK(Term(estimate_inference_time(s), "decode")->seconds == doctest::Approx(30 * 30e-6));
   CHECK(Term(estimate_inference_time(s), "decode")->how.find("(30 ops), which bounds every token") !=
         std::string::npos);
+  // A 4-bit model on a CPU: the fused ops over seven projections dequantized on use, (43·L + 10).
+  s.nf4 = true;
+  CHECK(Term(estimate_inference_time(s), "decode")->seconds == doctest::Approx(30 * 96e-6));
 }
 
 namespace {

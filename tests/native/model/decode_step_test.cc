@@ -117,6 +117,48 @@ TEST_CASE("decode step: no host read, and the same ops every step (a CUDA graph'
   }
 }
 
+TEST_CASE("decode buckets: generations share a bucket's cache and buffers, and each equals its generation alone") {
+  ModelConfig c = testing::TinyTestConfig();
+  c.max_seq_len = 600;  // buckets of 256 and 512 positions, and the context's 600 above them
+  Model m = model_create(c, at::TensorOptions().dtype(at::kFloat));
+  model_init_random(m, 7);
+  m.lm_head.mul_(20.0);
+  struct Request {
+    std::vector<int> prompt;
+    int64_t new_tokens;
+  };
+  // The second and third reuse the first's bucket after it held longer sequences (stale keys past their prompts).
+  const std::vector<Request> requests = {{{1, 7, 3}, 40}, {{2, 9}, 12}, {{5, 4, 3, 2, 1}, 30}, {{1, 7, 3}, 300}, {{8}, 20}};
+  for (DecodeStep step : {DecodeStep::kHostPosition, DecodeStep::kDevicePosition}) {
+    CAPTURE(static_cast<int>(step));
+    DecodeBuckets buckets;
+    const void* first_cache = nullptr;
+    for (const Request& r : requests) {
+      CAPTURE(r.new_tokens);
+      GenerateOptions alone, bucketed;
+      alone.max_new_tokens = bucketed.max_new_tokens = r.new_tokens;
+      alone.decode_step = DecodeStep::kHostPosition;
+      bucketed.decode_step = step;
+      auto a = generate_greedy(m, r.prompt, alone);
+      auto b = generate_greedy(m, r.prompt, bucketed, nullptr, &buckets);
+      REQUIRE(a.ok());
+      REQUIRE(b.ok());
+      CHECK(b->tokens == a->tokens);
+      CHECK(b->host_reads == 1);
+      const int64_t total = static_cast<int64_t>(r.prompt.size()) + r.new_tokens;
+      const DecodeBucket& bucket = buckets.For(m, total);
+      CHECK(bucket.capacity == (total <= 256 ? 256 : 512));
+      CHECK(bucket.captures == 0);  // no graph off CUDA
+      if (first_cache == nullptr) first_cache = bucket.cache.k[0].data_ptr();
+      if (total <= 256) CHECK(bucket.cache.k[0].data_ptr() == first_cache);  // the same buffers, not new ones
+    }
+    CHECK(buckets.size() == 2);
+    CHECK(buckets.For(m, 513).capacity == 600);  // capped at the model's context
+    CHECK(buckets.For(m, 600).capacity == 600);
+    CHECK(buckets.size() == 3);
+  }
+}
+
 TEST_CASE("decode step: a CUDA graph is refused off CUDA, with a reason") {
   const Model m = TestModel(at::kFloat);
   GenerateOptions o;

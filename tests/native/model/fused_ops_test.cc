@@ -7,6 +7,7 @@
 
 #include "backends/native/model/fused_ops.h"
 #include "backends/native/model/model.h"
+#include "backends/native/quant/quantized_model.h"
 
 namespace protocol {
 namespace native {
@@ -159,6 +160,28 @@ TEST_CASE("fused ops: a whole model's logits, prefill and decode, equal the comp
   KvCache again = kv_cache_create(separate, 1, 8);
   (void)model_forward(separate, tokens.narrow(1, 0, 7), &again);
   CHECK(at::allclose(model_forward(separate, tokens.narrow(1, 7, 1), &again), reference.narrow(1, 7, 1), 1e-5, 1e-5));
+}
+
+TEST_CASE("fused ops: a 4-bit model's logits, prefill and decode, equal its composite forward within float32 rounding") {
+  // The override computes q, k and v apart; the fused path sets them side by side for the rotation.
+  for (bool kept : {false, true}) {
+    CAPTURE(kept);
+    Model m = JoinedModel();
+    model_quantize_nf4(m);
+    if (kept) nf4_keep_dequantized(m, at::kFloat);
+    const std::vector<int64_t> ids = {3, 14, 15, 9, 2, 6, 5, 35};
+    at::Tensor tokens = at::tensor(ids, at::kLong).view({1, 8});
+    at::Tensor reference;
+    {
+      c10::NoGradGuard no_grad;  // no InferenceMode: the composite ops
+      reference = model_forward(m, tokens);
+    }
+    c10::InferenceMode inference;
+    KvCache cache = kv_cache_create(m, 1, 8);
+    std::vector<at::Tensor> steps = {model_forward(m, tokens.narrow(1, 0, 5), &cache)};
+    for (int64_t t = 5; t < 8; ++t) steps.push_back(model_forward(m, tokens.narrow(1, t, 1), &cache));
+    CHECK(at::allclose(at::cat(steps, 1), reference, 1e-5, 1e-5));
+  }
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "backends/native/model/model_config.h"
 #include "backends/native/estimate/time_estimate.h"
 #include "backends/native/platform/torch_compat.h"
+#include "backends/native/quant/quantized_model.h"
 #include "backends/native/training/train.h"
 
 namespace protocol {
@@ -229,6 +230,26 @@ TEST_CASE("native model: the ATen ops of one decoder layer at one decode positio
   // Counting stops with the counter: nothing is counted outside it.
   compat::OpCounter outside_check;
   CHECK(outside_check.total() == 0);
+}
+
+TEST_CASE("native model: a 4-bit decode layer takes the fused rotation and attention over its three projections") {
+  Model m = TestModel();
+  model_quantize_nf4(m);
+  nf4_keep_dequantized(m, at::kFloat);  // as a CPU serves it where the projections fit
+  const auto [ops, which] = DecodeLayerOps(m);
+  INFO(which);
+  // 15: the two norms, seven projections (q, k, v apart: the override has no joined matrix), q|k|v
+  // set side by side (one cat), rotation and cache write, attention, SiLU and ·up, the residual's
+  // add. It was 47 with the composite rotation and attention.
+  CHECK(ops <= 15);
+  CHECK(counter_of(which, "aten::linear") == 7);
+  CHECK(counter_of(which, "aten::cat") == 1);
+  CHECK(counter_of(which, "protocol::rope_cache") == 1);
+  CHECK(counter_of(which, "protocol::decode_attention") == 1);
+  // Dequantized on use instead: each projection's dequantization adds its output and three views.
+  Model on_use = TestModel();
+  model_quantize_nf4(on_use);
+  CHECK(DecodeLayerOps(on_use).first == kDecodeOpsPerLayerFusedNf4);  // what the time estimate counts
 }
 
 TEST_CASE("native model: a bf16 decode layer (a GPU's dtype) takes the composite ops, with the joined projections") {

@@ -236,7 +236,8 @@ TimeEstimate InferenceTime(const Plan& plan, const CaseSpec& spec, NativeRole ro
     s.replicas_sharing_memory = std::max<int64_t>(1, s.replicas / std::max<int64_t>(1, static_cast<int64_t>(hosts.size())));
   }
   s.device = d;
-  s.fused_decode_ops = !gpu && !nf4;
+  s.fused_decode_ops = !gpu;
+  s.nf4 = nf4;
   s.rank_processes = one_process ? 0 : layout.world();
   const WeightsSource source = native_weights_source(spec.workload, nf4, ms.init_random, plan.ResolvePath(ms.path));
   s.load_bytes = ReadsWeights(source) ? CheckpointBytes(plan.ResolvePath(ms.path), config) : 0;

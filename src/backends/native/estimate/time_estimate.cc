@@ -144,8 +144,9 @@ TimeEstimate estimate_training_time(const TrainingTimeShape& s) {
   return e;
 }
 
-int64_t DecodeOpsPerToken(const ModelConfig& c, bool fused) {
-  return (fused ? kDecodeOpsPerLayerFused : kDecodeOpsPerLayerComposite) * c.n_layers + kDecodeOpsHead;
+int64_t DecodeOpsPerToken(const ModelConfig& c, bool fused, bool nf4) {
+  const int64_t per_layer = !fused ? kDecodeOpsPerLayerComposite : nf4 ? kDecodeOpsPerLayerFusedNf4 : kDecodeOpsPerLayerFused;
+  return per_layer * c.n_layers + kDecodeOpsHead;
 }
 
 TimeEstimate estimate_inference_time(const InferenceTimeShape& s) {
@@ -160,7 +161,7 @@ TimeEstimate estimate_inference_time(const InferenceTimeShape& s) {
   const double kv_per_position = 2.0 * static_cast<double>(c.n_layers * c.n_kv_heads * c.HeadDim() * s.dtype_bytes);
   const double bandwidth = d.memory_bytes_per_second * d.memory_efficiency /
                            static_cast<double>(std::max<int64_t>(1, s.replicas_sharing_memory));
-  const int64_t ops = DecodeOpsPerToken(c, s.fused_decode_ops);
+  const int64_t ops = DecodeOpsPerToken(c, s.fused_decode_ops, s.nf4);
   const double op_floor = static_cast<double>(ops) * d.op_seconds;
   double prefill = 0, decode = 0;
   int64_t tokens = 0, op_bound_tokens = 0;

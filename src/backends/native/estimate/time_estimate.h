@@ -57,16 +57,22 @@ namespace native {
 // native_model_test.cc counts both):
 //   fused      a CPU float32 model with its own projections: fused_ops.h's ops
 //              and the joined projections
-//   composite  anything else (a GPU's bf16, a 4-bit model): two RMSNorms of 8
+//   fused nf4  a CPU float32 4-bit model, its projections dequantized on use:
+//              the fused ops over seven projections (q, k and v set side by
+//              side by one cat: 15 ops, what a layer of kept dequantized
+//              projections runs), and 4 more ops per projection for its
+//              dequantization's output and views
+//   composite  anything else (a GPU's bf16): two RMSNorms of 8
 //              ops, rotary as 5 ops for q and for k, the cache's copies,
 //              libtorch 1.13's attention math (2.x's one SDPA op makes it a
 //              few fewer), the projections, SiLU·up, the residual adds, views
 // The head adds kDecodeOpsHead.
 inline constexpr int64_t kDecodeOpsPerLayerFused = 10;
+inline constexpr int64_t kDecodeOpsPerLayerFusedNf4 = 43;
 inline constexpr int64_t kDecodeOpsPerLayerComposite = 61;
 inline constexpr int64_t kDecodeOpsHead = 10;
 // Ops of one decode step (every layer and the head).
-int64_t DecodeOpsPerToken(const ModelConfig& c, bool fused);
+int64_t DecodeOpsPerToken(const ModelConfig& c, bool fused, bool nf4 = false);
 // Disk rate of model reads and writes: 2 GB/s, a datacenter NVMe SSD's
 // sequential read (PCIe 4.0 drives list 3-7 GB/s; a shared path is slower).
 inline constexpr double kAssumedDiskBytesPerSecond = 2e9;
@@ -146,7 +152,8 @@ struct InferenceTimeShape {
   int64_t dtype_bytes = 4;          // of the KV cache
   int64_t replicas = 1;
   int64_t replicas_sharing_memory = 1;  // replicas on one CPU host (their bandwidth is shared)
-  bool fused_decode_ops = false;        // kDecodeOpsPerLayerFused applies (a CPU float32 model, not 4-bit)
+  bool fused_decode_ops = false;        // the fused ops serve (a CPU float32 model)
+  bool nf4 = false;                     // a 4-bit model (kDecodeOpsPerLayerFusedNf4 where the fused ops serve)
   DeviceRates device;
   int64_t rank_processes = 0;
   int64_t load_bytes = 0;

@@ -36,40 +36,38 @@ Generation generate_without_cache(const Model& model, const std::vector<int>& pr
 }
 
 // With the KV cache, the host out of the way: each token's argmax stays on
-// the device and is the next step's input; the tokens are written to a device
-// buffer and read back in one copy at the end, or every kEosCheckTokens when
-// the decode must stop at end-of-sequence (the tokens after it, at most
-// kEosCheckTokens − 1 of them, are computed and dropped).
+// the device and is the next step's input; the tokens are written to the
+// bucket's device buffer at their positions and read back in one copy at the
+// end, or every kEosCheckTokens when the decode must stop at end-of-sequence
+// (the tokens after it, at most kEosCheckTokens − 1 of them, are computed and
+// dropped).
 //
 // With a position on the device (DecodeStep::kDevicePosition, kCudaGraph),
 // the prompt's forward is the same; each later step reads the token in
-// `input` at the position in `pos`, writes the next token to `input` and to
-// generated[pos − P + 1], and advances `pos`, all on the device: the step
-// below, run as it is or replayed from its CUDA graph.
+// b.input at the position in b.pos, writes the next token to b.input and to
+// b.tokens[pos + 1], and advances b.pos, all on the device: the step below,
+// run as it is or replayed from the bucket's CUDA graph (recorded by the
+// first generation that needs it).
 Generation generate_with_cache(const Model& model, const std::vector<int>& prompt, const GenerateOptions& options,
-                               const StopFlag* stop, int64_t capacity) {
+                               const StopFlag* stop, DecodeBucket& b) {
   const at::TensorOptions ids = at::TensorOptions().dtype(at::kLong).device(model.embed.device());
   const int64_t P = static_cast<int64_t>(prompt.size());
-  KvCache cache = kv_cache_create(model, 1, capacity);
-  at::Tensor generated = at::empty({std::max<int64_t>(options.max_new_tokens, 1)}, ids);
+  b.cache.length = 0;  // positions past the prompt's hold an earlier generation's keys: written before they are seen
   at::Tensor input = at::tensor(std::vector<int64_t>(prompt.begin(), prompt.end()), ids).view({1, P});
-  at::Tensor pos = at::full({1}, P, ids);  // the device-position steps' position of `input`
-  auto device_step = [&]() {
-    at::Tensor logits = model_decode_step(model, input, pos, cache);  // (1,1,V)
-    at::Tensor next = logits.select(1, 0).argmax(-1, /*keepdim=*/true).to(ids.device());
-    generated.index_copy_(0, pos - (P - 1), next.view({1}));
-    input.copy_(next);
-    pos.add_(1);
+  auto device_step = [&model, &b]() {
+    at::Tensor logits = model_decode_step(model, b.input, b.pos, b.cache);  // (1,1,V)
+    at::Tensor next = logits.select(1, 0).argmax(-1, /*keepdim=*/true).to(b.input.device());
+    b.tokens.index_copy_(0, b.pos + 1, next.view({1}));
+    b.input.copy_(next);
+    b.pos.add_(1);
   };
-  compat::CudaGraph graph;
-  bool captured = false;
   Generation out;
   int64_t done = 0;  // tokens computed
-  // Reads generated[out.tokens.size(), done) back; true when it held end-of-sequence (the tokens cut after it).
+  // Reads the tokens [out.tokens.size(), done) back; true when they held end-of-sequence (the tokens cut after it).
   auto read_back = [&]() {
     const int64_t from = static_cast<int64_t>(out.tokens.size());
     if (done == from) return false;
-    for (double id : compat::ReadToHost(generated.narrow(0, from, done - from))) {
+    for (double id : compat::ReadToHost(b.tokens.narrow(0, P + from, done - from))) {
       out.tokens.push_back(static_cast<int>(id));
       if (!options.ignore_eos && out.tokens.back() == model.config.eos_id) {
         out.ended_at_eos = true;
@@ -78,22 +76,28 @@ Generation generate_with_cache(const Model& model, const std::vector<int>& promp
     }
     return false;
   };
+  const bool host_position = options.decode_step == DecodeStep::kHostPosition;
   for (; done < options.max_new_tokens;) {
     if (stop && stop->requested()) {
       out.interrupted = true;
       break;
     }
-    if (done == 0 || options.decode_step == DecodeStep::kHostPosition) {
-      at::Tensor logits = model_forward(model, input, &cache);  // (1,T,V)
+    if (done == 0 || host_position) {
+      at::Tensor logits = model_forward(model, input, &b.cache);  // (1,T,V)
       input = logits.select(1, logits.size(1) - 1).argmax(-1, /*keepdim=*/true).to(ids.device());  // (1,1), on the device
-      generated.narrow(0, done, 1).copy_(input.view({1}));
+      b.tokens.narrow(0, P + done, 1).copy_(input.view({1}));
+      if (done == 0 && !host_position) {
+        b.input.copy_(input);
+        b.pos.fill_(P);
+      }
     } else if (options.decode_step == DecodeStep::kDevicePosition) {
       device_step();
-    } else if (!captured) {
-      captured = graph.Capture(device_step, ids.device());  // runs the step once, then records it
-      TORCH_CHECK(captured, "generate: a CUDA graph needs a CUDA device");
+    } else if (b.captured) {
+      b.graph.Replay();
     } else {
-      graph.Replay();
+      b.captured = b.graph.Capture(device_step, ids.device());  // runs the step once, then records it
+      TORCH_CHECK(b.captured, "generate: a CUDA graph needs a CUDA device");
+      ++b.captures;
     }
     ++done;
     if (!options.ignore_eos && done % kEosCheckTokens == 0 && read_back()) return out;
@@ -104,8 +108,27 @@ Generation generate_with_cache(const Model& model, const std::vector<int>& promp
 
 }  // namespace
 
+std::unique_ptr<DecodeBucket> decode_bucket_create(const Model& model, int64_t capacity) {
+  const at::TensorOptions ids = at::TensorOptions().dtype(at::kLong).device(model.embed.device());
+  auto b = std::make_unique<DecodeBucket>();
+  b->capacity = capacity;
+  b->cache = kv_cache_create(model, 1, capacity);
+  b->input = at::zeros({1, 1}, ids);
+  b->pos = at::zeros({1}, ids);
+  b->tokens = at::zeros({capacity}, ids);
+  return b;
+}
+
+DecodeBucket& DecodeBuckets::For(const Model& model, int64_t total) {
+  const int64_t rounded = (total + kDecodeBucketPositions - 1) / kDecodeBucketPositions * kDecodeBucketPositions;
+  const int64_t capacity = std::max(total, std::min(rounded, model.config.max_seq_len));
+  std::unique_ptr<DecodeBucket>& b = buckets_[capacity];
+  if (!b) b = decode_bucket_create(model, capacity);
+  return *b;
+}
+
 Result<Generation> generate_greedy(const Model& model, const std::vector<int>& prompt,
-                                   const GenerateOptions& options, const StopFlag* stop) {
+                                   const GenerateOptions& options, const StopFlag* stop, DecodeBuckets* buckets) {
   const ModelConfig& c = model.config;
   if (prompt.empty()) return Status::InvalidArgument("generate: the prompt has no tokens");
   for (int id : prompt)
@@ -133,7 +156,9 @@ Result<Generation> generate_greedy(const Model& model, const std::vector<int>& p
   if (!options.use_kv_cache) {
     out = generate_without_cache(model, prompt, options, stop);
   } else {
-    out = generate_with_cache(model, prompt, options, stop, total);
+    std::unique_ptr<DecodeBucket> own;
+    DecodeBucket& bucket = buckets != nullptr ? buckets->For(model, total) : *(own = decode_bucket_create(model, total));
+    out = generate_with_cache(model, prompt, options, stop, bucket);
   }
   out.host_reads = compat::HostReads() - reads_before;
   return out;

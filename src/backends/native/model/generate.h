@@ -10,9 +10,12 @@
 // against).
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <vector>
 
 #include "backends/native/model/model.h"
+#include "backends/native/platform/torch_compat.h"
 #include "runner/base/status.h"
 #include "runner/base/stop_flag.h"
 
@@ -61,13 +64,57 @@ inline constexpr int64_t kEosCheckTokens = 8;
 // How every native inference case decodes (stored as its `decoding` fact).
 inline constexpr const char* kDecodingText = "greedy (argmax), KV cache";
 
+// What a generation with the KV cache decodes into: the cache, and the
+// buffers of the steps with their position on the device, which read and
+// write them in place (a CUDA graph records their addresses).
+struct DecodeBucket {
+  int64_t capacity = 0;  // positions: the cache's, and `tokens`'
+  KvCache cache;
+  at::Tensor input;      // (1,1) int64: the token at `pos`, the next step's input
+  at::Tensor pos;        // (1) int64: its position
+  at::Tensor tokens;     // (capacity) int64: the token generated at each position
+  compat::CudaGraph graph;  // kCudaGraph: one step, recorded on these buffers
+  bool captured = false;
+  int64_t captures = 0;  // graphs recorded into this bucket (1 at most)
+};
+
+// Decode buckets kept from one generation to the next of one model: per
+// capacity (prompt + new tokens rounded up to a multiple of
+// kDecodeBucketPositions, at most the model's context) a DecodeBucket. With
+// kCudaGraph the first generation of a bucket records its step and every
+// later generation in it replays that graph: a schedule of requests records
+// one graph per bucket, not one per request. The cost: a device-position step
+// attends over the bucket's whole capacity, up to kDecodeBucketPositions − 1
+// positions more than the generation's own, and the buckets' caches stay
+// allocated while the object lives. A recorded graph replays the kernels it
+// recorded (fused::CudaKernels as it was then). REQUIRES: one model per
+// object (its buffers are that model's shapes, devices and dtype).
+class DecodeBuckets {
+ public:
+  // The bucket for a generation of `total` positions (prompt + new tokens),
+  // made on first use. REQUIRES: 0 < total <= model.config.max_seq_len.
+  DecodeBucket& For(const Model& model, int64_t total);
+  size_t size() const { return buckets_.size(); }
+
+ private:
+  std::map<int64_t, std::unique_ptr<DecodeBucket>> buckets_;  // by capacity
+};
+inline constexpr int64_t kDecodeBucketPositions = 256;
+
+// A bucket of exactly `capacity` positions for `model`: zeroed cache and buffers on its device.
+std::unique_ptr<DecodeBucket> decode_bucket_create(const Model& model, int64_t capacity);
+
 // REQUIRES: model weights initialised. Errors (kInvalidArgument): empty prompt,
 // a token id outside [0, V), prompt + max_new_tokens > config.max_seq_len;
 // kDevicePosition or kCudaGraph for a model placed over several devices, and
 // kCudaGraph off CUDA.
-// `stop` (may be null) is checked between tokens.
+// `stop` (may be null) is checked between tokens. `buckets` (may be null):
+// with the cache, decode into its bucket for this generation's length instead
+// of a cache made for this generation alone (its capacity exactly prompt +
+// max_new_tokens).
 Result<Generation> generate_greedy(const Model& model, const std::vector<int>& prompt,
-                                   const GenerateOptions& options, const StopFlag* stop = nullptr);
+                                   const GenerateOptions& options, const StopFlag* stop = nullptr,
+                                   DecodeBuckets* buckets = nullptr);
 
 }  // namespace native
 }  // namespace protocol

@@ -119,11 +119,17 @@ at::Tensor attention_forward(const Model& model, size_t layer, const LayerWeight
                    one_position_attention(heads.q, cache->k[layer], cache->v[layer], device_pos->visible));
   }
   at::Tensor q, k, v;
-  if (wqkv.defined() && cache != nullptr && fused::AttentionAvailable(h, HD)) {
-    // One projection, then one op for the rotation and the cache's write;
-    // a decode step's attention is one op more.
-    at::Tensor rotated = fused::RopeCache(at::linear(h, wqkv), cos, sin, cache->k[layer], cache->v[layer], pos0,
-                                          NH, NKV);  // (B,T,NH,HD)
+  if ((wqkv.defined() || model.projections) && cache != nullptr && fused::AttentionAvailable(h, HD)) {
+    // One projection (an override's three, side by side: a 4-bit model's),
+    // then one op for the rotation and the cache's write; a decode step's
+    // attention is one op more.
+    const at::Tensor qkv = wqkv.defined() ? at::linear(h, wqkv)
+                                          : at::cat({project(model, layer, w, Projection::kQ, h),
+                                                     project(model, layer, w, Projection::kK, h),
+                                                     project(model, layer, w, Projection::kV, h)},
+                                                    -1);
+    at::Tensor rotated =
+        fused::RopeCache(qkv, cos, sin, cache->k[layer], cache->v[layer], pos0, NH, NKV);  // (B,T,NH,HD)
     if (T == 1)
       return project(model, layer, w, Projection::kO,
                      fused::DecodeAttention(rotated, cache->k[layer], cache->v[layer], pos0 + 1));

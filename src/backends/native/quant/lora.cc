@@ -65,8 +65,14 @@ LoraAdapters lora_create(const ModelConfig& config, int64_t rank, double alpha, 
 
 at::Tensor lora_forward(const LoraAdapters& lora, size_t layer, Projection p, const at::Tensor& x) {
   const LoraAdapter& ad = lora.layers[layer][static_cast<size_t>(p)];
-  at::Tensor y = at::linear(at::linear(x.to(ad.a.scalar_type()), ad.a), ad.b) * lora.scale();
-  return y.to(x.scalar_type());
+  // The adapters are cast to x's dtype (no copy when they are in it already), as
+  // autocast runs float32 weights in a bf16 step: x is neither widened nor
+  // copied, and autograd keeps x itself (shared with the base projection's
+  // input) and x·Aᵀ, not a float32 copy of x. The casts' backward returns the
+  // gradients to the float32 adapters.
+  const at::ScalarType dtype = x.scalar_type();
+  // Scaled in place: the product's backward does not need it, and the step keeps one output, not two.
+  return at::linear(at::linear(x, ad.a.to(dtype)), ad.b.to(dtype)).mul_(lora.scale());
 }
 
 std::vector<NamedParameter> lora_parameters(LoraAdapters& lora) {

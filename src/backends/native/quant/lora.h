@@ -8,7 +8,8 @@
 // U(−1/√in, 1/√in)), drawn on the CPU from the seed; B starts at zero, so an
 // untrained adapter leaves the model's output exactly unchanged.
 // One adapter on each of the seven projections of every decoder layer
-// (q, k, v, o, gate, up, down). Adapters are float32 whatever the model dtype.
+// (q, k, v, o, gate, up, down). Adapters are stored float32 whatever the model
+// dtype and run in the compute dtype (x's): lora_forward.
 //
 // Trainable parameters: L · r · Σ_projections (in + out)
 //   = L · r · (4·C + 2·NKV·HD + 2·NH·HD + 3·(C + F))      (lora_parameter_count)
@@ -74,7 +75,9 @@ std::array<int64_t, 2> projection_shape(const ModelConfig& c, Projection p);
 // REQUIRES: rank >= 1, config.Validate() empty. Adapters on `device`.
 LoraAdapters lora_create(const ModelConfig& config, int64_t rank, double alpha, uint64_t seed,
                          const at::Device& device = at::kCPU);
-// (alpha/r)·(x·Aᵀ)·Bᵀ for projection p of `layer`, in x's dtype.
+// (alpha/r)·(x·Aᵀ)·Bᵀ for projection p of `layer`, computed in x's dtype: A
+// and B cast to it (differentiably: their gradients arrive in float32), x
+// never widened. Float32 x gives the float32 products exactly.
 at::Tensor lora_forward(const LoraAdapters& lora, size_t layer, Projection p, const at::Tensor& x);
 // Every adapter tensor under its PEFT name, e.g.
 // "base_model.model.model.layers.3.self_attn.q_proj.lora_A.weight";
