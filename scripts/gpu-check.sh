@@ -215,6 +215,9 @@ bench nf4-7b --device cuda --presets llama2-7b --quant nf4 --batch 4 --seq 512 -
 bench nf4-7b-gemv --device cuda --presets llama2-7b --quant nf4 --no-train --decode 128 --cuda-fused-ops
 speedup nf4-7b-gemv nf4-7b
 speedup nf4-7b-gemv decode-7b
+# The same replayed from a CUDA graph, against the bf16 graph decode.
+bench nf4-7b-graph --device cuda --presets llama2-7b --quant nf4 --no-train --decode 128 --cuda-fused-ops --decode-step graph
+speedup nf4-7b-graph decode-7b-graph
 # The waste proxies of docs/performance.md: NF4 dequantization against a copy of its output,
 # and the 70B LoRA adapters' optimizer step per tensor, multi-tensor and fused (host reads per step).
 bench nf4-dequant protocol_nf4_bench --device cuda --shapes 4096x4096,8192x28672 --dtypes bf16,fp32 --reps 20

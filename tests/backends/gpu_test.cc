@@ -439,7 +439,7 @@ TEST_CASE("gpu: the NF4 batch-1 GEMV equals its CPU twin bit for bit") {
   }
 }
 
-TEST_CASE("gpu: a 4-bit model decodes the same tokens with the batch-1 GEMV as without") {
+TEST_CASE("gpu: a 4-bit model decodes the same tokens with the batch-1 GEMV as without, and from a CUDA graph") {
   if (!compat::CudaAvailable()) SKIP_TEST(kNoCuda);
   if (!fused::CudaKernelsBuilt()) SKIP_TEST(kNoFusedKernels);
   ModelConfig c = SmallConfig();
@@ -456,9 +456,15 @@ TEST_CASE("gpu: a 4-bit model decodes the same tokens with the batch-1 GEMV as w
     FusedCudaKernelsOn kernels;
     REQUIRE(kernels.on);
     auto gemv = generate_greedy(m, prompt, options);
+    // The GEMV (on the current stream, its tables passed by value) inside a recorded step.
+    GenerateOptions graph = options;
+    graph.decode_step = DecodeStep::kCudaGraph;
+    auto replayed = generate_greedy(m, prompt, graph);
     REQUIRE(dequantized.ok());
     REQUIRE(gemv.ok());
+    REQUIRE(replayed.ok());
     CHECK(gemv->tokens == dequantized->tokens);
+    CHECK(replayed->tokens == dequantized->tokens);
   }
 }
 
