@@ -22,6 +22,7 @@ discarded, then `steps` timed ones, the device synchronised before each clock
 read; FLOPs/token 6·(N − N_emb) + 12·L·H·Q·T (PaLM, appendix B).
 """
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -295,7 +296,12 @@ def main():
         configs = [(name, Config(*PRESETS[name])) for name in args.presets.split(",")]
     for name, cfg in configs:
         torch.manual_seed(1234)
-        model = Llama(cfg, args.recompute).to(device=device, dtype=dtype)
+        # On a GPU the weights are made and drawn there (torch 2.x's device context): on the host a 7B
+        # model's initialisation takes minutes of a short GPU lease. The figures do not depend on the values.
+        on_device = device.type == "cuda" and hasattr(torch.device, "__enter__")
+        with (device if on_device else contextlib.nullcontext()):
+            model = Llama(cfg, args.recompute)
+        model = model.to(device=device, dtype=dtype)
         variants = [] if args.only_compiled else [("", model)]
         if (args.compile or args.only_compiled) and hasattr(torch, "compile"):
             variants.append((" (torch.compile)", torch.compile(model)))
