@@ -29,6 +29,14 @@
 # last (its ~130 test files are the longest build). A step left out is
 # printed as "not run (budget)"; each step run prints its seconds.
 #
+# --only REGEX runs only the steps whose names match (bash's =~, extended
+# regular expressions): each benchmark and its peer by the name of its log,
+# OUT_DIR/bench-NAME.log and peer-NAME.log (decode-7b, mfu-1b, nf4-7b-gemv,
+# ...), "sampled" for the sampled case, "tests" for the whole suite. The
+# build and the GPU-only tests always run. For a second call that finishes
+# what the first one's budget left out:
+#   scripts/gpu-check.sh --deps .gpu-deps --budget 420 --only 'tests|sampled'
+#
 # --deps DIR unpacks DIR/*.deb with dpkg -x into a private prefix (never into
 # /) for machines that have no package registry. The benchmark numbers are
 # measurements of this machine as found; record them in docs/performance.md
@@ -39,12 +47,14 @@ cd "$(dirname "$0")/.."
 deps=""
 quick=0
 budget=0  # seconds; 0: no limit
+only=""   # a regular expression over step names; empty: every step
 while (($#)); do
   case $1 in
     --deps) deps=$2; shift 2 ;;
     --quick) quick=1; shift ;;
     --budget) budget=$2; shift 2 ;;
-    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+    --only) only=$2; shift 2 ;;
+    -h|--help) sed -n '2,/^set -euo pipefail/{/^set/!p}' "$0"; exit 0 ;;
     *) echo "gpu-check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -122,8 +132,11 @@ say "gpu tests: $(grep -E '^\[doctest\] test cases' "$OUT_DIR/gpu-tests.log" | t
 
 # ---- 3. benchmarks --------------------------------------------------------------
 # bench NAME [PROGRAM] ARGS...: PROGRAM is protocol_bench unless the first argument names another.
+# wanted NAME: whether --only selects step NAME.
+wanted() { [[ -z $only || $1 =~ $only ]]; }
 bench() {
   local name=$1; shift
+  wanted "$name" || return 0
   if (($(left) < 30)); then say ""; say "bench $name: not run (budget)"; return 0; fi
   local program=protocol_bench
   if [[ $1 == protocol_* ]]; then program=$1; shift; fi
@@ -169,6 +182,7 @@ speedup() {
 }
 peer() {
   local name=$1; shift
+  wanted "$name" || return 0
   if (($(left) < 30)); then say ""; say "peer $name: not run (budget)"; return 0; fi
   if ! python3 -c 'import torch' >/dev/null 2>&1; then say ""; say "peer $name: not run (no torch in python3)"; return 0; fi
   say ""
@@ -227,6 +241,7 @@ bench optimizer-70b-lora protocol_optimizer_bench --device cuda --steps "$steps"
 # the quick start's one-node pretrain on the GPU, one rank, sampled every 0.2 s; its GPU use, the
 # driver's memory peak and its energy per token go to docs/performance.md with the card's name.
 sampled() {
+  wanted sampled || return 0
   if (($(left) < 60)); then say ""; say "sampled case: not run (budget)"; return 0; fi
   local db="$OUT_DIR/sampled.db"
   say ""
@@ -247,7 +262,9 @@ sampled
 
 # ---- 4. the whole test suite, GPU-only tests included -------------------------
 ctest_rc=0
-if (($(left) < 150)); then
+if ! wanted tests; then
+  :
+elif (($(left) < 150)); then
   say ""
   say "tests: not run (budget: $(left) s left)"
 else
