@@ -35,6 +35,18 @@ Generation generate_without_cache(const Model& model, const std::vector<int>& pr
   return out;
 }
 
+// A bucket of exactly `capacity` positions for `model`: zeroed cache and buffers on its device.
+std::unique_ptr<DecodeBucket> decode_bucket_create(const Model& model, int64_t capacity) {
+  const at::TensorOptions ids = at::TensorOptions().dtype(at::kLong).device(model.embed.device());
+  auto b = std::make_unique<DecodeBucket>();
+  b->capacity = capacity;
+  b->cache = kv_cache_create(model, 1, capacity);
+  b->input = at::zeros({1, 1}, ids);
+  b->pos = at::zeros({1}, ids);
+  b->tokens = at::zeros({capacity}, ids);
+  return b;
+}
+
 // With the KV cache, the host out of the way: each token's argmax stays on
 // the device and is the next step's input; the tokens are written to the
 // bucket's device buffer at their positions and read back in one copy at the
@@ -92,11 +104,11 @@ Generation generate_with_cache(const Model& model, const std::vector<int>& promp
       }
     } else if (options.decode_step == DecodeStep::kDevicePosition) {
       device_step();
-    } else if (b.captured) {
+    } else if (b.captures > 0) {
       b.graph.Replay();
     } else {
-      b.captured = b.graph.Capture(device_step, ids.device());  // runs the step once, then records it
-      TORCH_CHECK(b.captured, "generate: a CUDA graph needs a CUDA device");
+      // Runs the step once, then records it.
+      TORCH_CHECK(b.graph.Capture(device_step, ids.device()), "generate: a CUDA graph needs a CUDA device");
       ++b.captures;
     }
     ++done;
@@ -107,17 +119,6 @@ Generation generate_with_cache(const Model& model, const std::vector<int>& promp
 }
 
 }  // namespace
-
-std::unique_ptr<DecodeBucket> decode_bucket_create(const Model& model, int64_t capacity) {
-  const at::TensorOptions ids = at::TensorOptions().dtype(at::kLong).device(model.embed.device());
-  auto b = std::make_unique<DecodeBucket>();
-  b->capacity = capacity;
-  b->cache = kv_cache_create(model, 1, capacity);
-  b->input = at::zeros({1, 1}, ids);
-  b->pos = at::zeros({1}, ids);
-  b->tokens = at::zeros({capacity}, ids);
-  return b;
-}
 
 DecodeBucket& DecodeBuckets::For(const Model& model, int64_t total) {
   const int64_t rounded = (total + kDecodeBucketPositions - 1) / kDecodeBucketPositions * kDecodeBucketPositions;

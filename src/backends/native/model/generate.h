@@ -74,8 +74,7 @@ struct DecodeBucket {
   at::Tensor pos;        // (1) int64: its position
   at::Tensor tokens;     // (capacity) int64: the token generated at each position
   compat::CudaGraph graph;  // kCudaGraph: one step, recorded on these buffers
-  bool captured = false;
-  int64_t captures = 0;  // graphs recorded into this bucket (1 at most)
+  int64_t captures = 0;     // graphs recorded into `graph` (1 at most: later generations replay it)
 };
 
 // Decode buckets kept from one generation to the next of one model: per
@@ -100,9 +99,6 @@ class DecodeBuckets {
   std::map<int64_t, std::unique_ptr<DecodeBucket>> buckets_;  // by capacity
 };
 inline constexpr int64_t kDecodeBucketPositions = 256;
-
-// A bucket of exactly `capacity` positions for `model`: zeroed cache and buffers on its device.
-std::unique_ptr<DecodeBucket> decode_bucket_create(const Model& model, int64_t capacity);
 
 // REQUIRES: model weights initialised. Errors (kInvalidArgument): empty prompt,
 // a token id outside [0, V), prompt + max_new_tokens > config.max_seq_len;
