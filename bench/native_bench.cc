@@ -14,7 +14,8 @@
 //   build/protocol_bench --device cuda --decode-step graph ...   # each decode step replayed from a CUDA graph
 // Each training preset also prints its loss alone (PrintLossTimes): the chunked
 // cross-entropy against cross_entropy over a float32 copy of the logits; and
-// one RMSNorm alone (PrintNormTimes): the model's against the composite ops.
+// one RMSNorm alone (PrintNormTimes): the model's against the composite ops,
+// and SwiGLU's gating alone (PrintGatingTimes), likewise.
 // Its PyTorch peer, the same figures for the same shapes: bench/peer/llama_peer.py.
 //
 // On CUDA the compute dtype is bf16 (--dtype fp32 to change it), MFU is
@@ -58,6 +59,7 @@
 #include "backends/native/model/model.h"
 #include "backends/native/model/model_config.h"
 #include "backends/native/model/rms_norm.h"
+#include "backends/native/model/swiglu.h"
 #include "backends/native/quant/quantized_model.h"
 #include "backends/native/platform/torch_compat.h"
 #include "backends/native/training/train.h"
@@ -191,6 +193,25 @@ void PrintNormTimes(int64_t N, int64_t C, const at::TensorOptions& options, int 
               static_cast<long long>(N), static_cast<long long>(C), ms[0], ms[1]);
 }
 
+// SwiGLU's gating alone, over random gate and up of a step's shape (N = B·T
+// rows, F columns, the compute dtype): the model's (swiglu.h: one autograd
+// function keeping gate and up, silu recomputed in backward) against
+// silu(gate)·up under autograd.
+void PrintGatingTimes(int64_t N, int64_t F, const at::TensorOptions& options, int reps) {
+  at::Tensor gate = at::randn({N, F}, options).requires_grad_(true);
+  at::Tensor up = at::randn({N, F}, options).requires_grad_(true);
+  at::Tensor g = at::randn({N, F}, options);
+  const std::vector<double> ms = MedianForwardBackwardMs(
+      {[&] { return (swiglu(gate, up) * g).sum(); }, [&] { return (at::silu(gate) * up * g).sum(); }},
+      [&] {
+        gate.mutable_grad() = at::Tensor();
+        up.mutable_grad() = at::Tensor();
+      },
+      options.device(), reps);
+  std::printf("           SiLU(gate)·up fwd+bwd over %lldx%lld: %.2f ms (one autograd function), composite ops %.2f ms\n",
+              static_cast<long long>(N), static_cast<long long>(F), ms[0], ms[1]);
+}
+
 Figures BenchPreset(const std::string& preset, const Options& o, const at::TensorOptions& device) {
   Figures figures;
   auto config = PresetConfig(preset);
@@ -277,6 +298,7 @@ Figures BenchPreset(const std::string& preset, const Options& o, const at::Tenso
     PrintDeviceMemory(device.device());
     if (!lora) PrintLossTimes(o.batch * seq, c.vocab_size, device, 5);
     if (!lora) PrintNormTimes(o.batch * seq, c.dim, device, 5);
+    if (!lora) PrintGatingTimes(o.batch * seq, c.hidden_dim, device, 5);
   }
 
   // ---- single-stream greedy decode with the KV cache ----

@@ -87,13 +87,13 @@ TEST_CASE("memory estimate: activation, loss and workspace terms") {
   const ModelConfig t = Tiny();
   // e = 4 (CPU), T = 16, probabilities kept:
   //   norms 2·(2·4·192 + 4) = 3080, q k v 3·4·192 = 2304, attention output 768,
-  //   probabilities 4·6·16 = 384, MLP 4·4·512 = 8192.
-  CHECK(layer_activation_bytes_per_token(t, 4, 16, true) == 3080 + 2304 + 768 + 384 + 8192);
+  //   probabilities 4·6·16 = 384, MLP (gate, up, down's input) 3·4·512 = 6144.
+  CHECK(layer_activation_bytes_per_token(t, 4, 16, true) == 3080 + 2304 + 768 + 384 + 6144);
   // e = 2 (CUDA, fused attention): norms 2·(2·2·192 + 4) = 1544, q k v 1152, output 384,
-  //   kernel e·NH·HD + 4·NH = 384 + 24, MLP 4096.
-  CHECK(layer_activation_bytes_per_token(t, 2, 16, false) == 1544 + 1152 + 384 + 408 + 4096);
+  //   kernel e·NH·HD + 4·NH = 384 + 24, MLP 3·2·512 = 3072.
+  CHECK(layer_activation_bytes_per_token(t, 2, 16, false) == 1544 + 1152 + 384 + 408 + 3072);
   // e = 2 on the math path: probabilities in float32 and their bf16 copy, 4·6·16 + 2·6·16.
-  CHECK(layer_activation_bytes_per_token(t, 2, 16, true) == 1544 + 1152 + 384 + 384 + 192 + 4096);
+  CHECK(layer_activation_bytes_per_token(t, 2, 16, true) == 1544 + 1152 + 384 + 384 + 192 + 3072);
   // The logits kept and their gradient (2·e per logit) and two float32 chunks
   // of chunked_loss.h's kLossChunkElements, or of all 2·16·1024 logits when fewer
   // (one chunk for float32 logits, whose widening is no copy).
@@ -130,25 +130,25 @@ TEST_CASE("memory estimate: FSDP FULL_SHARD training of the tiny preset, W = 2, 
   // The peak is the backward of layer 0: every other unit's gradient slice is formed
   // (head 4·98400 + 3 layers 4·196800), layer 0's checkpointed input is kept
   // (4·192·32), the gathered layer and its gradients (4·393600 + 4·393600), and the
-  // layer's activations recomputed (14728 · 32).
+  // layer's activations recomputed (12680 · 32).
   CHECK(m.peak_phase == "backward of decoder layer 0");
   CHECK(Term(m.at_peak, "gradients") == 4 * 98400 + 3 * 4 * 196800);
   CHECK(Term(m.at_peak, "activations") == 4 * 192 * 32);
   CHECK(Term(m.at_peak, "gathered layer + its gradients") == 8 * 393600);
-  CHECK(Term(m.at_peak, "one layer's activations") == 14728 * 32);
-  CHECK(m.peak_bytes == 12 * 983904 + 2755200 + 24576 + 3148800 + 471296);
+  CHECK(Term(m.at_peak, "one layer's activations") == 12680 * 32);
+  CHECK(m.peak_bytes == 12 * 983904 + 2755200 + 24576 + 3148800 + 405760);
 
-  // No checkpointing: every layer's graph is kept (14728 bytes a token). The head's
+  // No checkpointing: every layer's graph is kept (12680 bytes a token). The head's
   // backward holds all four graphs, the gathered head (8·196800) and the loss:
-  // 1885184 + 1574400 + 393216 = 3852800; layer 0's backward holds the formed gradients
-  // (2755200), its own graph and its gradients' workspace (2 · 471296) and the gathered
-  // layer (3148800) = 6846592: the peak.
+  // 1623040 + 1574400 + 393216 = 3590656; layer 0's backward holds the formed gradients
+  // (2755200), its own graph and its gradients' workspace (2 · 405760) and the gathered
+  // layer (3148800) = 6715520: the peak.
   s.checkpoint_every = 0;
   MemoryEstimate kept = estimate_training_memory(s);
   CHECK(kept.peak_phase == "backward of decoder layer 0");
-  CHECK(Term(kept.at_peak, "activations") == 14728 * 32);
-  CHECK(Term(kept.at_peak, "one layer's activations") == 14728 * 32);
-  CHECK(kept.peak_bytes == 12 * 983904 + 2755200 + 2 * 471296 + 3148800);
+  CHECK(Term(kept.at_peak, "activations") == 12680 * 32);
+  CHECK(Term(kept.at_peak, "one layer's activations") == 12680 * 32);
+  CHECK(kept.peak_bytes == 12 * 983904 + 2755200 + 2 * 405760 + 3148800);
   // With a vocabulary of 8192 the embedding and the head are 1572864 and 1573056
   // elements: the embedding's backward (every other gradient slice, 3146112 + 4·787200
   // bytes, and its gradients with their flat float32 copy, 8·1572864: it is not
@@ -163,7 +163,7 @@ TEST_CASE("memory estimate: FSDP FULL_SHARD training of the tiny preset, W = 2, 
   wide_vocab.micro_batch = 8;
   MemoryEstimate wide = estimate_training_memory(wide_vocab);
   CHECK(wide.peak_phase == "backward of the head (logits, loss)");
-  CHECK(Term(wide.at_peak, "activations") == 4 * 14728 * 128);
+  CHECK(Term(wide.at_peak, "activations") == 4 * 12680 * 128);
   CHECK(Term(wide.at_peak, "gathered head + its gradients") == 8 * 1573056);
   // The logits and their gradient, 2·4 bytes each, and the float32 chunks (all 8·16·8192 in one).
   CHECK(Term(wide.at_peak, "logits and cross-entropy") == 8 * 16 * 8192 * (8 + 4));
@@ -205,14 +205,14 @@ TEST_CASE("memory estimate: FSDP FULL_SHARD training of the tiny preset, W = 2, 
   // unit's float32 flat gradient in flight (layer l+1: 4·393600; the head:
   // 4·196800). Layer 1 becomes the peak: formed gradients 393600 + 2·787200,
   // two checkpointed inputs 2·24576, the gathered layer and its gradients
-  // 3148800, its activations 471296, plus 1574400 + 1574400.
+  // 3148800, its activations 405760, plus 1574400 + 1574400.
   s.checkpoint_every = 1;
   s.prefetch = true;
   MemoryEstimate ahead = estimate_training_memory(s);
   CHECK(ahead.peak_phase == "backward of decoder layer 1");
   CHECK(Term(ahead.at_peak, "next unit prefetched") == 4 * 393600);
   CHECK(Term(ahead.at_peak, "previous unit's gradient in flight") == 4 * 393600);
-  CHECK(ahead.peak_bytes == 12 * 983904 + 393600 + 2 * 787200 + 2 * 24576 + 3148800 + 471296 + 2 * 1574400);
+  CHECK(ahead.peak_bytes == 12 * 983904 + 393600 + 2 * 787200 + 2 * 24576 + 3148800 + 405760 + 2 * 1574400);
   // A bf16 reduction halves the gradient in flight.
   s.reduce_bytes = 2;
   CHECK(Term(estimate_training_memory(s).at_peak, "previous unit's gradient in flight") == 2 * 393600);
@@ -250,7 +250,7 @@ TEST_CASE("memory estimate: 4-bit QLoRA training, sharded and in one process") {
   CHECK(nf4_layer_records(t, false) == 6144);
   CHECK(Term(peak.at_peak, "gathered NF4 layer") == 6144 * 36);
   CHECK(Term(peak.at_peak, "one projection dequantized") == 8 * 512 * 192);
-  CHECK(Term(peak.at_peak, "one layer's activations") == 14728 * 8 * 16);
+  CHECK(Term(peak.at_peak, "one layer's activations") == 12680 * 8 * 16);
   // With prefetch the next layer's records are gathered too, and the previous
   // layer's adapter gradients (a quarter of the adapters, float32) in flight.
   s.prefetch = true;

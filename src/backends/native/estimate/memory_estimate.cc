@@ -319,7 +319,7 @@ int64_t layer_activation_bytes_per_token(const ModelConfig& c, int64_t e, int64_
   const int64_t qkv = 3 * e * NH * HD;
   const int64_t attn_out = e * NH * HD;
   const int64_t core = attention_probs_kept ? 4 * NH * seq_len + f * e * NH * seq_len : e * NH * HD + 4 * NH;
-  const int64_t mlp = 4 * e * F;
+  const int64_t mlp = 3 * e * F;  // gate, up (swiglu.h saves these two only), and down's input
   return norms + qkv + attn_out + core + mlp;
 }
 

@@ -41,7 +41,7 @@
 //     + e·NH·HD                        attention output (o_proj's input)
 //     + attn                           CUDA (fused kernel): e·NH·HD + 4·NH (output, log-sum-exp)
 //                                      CPU (math path): 4·NH·T + f·e·NH·T (probabilities)
-//     + 4·e·F                          gate, up, silu(gate), silu(gate)·up
+//     + 3·e·F                          gate, up (swiglu.h keeps no silu(gate)), silu(gate)·up
 // Checkpointed layer (layer l with k > 0 and l mod k = 0): its input only, e·C.
 // Loss (train.cc masked_loss, chunked_loss.h): the logits kept for the
 //   cross-entropy's backward and their gradient, e each, and float32 chunks

@@ -8,6 +8,7 @@
 
 #include "backends/native/model/fused_ops.h"
 #include "backends/native/model/rms_norm.h"
+#include "backends/native/model/swiglu.h"
 #include "backends/native/platform/torch_compat.h"
 
 namespace protocol {
@@ -170,7 +171,8 @@ at::Tensor attention_forward(const Model& model, size_t layer, const LayerWeight
   return project(model, layer, w, Projection::kO, y);
 }
 
-// SwiGLU feed-forward (Shazeer 2020): down( silu(gate(h)) ⊙ up(h) ).
+// SwiGLU feed-forward (Shazeer 2020): down( silu(gate(h)) ⊙ up(h) ); the
+// gating is swiglu.h's autograd function where a graph is built.
 at::Tensor mlp_forward(const Model& m, size_t layer, const LayerWeights& w, const at::Tensor& h) {
   if (const at::Tensor w_gate_up = joined_projection(m, w.w_gate_up, {&w.w_gate, &w.w_up}); w_gate_up.defined()) {
     at::Tensor gate_up = at::linear(h, w_gate_up);  // (..., 2F): the gate's F columns, then up's
@@ -179,7 +181,7 @@ at::Tensor mlp_forward(const Model& m, size_t layer, const LayerWeights& w, cons
     return project(m, layer, w, Projection::kDown, at::silu(halves[0]) * halves[1]);
   }
   at::Tensor gate = project(m, layer, w, Projection::kGate, h), up = project(m, layer, w, Projection::kUp, h);
-  return project(m, layer, w, Projection::kDown, at::silu(gate) * up);
+  return project(m, layer, w, Projection::kDown, swiglu(gate, up));
 }
 
 // Rotary angles θ_i = theta^(−2i/HD), i < HD/2; table[pos] = (pos·θ, pos·θ), on `device`.

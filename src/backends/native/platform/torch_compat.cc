@@ -437,12 +437,22 @@ namespace {
 thread_local std::map<std::string, int64_t>* counting = nullptr;
 thread_local int op_depth = 0;
 
+// The autograd engine's record of one backward node: not an op itself, the
+// ops the node runs are counted as outermost ones.
+bool BackwardNode(const at::RecordFunction& fn) {
+  static constexpr char kPrefix[] = "autograd::engine::evaluate_function";
+  return std::strncmp(fn.name(), kPrefix, sizeof(kPrefix) - 1) == 0;
+}
+
 std::unique_ptr<at::ObserverContext> OpStarted(const at::RecordFunction& fn) {
+  if (BackwardNode(fn)) return nullptr;
   if (counting && op_depth == 0) ++(*counting)[fn.name()];
   ++op_depth;
   return nullptr;
 }
-void OpEnded(const at::RecordFunction&, at::ObserverContext*) { --op_depth; }
+void OpEnded(const at::RecordFunction& fn, at::ObserverContext*) {
+  if (!BackwardNode(fn)) --op_depth;
+}
 }  // namespace
 
 OpCounter::OpCounter() {
@@ -528,6 +538,7 @@ CpuMemoryWatch::CpuMemoryWatch() {
 CpuMemoryWatch::~CpuMemoryWatch() { c10::SetCPUAllocator(watching->base(), kWatchPriority); }
 
 int64_t CpuMemoryWatch::peak_bytes() const { return cpu_peak.load() - start_; }
+int64_t CpuMemoryWatch::live_bytes() const { return cpu_live.load() - start_; }
 int64_t CpuMemoryWatch::largest_bytes() const { return cpu_largest.load(); }
 
 // ---- storage ------------------------------------------------------------------

@@ -154,6 +154,8 @@ class CudaGraph {
 // The ops this thread dispatches while the object lives, through ATen's
 // RecordFunction observer: only the outermost ones (an aten::linear that
 // calls aten::matmul and aten::mm counts once), by name, "aten::add" → 2.
+// In a backward, the ops each node runs (the engine's record of the node is
+// not counted as one).
 // Each op is one kernel launch or more on a GPU: the count is what a decode
 // step costs the host. One counter per thread at a time.
 class OpCounter {
@@ -185,6 +187,7 @@ class CpuMemoryWatch {
   CpuMemoryWatch(const CpuMemoryWatch&) = delete;
   CpuMemoryWatch& operator=(const CpuMemoryWatch&) = delete;
   int64_t peak_bytes() const;      // the peak so far, above the start
+  int64_t live_bytes() const;      // held now, above the start (what an autograd graph keeps, say)
   int64_t largest_bytes() const;   // the largest single allocation so far
 
  private:
