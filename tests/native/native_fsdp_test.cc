@@ -305,7 +305,7 @@ TEST_CASE("native fsdp: multi-node, stop, timeout and a missing tokenizer end th
     CHECK(out.status == CaseStatus::kFailed);
     // An allocator's error: the finding with the case's memory estimate, then the rank's own words.
     CHECK(out.reason ==
-          "rank 1 (node node1) ran out of memory; the memory estimate expected 370.9 kB per rank process; lower "
+          "rank 1 (node node1) ran out of memory; the memory estimate expected 358.7 kB per rank process; lower "
           "training.batch_size or seq_len, checkpoint more layers (checkpoint_every: 1), or spread the model over "
           "more ranks; then rank 1 (node node1) exited with code 3: CUDA out of memory");
     CHECK(out.exit_code == 3);
