@@ -22,10 +22,15 @@ struct Grads {
   at::Tensor y, gate, up;
 };
 
+// silu(gate)·up through swiglu or the composite ops.
+at::Tensor Gating(const at::Tensor& gate, const at::Tensor& up, bool composite) {
+  return composite ? at::silu(gate) * up : swiglu(gate, up);
+}
+
 // y and the gradients of Σ y·g for y = silu(gate)·up, through swiglu or the composite ops.
 Grads Run(const at::Tensor& gate0, const at::Tensor& up0, const at::Tensor& g, bool composite) {
   at::Tensor gate = gate0.detach().clone().requires_grad_(true), up = up0.detach().clone().requires_grad_(true);
-  at::Tensor y = composite ? at::silu(gate) * up : swiglu(gate, up);
+  at::Tensor y = Gating(gate, up, composite);
   y.backward(g);
   return {y.detach(), gate.grad(), up.grad()};
 }
@@ -94,19 +99,13 @@ TEST_CASE("swiglu: the graph keeps gate and up, not silu(gate)") {
     CAPTURE(std::string(c10::toString(dtype)));
     const int64_t n = 64 * 1024, bytes = n * static_cast<int64_t>(c10::elementSize(dtype));
     at::Tensor gate = at::randn({n}).to(dtype).requires_grad_(true), up = at::randn({n}).to(dtype).requires_grad_(true);
-    int64_t kept = 0, kept_composite = 0;
-    {
+    auto kept = [&](bool composite) {
       compat::CpuMemoryWatch watch;
-      at::Tensor y = swiglu(gate, up);
-      kept = watch.live_bytes();
-    }
-    {
-      compat::CpuMemoryWatch watch;
-      at::Tensor y = at::silu(gate) * up;
-      kept_composite = watch.live_bytes();
-    }
-    CHECK(kept == bytes);                // y; gate and up were there before
-    CHECK(kept_composite == 2 * bytes);  // y and silu(gate), saved by the product
+      at::Tensor y = Gating(gate, up, composite);
+      return watch.live_bytes();
+    };
+    CHECK(kept(false) == bytes);     // y; gate and up were there before
+    CHECK(kept(true) == 2 * bytes);  // y and silu(gate), saved by the product
   }
 }
 
@@ -119,7 +118,7 @@ TEST_CASE("swiglu: forward and backward together peak a tensor of gate's size be
       at::Tensor gate = gate0.clone().requires_grad_(true), up = up0.clone().requires_grad_(true);
       compat::CpuMemoryWatch watch;
       {
-        at::Tensor y = composite ? at::silu(gate) * up : swiglu(gate, up);
+        at::Tensor y = Gating(gate, up, composite);
         y.backward(g);
       }
       return watch.peak_bytes();

@@ -172,13 +172,13 @@ at::Tensor attention_forward(const Model& model, size_t layer, const LayerWeight
 }
 
 // SwiGLU feed-forward (Shazeer 2020): down( silu(gate(h)) ⊙ up(h) ); the
-// gating is swiglu.h's autograd function where a graph is built.
+// gating is swiglu.h's (its autograd function where a graph is built).
 at::Tensor mlp_forward(const Model& m, size_t layer, const LayerWeights& w, const at::Tensor& h) {
   if (const at::Tensor w_gate_up = joined_projection(m, w.w_gate_up, {&w.w_gate, &w.w_up}); w_gate_up.defined()) {
     at::Tensor gate_up = at::linear(h, w_gate_up);  // (..., 2F): the gate's F columns, then up's
     if (fused::Available(gate_up)) return project(m, layer, w, Projection::kDown, fused::SiluMul(gate_up));
     std::vector<at::Tensor> halves = gate_up.chunk(2, -1);
-    return project(m, layer, w, Projection::kDown, at::silu(halves[0]) * halves[1]);
+    return project(m, layer, w, Projection::kDown, swiglu(halves[0], halves[1]));
   }
   at::Tensor gate = project(m, layer, w, Projection::kGate, h), up = project(m, layer, w, Projection::kUp, h);
   return project(m, layer, w, Projection::kDown, swiglu(gate, up));

@@ -10,11 +10,15 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
+// The forward, with a graph or without: one expression, so a checkpointed
+// layer's first pass and its recomputation are the same ops.
+at::Tensor Gating(const at::Tensor& gate, const at::Tensor& up) { return at::silu(gate) * up; }
+
 class SwiGluFunction : public torch::autograd::Function<SwiGluFunction> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& gate, const at::Tensor& up) {
     ctx->save_for_backward({gate, up});
-    return at::silu(gate) * up;
+    return Gating(gate, up);
   }
 
   // The composite autograd's expressions: MulBackward's ĝ·up and ĝ·silu(gate)
@@ -43,7 +47,7 @@ class SwiGluFunction : public torch::autograd::Function<SwiGluFunction> {
 at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up) {
   if (c10::GradMode::is_enabled() && (gate.requires_grad() || up.requires_grad()))
     return SwiGluFunction::apply(gate, up);
-  return at::silu(gate) * up;
+  return Gating(gate, up);
 }
 
 }  // namespace native
