@@ -36,6 +36,11 @@
 //                     device, and replayed from a CUDA graph, equals the
 //                     host position's token for token (float32, bfloat16;
 //                     composite ops and the fused kernels), one host read
+//   training ops      rms_norm's and swiglu's autograd functions on CUDA
+//                     against autograd through the composite ops, float32
+//                     and bfloat16: both forwards and swiglu's gradients bit
+//                     for bit, rms_norm's gradients within one rounding of
+//                     a reordered float32 sum
 #include "native_test_support.h"
 
 #include <unistd.h>
@@ -43,12 +48,16 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <utility>
 
 #include "backends/native/fsdp_backend.h"
 #include "backends/native/model/fused_ops.h"
 #include "backends/native/model/generate.h"
 #include "backends/native/model/model.h"
 #include "backends/native/model/model_config.h"
+#include "backends/native/model/rms_norm.h"
+#include "backends/native/model/swiglu.h"
 #include "backends/native/platform/torch_compat.h"
 #include "backends/native/quant/nf4.h"
 #include "backends/native/quant/nf4_gemv.h"
@@ -99,6 +108,55 @@ TEST_CASE("gpu: a bf16 forward equals the fp32 forward within bf16 rounding") {
   MESSAGE("bf16 vs fp32 logits: relative L2 error " << rel);
   CHECK(rel < 2e-2);
   CHECK(rel > 0);  // the bf16 path really ran in bf16
+}
+
+// ---- the training step's autograd functions --------------------------------------
+
+// y = f(a, b) and the gradients of Σ y·g, autograd's, on fresh leaves.
+struct Backward {
+  at::Tensor y, a, b;
+};
+Backward RunBackward(const std::function<at::Tensor(const at::Tensor&, const at::Tensor&)>& f, const at::Tensor& a0,
+                     const at::Tensor& b0, const at::Tensor& g) {
+  at::Tensor a = a0.detach().clone().requires_grad_(true), b = b0.detach().clone().requires_grad_(true);
+  at::Tensor y = f(a, b);
+  y.backward(g);
+  return {y.detach(), a.grad(), b.grad()};
+}
+
+TEST_CASE("gpu: the training RMSNorm and SwiGLU gating equal the composite ops' autograd on CUDA") {
+  if (!compat::CudaAvailable()) SKIP_TEST(kNoCuda);
+  at::manual_seed(7);
+  const at::Device cuda(at::kCUDA, 0);
+  for (at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    CAPTURE(std::string(c10::toString(dtype)));
+    const at::TensorOptions on = at::TensorOptions().dtype(dtype).device(cuda);
+    // SwiGLU: the same ATen ops as the composite autograd, so the same bits.
+    const at::Tensor gate = (at::randn({4, 128, 688}) * 4).to(on), up = at::randn({4, 128, 688}).to(on);
+    const at::Tensor gy = at::randn({4, 128, 688}).to(on);
+    const Backward fused = RunBackward([](const at::Tensor& a, const at::Tensor& b) { return swiglu(a, b); }, gate, up, gy);
+    const Backward composite =
+        RunBackward([](const at::Tensor& a, const at::Tensor& b) { return at::silu(a) * b; }, gate, up, gy);
+    CHECK(at::equal(fused.y, composite.y));
+    CHECK(at::equal(fused.a, composite.a));
+    CHECK(at::equal(fused.b, composite.b));
+    // RMSNorm: the forward's bits; the gradients within their dtype's rounding (rms_norm.h).
+    const at::Tensor x = (at::randn({4, 128, 256}) * 2).to(on), w = (1 + at::randn({256}) * 0.1).to(on);
+    const at::Tensor gx = at::randn({4, 128, 256}).to(on);
+    auto composite_norm = [](const at::Tensor& xi, const at::Tensor& wi) {
+      const at::Tensor xs = xi.to(at::kFloat);
+      return wi * (xs * at::rsqrt(xs.pow(2).mean({-1}, /*keepdim=*/true) + 1e-5)).to(xi.scalar_type());
+    };
+    const Backward norm = RunBackward([](const at::Tensor& a, const at::Tensor& b) { return rms_norm(a, b, 1e-5); }, x, w, gx);
+    const Backward norm_composite = RunBackward(composite_norm, x, w, gx);
+    CHECK(at::equal(norm.y, norm_composite.y));
+    const double tolerance = dtype == at::kFloat ? 1e-5 : 2e-2;  // max |Δ| / max |reference|, as rms_norm_test.cc
+    for (auto [got, want] : {std::pair{norm.a, norm_composite.a}, std::pair{norm.b, norm_composite.b}}) {
+      REQUIRE((got.scalar_type() == dtype));
+      const at::Tensor d = got.to(at::kDouble), r = want.to(at::kDouble);
+      CHECK(((d - r).abs().max() / r.abs().max()).item<double>() < tolerance);
+    }
+  }
 }
 
 TEST_CASE("gpu: with cuDNN turned off, attention runs on flash or memory-efficient kernels") {
