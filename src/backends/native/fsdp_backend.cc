@@ -176,7 +176,7 @@ class NativeFsdpBackend : public Backend {
                              ? RunInference(ctx, wc, *layout, *setup, log, devices_text)
                              : RunTraining(ctx, wc, *layout, *setup, log);
     out.facts.insert(out.facts.begin(), {fact::kRanks, "1"});
-    for (auto& f : CaseFacts(at::get_num_threads(), devices_text, setup->dtype, spec.workload))
+    for (auto& f : CaseFacts(at::get_num_threads(), devices_text, setup->device, setup->dtype, spec.workload))
       out.facts.push_back(std::move(f));
     log.Line("fsdp: {}{}", out.status == CaseStatus::kOk ? "done" : "ended", out.reason.empty() ? "" : ": " + out.reason);
     return out;

@@ -261,7 +261,7 @@ int RunWorker(const std::string& case_path) {
           WorkloadName(wc->workload), wc->world(), wc->groups, wc->group_size, s.device.str(), compat::TorchVersion());
       for (const auto& [key, value] : CaseFacts(at::get_num_threads(),
                                                 s.device.is_cuda() ? "cuda (one GPU per rank)" : s.device.str(),
-                                                s.dtype, wc->workload))
+                                                s.device, s.dtype, wc->workload))
         Out().Fact(key, value);
     }
     // Inference issues barriers only: Gloo groups, which also allow replicas that share a GPU

@@ -48,11 +48,21 @@ TEST_CASE("case device: cpu in float32; cuda without a device is an error") {
 
 TEST_CASE("case facts: threads, device, dtype, and the decoding for inference") {
   using Facts = std::vector<std::pair<std::string, std::string>>;
-  CHECK(CaseFacts(4, "cpu", at::kFloat, Workload::kPretrain) ==
+  const at::Device cpu(at::kCPU);
+  CHECK(CaseFacts(4, "cpu", cpu, at::kFloat, Workload::kPretrain) ==
         Facts{{fact::kThreadsPerRank, "4"}, {fact::kDevice, "cpu"}, {fact::kDtype, compat::DtypeName(at::kFloat)}});
-  const Facts inference = CaseFacts(1, "cuda (one GPU per rank)", at::kBFloat16, Workload::kInference);
+  // The decoding says which kernels a generation runs: the fused decode kernels serve float32 on a CPU only.
+  const Facts inference = CaseFacts(1, "cpu", cpu, at::kFloat, Workload::kInference);
   REQUIRE(inference.size() == 4);
-  CHECK(inference[3].first == fact::kDecoding);
+  CHECK(inference[3] == std::pair<std::string, std::string>{fact::kDecoding,
+                                                            "greedy (argmax), KV cache, each step at the host's "
+                                                            "position; fused decode kernels (RMSNorm, RoPE with the "
+                                                            "cache write, SiLU·up, attention)"});
+  const Facts bf16 = CaseFacts(1, "cpu", cpu, at::kBFloat16, Workload::kInference);
+  REQUIRE(bf16.size() == 4);
+  CHECK(bf16[3].second ==
+        "greedy (argmax), KV cache, each step at the host's position; ATen ops (no fused decode kernels for this "
+        "device and dtype)");
 }
 
 TEST_CASE("case weights: the source, the note of declared random weights, and none to load") {

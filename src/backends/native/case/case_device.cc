@@ -32,11 +32,12 @@ at::ScalarType ResolveReduceDtype(ReduceDtype choice, at::ScalarType compute) {
 }
 
 std::vector<std::pair<std::string, std::string>> CaseFacts(int threads_per_rank, const std::string& device_text,
-                                                           at::ScalarType dtype, Workload workload) {
+                                                           const at::Device& device, at::ScalarType dtype,
+                                                           Workload workload) {
   std::vector<std::pair<std::string, std::string>> facts = {{fact::kThreadsPerRank, std::to_string(threads_per_rank)},
                                                             {fact::kDevice, device_text},
                                                             {fact::kDtype, compat::DtypeName(dtype)}};
-  if (workload == Workload::kInference) facts.push_back({fact::kDecoding, kDecodingText});
+  if (workload == Workload::kInference) facts.push_back({fact::kDecoding, DecodingText(device, dtype)});
   return facts;
 }
 

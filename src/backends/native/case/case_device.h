@@ -33,9 +33,11 @@ Result<CaseDevice> ResolveCaseDevice(DeviceChoice choice, int local_rank);
 at::ScalarType ResolveReduceDtype(ReduceDtype choice, at::ScalarType compute);
 
 // The facts a case reports about where it ran: threads per rank (process),
-// `device_text`, the dtype, and for inference the decoding.
+// `device_text`, the dtype, and for inference the decoding (DecodingText of
+// `device`, the first device its model is on, and the dtype).
 std::vector<std::pair<std::string, std::string>> CaseFacts(int threads_per_rank, const std::string& device_text,
-                                                           at::ScalarType dtype, Workload workload);
+                                                           const at::Device& device, at::ScalarType dtype,
+                                                           Workload workload);
 
 }  // namespace native
 }  // namespace protocol

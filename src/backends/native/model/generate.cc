@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "backends/native/model/fused_ops.h"
 #include "backends/native/platform/torch_compat.h"
 #include "runner/base/text.h"
 
@@ -119,6 +120,17 @@ Generation generate_with_cache(const Model& model, const std::vector<int>& promp
 }
 
 }  // namespace
+
+std::string DecodingText(const at::Device& device, at::ScalarType dtype) {
+  bool fused_kernels = false;
+  {
+    c10::InferenceMode inference;  // where a generation runs, and the only place the fused ops serve
+    fused_kernels = fused::Available(at::empty({0}, at::TensorOptions().dtype(dtype).device(device)));
+  }
+  return std::string("greedy (argmax), KV cache, each step at the host's position; ") +
+         (fused_kernels ? "fused decode kernels (RMSNorm, RoPE with the cache write, SiLU·up, attention)"
+                        : "ATen ops (no fused decode kernels for this device and dtype)");
+}
 
 DecodeBucket& DecodeBuckets::For(const Model& model, int64_t total) {
   const int64_t rounded = (total + kDecodeBucketPositions - 1) / kDecodeBucketPositions * kDecodeBucketPositions;

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "backends/native/model/model.h"
@@ -61,8 +62,15 @@ struct Generation {
 // reads of the tokens for end-of-sequence.
 inline constexpr int64_t kEosCheckTokens = 8;
 
-// How every native inference case decodes (stored as its `decoding` fact).
-inline constexpr const char* kDecodingText = "greedy (argmax), KV cache";
+// What a generation with GenerateOptions' defaults (the KV cache, each step
+// at the host's position) runs on `device` in `dtype`, as every native
+// inference case stores it (its `decoding` fact):
+//   "greedy (argmax), KV cache, each step at the host's position; fused
+//   decode kernels (...)"   where fused_ops.h serves such tensors (a CPU in
+//                            float32; CUDA once its kernels are turned on)
+//   "...; ATen ops (...)"   elsewhere (CUDA with the kernels off, bfloat16 on
+//                            a CPU, float64)
+std::string DecodingText(const at::Device& device, at::ScalarType dtype);
 
 // What a generation with the KV cache decodes into: the cache, and the
 // buffers of the steps with their position on the device, which read and
