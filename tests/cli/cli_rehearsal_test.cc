@@ -86,7 +86,7 @@ TEST_CASE("cli: the two-node rehearsal runs over an unshaped and a 50 Mbit/s lin
   for (const char* id : {"r.1", "r.1-hybrid", "r.2"}) {
     const double counted = measured(1, id, metric::kBytesBetweenNodes);
     const double sent = measured(1, id, metric::kLinkBytesSent);
-    INFO(id << ": communicator " << counted << " bytes between nodes, the nodes' interfaces sent " << sent);
+    INFO(std::string(id) << ": communicator " << counted << " bytes between nodes, the nodes' interfaces sent " << sent);
     CHECK(counted > 0);
     CHECK(sent >= counted);
     CHECK(sent <= 1.05 * counted + 2 * 1024 * 1024);

@@ -84,7 +84,7 @@ inline native::FsdpTrafficShape TrafficShape(const native::ModelConfig& config, 
     shape.replicas = nodes;
   }
   shape.grad_accum = grad_accum;
-  shape.reduce_scatter_is_all_reduce = !native::compat::GlooHasFlatCollectives();
+  shape.reduce_scatter_is_all_reduce = true;  // Gloo's
   return shape;
 }
 

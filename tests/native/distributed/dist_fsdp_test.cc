@@ -88,8 +88,8 @@ struct CaseBytes {
 //                      all-gather of every unit but the embedding (its backward
 //                      reads no weight) and the head (kept from the forward);
 //                      reduce-scatter of every unit's float32 gradient (W'·S_u
-//                      elements): (W'−1)/W'·W'·S_u·4 = 4(W'−1)·S_u where Gloo has
-//                      it (libtorch 2.6+), else an all-reduce: 8(W'−1)·S_u
+//                      elements), on Gloo an all-reduce: 2(W'−1)/W'·W'·S_u·4 =
+//                      8(W'−1)·S_u
 //   each step          hybrid: all-reduce of every gradient slice across the R
 //                      replicas 2(R−1)/R·S_u·4; the 8-byte squared norm over the
 //                      W' shard ranks, the 8-byte loss over all W
@@ -104,7 +104,7 @@ CaseBytes ExpectedBytes(const Variant& v, native::Model& m, int64_t eval_batches
     if (u != 0 && u + 1 != units.size()) backward += units[u];
     if (R > 1) replica += 3 * (2 * (R - 1) * units[u] * 4 / R);
   }
-  const int64_t rs = native::compat::GlooHasFlatCollectives() ? 4 : 8;
+  const int64_t rs = 8;
   auto small = [](int64_t n) { return 2 * (n - 1) * 8 / n; };  // an 8-byte all-reduce over n ranks
   const int64_t step_shard = v.grad_accum * ((Ws - 1) * all * 4 + (Ws - 1) * backward * 4 + rs * (Ws - 1) * all) +
                              small(Ws);

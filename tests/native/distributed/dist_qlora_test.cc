@@ -318,7 +318,7 @@ TEST_CASE("dist qlora: 2 and 4 ranks, full and hybrid sharding, prefetch on and 
       adapters = L * (2 * (W - 1) * (4 * P_l) / W);
     } else {
       const int64_t padded = (P_l + Ws - 1) / Ws * Ws;
-      const int64_t rs = (native::compat::GlooHasFlatCollectives() ? 1 : 2) * (Ws - 1) * (4 * padded) / Ws;
+      const int64_t rs = 2 * (Ws - 1) * (4 * padded) / Ws;  // Gloo's reduce-scatter: an all-reduce
       replica = L * (2 * (R - 1) * (4 * padded / Ws) / R);
       adapters = L * (rs + (Ws - 1) * (4 * padded / Ws)) + replica;
     }

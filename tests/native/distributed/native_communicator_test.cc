@@ -53,9 +53,9 @@ TEST_CASE("communicator: results of the collectives and the bytes this rank sent
     });
   }
   for (std::thread& t : threads) t.join();
-  // all-reduce 2(W−1)/W·24 = 24; all-gather (W−1)·12 = 12; reduce-scatter
-  // (W−1)/W·32 = 16, or as an all-reduce 2(W−1)/W·32 = 32 where Gloo has none.
-  const int64_t scatter = compat::GlooHasFlatCollectives() ? 16 : 32;
+  // all-reduce 2(W−1)/W·24 = 24; all-gather (W−1)·12 = 12; reduce-scatter on
+  // Gloo an all-reduce, 2(W−1)/W·32 = 32 (NCCL's would send (W−1)/W·32 = 16).
+  const int64_t scatter = 32;
   for (int r = 0; r < W; ++r) {
     const RankRun& run = runs[static_cast<size_t>(r)];
     INFO(run.error);

@@ -38,7 +38,7 @@ TEST_CASE("traffic: full sharding over 2 nodes of 1 rank, every term by hand") {
   StepTraffic t = fsdp_step_traffic(s);
   CHECK(t.per_rank == per_rank);
   CHECK(t.between_nodes == 2 * per_rank);  // both ranks' next rank is on the other node
-  // Where Gloo has no reduce-scatter (an all-reduce instead) the gradients count twice.
+  // On Gloo, whose reduce-scatter is an all-reduce, the gradients count twice.
   s.reduce_scatter_is_all_reduce = true;
   CHECK(fsdp_step_traffic(s).per_rank == per_rank + 4 * 19232 / 2);
   // Hybrid over 1 rank per node is pure replication: the gradients all-reduced

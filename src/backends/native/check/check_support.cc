@@ -111,7 +111,7 @@ FsdpTrafficShape FsdpTraffic(const CaseSpec& spec, const ModelSpec& ms, const Mo
   t.grad_accum = spec.training.grad_accum;
   t.dtype_bytes = gpu ? 2 : 4;
   t.reduce_bytes = CommunicationBytes(spec.training.reduce_dtype, gpu);
-  t.reduce_scatter_is_all_reduce = !gpu && !compat::GlooHasFlatCollectives();
+  t.reduce_scatter_is_all_reduce = !gpu;  // Gloo's (torch_compat.h)
   t.nf4 = IsNf4(ms);
   t.double_quant = ms.double_quant;
   t.lora_rank = spec.training.LoraRank();

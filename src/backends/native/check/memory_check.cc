@@ -41,7 +41,12 @@ PeakEstimate TrainingPeak(const CaseSpec& spec, NativeRole role, const ModelSpec
   s.seq_len = spec.training.seq_len;
   s.grad_accum = spec.training.grad_accum;
   s.checkpoint_every = spec.training.checkpoint_every;
-  s.fused_adamw = compat::FusedAdamWAvailable(gpu ? at::Device(at::kCUDA) : at::Device(at::kCPU));
+  // A GPU case in a build without CUDA (validate on a CPU machine) is
+  // estimated as the builds that run it step: their libtorch (2.x: the rigs'
+  // image, a GPU machine's wheel) has the fused AdamW on CUDA.
+  const bool builds_cuda = !compat::CudaRuntimeVersion().empty();
+  s.fused_adamw = gpu ? (!builds_cuda || compat::FusedAdamWAvailable(at::Device(at::kCUDA)))
+                      : compat::FusedAdamWAvailable(at::Device(at::kCPU));
   s.dtype_bytes = gpu ? 2 : 4;
   s.attention_probs_kept = !gpu;
   s.nf4 = IsNf4(ms);

@@ -6,7 +6,7 @@
 // operation it issued (the ring-algorithm volume, torch_compat.h):
 //   all-gather of a shard of s bytes over W ranks   (W−1)·s
 //   reduce-scatter of n bytes                       (W−1)/W·n  (an all-reduce's 2(W−1)/W·n
-//                                                   where Gloo has no reduce-scatter)
+//                                                   on Gloo, where it is an all-reduce)
 //   all-reduce of n bytes                           2·(W−1)/W·n
 // Barriers send no counted bytes. Whoever issues collectives (FSDP units, the
 // evaluation, the merges) is handed the communicator instead of a byte counter.

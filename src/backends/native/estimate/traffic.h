@@ -20,8 +20,8 @@
 //   a · [ (W'−1)·e·Σ_u S_u                  forward all-gather of every unit
 //       + (W'−1)·e·Σ_layers S_u             backward all-gather (not the
 //                                           embedding, not the head)
-//       + (W'−1)·r·S_u per unit             reduce-scatter (2× where Gloo has
-//                                           none: an all-reduce) ]
+//       + (W'−1)·r·S_u per unit             reduce-scatter (2× on Gloo, where
+//                                           it is an all-reduce) ]
 //   + Σ_u 2(R−1)/R·r·S_u                    hybrid: gradient slices across replicas
 //   + 2(W'−1)/W'·8 + 2(W−1)/W·8             squared norm (shard group), loss (group)
 // 4-bit base + LoRA (fsdp_qlora.h), B_l a layer's NF4 shard bytes, P_l a
@@ -62,7 +62,7 @@ struct FsdpTrafficShape {
   int64_t grad_accum = 1;      // a
   int64_t dtype_bytes = 4;     // e
   int64_t reduce_bytes = 4;    // r
-  bool reduce_scatter_is_all_reduce = false;  // Gloo before libtorch 2.6
+  bool reduce_scatter_is_all_reduce = false;  // Gloo (CPU ranks): an all-reduce + slice
   bool nf4 = false;            // 4-bit base + LoRA adapters
   bool double_quant = false;
   int64_t lora_rank = 8;

@@ -42,7 +42,8 @@
 #define PROTOCOL_TORCH_2 (TORCH_VERSION_MAJOR >= 2)
 #define PROTOCOL_TORCH_AT_LEAST(major, minor) \
   (TORCH_VERSION_MAJOR > (major) || (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
-// Gloo's _allgather_base and _reduce_scatter_base: checked in 2.6's headers and run there.
+// Gloo's _allgather_base: checked in 2.6's headers and run there. (Its _reduce_scatter_base,
+// also from 2.6, is an all-reduce of a copy of the input: ReduceScatterSumAsync does not take it.)
 #define PROTOCOL_GLOO_FLAT PROTOCOL_TORCH_AT_LEAST(2, 6)
 // TCPStoreOptions::useLibUV defaults to true from 2.4 on; builds without libuv refuse it.
 #define PROTOCOL_TCPSTORE_LIBUV PROTOCOL_TORCH_AT_LEAST(2, 4)
@@ -269,7 +270,6 @@ void CudaGraph::Replay() {
 #endif
 }
 
-bool GlooHasFlatCollectives() { return PROTOCOL_GLOO_FLAT; }
 bool GlooReducesBfloat16() { return PROTOCOL_TORCH_2; }
 
 bool CudaAvailable() { return at::hasCUDA(); }
@@ -849,7 +849,7 @@ PendingCollective ReduceScatterSumAsync(CommGroup& g, at::Tensor& shard_out, at:
   }
   const auto issued = std::chrono::steady_clock::now();
 #if PROTOCOL_TORCH_2
-  if (g.backend == "nccl" || PROTOCOL_GLOO_FLAT) {
+  if (g.backend == "nccl") {
     c10d::ReduceScatterOptions o;
     o.reduceOp = c10d::ReduceOp::SUM;
     at::Tensor flat_out = shard_out.view({-1});
@@ -858,7 +858,9 @@ PendingCollective ReduceScatterSumAsync(CommGroup& g, at::Tensor& shard_out, at:
                   {flat_out, flat_in}, issued);
   }
 #endif
-  // Gloo: all-reduce the whole buffer, then keep this rank's slice.
+  // Gloo: all-reduce the whole buffer, then keep this rank's slice. (Gloo's own
+  // _reduce_scatter_base, libtorch 2.6 on, all-reduces a copy of the input: the
+  // same bytes on the wire, plus that copy.)
   std::vector<at::Tensor> tensors{full};
   c10d::AllreduceOptions o;
   o.reduceOp = c10d::ReduceOp::SUM;

@@ -218,10 +218,13 @@ int64_t StorageBytes(const at::Tensor& t);
 // (the caller catches it where it wraps the whole worker).
 //
 // libtorch 1.13 Gloo has no flat all-gather, no reduce-scatter and no AVG:
-// AllGatherFlat is a list all-gather into `out`'s slices there, ReduceScatterSum
-// an all-reduce + slice, and callers average by SUM then divide. With NCCL, and
-// with Gloo from libtorch 2.6 on (GlooHasFlatCollectives), the flat collectives
-// (_allgather_base, _reduce_scatter_base) are used.
+// AllGatherFlat is a list all-gather into `out`'s slices there, and callers
+// average by SUM then divide. On Gloo ReduceScatterSum is always an all-reduce
+// + slice: Gloo's _reduce_scatter_base (libtorch 2.6 on) is itself an
+// all-reduce, of a copy of the input (ProcessGroupGloo::
+// reduce_scatter_tensor_coalesced), so it would send the same bytes and hold
+// one more buffer. NCCL takes the flat collectives (_allgather_base,
+// _reduce_scatter_base), as does Gloo's all-gather from libtorch 2.6 on.
 //
 // Each collective returns the bytes THIS rank sends for the operation it
 // actually issued, counted as the ring algorithm's volume (a model of the
@@ -252,9 +255,6 @@ struct CommWork;
 // (not run here: where its Gloo refuses too, the case fails with that message).
 bool GlooReducesBfloat16();
 
-// True where Gloo has the flat collectives (_allgather_base, _reduce_scatter_base):
-// libtorch 2.6 and later. Then ReduceScatterSum is a real reduce-scatter.
-bool GlooHasFlatCollectives();
 
 // The rendezvous store's server (rank 0), listening on `port` on every
 // interface; port 0: a port the kernel picks, bound from that moment on
