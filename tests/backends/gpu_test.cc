@@ -48,9 +48,9 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <utility>
 
+#include "autograd_reference.h"
 #include "backends/native/fsdp_backend.h"
 #include "backends/native/model/fused_ops.h"
 #include "backends/native/model/generate.h"
@@ -70,7 +70,12 @@ namespace protocol {
 namespace native {
 namespace {
 namespace fs = std::filesystem;
+using protocol::testing::AutogradOf;
+using protocol::testing::AutogradResult;
+using protocol::testing::CompositeRmsNorm;
+using protocol::testing::CompositeSwiglu;
 using protocol::testing::FakeProcessRunner;
+using protocol::testing::RelativeMaxError;
 
 const char* const kNoCuda = "no CUDA device (CPU-only libtorch or no GPU): GPU-only check";
 
@@ -112,18 +117,6 @@ TEST_CASE("gpu: a bf16 forward equals the fp32 forward within bf16 rounding") {
 
 // ---- the training step's autograd functions --------------------------------------
 
-// y = f(a, b) and the gradients of Σ y·g, autograd's, on fresh leaves.
-struct Backward {
-  at::Tensor y, a, b;
-};
-Backward RunBackward(const std::function<at::Tensor(const at::Tensor&, const at::Tensor&)>& f, const at::Tensor& a0,
-                     const at::Tensor& b0, const at::Tensor& g) {
-  at::Tensor a = a0.detach().clone().requires_grad_(true), b = b0.detach().clone().requires_grad_(true);
-  at::Tensor y = f(a, b);
-  y.backward(g);
-  return {y.detach(), a.grad(), b.grad()};
-}
-
 TEST_CASE("gpu: the training RMSNorm and SwiGLU gating equal the composite ops' autograd on CUDA") {
   if (!compat::CudaAvailable()) SKIP_TEST(kNoCuda);
   at::manual_seed(7);
@@ -134,27 +127,24 @@ TEST_CASE("gpu: the training RMSNorm and SwiGLU gating equal the composite ops' 
     // SwiGLU: the same ATen ops as the composite autograd, so the same bits.
     const at::Tensor gate = (at::randn({4, 128, 688}) * 4).to(on), up = at::randn({4, 128, 688}).to(on);
     const at::Tensor gy = at::randn({4, 128, 688}).to(on);
-    const Backward fused = RunBackward([](const at::Tensor& a, const at::Tensor& b) { return swiglu(a, b); }, gate, up, gy);
-    const Backward composite =
-        RunBackward([](const at::Tensor& a, const at::Tensor& b) { return at::silu(a) * b; }, gate, up, gy);
+    const AutogradResult fused = AutogradOf(swiglu, gate, up, gy);
+    const AutogradResult composite = AutogradOf(CompositeSwiglu, gate, up, gy);
     CHECK(at::equal(fused.y, composite.y));
-    CHECK(at::equal(fused.a, composite.a));
-    CHECK(at::equal(fused.b, composite.b));
+    CHECK(at::equal(fused.grad_a, composite.grad_a));
+    CHECK(at::equal(fused.grad_b, composite.grad_b));
     // RMSNorm: the forward's bits; the gradients within their dtype's rounding (rms_norm.h).
     const at::Tensor x = (at::randn({4, 128, 256}) * 2).to(on), w = (1 + at::randn({256}) * 0.1).to(on);
     const at::Tensor gx = at::randn({4, 128, 256}).to(on);
-    auto composite_norm = [](const at::Tensor& xi, const at::Tensor& wi) {
-      const at::Tensor xs = xi.to(at::kFloat);
-      return wi * (xs * at::rsqrt(xs.pow(2).mean({-1}, /*keepdim=*/true) + 1e-5)).to(xi.scalar_type());
-    };
-    const Backward norm = RunBackward([](const at::Tensor& a, const at::Tensor& b) { return rms_norm(a, b, 1e-5); }, x, w, gx);
-    const Backward norm_composite = RunBackward(composite_norm, x, w, gx);
+    auto fused_norm = [](const at::Tensor& a, const at::Tensor& b) { return rms_norm(a, b, 1e-5); };
+    auto composite_norm = [](const at::Tensor& a, const at::Tensor& b) { return CompositeRmsNorm(a, b, 1e-5); };
+    const AutogradResult norm = AutogradOf(fused_norm, x, w, gx);
+    const AutogradResult norm_composite = AutogradOf(composite_norm, x, w, gx);
     CHECK(at::equal(norm.y, norm_composite.y));
-    const double tolerance = dtype == at::kFloat ? 1e-5 : 2e-2;  // max |Δ| / max |reference|, as rms_norm_test.cc
-    for (auto [got, want] : {std::pair{norm.a, norm_composite.a}, std::pair{norm.b, norm_composite.b}}) {
+    const double tolerance = dtype == at::kFloat ? 1e-5 : 2e-2;  // as rms_norm_test.cc
+    for (auto [got, want] : {std::pair{norm.grad_a, norm_composite.grad_a},  // x
+                             std::pair{norm.grad_b, norm_composite.grad_b}}) {  // the weight
       REQUIRE((got.scalar_type() == dtype));
-      const at::Tensor d = got.to(at::kDouble), r = want.to(at::kDouble);
-      CHECK(((d - r).abs().max() / r.abs().max()).item<double>() < tolerance);
+      CHECK(RelativeMaxError(got, want) < tolerance);
     }
   }
 }
@@ -348,11 +338,6 @@ double UlpDistance(const at::Tensor& got, const at::Tensor& want, double floor) 
   return ((g - w).abs() / scale).max().item<double>();
 }
 
-at::Tensor RmsNormReference(const at::Tensor& x, const at::Tensor& weight, double eps) {  // model.cc's composite
-  at::Tensor xf = x.to(at::kFloat);
-  return weight * (xf * at::rsqrt(xf.pow(2).mean({-1}, true) + eps)).to(x.scalar_type());
-}
-
 TEST_CASE("gpu: the fused decode ops' CUDA kernels equal the composite ops") {
   if (!compat::CudaAvailable()) SKIP_TEST(kNoCuda);
   if (!fused::CudaKernelsBuilt()) SKIP_TEST(kNoFusedKernels);
@@ -370,10 +355,10 @@ TEST_CASE("gpu: the fused decode ops' CUDA kernels equal the composite ops") {
     for (int64_t C : {4096, 2048, 100}) {
       at::Tensor x = at::randn({3, C}, o) * 3, r = at::randn({3, C}, o), w = (at::rand({C}, o) + 0.5);
       { at::Tensor poison = at::full({3, C}, NAN, o); }
-      CHECK(UlpDistance(fused::RmsNorm(x, w, 1e-5), RmsNormReference(x, w, 1e-5), 1e-3) <= ulps);
+      CHECK(UlpDistance(fused::RmsNorm(x, w, 1e-5), CompositeRmsNorm(x, w, 1e-5), 1e-3) <= ulps);
       auto [h, y] = fused::AddRmsNorm(x, r, w, 1e-5);
       CHECK(at::equal(h, x + r));
-      CHECK(UlpDistance(y, RmsNormReference(x + r, w, 1e-5), 1e-3) <= ulps);
+      CHECK(UlpDistance(y, CompositeRmsNorm(x + r, w, 1e-5), 1e-3) <= ulps);
     }
     // SiLU(gate)·up over 2·11008 columns.
     at::Tensor gate_up = at::randn({2, 1, 2 * 11008}, o) * 3;

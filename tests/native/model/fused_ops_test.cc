@@ -5,6 +5,7 @@
 #include <c10/core/GradMode.h>
 #include <c10/core/InferenceMode.h>
 
+#include "autograd_reference.h"
 #include "backends/native/model/fused_ops.h"
 #include "backends/native/model/model.h"
 #include "backends/native/quant/quantized_model.h"
@@ -13,11 +14,9 @@ namespace protocol {
 namespace native {
 namespace {
 
-// The composite forms, as model.cc writes them.
-at::Tensor RmsNormComposite(const at::Tensor& x, const at::Tensor& weight, double eps) {
-  at::Tensor inv_rms = at::rsqrt(x.pow(2).mean({-1}, /*keepdim=*/true) + eps);
-  return weight * (x * inv_rms);
-}
+// The composite forms, as model.cc writes them (RMSNorm: autograd_reference.h).
+using testing::CompositeRmsNorm;
+
 at::Tensor RopeComposite(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
   const int64_t half = x.size(-1) / 2;
   at::Tensor rotated = at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
@@ -49,14 +48,14 @@ TEST_CASE("fused ops: RMSNorm, alone and after the residual's add, equal the com
   c10::InferenceMode inference;
   at::manual_seed(3);
   at::Tensor x = at::randn({2, 3, 32}) * 4, r = at::randn({2, 3, 32}), w = at::rand({32}) + 0.5;
-  const at::Tensor expected = RmsNormComposite(x, w, 1e-5);
+  const at::Tensor expected = CompositeRmsNorm(x, w, 1e-5);
   CHECK(at::allclose(fused::RmsNorm(x, w, 1e-5), expected, /*rtol=*/2e-6, /*atol=*/1e-7));
   auto [h, y] = fused::AddRmsNorm(x, r, w, 1e-5);
   CHECK(at::equal(h, x + r));  // one float32 addition per element, as the composite's
-  CHECK(at::allclose(y, RmsNormComposite(x + r, w, 1e-5), 2e-6, 1e-7));
+  CHECK(at::allclose(y, CompositeRmsNorm(x + r, w, 1e-5), 2e-6, 1e-7));
   // A non-contiguous input is read as its values.
   at::Tensor t = at::randn({32, 5}).t();
-  CHECK(at::allclose(fused::RmsNorm(t, w, 1e-5), RmsNormComposite(t, w, 1e-5), 2e-6, 1e-7));
+  CHECK(at::allclose(fused::RmsNorm(t, w, 1e-5), CompositeRmsNorm(t, w, 1e-5), 2e-6, 1e-7));
 }
 
 TEST_CASE("fused ops: SiLU(gate)·up over the joined projection equals the composite within float32 rounding") {

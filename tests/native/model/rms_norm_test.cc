@@ -10,32 +10,30 @@
 #include <cmath>
 #include <string>
 
+#include "autograd_reference.h"
 #include "backends/native/model/rms_norm.h"
 
 namespace protocol {
 namespace native {
 namespace {
 
-// The composite ops the model ran before rms_norm (and still runs without grad mode).
-at::Tensor CompositeRmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps) {
-  at::Tensor xs = x.to(x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat);
-  at::Tensor inv_rms = at::rsqrt(xs.pow(2).mean({-1}, /*keepdim=*/true) + eps);
-  return weight * (xs * inv_rms).to(x.scalar_type());
-}
+using testing::AutogradOf;
+using testing::AutogradResult;
+using testing::CompositeRmsNorm;
+using testing::RelativeMaxError;
 
 bool SameValues(const at::Tensor& a, const at::Tensor& b) {
   return a.scalar_type() == b.scalar_type() && a.sizes() == b.sizes() && at::equal(a, b);
 }
 
-struct Grads {
-  at::Tensor y, x, weight;
-};
-
-Grads Run(const at::Tensor& x0, const at::Tensor& w0, const at::Tensor& g, bool composite) {
-  at::Tensor x = x0.detach().clone().requires_grad_(true), w = w0.detach().clone().requires_grad_(true);
-  at::Tensor y = composite ? CompositeRmsNorm(x, w, 1e-5) : rms_norm(x, w, 1e-5);
-  (y.to(at::kDouble) * g).sum().backward();
-  return {y.detach(), x.grad(), w.grad()};
+// y = rms_norm(x, w) or the composite ops', and the gradients of Σ y·g:
+// grad_a for x, grad_b for w.
+AutogradResult Run(const at::Tensor& x, const at::Tensor& w, const at::Tensor& g, bool composite) {
+  return AutogradOf(
+      [composite](const at::Tensor& xi, const at::Tensor& wi) {
+        return composite ? CompositeRmsNorm(xi, wi, 1e-5) : rms_norm(xi, wi, 1e-5);
+      },
+      x, w, g);
 }
 
 TEST_CASE("rms_norm: the forward is the composite ops' bits, with and without a graph") {
@@ -45,7 +43,7 @@ TEST_CASE("rms_norm: the forward is the composite ops' bits, with and without a 
     const at::Tensor x = (at::randn({3, 5, 64}, at::kFloat) * 3).to(dtype);
     const at::Tensor w = (1 + at::randn({64}, at::kFloat) * 0.1).to(dtype);
     CHECK(SameValues(rms_norm(x, w, 1e-5), CompositeRmsNorm(x, w, 1e-5)));
-    const Grads fused = Run(x, w, at::randn({3, 5, 64}, at::kDouble), false);
+    const AutogradResult fused = Run(x, w, at::randn({3, 5, 64}, at::kDouble), false);
     CHECK(SameValues(fused.y, CompositeRmsNorm(x, w, 1e-5)));
   }
 }
@@ -55,7 +53,7 @@ TEST_CASE("rms_norm: the backward equals central differences in float64") {
   const at::Tensor x = at::randn({2, 3, 8}, at::kDouble);
   const at::Tensor w = 1 + at::randn({8}, at::kDouble) * 0.1;
   const at::Tensor g = at::randn({2, 3, 8}, at::kDouble);
-  const Grads analytic = Run(x, w, g, false);
+  const AutogradResult analytic = Run(x, w, g, false);
   auto loss = [&](const at::Tensor& xi, const at::Tensor& wi) { return (rms_norm(xi, wi, 1e-5) * g).sum().item<double>(); };
   const double h = 1e-6;
   double worst = 0;
@@ -64,14 +62,14 @@ TEST_CASE("rms_norm: the backward equals central differences in float64") {
     plus.view({-1})[i] += h;
     minus.view({-1})[i] -= h;
     const double numeric = (loss(plus, w) - loss(minus, w)) / (2 * h);
-    worst = std::max(worst, std::abs(numeric - analytic.x.view({-1})[i].item<double>()));
+    worst = std::max(worst, std::abs(numeric - analytic.grad_a.view({-1})[i].item<double>()));
   }
   for (int64_t i = 0; i < w.numel(); ++i) {
     at::Tensor plus = w.clone(), minus = w.clone();
     plus[i] += h;
     minus[i] -= h;
     const double numeric = (loss(x, plus) - loss(x, minus)) / (2 * h);
-    worst = std::max(worst, std::abs(numeric - analytic.weight[i].item<double>()));
+    worst = std::max(worst, std::abs(numeric - analytic.grad_b[i].item<double>()));
   }
   MESSAGE("largest |analytic − central difference|: " << worst);
   CHECK(worst < 1e-7);
@@ -88,14 +86,13 @@ TEST_CASE("rms_norm: gradients equal autograd through the composite ops within t
     const at::Tensor x = (at::randn({4, 7, 96}, at::kFloat) * 2).to(c.dtype);
     const at::Tensor w = (1 + at::randn({96}, at::kFloat) * 0.1).to(c.dtype);
     const at::Tensor g = at::randn({4, 7, 96}, at::kDouble);
-    const Grads fused = Run(x, w, g, false), composite = Run(x, w, g, true);
+    const AutogradResult fused = Run(x, w, g, false), composite = Run(x, w, g, true);
     auto check = [&](const at::Tensor& got, const at::Tensor& want) {
       REQUIRE((got.scalar_type() == c.dtype));
-      const at::Tensor a = got.to(at::kDouble), b = want.to(at::kDouble);
-      CHECK(((a - b).abs().max() / b.abs().max()).item<double>() < c.tolerance);
+      CHECK(RelativeMaxError(got, want) < c.tolerance);
     };
-    check(fused.x, composite.x);
-    check(fused.weight, composite.weight);
+    check(fused.grad_a, composite.grad_a);
+    check(fused.grad_b, composite.grad_b);
   }
 }
 

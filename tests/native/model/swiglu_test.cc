@@ -11,6 +11,7 @@
 #include <cmath>
 #include <string>
 
+#include "autograd_reference.h"
 #include "backends/native/model/swiglu.h"
 #include "backends/native/platform/torch_compat.h"
 
@@ -18,21 +19,20 @@ namespace protocol {
 namespace native {
 namespace {
 
-struct Grads {
-  at::Tensor y, gate, up;
-};
+using testing::AutogradOf;
+using testing::AutogradResult;
+using testing::CompositeSwiglu;
 
 // silu(gate)·up through swiglu or the composite ops.
 at::Tensor Gating(const at::Tensor& gate, const at::Tensor& up, bool composite) {
-  return composite ? at::silu(gate) * up : swiglu(gate, up);
+  return composite ? CompositeSwiglu(gate, up) : swiglu(gate, up);
 }
 
-// y and the gradients of Σ y·g for y = silu(gate)·up, through swiglu or the composite ops.
-Grads Run(const at::Tensor& gate0, const at::Tensor& up0, const at::Tensor& g, bool composite) {
-  at::Tensor gate = gate0.detach().clone().requires_grad_(true), up = up0.detach().clone().requires_grad_(true);
-  at::Tensor y = Gating(gate, up, composite);
-  y.backward(g);
-  return {y.detach(), gate.grad(), up.grad()};
+// y = silu(gate)·up through swiglu or the composite ops, and the gradients of
+// Σ y·g: grad_a for gate, grad_b for up.
+AutogradResult Run(const at::Tensor& gate, const at::Tensor& up, const at::Tensor& g, bool composite) {
+  return AutogradOf([composite](const at::Tensor& a, const at::Tensor& b) { return Gating(a, b, composite); }, gate,
+                    up, g);
 }
 
 TEST_CASE("swiglu: forward and gradients are autograd's through the composite ops, bit for bit") {
@@ -41,10 +41,10 @@ TEST_CASE("swiglu: forward and gradients are autograd's through the composite op
     CAPTURE(std::string(c10::toString(dtype)));
     const at::Tensor gate = (at::randn({4, 9, 64}) * 4).to(dtype), up = at::randn({4, 9, 64}).to(dtype);
     const at::Tensor g = at::randn({4, 9, 64}).to(dtype);
-    const Grads fused = Run(gate, up, g, false), composite = Run(gate, up, g, true);
+    const AutogradResult fused = Run(gate, up, g, false), composite = Run(gate, up, g, true);
     CHECK(at::equal(fused.y, composite.y));
-    CHECK(at::equal(fused.gate, composite.gate));
-    CHECK(at::equal(fused.up, composite.up));
+    CHECK(at::equal(fused.grad_a, composite.grad_a));
+    CHECK(at::equal(fused.grad_b, composite.grad_b));
     c10::NoGradGuard no_grad;  // a checkpointed layer's first pass: the same bits
     CHECK(at::equal(swiglu(gate, up), composite.y));
   }
@@ -54,7 +54,7 @@ TEST_CASE("swiglu: the backward equals central differences in float64") {
   at::manual_seed(3);
   const at::Tensor gate = at::randn({2, 3, 8}, at::kDouble) * 3, up = at::randn({2, 3, 8}, at::kDouble);
   const at::Tensor g = at::randn({2, 3, 8}, at::kDouble);
-  const Grads analytic = Run(gate, up, g, false);
+  const AutogradResult analytic = Run(gate, up, g, false);
   auto loss = [&](const at::Tensor& gi, const at::Tensor& ui) { return (swiglu(gi, ui) * g).sum().item<double>(); };
   const double h = 1e-6;
   double worst = 0;
@@ -66,7 +66,7 @@ TEST_CASE("swiglu: the backward equals central differences in float64") {
       minus.view({-1})[i] -= h;
       const double numeric = which == 0 ? (loss(plus, up) - loss(minus, up)) / (2 * h)
                                         : (loss(gate, plus) - loss(gate, minus)) / (2 * h);
-      const at::Tensor& a = which == 0 ? analytic.gate : analytic.up;
+      const at::Tensor& a = which == 0 ? analytic.grad_a : analytic.grad_b;
       worst = std::max(worst, std::abs(numeric - a.view({-1})[i].item<double>()));
     }
   }
@@ -78,7 +78,7 @@ TEST_CASE("swiglu: the backward runs one op more than the composite's, silu agai
   at::manual_seed(4);
   at::Tensor gate = at::randn({8, 32}).requires_grad_(true), up = at::randn({8, 32}).requires_grad_(true);
   const at::Tensor g = at::randn({8, 32});
-  at::Tensor y = swiglu(gate, up), z = at::silu(gate) * up;
+  at::Tensor y = swiglu(gate, up), z = CompositeSwiglu(gate, up);
   compat::OpCounter backward;
   y.backward(g);
   MESSAGE("backward: " << backward.Describe());
