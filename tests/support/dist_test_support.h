@@ -4,7 +4,8 @@
 // What the tests of the distributed native backends share: a harness that
 // checks a case and runs it through a backend with real `protocol worker`
 // ranks (the test binary's sibling PROTOCOL_BINARY), recording the case's
-// step and request events, and small readers of its outcome.
+// step and request events; a training case run in one process and over
+// ranks; and small readers of its outcome.
 
 #include "native_test_support.h"
 
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "backends/native/dist_backend.h"
+#include "backends/native/fsdp_backend.h"
 #include "backends/native/platform/torch_compat.h"
 #include "backends/native/estimate/traffic.h"
 #include "runner/base/text.h"
@@ -54,6 +56,61 @@ struct Harness {
     REQUIRE(problems.empty());
     BackendContext ctx{plan, spec, 0, log, out_dir, stop, *processes, SystemClock(), events};
     return backend.Run(ctx);
+  }
+};
+
+// How a training case is spread over ranks, for the tests that train it
+// over W ranks against one process.
+struct RankLayout {
+  int ranks_per_node;
+  int nodes;
+  int64_t checkpoint_every;
+  int64_t grad_accum;  // micro-batches per rank and step
+  int64_t batch_size;  // sequences per micro-batch
+  bool prefetch;
+  bool hybrid;  // sharded within each node, replicated across nodes
+  int world() const { return ranks_per_node * nodes; }
+};
+
+// An fsdp training case run twice by the fsdp backend: in one process, into
+// root/one_TAG, taking the global batch in W·a micro-batches; and over
+// layout's W ranks with a micro-batches each, into root/TAG (its case log
+// root/TAG.log). The one process takes the partition into sequences the
+// ranks' micro-batches make, so that both sum the same float32 partial
+// gradients: merely splitting a batch of 8 differently in one process moves
+// the weights by up to ~1e-4 after 3 AdamW steps at lr 1e-2 (AdamW's
+// normalised step turns the rounding of near-zero gradient elements into
+// differences of that size), which would hide what the tests check.
+struct OneProcessAndRanks {
+  Harness one, ranks;
+  BackendOutcome one_outcome, ranks_outcome;
+  std::filesystem::path one_dir, ranks_dir, ranks_log;
+
+  // REQUIRES (checked): both runs end ok.
+  void Run(const Plan& plan, const CaseSpec& base, const RankLayout& layout, const std::filesystem::path& root,
+           const std::string& tag) {
+    one_dir = root / ("one_" + tag);
+    ranks_dir = root / tag;
+    ranks_log = root / (tag + ".log");
+    CaseSpec single = base;
+    single.training.batch_size = layout.batch_size;
+    single.training.grad_accum = layout.world() * layout.grad_accum;
+    auto backend1 = MakeNativeFsdpBackend(Options());
+    one_outcome = one.Run(*backend1, plan, single, one_dir.string(), "");
+    INFO(one_outcome.reason);
+    REQUIRE(one_outcome.status == CaseStatus::kOk);
+    CaseSpec many = single;
+    many.nodes = layout.nodes;
+    many.training.grad_accum = layout.grad_accum;
+    many.training.ranks_per_node = layout.ranks_per_node;
+    many.training.checkpoint_every = layout.checkpoint_every;
+    many.training.prefetch = layout.prefetch;
+    many.training.sharding = layout.hybrid ? Sharding::kHybrid : Sharding::kFull;
+    auto backend2 = MakeNativeFsdpBackend(Options());
+    ranks_outcome = ranks.Run(*backend2, plan, many, ranks_dir.string(), ranks_log.string());
+    INFO(ranks_outcome.reason);
+    INFO(testing::ReadAll(ranks_log));
+    REQUIRE(ranks_outcome.status == CaseStatus::kOk);
   }
 };
 

@@ -61,17 +61,6 @@ int64_t ShardElements(native::Model& m, int world) {
   return s;
 }
 
-struct Variant {
-  int ranks_per_node;
-  int nodes;
-  int64_t checkpoint_every;
-  int64_t grad_accum;
-  int64_t batch_size;
-  bool prefetch;
-  bool hybrid;
-  int world() const { return ranks_per_node * nodes; }
-};
-
 struct CaseBytes {
   int64_t all = 0, between_nodes = 0;
   int64_t step_per_rank = 0, step_between_nodes = 0;  // one training step's share of them
@@ -95,7 +84,7 @@ struct CaseBytes {
 //                      W' shard ranks, the 8-byte loss over all W
 //   eval               one all-gather per held-out batch (W'), one 8-byte all-reduce (W)
 //   save               one all-gather (W')
-CaseBytes ExpectedBytes(const Variant& v, native::Model& m, int64_t eval_batches) {
+CaseBytes ExpectedBytes(const RankLayout& v, native::Model& m, int64_t eval_batches) {
   const int64_t W = v.world(), Ws = v.hybrid ? v.ranks_per_node : W, R = v.hybrid ? v.nodes : 1;
   const std::vector<int64_t> units = UnitShards(m, static_cast<int>(Ws));
   int64_t all = 0, backward = 0, replica = 0;
@@ -124,21 +113,16 @@ CaseBytes ExpectedBytes(const Variant& v, native::Model& m, int64_t eval_batches
 
 }  // namespace
 
-// W ranks against the one-process backend, same global batch and seed, 3 steps:
-// the 2-layer model's layers recomputed in backward (checkpoint_every 1), kept
+// W ranks against the one-process backend, same global batch and seed, 3 steps
+// (OneProcessAndRanks: both sum the same float32 partial gradients): the
+// 2-layer model's layers recomputed in backward (checkpoint_every 1), kept
 // (0), or alternately (2: layer 0 recomputed, layer 1 kept); with gradient
-// accumulation over micro-batches (grad_accum a per rank). The one-process run
-// takes the same global batch in W·a micro-batches, the same partition into
-// sequences the ranks' micro-batches make, so that both sum the same float32
-// partial gradients: merely splitting a batch of 8 differently in one process
-// moves the weights by up to ~1e-4 after 3 AdamW steps at lr 1e-2 (AdamW's
-// normalised step turns the rounding of near-zero gradient elements into
-// differences of that size), which would hide what this test checks.
+// accumulation over micro-batches (grad_accum a per rank).
 // The same with prefetch on and off (training.prefetch), and with hybrid
 // sharding over 2 "nodes" of one host: 2×2 ranks (sharded over 2, replicated
 // over 2) and 2×1 (each rank a whole replica).
 TEST_CASE("dist fsdp: 2 and 4 ranks on CPU, full and hybrid sharding, prefetch on and off, train to the one-process weights (max abs diff < 1e-5 after 3 steps); bytes by formula; per-rank memory") {
-  const Variant variants[] = {
+  const RankLayout variants[] = {
       // ranks/node, nodes, checkpoint_every, grad_accum, batch, prefetch, hybrid
       {2, 1, 1, 1, 4, true, false},
       {2, 1, 0, 2, 8, false, false},
@@ -153,7 +137,7 @@ TEST_CASE("dist fsdp: 2 and 4 ranks on CPU, full and hybrid sharding, prefetch o
   };
   MiniModelFixture fx;
   Plan plan = fx.MakePlan();
-  for (const Variant& v : variants) {
+  for (const RankLayout& v : variants) {
     CAPTURE(v.ranks_per_node);
     CAPTURE(v.nodes);
     CAPTURE(v.checkpoint_every);
@@ -162,29 +146,10 @@ TEST_CASE("dist fsdp: 2 and 4 ranks on CPU, full and hybrid sharding, prefetch o
     CAPTURE(v.hybrid);
     const std::string tag = fmt::format("w{}x{}_c{}_a{}_{}_{}", v.nodes, v.ranks_per_node, v.checkpoint_every,
                                         v.grad_accum, v.prefetch ? "prefetch" : "sync", v.hybrid ? "hybrid" : "full");
-    // One process: the in-process backend (train.cc's train_step and AdamW).
-    CaseSpec one = MiniTraining("fsdp", 3);
-    one.training.batch_size = v.batch_size;
-    one.training.grad_accum = v.world() * v.grad_accum;
-    Harness h1;
-    auto backend1 = MakeNativeFsdpBackend(Options());
-    BackendOutcome o1 = h1.Run(*backend1, plan, one, (fx.root / ("one_" + tag)).string(), "");
-    REQUIRE(o1.status == CaseStatus::kOk);
-    // W ranks: worker processes over Gloo.
-    CaseSpec many = one;
-    many.nodes = v.nodes;
-    many.training.grad_accum = v.grad_accum;
-    many.training.ranks_per_node = v.ranks_per_node;
-    many.training.checkpoint_every = v.checkpoint_every;
-    many.training.prefetch = v.prefetch;
-    many.training.sharding = v.hybrid ? Sharding::kHybrid : Sharding::kFull;
-    Harness h2;
-    auto backend2 = MakeNativeFsdpBackend(Options());
-    const fs::path log = fx.root / (tag + ".log");
-    BackendOutcome o2 = h2.Run(*backend2, plan, many, (fx.root / tag).string(), log.string());
-    INFO(o2.reason);
-    INFO(ReadAll(log));
-    REQUIRE(o2.status == CaseStatus::kOk);
+    // One process (the in-process backend: train.cc's train_step and AdamW) and W worker processes over Gloo.
+    OneProcessAndRanks run;
+    run.Run(plan, MiniTraining("fsdp", 3), v, fx.root, tag);
+    const BackendOutcome &o1 = run.one_outcome, &o2 = run.ranks_outcome;
     // Every rank exited 0: the case's code and each rank's.
     CHECK(o2.exit_code == 0);
     for (int r = 0; r < v.world(); ++r) {
@@ -192,10 +157,10 @@ TEST_CASE("dist fsdp: 2 and 4 ranks on CPU, full and hybrid sharding, prefetch o
       CHECK(*Find(o2, fmt::format("exit_code_rank{}", r))->value == 0);
     }
     // The ranks ran with this variant's settings (they come through the case file).
-    CHECK(ReadAll(log).find(fmt::format("grad_accum {}; checkpoint_every {}", v.grad_accum, v.checkpoint_every)) !=
-          std::string::npos);
+    const std::string settings = fmt::format("grad_accum {}; checkpoint_every {}", v.grad_accum, v.checkpoint_every);
+    CHECK(ReadAll(run.ranks_log).find(settings) != std::string::npos);
 
-    native::Model a = Load(fx.config, fx.root / ("one_" + tag)), b = Load(fx.config, fx.root / tag);
+    native::Model a = Load(fx.config, run.one_dir), b = Load(fx.config, run.ranks_dir);
     auto pa = native::model_parameters(a), pb = native::model_parameters(b);
     double max_diff = 0;
     for (size_t i = 0; i < pa.size(); ++i)
@@ -214,9 +179,10 @@ TEST_CASE("dist fsdp: 2 and 4 ranks on CPU, full and hybrid sharding, prefetch o
     CHECK((*native::model_parameters(init)[1].tensor - *pa[1].tensor).abs().max().item<double>() > 1e-3);
 
     // The same step losses, reported from rank 0, and the same held-out loss.
-    REQUIRE(h2.events.steps.size() == 3);
-    for (size_t i = 0; i < 3; ++i) CHECK(*h2.events.steps[i].loss == doctest::Approx(*h1.events.steps[i].loss).epsilon(1e-5));
-    CHECK(*h2.events.steps[2].tokens == v.batch_size * 16);
+    const std::vector<StepSample>&one_steps = run.one.events.steps, &rank_steps = run.ranks.events.steps;
+    REQUIRE(rank_steps.size() == 3);
+    for (size_t i = 0; i < 3; ++i) CHECK(*rank_steps[i].loss == doctest::Approx(*one_steps[i].loss).epsilon(1e-5));
+    CHECK(*rank_steps[2].tokens == v.batch_size * 16);
     REQUIRE(Find(o2, metric::kEvalLoss));
     CHECK(*Find(o2, metric::kEvalLoss)->value == doctest::Approx(*Find(o1, metric::kEvalLoss)->value).epsilon(1e-5));
 

@@ -225,70 +225,45 @@ TEST_CASE("fsdp qlora: per-rank NF4 bytes by formula; gathered codes bit-identic
 namespace {
 
 struct Variant {
-  int ranks_per_node;
-  int nodes;
-  int64_t checkpoint_every;
-  int64_t grad_accum;
-  int64_t batch_size;
+  RankLayout layout;
   bool double_quant;
-  bool prefetch;
-  bool hybrid;
-  int world() const { return ranks_per_node * nodes; }
 };
 
 }  // namespace
 
-// As tests/native/distributed/dist_fsdp_test.cc: the one-process run takes the global batch in
-// W·a micro-batches, the partition the ranks' micro-batches make, so that
-// both sum the same float32 partial gradients.
+// As tests/native/distributed/dist_fsdp_test.cc (OneProcessAndRanks: both sum the same float32
+// partial gradients).
 TEST_CASE("dist qlora: 2 and 4 ranks, full and hybrid sharding, prefetch on and off, train a 4-bit model's adapters to the one-process adapters (< 1e-5); bytes by formula") {
   const Variant variants[] = {
-      // ranks/node, nodes, checkpoint_every, grad_accum, batch, double_quant, prefetch, hybrid
-      {2, 1, 1, 1, 4, false, true, false},
-      {2, 1, 0, 2, 8, true, false, false},
-      {4, 1, 1, 1, 4, false, true, false},
-      {2, 2, 0, 1, 4, false, true, false},
-      {2, 2, 1, 2, 8, false, true, true},
-      {2, 2, 0, 1, 4, true, false, true},
+      // {ranks/node, nodes, checkpoint_every, grad_accum, batch, prefetch, hybrid}, double_quant
+      {{2, 1, 1, 1, 4, true, false}, false},
+      {{2, 1, 0, 2, 8, false, false}, true},
+      {{4, 1, 1, 1, 4, true, false}, false},
+      {{2, 2, 0, 1, 4, true, false}, false},
+      {{2, 2, 1, 2, 8, true, true}, false},
+      {{2, 2, 0, 1, 4, false, true}, true},
   };
   Fixture fx;
-  for (const Variant& v : variants) {
-    Plan plan = fx.MakePlan(v.double_quant);
+  for (const Variant& variant : variants) {
+    const RankLayout& v = variant.layout;
+    Plan plan = fx.MakePlan(variant.double_quant);
     const std::string tag = fmt::format("w{}x{}_c{}_a{}_dq{}_{}_{}", v.nodes, v.ranks_per_node, v.checkpoint_every,
-                                        v.grad_accum, v.double_quant, v.prefetch ? "prefetch" : "sync",
+                                        v.grad_accum, variant.double_quant, v.prefetch ? "prefetch" : "sync",
                                         v.hybrid ? "hybrid" : "full");
     CAPTURE(tag);
-    CaseSpec one = Training("fsdp", 3);
-    one.training.batch_size = v.batch_size;
-    one.training.grad_accum = v.world() * v.grad_accum;
-    Harness h1;
-    auto backend1 = MakeNativeFsdpBackend(Options());
-    BackendOutcome o1 = h1.Run(*backend1, plan, one, (fx.root / ("one_" + tag)).string(), "");
-    INFO(o1.reason);
-    REQUIRE(o1.status == CaseStatus::kOk);
-    CaseSpec many = one;
-    many.nodes = v.nodes;
-    many.training.grad_accum = v.grad_accum;
-    many.training.ranks_per_node = v.ranks_per_node;
-    many.training.checkpoint_every = v.checkpoint_every;
-    many.training.prefetch = v.prefetch;
-    many.training.sharding = v.hybrid ? Sharding::kHybrid : Sharding::kFull;
-    Harness h2;
-    auto backend2 = MakeNativeFsdpBackend(Options());
-    const fs::path log = fx.root / (tag + ".log");
-    BackendOutcome o2 = h2.Run(*backend2, plan, many, (fx.root / tag).string(), log.string());
-    INFO(o2.reason);
-    INFO(ReadAll(log));
-    REQUIRE(o2.status == CaseStatus::kOk);
+    OneProcessAndRanks run;
+    run.Run(plan, Training("fsdp", 3), v, fx.root, tag);
+    const BackendOutcome &o1 = run.one_outcome, &o2 = run.ranks_outcome;
 
-    LoraAdapters a = LoadAdapters(fx.config, fx.root / ("one_" + tag)), b = LoadAdapters(fx.config, fx.root / tag);
+    LoraAdapters a = LoadAdapters(fx.config, run.one_dir), b = LoadAdapters(fx.config, run.ranks_dir);
     const double diff = MaxAdapterDiff(a, b);
     MESSAGE(tag << ": max abs adapter difference after 3 steps, 1 process vs " << v.world() << " ranks: " << diff);
     CHECK(diff < 1e-5);
     // They moved: B started at zero.
     CHECK(a.layers[0][0].b.abs().max().item<double>() > 1e-3);
-    REQUIRE(h2.events.steps.size() == 3);
-    for (size_t i = 0; i < 3; ++i) CHECK(*h2.events.steps[i].loss == doctest::Approx(*h1.events.steps[i].loss).epsilon(1e-5));
+    const std::vector<StepSample>&one_steps = run.one.events.steps, &rank_steps = run.ranks.events.steps;
+    REQUIRE(rank_steps.size() == 3);
+    for (size_t i = 0; i < 3; ++i) CHECK(*rank_steps[i].loss == doctest::Approx(*one_steps[i].loss).epsilon(1e-5));
     REQUIRE(Find(o2, metric::kEvalLoss));
     CHECK(*Find(o2, metric::kEvalLoss)->value == doctest::Approx(*Find(o1, metric::kEvalLoss)->value).epsilon(1e-5));
     // Every measurement says what ran.
@@ -309,7 +284,7 @@ TEST_CASE("dist qlora: 2 and 4 ranks, full and hybrid sharding, prefetch on and 
     //   eval batch   (W'−1)·(S_e·4 + L·B_l + S_h·4); then one 8-byte all-reduce over W
     const int64_t L = fx.config.n_layers, C = fx.config.dim, V = fx.config.vocab_size;
     const int64_t S_e = (V * C + Ws - 1) / Ws, S_h = (C + V * C + Ws - 1) / Ws;
-    const int64_t B_l = nf4_shard_bytes(nf4_layer_layout(fx.config, v.double_quant), static_cast<int>(Ws));
+    const int64_t B_l = nf4_shard_bytes(nf4_layer_layout(fx.config, variant.double_quant), static_cast<int>(Ws));
     const int64_t P_l = lora_parameter_count(fx.config, 4) / L;
     const int64_t micro = (Ws - 1) * S_e * 4 + L * 2 * (Ws - 1) * B_l + (Ws - 1) * S_h * 4;
     auto small = [](int64_t n) { return 2 * (n - 1) * 8 / n; };
@@ -336,7 +311,7 @@ TEST_CASE("dist qlora: 2 and 4 ranks, full and hybrid sharding, prefetch on and 
     // validate's figure for a step (traffic.h) is this test's.
     FsdpTrafficShape shape = TrafficShape(fx.config, v.nodes, v.ranks_per_node, v.hybrid, v.grad_accum);
     shape.nf4 = true;
-    shape.double_quant = v.double_quant;
+    shape.double_quant = variant.double_quant;
     shape.lora_rank = 4;
     const StepTraffic step = fsdp_step_traffic(shape);
     CHECK(step.per_rank == v.grad_accum * micro + adapters + small(W));
