@@ -56,8 +56,8 @@ struct Fixture {
     dir = temp.str();
     plan.file = dir + "/plans/smoke.yaml";
     plan.name = "smoke";
-    plan.models["llama2-7b"] = ModelSpec{"llama2-7b", "llama2-7b", "/models/Llama 2 7b", Quantization::kNone, {}};
-    plan.datasets["dolly"] = DatasetSpec{"dolly", "dolly", "/data/dolly 15k.jsonl", {}};
+    plan.models["llama2-7b"] = ModelSpec{"llama2-7b", "llama2-7b", "/models/Llama 2 7b", Quantization::kNone, false, false, "", {}};
+    plan.datasets["dolly"] = DatasetSpec{"dolly", "dolly", "/data/dolly 15k.jsonl", {}, {}};
     spec.id = "2.1.2.1";
     spec.stage = "stage2";
     spec.backend = "command";

@@ -78,8 +78,8 @@ struct Fixture {
     m.name = "mini";
     m.path = (root / "model").string();
     plan.models["mini"] = m;
-    plan.datasets["corpus"] = DatasetSpec{"corpus", "text", (root / "corpus.txt").string(), {}};
-    plan.datasets["dolly"] = DatasetSpec{"dolly", "dolly", (root / "dolly.jsonl").string(), {}};
+    plan.datasets["corpus"] = DatasetSpec{"corpus", "text", (root / "corpus.txt").string(), {}, {}};
+    plan.datasets["dolly"] = DatasetSpec{"dolly", "dolly", (root / "dolly.jsonl").string(), {}, {}};
     return plan;
   }
 };
@@ -348,7 +348,7 @@ TEST_CASE("native fsdp: a parquet copy of a jsonl corpus trains to the same loss
   Fixture fx;
   Plan plan = fx.MakePlan();
   const std::string dir = std::string(PROTOCOL_SOURCE_DIR) + "/tests/data/parquet/";
-  plan.datasets["jsonl"] = DatasetSpec{"jsonl", "jsonl", dir + "corpus.jsonl", {}};
+  plan.datasets["jsonl"] = DatasetSpec{"jsonl", "jsonl", dir + "corpus.jsonl", {}, {}};
   auto losses = [&](const std::string& dataset) {
     CaseSpec spec = TrainingCase(Workload::kPretrain, dataset, 3);
     Harness h;
@@ -363,18 +363,18 @@ TEST_CASE("native fsdp: a parquet copy of a jsonl corpus trains to the same loss
   REQUIRE(jsonl.size() == 4);
   for (const char* copy : {"dict-snappy-v1.parquet", "plain-gzip-v2.parquet", "nulls-snappy-v1.parquet", "folder"}) {
     CAPTURE(std::string(copy));
-    plan.datasets["copy"] = DatasetSpec{"copy", "parquet", dir + copy, {}};
+    plan.datasets["copy"] = DatasetSpec{"copy", "parquet", dir + copy, {}, {}};
     CHECK(losses("copy") == jsonl);  // bit for bit
   }
 
   // validate reads the footers: a column the files lack is an error before any run.
-  plan.datasets["copy"] = DatasetSpec{"copy", "parquet", dir + "folder", "body"};
+  plan.datasets["copy"] = DatasetSpec{"copy", "parquet", dir + "folder", "body", {}};
   CaseSpec spec = TrainingCase(Workload::kPretrain, "copy", 3);
   auto problems = MakeNativeFsdpBackend()->Check(plan, spec);
   REQUIRE(problems.size() == 1);
   CHECK(problems[0] == "dataset 'copy': " + dir + "folder/part-00000.parquet: no column 'body' (the file has: id, text, "
                                                   "url, score, token_count); set the dataset's `column:`");
-  plan.datasets["copy"] = DatasetSpec{"copy", "tokens", dir, {}};
+  plan.datasets["copy"] = DatasetSpec{"copy", "tokens", dir, {}, {}};
   problems = MakeNativeFsdpBackend()->Check(plan, spec);
   REQUIRE(problems.size() == 1);
   CHECK(problems[0] == "dataset 'copy' has format 'tokens', which the native backends cannot read (text, jsonl, parquet or dolly)");
@@ -382,7 +382,7 @@ TEST_CASE("native fsdp: a parquet copy of a jsonl corpus trains to the same loss
 
 TEST_CASE("native fsdp: Check names what a case lacks") {
   Plan plan;
-  plan.models["x"] = ModelSpec{"x", "llama2-8b", "", Quantization::kNone, {}};
+  plan.models["x"] = ModelSpec{"x", "llama2-8b", "", Quantization::kNone, false, false, "", {}};
   CaseSpec spec;
   spec.id = "c.1";
   spec.model = "x";

@@ -190,10 +190,18 @@ struct MiniModelFixture {
     m.name = "mini";
     m.path = (root / "model").string();
     plan.models["mini"] = m;
-    plan.datasets["corpus"] = DatasetSpec{"corpus", "text", (root / "corpus.txt").string(), {}};
+    plan.datasets["corpus"] = DatasetSpec{"corpus", "text", (root / "corpus.txt").string(), {}, {}};
     return plan;
   }
 };
+
+// A CPU-only node of the cluster on this host.
+inline NodeSpec LocalNode(const std::string& name) {
+  NodeSpec node;
+  node.name = name;
+  node.host = "localhost";
+  return node;
+}
 
 // A CPU pretrain of "mini" on "corpus" by `backend` for `steps` steps (batch 4 x 16 tokens).
 inline CaseSpec MiniTraining(const std::string& backend, int64_t steps) {

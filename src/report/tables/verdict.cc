@@ -95,7 +95,8 @@ std::string BytesMovedPhrase(const CellResults* baseline, const CellResults* can
   std::optional<double> within = CellMedian(candidate, metric::kBytesWithinGroups);
   std::optional<double> between = CellMedian(candidate, metric::kBytesBetweenGroups);
   std::optional<double> total = CellMedian(candidate, metric::kBytesCommunicated);
-  std::optional<double> nodes = between_nodes ? CellMedian(candidate, metric::kBytesBetweenNodes) : std::nullopt;
+  std::optional<double> nodes;
+  if (between_nodes) nodes = CellMedian(candidate, metric::kBytesBetweenNodes);
   std::string s;
   if (within && between) {
     s = fmt::format("moving {} within groups and {} between groups", FormatBinaryBytes(*within),

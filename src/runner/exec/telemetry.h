@@ -42,7 +42,7 @@ struct TelemetrySources {
   // When set, every reading goes here as it is taken (on the sampler's
   // threads, one call per reading), not to TakePending / Stop: the first rank
   // of a node sends its node's readings on to the runner this way.
-  std::function<void(const std::vector<TelemetrySample>&)> on_samples;
+  std::function<void(const std::vector<TelemetrySample>&)> on_samples = nullptr;
 };
 
 // The interface counters of one reading → samples since `baseline`

@@ -204,7 +204,7 @@ struct Measurement {
   // The length this figure is for when it is not the case's own (a
   // report_as / not_provided length): "steps" | "epochs" and the count;
   // "" and 0 for the case's own length.
-  std::string length_unit;
+  std::string length_unit = "";
   int64_t length_count = 0;
 };
 

@@ -22,6 +22,7 @@ namespace {
 
 using dist_test::FactOf;
 using dist_test::Harness;
+using dist_test::LocalNode;
 using dist_test::MiniModelFixture;
 using dist_test::MiniTraining;
 using dist_test::Options;
@@ -33,7 +34,7 @@ struct EnvCase {
   Plan plan = fx.MakePlan();
   CaseSpec spec = MiniTraining("fsdp", 2);
   EnvCase() {
-    plan.cluster.nodes = {NodeSpec{"n0", "localhost", 0}, NodeSpec{"n1", "localhost", 0}};
+    plan.cluster.nodes = {LocalNode("n0"), LocalNode("n1")};
     plan.cluster.nodes[1].env.vars = {{"LEVEL", "node n1"}};
     plan.cluster.env.vars = {{"LEVEL", "cluster"}, {"HF_TOKEN", "hf_abc"}};
     NetworkSpec slow;

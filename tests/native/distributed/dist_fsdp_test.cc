@@ -556,7 +556,7 @@ namespace protocol {
 TEST_CASE("dist fsdp: each rank's environment; two plan nodes on one host share its cores") {
   MiniModelFixture fx;
   Plan plan = fx.MakePlan();
-  plan.cluster.nodes = {NodeSpec{"n0", "localhost", 0}, NodeSpec{"n1", "localhost", 0}};
+  plan.cluster.nodes = {LocalNode("n0"), LocalNode("n1")};
   CaseSpec spec = MiniTraining("fsdp", 3);
   spec.nodes = 2;
   spec.training.ranks_per_node = 1;

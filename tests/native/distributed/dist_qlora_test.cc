@@ -78,7 +78,7 @@ struct Fixture {
     m.quantization = Quantization::kNf4;
     m.double_quant = double_quant;
     plan.models["mini"] = m;
-    plan.datasets["corpus"] = DatasetSpec{"corpus", "text", (root / "corpus.txt").string(), {}};
+    plan.datasets["corpus"] = DatasetSpec{"corpus", "text", (root / "corpus.txt").string(), {}, {}};
     return plan;
   }
 };
