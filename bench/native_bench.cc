@@ -376,8 +376,16 @@ Figures BenchPreset(const std::string& preset, const Options& o, const at::Tenso
       for (const NamedParameter& p : model_parameters(model))
         if (p.tensor->defined()) weight_bytes += static_cast<double>(p.tensor->numel() * p.tensor->element_size());
       if (lora) weight_bytes += static_cast<double>(nf4_weight_bytes(model));
+      const double achieved_gb_per_s = weight_bytes * generated / seconds / 1e9;
       std::printf("           weights read per token %.2f GB; achieved %.0f GB/s of weight traffic\n",
-                  weight_bytes / 1e9, weight_bytes * generated / seconds / 1e9);
+                  weight_bytes / 1e9, achieved_gb_per_s);
+      const std::string name = compat::CudaDeviceName();
+      if (const DeviceFigures* card = FindCudaDevice(name)) {
+        std::printf("           %.1f %% of the card's %.0f GB/s memory bandwidth (%s; datasheet)\n",
+                    100 * achieved_gb_per_s / card->memory_gb_per_s, card->memory_gb_per_s, name.c_str());
+      } else {
+        std::printf("           no share of bandwidth: '%s' is not in device_peak.cc's table\n", name.c_str());
+      }
     }
     PrintDeviceMemory(device.device());
   }

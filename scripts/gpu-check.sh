@@ -201,8 +201,9 @@ peer() {
 # kernels) beside its peer; training without recompute (what checkpoint_every: auto picks where
 # the estimate fits) beside its peers; with every layer recomputed; 4-bit; then the waste proxies
 # measured in earlier leases.
-# Single-stream decode, Llama-2-7B shape, bf16 random weights, KV cache
-# (HBM roofline: 13.5 GB of weights per token at 3.35 TB/s ≈ 248 tokens/s).
+# Single-stream decode, Llama-2-7B shape, bf16 random weights, KV cache; the bench prints its
+# share of the card's memory bandwidth (roofline: 13.5 GB of weights per token, at an H100
+# SXM's 3.35 TB/s ≈ 248 tokens/s, at an H200's 4.8 TB/s ≈ 356).
 bench decode-7b --device cuda --presets llama2-7b --no-train --decode 256
 # The same through the fused decode ops' CUDA kernels (fused_ops.h; off unless asked for).
 bench decode-7b-fused --device cuda --presets llama2-7b --no-train --decode 256 --cuda-fused-ops

@@ -23,6 +23,18 @@ TEST_CASE("device peak: CUDA device names map to their datasheet bf16 peak") {
   CHECK_FALSE(PeakBf16Tflops("").has_value());
 }
 
+TEST_CASE("device peak: a CUDA device name finds its row, memory bandwidth included") {
+  const DeviceFigures* h100 = FindCudaDevice("NVIDIA H100 80GB HBM3");
+  REQUIRE(h100 != nullptr);
+  CHECK(std::string(h100->name) == "H100 SXM");
+  CHECK(h100->memory_gb_per_s == 3350.0);
+  const DeviceFigures* h200 = FindCudaDevice("NVIDIA H200");
+  REQUIRE(h200 != nullptr);
+  CHECK(std::string(h200->name) == "H200");
+  CHECK(h200->memory_gb_per_s == 4800.0);
+  CHECK(FindCudaDevice("NVIDIA GeForce GTX 1080") == nullptr);
+}
+
 TEST_CASE("device table: a plan names a row case-insensitively; each row has every figure") {
   const DeviceFigures* sxm = FindDevice("h100 sxm");
   REQUIRE(sxm != nullptr);

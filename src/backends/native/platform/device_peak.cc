@@ -49,10 +49,16 @@ std::string DeviceNames() {
   return out;
 }
 
-std::optional<double> PeakBf16Tflops(const std::string& device_name) {
+const DeviceFigures* FindCudaDevice(const std::string& device_name) {
   for (const DeviceFigures& row : DeviceTable())
-    if (device_name.find(row.name_contains) != std::string::npos) return row.bf16_tflops;
-  return std::nullopt;
+    if (device_name.find(row.name_contains) != std::string::npos) return &row;
+  return nullptr;
+}
+
+std::optional<double> PeakBf16Tflops(const std::string& device_name) {
+  const DeviceFigures* row = FindCudaDevice(device_name);
+  if (!row) return std::nullopt;
+  return row->bf16_tflops;
 }
 
 }  // namespace native

@@ -60,9 +60,11 @@ inline constexpr double kAssumedCpuGflops = 50.0;       // fp32 matmul, every th
 inline constexpr double kAssumedCpuMemoryGbPerS = 10.0;  // a large copy
 inline constexpr double kAssumedCpuOpSeconds = 10e-6;    // one small libtorch op on the host
 
+// The row whose pattern a CUDA device name contains (the first, most
+// specific), e.g. "NVIDIA H100 80GB HBM3" → H100 SXM; nullptr when unknown.
+const DeviceFigures* FindCudaDevice(const std::string& device_name);
 // Dense (no sparsity) bf16 tensor-core TFLOP/s from the vendor's datasheet for
-// the device whose CUDA name contains a row's pattern, e.g.
-// "NVIDIA H100 80GB HBM3" → 989 (H100 SXM). nullopt when unknown.
+// that device, e.g. "NVIDIA H100 80GB HBM3" → 989 (H100 SXM). nullopt when unknown.
 std::optional<double> PeakBf16Tflops(const std::string& device_name);
 
 // Achieved TFLOP/s of training at `tokens_per_second`, given FLOPs per token.
