@@ -21,7 +21,10 @@ constexpr int64_t kChunkWeights = 32;  // one lane's step: 16 bytes of codes
 
 bool GemvDtype(at::ScalarType t) { return t == at::kFloat || t == at::kBFloat16 || t == at::kHalf; }
 
+#if PROTOCOL_CUDA_KERNELS
+// The CUDA kernel reads 16-byte vectors.
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+#endif
 
 int64_t InFeatures(const Nf4Tensor& w) { return w.shape.size() == 2 ? w.shape[1] : 0; }
 
