@@ -255,7 +255,6 @@ struct CommWork;
 // (not run here: where its Gloo refuses too, the case fails with that message).
 bool GlooReducesBfloat16();
 
-
 // The rendezvous store's server (rank 0), listening on `port` on every
 // interface; port 0: a port the kernel picks, bound from that moment on
 // (CommStorePort reads it). `host` is an address of this host that its own
