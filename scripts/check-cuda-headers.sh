@@ -35,7 +35,7 @@ inc="$work/root/usr/include"
 version=$(basename "$work"/debs/libtorch-cuda-dev_*.deb | sed 's/libtorch-cuda-dev_\([^+_-]*\).*/\1/')
 
 flags=(-fsyntax-only -std=c++17 -D_GLIBCXX_USE_CXX11_ABI=1 -DUSE_C10D_GLOO -DUSE_C10D_NCCL -DUSE_DISTRIBUTED
-       -DPROTOCOL_REQUIRE_NCCL -DFMT_SHARED -Isrc -isystem "$inc" -isystem "$inc/torch/csrc/api/include"
+       -DPROTOCOL_REQUIRE_NCCL -DFMT_SHARED '-DPROTOCOL_TORCH_CUDA_ARCHITECTURES="not read"' -Isrc -isystem "$inc" -isystem "$inc/torch/csrc/api/include"
        -Wall -Wextra -Wno-unused-parameter)
 mapfile -t files < <(grep -rl "PROTOCOL_WITH_CUDA\|PROTOCOL_WITH_NCCL" src --include='*.cc' | sort)
 failed=0

@@ -37,6 +37,19 @@
 # what the first one's budget left out:
 #   scripts/gpu-check.sh --deps .gpu-deps --budget 420 --only 'tests|sampled'
 #
+# --rehearse runs every step on this machine's CPU build instead (BUILD_DIR,
+# build by default; nothing is configured or built): the tiny preset and short
+# runs stand in for the 7B and 1B shapes, the device is the CPU, and the
+# CUDA-only flags are dropped (--cuda-fused-ops) or replaced (--decode-step
+# graph by device). No GPU-only tests, no test suite. It checks this script's
+# own steps (each program's flags, the sampled case's --set paths, the ratio
+# and speedup lines) before a lease spends minutes on them; none of its
+# figures is a GPU's. tests/packaging/gpu_check_rehearsal_test.cc runs it.
+# The peer runs with PEER_PYTHON (python3 by default; Debian's python3-torch
+# is /usr/bin/python3's).
+#   scripts/gpu-check.sh --rehearse
+#   PEER_PYTHON=/usr/bin/python3 scripts/gpu-check.sh --rehearse
+#
 # --deps DIR unpacks DIR/*.deb with dpkg -x into a private prefix (never into
 # /) for machines that have no package registry. The benchmark numbers are
 # measurements of this machine as found; record them in docs/performance.md
@@ -48,87 +61,139 @@ deps=""
 quick=0
 budget=0  # seconds; 0: no limit
 only=""   # a regular expression over step names; empty: every step
+rehearse=0
 while (($#)); do
   case $1 in
     --deps) deps=$2; shift 2 ;;
     --quick) quick=1; shift ;;
     --budget) budget=$2; shift 2 ;;
     --only) only=$2; shift 2 ;;
+    --rehearse) rehearse=1; shift ;;
     -h|--help) sed -n '2,/^set -euo pipefail/{/^set/!p}' "$0"; exit 0 ;;
     *) echo "gpu-check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 
-OUT_DIR=${OUT_DIR:-results/gpu-check}
-BUILD_DIR=${BUILD_DIR:-build-gpu}
+if ((rehearse)); then
+  OUT_DIR=${OUT_DIR:-results/gpu-check-rehearsal}
+  BUILD_DIR=${BUILD_DIR:-build}
+else
+  OUT_DIR=${OUT_DIR:-results/gpu-check}
+  BUILD_DIR=${BUILD_DIR:-build-gpu}
+fi
 mkdir -p "$OUT_DIR"
 summary="$OUT_DIR/gpu-check.txt"
 : >"$summary"
 say() { echo "$*" | tee -a "$summary"; }
+failed=0  # steps that ran and failed
 
-command -v nvidia-smi >/dev/null || { echo "gpu-check: no nvidia-smi: not a GPU machine" >&2; exit 2; }
-torch_prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
-say "# protocol GPU check, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-say "git revision: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-say "device: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader)"
-say "$(python3 -c 'import torch; print("torch", torch.__version__, "| CUDA", torch.version.cuda, "| NCCL", ".".join(map(str, torch.cuda.nccl.version())), "| cuda available", torch.cuda.is_available())')"
-
-prefix_path="$torch_prefix"
-if [[ -n $deps ]]; then
-  prefix="${TMPDIR:-/tmp}/protocol-deps"
-  mkdir -p "$prefix"
-  torch_include=$(python3 -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "include"))')
-  for deb in "$deps"/*.deb; do
-    # The wheel's own gloo headers match its libtorch; Debian's are only a fallback.
-    if [[ $(basename "$deb") == libgloo-dev_* && -d $torch_include/gloo ]]; then continue; fi
-    dpkg -x "$deb" "$prefix"
+# device_args ARGS...: the arguments a step runs with, in the array run_args: ARGS themselves,
+# or in a rehearsal their CPU stand-ins (the tiny preset, short runs, no CUDA-only flag).
+device_args() {
+  run_args=("$@")
+  ((rehearse)) || return 0
+  run_args=()
+  while (($#)); do
+    case $1 in
+      --device) run_args+=(--device cpu); shift 2 ;;
+      --presets|--preset) run_args+=("$1" tiny); shift 2 ;;
+      --batch) run_args+=(--batch 2); shift 2 ;;
+      --seq) run_args+=(--seq 64); shift 2 ;;
+      --steps) run_args+=(--steps 2); shift 2 ;;
+      --warmup) run_args+=(--warmup 1); shift 2 ;;
+      --decode) run_args+=(--decode "$(($2 > 0 ? 8 : 0))"); shift 2 ;;
+      --shapes) run_args+=(--shapes 256x256); shift 2 ;;
+      --reps) run_args+=(--reps 2); shift 2 ;;
+      --cuda-fused-ops) shift ;;
+      --decode-step) run_args+=(--decode-step "${2/graph/device}"); shift 2 ;;
+      --set)
+        local value=${2/=cuda/=cpu}
+        [[ $value == *.steps=* ]] && value="${value%=*}=10"
+        run_args+=(--set "$value"); shift 2 ;;
+      *) run_args+=("$1"); shift ;;
+    esac
   done
-  # Debian's CMake package files name their libraries by absolute path (/usr/lib/...): point them into the prefix.
-  grep -rlZ '"/usr/' "$prefix/usr/lib/x86_64-linux-gnu/cmake" 2>/dev/null | xargs -0 -r sed -i "s|\"/usr/|\"$prefix/usr/|g"
-  prefix_path="$torch_prefix;$prefix/usr"
-  export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  export PATH="$prefix/usr/bin:$PATH"  # spm_train, for the tests' tokenizers
-  export CPATH="$prefix/usr/include${CPATH:+:$CPATH}"
-  say "dependencies: unpacked $(ls "$deps"/*.deb | wc -l) packages from $deps into $prefix"
+}
+
+if ((rehearse)); then
+  say "# protocol GPU check: REHEARSAL on this machine's CPU, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  say "# every step with CPU stand-ins (tiny preset, short runs): no figure below is a GPU's"
+  say "git revision: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  for program in protocol protocol_bench protocol_nf4_bench protocol_optimizer_bench; do
+    [[ -x $BUILD_DIR/$program ]] ||
+      { echo "gpu-check: --rehearse needs $BUILD_DIR/$program (scripts/setup.sh builds it)" >&2; exit 2; }
+  done
 fi
 
-# ---- 1. build -----------------------------------------------------------------
 start=$SECONDS
-# The CUDA compiler for the project's kernels (CMake's check_language(CUDA) reads CUDACXX).
-if [[ -z ${CUDACXX:-} ]]; then
-  CUDACXX=$(command -v nvcc || true)
-  [[ -z $CUDACXX && -x /usr/local/cuda/bin/nvcc ]] && CUDACXX=/usr/local/cuda/bin/nvcc
-  [[ -n $CUDACXX ]] && export CUDACXX
-fi
 # left: seconds of the budget still unspent (a large number without one).
 left() { if ((budget > 0)); then echo $((budget - (SECONDS - start))); else echo 1000000; fi; }
-if [[ ! -f $BUILD_DIR/build.ninja ]]; then
-  # The CUDA build's settings are cmake/cuda.cmake's, as in scripts/cuda-build-check.sh.
-  cmake -S . -B "$BUILD_DIR" -G Ninja -C cmake/cuda.cmake -DCMAKE_PREFIX_PATH="$prefix_path" \
-    >"$OUT_DIR/configure.log" 2>&1 ||
-    { tail -30 "$OUT_DIR/configure.log"; say "configure: FAILED (configure.log)"; exit 1; }
-fi
-say "configure: $(grep -m1 -o 'protocol: CUDA kernels [A-Z]*' "$OUT_DIR/configure.log" || echo 'CUDA kernels: unknown')"
-gpu_targets=(protocol protocol-native protocol_gpu_tests protocol_bench protocol_nf4_bench protocol_optimizer_bench)
-if ! cmake --build "$BUILD_DIR" -j "$(nproc)" --target "${gpu_targets[@]}" >"$OUT_DIR/build.log" 2>&1; then
-  grep -E "error|Error" "$OUT_DIR/build.log" | head -30
-  say "build: FAILED (build.log)"
-  exit 1
-fi
-say "build: ok, $((SECONDS - start)) s ($("$BUILD_DIR/protocol" --version 2>&1 | head -1))"
-if command -v cuobjdump >/dev/null && [[ -f $BUILD_DIR/libprotocol_cuda_kernels.a ]]; then
-  # The NF4 kernel's memory instructions: 16-byte stores (STG.E.128) mean whole-vector writes.
-  cuobjdump --dump-sass "$BUILD_DIR/libprotocol_cuda_kernels.a" >"$OUT_DIR/nf4-kernel.sass" 2>&1 || true
-  say "nf4 kernel SASS: $(grep -c 'STG.E.128' "$OUT_DIR/nf4-kernel.sass") STG.E.128, $(grep -cE 'LDL|STL' "$OUT_DIR/nf4-kernel.sass") local-memory accesses"
-fi
+gpu_rc=0
 
-# ---- 2. the GPU-only tests ------------------------------------------------------
-set +e
-"$BUILD_DIR/protocol_gpu_tests" --no-version >"$OUT_DIR/gpu-tests.log" 2>&1
-gpu_rc=$?
-set -e
-say "gpu tests: $(grep -E '^\[doctest\] test cases' "$OUT_DIR/gpu-tests.log" | tail -1) (exit $gpu_rc)"
-((gpu_rc == 0)) || grep -B2 -A12 -E "ERROR|FATAL" "$OUT_DIR/gpu-tests.log" | head -60 | tee -a "$summary"
+# The GPU machine's versions, the dependencies, the build (1) and the GPU-only tests (2).
+prepare_gpu() {
+  command -v nvidia-smi >/dev/null || { echo "gpu-check: no nvidia-smi: not a GPU machine" >&2; exit 2; }
+  torch_prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
+  say "# protocol GPU check, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  say "git revision: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  say "device: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader)"
+  say "$(python3 -c 'import torch; print("torch", torch.__version__, "| CUDA", torch.version.cuda, "| NCCL", ".".join(map(str, torch.cuda.nccl.version())), "| cuda available", torch.cuda.is_available())')"
+
+  prefix_path="$torch_prefix"
+  if [[ -n $deps ]]; then
+    prefix="${TMPDIR:-/tmp}/protocol-deps"
+    mkdir -p "$prefix"
+    torch_include=$(python3 -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "include"))')
+    for deb in "$deps"/*.deb; do
+      # The wheel's own gloo headers match its libtorch; Debian's are only a fallback.
+      if [[ $(basename "$deb") == libgloo-dev_* && -d $torch_include/gloo ]]; then continue; fi
+      dpkg -x "$deb" "$prefix"
+    done
+    # Debian's CMake package files name their libraries by absolute path (/usr/lib/...): point them into the prefix.
+    grep -rlZ '"/usr/' "$prefix/usr/lib/x86_64-linux-gnu/cmake" 2>/dev/null | xargs -0 -r sed -i "s|\"/usr/|\"$prefix/usr/|g"
+    prefix_path="$torch_prefix;$prefix/usr"
+    export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    export PATH="$prefix/usr/bin:$PATH"  # spm_train, for the tests' tokenizers
+    export CPATH="$prefix/usr/include${CPATH:+:$CPATH}"
+    say "dependencies: unpacked $(ls "$deps"/*.deb | wc -l) packages from $deps into $prefix"
+  fi
+
+  # ---- 1. build -----------------------------------------------------------------
+  # The CUDA compiler for the project's kernels (CMake's check_language(CUDA) reads CUDACXX).
+  if [[ -z ${CUDACXX:-} ]]; then
+    CUDACXX=$(command -v nvcc || true)
+    [[ -z $CUDACXX && -x /usr/local/cuda/bin/nvcc ]] && CUDACXX=/usr/local/cuda/bin/nvcc
+    [[ -n $CUDACXX ]] && export CUDACXX
+  fi
+  if [[ ! -f $BUILD_DIR/build.ninja ]]; then
+    # The CUDA build's settings are cmake/cuda.cmake's, as in scripts/cuda-build-check.sh.
+    cmake -S . -B "$BUILD_DIR" -G Ninja -C cmake/cuda.cmake -DCMAKE_PREFIX_PATH="$prefix_path" \
+      >"$OUT_DIR/configure.log" 2>&1 ||
+      { tail -30 "$OUT_DIR/configure.log"; say "configure: FAILED (configure.log)"; exit 1; }
+  fi
+  say "configure: $(grep -m1 -o 'protocol: CUDA kernels [A-Z]*' "$OUT_DIR/configure.log" || echo 'CUDA kernels: unknown')"
+  gpu_targets=(protocol protocol-native protocol_gpu_tests protocol_bench protocol_nf4_bench protocol_optimizer_bench)
+  if ! cmake --build "$BUILD_DIR" -j "$(nproc)" --target "${gpu_targets[@]}" >"$OUT_DIR/build.log" 2>&1; then
+    grep -E "error|Error" "$OUT_DIR/build.log" | head -30
+    say "build: FAILED (build.log)"
+    exit 1
+  fi
+  say "build: ok, $((SECONDS - start)) s ($("$BUILD_DIR/protocol" --version 2>&1 | head -1))"
+  if command -v cuobjdump >/dev/null && [[ -f $BUILD_DIR/libprotocol_cuda_kernels.a ]]; then
+    # The NF4 kernel's memory instructions: 16-byte stores (STG.E.128) mean whole-vector writes.
+    cuobjdump --dump-sass "$BUILD_DIR/libprotocol_cuda_kernels.a" >"$OUT_DIR/nf4-kernel.sass" 2>&1 || true
+    say "nf4 kernel SASS: $(grep -c 'STG.E.128' "$OUT_DIR/nf4-kernel.sass") STG.E.128, $(grep -cE 'LDL|STL' "$OUT_DIR/nf4-kernel.sass") local-memory accesses"
+  fi
+
+  # ---- 2. the GPU-only tests ------------------------------------------------------
+  set +e
+  "$BUILD_DIR/protocol_gpu_tests" --no-version >"$OUT_DIR/gpu-tests.log" 2>&1
+  gpu_rc=$?  # global: the script's exit status
+  set -e
+  say "gpu tests: $(grep -E '^\[doctest\] test cases' "$OUT_DIR/gpu-tests.log" | tail -1) (exit $gpu_rc)"
+  ((gpu_rc == 0)) || grep -B2 -A12 -E "ERROR|FATAL" "$OUT_DIR/gpu-tests.log" | head -60 | tee -a "$summary"
+}
+((rehearse)) || prepare_gpu
 
 # ---- 3. benchmarks --------------------------------------------------------------
 # bench NAME [PROGRAM] ARGS...: PROGRAM is protocol_bench unless the first argument names another.
@@ -140,12 +205,14 @@ bench() {
   if (($(left) < 30)); then say ""; say "bench $name: not run (budget)"; return 0; fi
   local program=protocol_bench
   if [[ $1 == protocol_* ]]; then program=$1; shift; fi
+  device_args "$@"
   say ""
   step_start=$SECONDS
-  say "\$ build/$program $*"
-  if ! timeout "$(left)" "$BUILD_DIR/$program" "$@" >"$OUT_DIR/bench-$name.log" 2>&1; then
+  say "\$ build/$program ${run_args[*]}"
+  if ! timeout "$(left)" "$BUILD_DIR/$program" "${run_args[@]}" >"$OUT_DIR/bench-$name.log" 2>&1; then
     tail -5 "$OUT_DIR/bench-$name.log" | tee -a "$summary"
     say "bench $name: FAILED"
+    failed=$((failed + 1))
     return 0
   fi
   grep -vE "^(BLAS loaded|load average)" "$OUT_DIR/bench-$name.log" | tee -a "$summary"
@@ -158,6 +225,7 @@ steps=10
 # tokens_per_second KIND FILE: the tokens/s figure of FILE's first "train" or "decode" line
 # (protocol_bench and the peer print the same line shape).
 tokens_per_second() {
+  [[ -f $2 ]] || return 0  # a step not run (or not a benchmark of this kind) leaves no log
   awk -v kind=" $1 " 'index($0, kind) { for (i = 2; i <= NF; ++i) if ($i == "tokens/s") { print $(i - 1); exit } }' "$2"
 }
 # ratio BENCH [PEER]: protocol's tokens/s over the peer's for bench BENCH and peer PEER (BENCH
@@ -180,17 +248,24 @@ speedup() {
   [[ -n $a && -n $b ]] || return 0
   say "speedup $1 over $2: $a tokens/s against $b: $(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2fx", a / b }')"
 }
+# The peer's interpreter: PEER_PYTHON, or python3 (on a GPU machine, the one with the wheel).
+peer_python=${PEER_PYTHON:-python3}
 peer() {
   local name=$1; shift
   wanted "$name" || return 0
   if (($(left) < 30)); then say ""; say "peer $name: not run (budget)"; return 0; fi
-  if ! python3 -c 'import torch' >/dev/null 2>&1; then say ""; say "peer $name: not run (no torch in python3)"; return 0; fi
+  if ! "$peer_python" -c 'import torch' >/dev/null 2>&1; then say ""; say "peer $name: not run (no torch in $peer_python)"; return 0; fi
+  if [[ " $* " == *" --only-compiled "* ]] && ! "$peer_python" -c 'import torch; torch.compile' >/dev/null 2>&1; then
+    say ""; say "peer $name: not run (torch $("$peer_python" -c 'import torch; print(torch.__version__)') has no torch.compile)"; return 0
+  fi
+  device_args "$@"
   say ""
   step_start=$SECONDS
-  say "\$ python3 bench/peer/llama_peer.py $*"
-  if ! timeout "$(left)" python3 bench/peer/llama_peer.py "$@" >"$OUT_DIR/peer-$name.log" 2>&1; then
+  say "\$ $peer_python bench/peer/llama_peer.py ${run_args[*]}"
+  if ! timeout "$(left)" "$peer_python" bench/peer/llama_peer.py "${run_args[@]}" >"$OUT_DIR/peer-$name.log" 2>&1; then
     tail -5 "$OUT_DIR/peer-$name.log" | tee -a "$summary"
     say "peer $name: FAILED"
+    failed=$((failed + 1))
     return 0
   fi
   tee -a "$summary" <"$OUT_DIR/peer-$name.log"
@@ -236,7 +311,7 @@ speedup nf4-7b-graph decode-7b-graph
 # The waste proxies of docs/performance.md: NF4 dequantization against a copy of its output,
 # and the 70B LoRA adapters' optimizer step per tensor, multi-tensor and fused (host reads per step).
 bench nf4-dequant protocol_nf4_bench --device cuda --shapes 4096x4096,8192x28672 --dtypes bf16,fp32 --reps 20
-bench optimizer-70b-lora protocol_optimizer_bench --device cuda --steps "$steps"
+bench optimizer-70b-lora protocol_optimizer_bench --device cuda --preset llama2-70b --steps "$steps"
 
 # One case run by `protocol run` with the hardware sampled (docs/runner.md, "Sampling the hardware"):
 # the quick start's one-node pretrain on the GPU, one rank, sampled every 0.2 s; its GPU use, the
@@ -246,18 +321,20 @@ sampled() {
   if (($(left) < 60)); then say ""; say "sampled case: not run (budget)"; return 0; fi
   local db="$OUT_DIR/sampled.db"
   say ""
-  say "\$ protocol run plans/quickstart.yaml --only qn.1.1 (cuda, 1 rank, 300 steps, telemetry every 0.2 s)"
-  if ! timeout "$(left)" "$BUILD_DIR/protocol" run plans/quickstart.yaml --db "$db" --logs "$OUT_DIR/sampled-logs" \
-      --no-calibrate --only qn.1.1 --set defaults.training.device=cuda \
-      --set "stages[stage1].cases[qn.1.1].training.ranks_per_node=1" --set "stages[stage1].cases[qn.1.1].steps=300" \
-      --set telemetry.interval=0.2 --set "defaults.output_dir=$OUT_DIR/sampled-model" >"$OUT_DIR/sampled.log" 2>&1; then
+  device_args run plans/quickstart.yaml --db "$db" --logs "$OUT_DIR/sampled-logs" --no-calibrate --only qn.1.1 \
+    --set defaults.training.device=cuda --set "stages[stage1].cases[qn.1.1].training.ranks_per_node=1" \
+    --set "stages[stage1].cases[qn.1.1].steps=300" --set telemetry.interval=0.2 \
+    --set "defaults.output_dir=$OUT_DIR/sampled-model"
+  say "\$ protocol ${run_args[*]}"
+  if ! timeout "$(left)" "$BUILD_DIR/protocol" "${run_args[@]}" >"$OUT_DIR/sampled.log" 2>&1; then
     tail -5 "$OUT_DIR/sampled.log" | tee -a "$summary"
     say "sampled case: FAILED"
+    failed=$((failed + 1))
     return 0
   fi
   "$BUILD_DIR/protocol" show latest --db "$db" >"$OUT_DIR/sampled-show.txt" 2>&1 || true
   grep -E "telemetry|gpu_utilization|gpu_memory_peak_driver|energy|train_tokens_per_second|wall_seconds" \
-    "$OUT_DIR/sampled-show.txt" | tee -a "$summary"
+    "$OUT_DIR/sampled-show.txt" | tee -a "$summary" || true
 }
 sampled
 
@@ -265,6 +342,9 @@ sampled
 ctest_rc=0
 if ! wanted tests; then
   :
+elif ((rehearse)); then
+  say ""
+  say "tests: not run (rehearsal; the suite here is scripts/test.sh)"
 elif (($(left) < 150)); then
   say ""
   say "tests: not run (budget: $(left) s left)"
@@ -295,5 +375,7 @@ ratio decode-7b-graph decode-7b-compiled
 
 say ""
 say "logs: $OUT_DIR"
+say "failed steps: $failed"
 ((gpu_rc == 0)) || exit "$gpu_rc"
-exit $ctest_rc
+((ctest_rc == 0)) || exit "$ctest_rc"
+((failed == 0))

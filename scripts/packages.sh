@@ -24,6 +24,7 @@ TEST_PACKAGES=(
 CPU_TORCH_PACKAGES=(
   libtorch-dev libopenblas0-openmp          # libtorch 1.13 (CPU) + an optimised BLAS (~18x faster than reference)
   libgloo-dev                               # Gloo headers for c10d process groups (distributed fsdp / share)
+  python3-torch                             # the same PyTorch for Python: the peer (bench/peer) in gpu-check.sh's rehearsal
 )
 
 # Debian trixie's CUDA libtorch (contrib, non-free). libgloo-dev (CPU) would
