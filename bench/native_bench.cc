@@ -170,9 +170,10 @@ void PrintLossTimes(int64_t N, int64_t V, const at::TensorOptions& options, int 
 
 // One RMSNorm alone, over random activations of a step's shape (N = B·T rows,
 // C columns, the compute dtype): the model's (rms_norm.h: one autograd
-// function, closed-form backward) against the composite ops under autograd
-// (what a plain PyTorch RMSNorm module does), the gradient of x and of the
-// weight both asked for.
+// function, closed-form backward; or libtorch's fused kernel where it has
+// one, then beside that function too) against the composite ops under
+// autograd (what a plain PyTorch RMSNorm module does), the gradient of x and
+// of the weight both asked for.
 void PrintNormTimes(int64_t N, int64_t C, const at::TensorOptions& options, int reps) {
   at::Tensor x = at::randn({N, C}, options).requires_grad_(true);
   at::Tensor weight = at::ones({C}, options).requires_grad_(true);
@@ -182,15 +183,24 @@ void PrintNormTimes(int64_t N, int64_t C, const at::TensorOptions& options, int 
     at::Tensor y = weight * (xs * at::rsqrt(xs.pow(2).mean({-1}, true) + 1e-5)).to(x.scalar_type());
     return (y * g).sum();
   };
+  const bool aten_fused = compat::AtenFusedRmsNormAvailable(x, weight);
+  std::vector<std::function<at::Tensor()>> variants = {[&] { return (rms_norm(x, weight, 1e-5) * g).sum(); },
+                                                       composite};
+  if (aten_fused) variants.push_back([&] { return (rms_norm_closed_form(x, weight, 1e-5) * g).sum(); });
   const std::vector<double> ms = MedianForwardBackwardMs(
-      {[&] { return (rms_norm(x, weight, 1e-5) * g).sum(); }, composite},
+      variants,
       [&] {
         x.mutable_grad() = at::Tensor();
         weight.mutable_grad() = at::Tensor();
       },
       options.device(), reps);
-  std::printf("           RMSNorm fwd+bwd over %lldx%lld: %.2f ms (one autograd function), composite ops %.2f ms\n",
-              static_cast<long long>(N), static_cast<long long>(C), ms[0], ms[1]);
+  if (aten_fused)
+    std::printf("           RMSNorm fwd+bwd over %lldx%lld: %.2f ms (libtorch's fused kernel), one autograd function "
+                "%.2f ms, composite ops %.2f ms\n",
+                static_cast<long long>(N), static_cast<long long>(C), ms[0], ms[2], ms[1]);
+  else
+    std::printf("           RMSNorm fwd+bwd over %lldx%lld: %.2f ms (one autograd function), composite ops %.2f ms\n",
+                static_cast<long long>(N), static_cast<long long>(C), ms[0], ms[1]);
 }
 
 // SwiGLU's gating alone, over random gate and up of a step's shape (N = B·T

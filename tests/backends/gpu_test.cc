@@ -36,13 +36,17 @@
 //                     device, and replayed from a CUDA graph, equals the
 //                     host position's token for token (float32, bfloat16;
 //                     composite ops and the fused kernels), one host read
-//   training ops      rms_norm's and swiglu's autograd functions on CUDA
-//                     against autograd through the composite ops, float32
-//                     and bfloat16: both forwards and swiglu's gradients bit
-//                     for bit, rms_norm's gradients within one rounding of
-//                     a reordered float32 sum
+//   training ops      rms_norm's closed form and swiglu's autograd functions
+//                     on CUDA against autograd through the composite ops,
+//                     float32 and bfloat16: both forwards and swiglu's
+//                     gradients bit for bit, rms_norm's gradients within one
+//                     rounding of a reordered float32 sum; where libtorch has
+//                     a fused RMSNorm kernel, rms_norm runs it (its backward
+//                     node is the fused one) within one rounding of the
+//                     composite, gradients included
 #include "native_test_support.h"
 
+#include <torch/csrc/autograd/function.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -135,7 +139,7 @@ TEST_CASE("gpu: the training RMSNorm and SwiGLU gating equal the composite ops' 
     // RMSNorm: the forward's bits; the gradients within their dtype's rounding (rms_norm.h).
     const at::Tensor x = (at::randn({4, 128, 256}) * 2).to(on), w = (1 + at::randn({256}) * 0.1).to(on);
     const at::Tensor gx = at::randn({4, 128, 256}).to(on);
-    auto fused_norm = [](const at::Tensor& a, const at::Tensor& b) { return rms_norm(a, b, 1e-5); };
+    auto fused_norm = [](const at::Tensor& a, const at::Tensor& b) { return rms_norm_closed_form(a, b, 1e-5); };
     auto composite_norm = [](const at::Tensor& a, const at::Tensor& b) { return CompositeRmsNorm(a, b, 1e-5); };
     const AutogradResult norm = AutogradOf(fused_norm, x, w, gx);
     const AutogradResult norm_composite = AutogradOf(composite_norm, x, w, gx);
@@ -145,6 +149,39 @@ TEST_CASE("gpu: the training RMSNorm and SwiGLU gating equal the composite ops' 
                              std::pair{norm.grad_b, norm_composite.grad_b}}) {  // the weight
       REQUIRE((got.scalar_type() == dtype));
       CHECK(RelativeMaxError(got, want) < tolerance);
+    }
+  }
+}
+
+TEST_CASE("gpu: where libtorch has a fused RMSNorm kernel, the model's RMSNorm runs it, within one rounding") {
+  if (!compat::CudaAvailable()) SKIP_TEST(kNoCuda);
+  at::manual_seed(8);
+  const at::Device cuda(at::kCUDA, 0);
+  for (at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    CAPTURE(std::string(c10::toString(dtype)));
+    const at::TensorOptions on = at::TensorOptions().dtype(dtype).device(cuda);
+    // A llama-1b row (2048 columns) and a 7B one (4096).
+    for (int64_t C : {2048, 4096}) {
+      CAPTURE(C);
+      const at::Tensor x = (at::randn({4, 64, C}) * 2).to(on), w = (1 + at::randn({C}) * 0.1).to(on);
+      const at::Tensor gx = at::randn({4, 64, C}).to(on);
+      const bool fused = compat::AtenFusedRmsNormAvailable(x, w);
+      MESSAGE("libtorch " << compat::TorchVersion() << ": fused RMSNorm kernel " << (fused ? "used" : "absent"));
+      auto model_norm = [](const at::Tensor& a, const at::Tensor& b) { return rms_norm(a, b, 1e-5); };
+      auto composite_norm = [](const at::Tensor& a, const at::Tensor& b) { return CompositeRmsNorm(a, b, 1e-5); };
+      const AutogradResult got = AutogradOf(model_norm, x, w, gx);
+      const AutogradResult want = AutogradOf(composite_norm, x, w, gx);
+      const at::Tensor xg = x.clone().requires_grad_(true);
+      const at::Tensor y = rms_norm(xg, w, 1e-5);
+      REQUIRE(y.grad_fn() != nullptr);
+      MESSAGE("backward node: " << y.grad_fn()->name());
+      CHECK((y.grad_fn()->name().find("FusedRmsNorm") != std::string::npos) == fused);
+      // One rounding to the dtype: 2⁻²⁴ relative in float32, 2⁻⁸ in bfloat16, a little over.
+      const double forward_tolerance = dtype == at::kFloat ? 2e-6 : 1e-2;
+      CHECK(RelativeMaxError(got.y, want.y) < forward_tolerance);
+      const double tolerance = dtype == at::kFloat ? 1e-5 : 2e-2;  // as the closed form's
+      CHECK(RelativeMaxError(got.grad_a, want.grad_a) < tolerance);
+      CHECK(RelativeMaxError(got.grad_b, want.grad_b) < tolerance);
     }
   }
 }

@@ -1,9 +1,12 @@
 // The model's RMSNorm (rms_norm.h): its forward is the composite ops' bits;
 // its closed-form backward agrees with central differences in float64 and
-// with autograd through the composite ops in float32 and bfloat16.
+// with autograd through the composite ops in float32 and bfloat16. On the CPU
+// rms_norm is the closed form; libtorch's fused kernel, for CUDA tensors, is
+// checked in tests/backends/gpu_test.cc.
 #include "native_test_support.h"
 
 #include <c10/core/GradMode.h>
+#include <torch/csrc/autograd/function.h>
 
 #include <doctest/doctest.h>
 
@@ -12,6 +15,7 @@
 
 #include "autograd_reference.h"
 #include "backends/native/model/rms_norm.h"
+#include "backends/native/platform/torch_compat.h"
 
 namespace protocol {
 namespace native {
@@ -103,6 +107,19 @@ TEST_CASE("rms_norm: no graph without grad mode, or when nothing requires a grad
   CHECK(rms_norm(x, wg, 1e-5).requires_grad());
   c10::NoGradGuard no_grad;
   CHECK_FALSE(rms_norm(x, wg, 1e-5).requires_grad());
+}
+
+TEST_CASE("rms_norm: on the CPU it is the closed form, never libtorch's fused kernel") {
+  for (at::ScalarType dtype : {at::kFloat, at::kBFloat16, at::kDouble}) {
+    CAPTURE(std::string(c10::toString(dtype)));
+    const at::Tensor x = at::randn({4, 32}, at::kFloat).to(dtype), w = at::ones({32}, dtype);
+    CHECK_FALSE(compat::AtenFusedRmsNormAvailable(x, w));
+    const at::Tensor xg = x.clone().requires_grad_(true);
+    const at::Tensor y = rms_norm(xg, w, 1e-5), closed = rms_norm_closed_form(xg, w, 1e-5);
+    CHECK(SameValues(y, closed));
+    REQUIRE(y.grad_fn() != nullptr);
+    CHECK(y.grad_fn()->name() == closed.grad_fn()->name());
+  }
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <torch/csrc/autograd/custom_function.h>
 
+#include "backends/native/platform/torch_compat.h"
+
 #include <c10/core/GradMode.h>
 
 namespace protocol {
@@ -50,6 +52,11 @@ class RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
 }  // namespace
 
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  if (compat::AtenFusedRmsNormAvailable(x, weight)) return compat::AtenFusedRmsNorm(x, weight, eps);
+  return rms_norm_closed_form(x, weight, eps);
+}
+
+at::Tensor rms_norm_closed_form(const at::Tensor& x, const at::Tensor& weight, double eps) {
   if (c10::GradMode::is_enabled() && (x.requires_grad() || weight.requires_grad()))
     return RmsNormFunction::apply(x, weight, eps);
   at::Tensor inv_rms;

@@ -17,6 +17,14 @@
 // many kernels in backward. The forward's values are the composite's, bit for
 // bit; the backward's differ from composite autograd's by the rounding of a
 // reordered float32 sum.
+//
+// On CUDA, where libtorch has RMSNorm as one fused kernel with a fused
+// backward (torch_compat.h: AtenFusedRmsNormAvailable, libtorch 2.9 on), that
+// kernel serves instead: one kernel forward and a fused backward, where the
+// function above runs about eight ops forward and a dozen backward. It saves
+// the same (x, weight and one inverse RMS per row); its values may differ
+// from the form above by one rounding to x's dtype (tests/backends/gpu_test.cc
+// bounds the difference).
 
 #include <ATen/ATen.h>
 
@@ -24,8 +32,12 @@ namespace protocol {
 namespace native {
 
 // x (..., C), weight (C) → (..., C) in x's dtype. Differentiable in x and
-// weight (as they require); without grad mode, plain ops and no graph.
+// weight (as they require). libtorch's fused kernel where it has one for x,
+// rms_norm_closed_form otherwise.
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
+// The form above on every device: the autograd function where a gradient is
+// asked for; without grad mode, plain ops and no graph.
+at::Tensor rms_norm_closed_form(const at::Tensor& x, const at::Tensor& weight, double eps);
 
 }  // namespace native
 }  // namespace protocol

@@ -1,6 +1,7 @@
 #include "backends/native/platform/torch_compat.h"
 
 #include <torch/csrc/api/include/torch/version.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/record_function.h>
 #include <c10/core/CPUAllocator.h>
 #include <ATen/Parallel.h>
@@ -413,6 +414,34 @@ void FusedAdamW(const std::vector<at::Tensor>& params, const std::vector<at::Ten
     at::Tensor p = params[i], mi = m[i], vi = v[i];
     AdamWLoop(p, grads[i], mi, vi, h);
   }
+#endif
+}
+
+// ---- RMSNorm in one kernel ---------------------------------------------------------
+bool AtenFusedRmsNormAvailable(const at::Tensor& x, const at::Tensor& weight) {
+#if PROTOCOL_TORCH_AT_LEAST(2, 4)
+  if (!x.is_cuda() || weight.scalar_type() != x.scalar_type() || weight.device() != x.device()) return false;
+  // at::rms_norm (2.4 on) is composite until a release gives it this op's CUDA kernel.
+  static const bool fused_kernel = [] {
+    const auto op = c10::Dispatcher::singleton().findOp({"aten::_fused_rms_norm", ""});
+    return op.has_value() && op->hasKernelForDispatchKey(c10::DispatchKey::CUDA);
+  }();
+  return fused_kernel;
+#else
+  (void)x;
+  (void)weight;
+  return false;
+#endif
+}
+
+at::Tensor AtenFusedRmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+#if PROTOCOL_TORCH_AT_LEAST(2, 4)
+  return at::rms_norm(x, {x.size(-1)}, weight, eps);
+#else
+  (void)x;
+  (void)weight;
+  (void)eps;
+  TORCH_CHECK(false, "AtenFusedRmsNorm: libtorch ", TORCH_VERSION, " has no rms_norm");
 #endif
 }
 

@@ -112,6 +112,18 @@ bool FusedAdamWAvailable(const at::Device& device);
 void FusedAdamW(const std::vector<at::Tensor>& params, const std::vector<at::Tensor>& grads,
                 const std::vector<at::Tensor>& m, const std::vector<at::Tensor>& v, const AdamWHyper& hyper);
 
+// ---- RMSNorm in one kernel ---------------------------------------------------------
+// True where libtorch runs RMSNorm over x's last dimension as one fused kernel
+// with a fused backward: x on CUDA, weight of x's dtype, and a libtorch whose
+// dispatcher has aten::_fused_rms_norm for CUDA (2.9 on). False on 1.13, on
+// the CPU and on other CUDA builds; rms_norm.h's autograd function serves there.
+bool AtenFusedRmsNormAvailable(const at::Tensor& x, const at::Tensor& weight);
+// at::rms_norm(x, {C}, weight, eps): weight · x / √(mean(x²) + eps), the
+// statistic in float32. Its values may differ from rms_norm.h's form by one
+// rounding to x's dtype; tests/backends/gpu_test.cc holds it to that form and
+// checks that its backward is the fused one. REQUIRES: AtenFusedRmsNormAvailable.
+at::Tensor AtenFusedRmsNorm(const at::Tensor& x, const at::Tensor& weight, double eps);
+
 // ---- reading device values on the host -------------------------------------
 // Every value a training step reads back from its tensors goes through here. A
 // read waits for the device (on a GPU the host cannot run ahead past it), so
