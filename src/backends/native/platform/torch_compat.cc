@@ -25,6 +25,8 @@
 #include <functional>
 #include <iterator>
 #include <limits>
+#include <mutex>
+#include <unordered_map>
 
 // CUDA facilities exist only where the CUDA runtime headers do (the CUDA wheel);
 // Debian's CPU libtorch ships ATen/cuda headers but not cuda_runtime_api.h.
@@ -512,6 +514,12 @@ std::string OpCounter::Describe() const {
 // c10::Allocator::allocate is const in 1.13 and not from 2.3 on, where
 // copy_data joined it: the wrapper defines both forms of allocate and
 // copy_data, and whichever the base declares is the override.
+//
+// Each block it hands out has its data pointer as its context, as
+// c10::Allocator::raw_allocate requires (ATen's CPU matmul takes scratch
+// memory that way on some paths, and asserted on a wrapped block); the base
+// allocator's block and the size wait in a table keyed by that pointer until
+// the block is freed.
 
 namespace {
 std::atomic<int64_t> cpu_live{0}, cpu_peak{0}, cpu_largest{0};
@@ -526,10 +534,21 @@ struct WatchedBlock {
   c10::DataPtr inner;
   int64_t bytes;
 };
-void WatchedDelete(void* context) {
-  auto* block = static_cast<WatchedBlock*>(context);
-  cpu_live -= block->bytes;
-  delete block;
+std::mutex watched_mutex;
+std::unordered_map<void*, WatchedBlock>& Watched() {
+  static auto* blocks = new std::unordered_map<void*, WatchedBlock>();  // kept: freed blocks may outlive main
+  return *blocks;
+}
+void WatchedDelete(void* data) {
+  c10::DataPtr inner;  // freed after the table's lock is let go
+  {
+    std::lock_guard<std::mutex> lock(watched_mutex);
+    auto it = Watched().find(data);
+    if (it == Watched().end()) return;
+    cpu_live -= it->second.bytes;
+    inner = std::move(it->second.inner);
+    Watched().erase(it);
+  }
 }
 
 class WatchingAllocator final : public c10::Allocator {
@@ -538,17 +557,23 @@ class WatchingAllocator final : public c10::Allocator {
   c10::DataPtr allocate(size_t n) const { return Wrap(n); }
   c10::DataPtr allocate(size_t n) { return Wrap(n); }
   void copy_data(void* dest, const void* src, std::size_t count) const { std::memcpy(dest, src, count); }
+  c10::DeleterFnPtr raw_deleter() const override { return &WatchedDelete; }
   c10::Allocator* base() const { return base_; }
 
  private:
   c10::DataPtr Wrap(size_t n) const {
     c10::DataPtr inner = base_->allocate(n);
     void* data = inner.get();
+    if (data == nullptr) return inner;  // nothing allocated (n == 0): nothing to count
     const c10::Device device = inner.device();
     const auto bytes = static_cast<int64_t>(n);
+    {
+      std::lock_guard<std::mutex> lock(watched_mutex);
+      Watched().emplace(data, WatchedBlock{std::move(inner), bytes});
+    }
     RaiseTo(cpu_peak, cpu_live += bytes);
     RaiseTo(cpu_largest, bytes);
-    return c10::DataPtr(data, new WatchedBlock{std::move(inner), bytes}, &WatchedDelete, device);
+    return c10::DataPtr(data, data, &WatchedDelete, device);
   }
   c10::Allocator* base_;
 };
