@@ -141,8 +141,11 @@ double ProcessStartSeconds() {
 
 // This host's CPU figures for the time estimate (`protocol calibrate`):
 // matmul and memory rates over `seconds_each` each, a decode op's cost, and
-// a process start.
+// a process start; with the share of the CPU other processes took meanwhile
+// (cpu_meter.h, read before and after).
 HostCalibration CalibrateThisHost(double seconds_each) {
+  ProcCpuMeter meter;
+  const std::optional<CpuReading> before = meter.Read();
   const native::CpuRates rates = native::MeasureHostForEstimate(seconds_each);
   HostCalibration c;
   c.host = ThisHost();
@@ -152,7 +155,17 @@ HostCalibration CalibrateThisHost(double seconds_each) {
   c.op_seconds = rates.op_seconds;
   c.threads = rates.threads;
   c.process_start_seconds = ProcessStartSeconds();
+  if (const std::optional<CpuReading> after = meter.Read(); before && after)
+    c.contention = OthersShare(*before, *after).value_or(0);
   return c;
+}
+
+// Says on stderr that `c` was measured on a busy machine, if it was.
+void WarnIfContended(const HostCalibration& c) {
+  if (CalibrationContended(c))
+    spdlog::warn("this host's CPU figures were {}: they are low, and the time estimates from them long; "
+                 "`protocol calibrate` on an idle machine replaces them",
+                 CalibrationContentionNote(c));
 }
 
 // The first run beside a database whose folder has no calibration for this
@@ -172,6 +185,7 @@ std::optional<HostCalibration> FirstRunCalibration(const Plan& plan, const std::
                "`protocol calibrate` measures longer, --no-calibrate keeps the assumed figures)\n",
                path.c_str(), 2 * kFirstRunCalibrationSeconds + 2);
   const HostCalibration c = CalibrateThisHost(kFirstRunCalibrationSeconds);
+  WarnIfContended(c);
   if (Status s = WriteCalibration(path, c); !s.ok()) {
     spdlog::warn("{}; the time estimate uses this run's figures without storing them", s.message());
   }
@@ -361,9 +375,10 @@ int CmdCalibrate(Args& a) {
   const std::string path = CalibrationPathFor(a.db);
   if (Status s = WriteCalibration(path, c); !s.ok()) return Fail(s);
   std::printf("%s: host %s, %d threads: matmul %.3g GFLOP/s (fp32), memory %.3g GB/s (copy, read + write), "
-              "decode op %.3g us, process start %.3g s\n",
+              "decode op %.3g us, process start %.3g s; other processes took %.0f %% of the CPU meanwhile\n",
               path.c_str(), c.host.c_str(), c.threads, c.cpu_flops / 1e9, c.memory_bytes_per_second / 1e9,
-              c.op_seconds * 1e6, c.process_start_seconds);
+              c.op_seconds * 1e6, c.process_start_seconds, 100 * c.contention);
+  WarnIfContended(c);
   return kExitOk;
 }
 

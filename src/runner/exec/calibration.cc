@@ -8,6 +8,7 @@
 
 #include "runner/base/json.h"
 #include "runner/base/text.h"
+#include "runner/store/records.h"
 
 namespace protocol {
 namespace fs = std::filesystem;
@@ -20,6 +21,13 @@ std::string ThisHost() {
   char here[256] = {};
   if (::gethostname(here, sizeof here - 1) != 0) return "localhost";
   return here;
+}
+
+bool CalibrationContended(const HostCalibration& c) { return c.contention >= metric::kContendedShare; }
+
+std::string CalibrationContentionNote(const HostCalibration& c) {
+  if (!CalibrationContended(c)) return "";
+  return fmt::format("measured while other processes took {:.0f} % of the CPU", 100 * c.contention);
 }
 
 namespace {
@@ -54,6 +62,7 @@ Result<std::optional<HostCalibration>> ReadCalibration(const std::string& path, 
   c.op_seconds = number("op_seconds");
   c.process_start_seconds = number("process_start_seconds");
   c.threads = static_cast<int>(number("threads"));
+  c.contention = number("contention");  // absent in files written before it was measured
   if (!c.ok())
     return Status::Corruption(fmt::format("{}: the entry of host '{}' lacks cpu_flops or memory_bytes_per_second; "
                                           "run `protocol calibrate` again",
@@ -73,7 +82,8 @@ Status WriteCalibration(const std::string& path, const HostCalibration& c) {
                         {"memory_bytes_per_second", c.memory_bytes_per_second},
                         {"op_seconds", c.op_seconds},
                         {"process_start_seconds", c.process_start_seconds},
-                        {"threads", c.threads}};
+                        {"threads", c.threads},
+                        {"contention", c.contention}};
   const fs::path parent = fs::path(path).parent_path();
   if (!parent.empty()) fs::create_directories(parent, ec);
   const std::string tmp = path + ".tmp";

@@ -8,7 +8,7 @@
 //
 //   {"format": 1, "hosts": {"HOST": {"measured_at": "...", "cpu_flops": ...,
 //    "memory_bytes_per_second": ..., "op_seconds": ..., "process_start_seconds": ...,
-//    "threads": N}}}
+//    "threads": N, "contention": ...}}}
 //
 // The time estimate's CPU entry reads this host's entry; without one it
 // uses the device table's assumed CPU figures and says "assumed".
@@ -30,6 +30,12 @@ Result<std::optional<HostCalibration>> ReadCalibration(const std::string& path, 
 Status WriteCalibration(const std::string& path, const HostCalibration& c);
 // The name of this machine (gethostname), as calibration entries are keyed.
 std::string ThisHost();
+// Whether `c` was measured on a busy machine: other processes took
+// metric::kContendedShare of the CPU or more while it ran.
+bool CalibrationContended(const HostCalibration& c);
+// "measured while other processes took 45 % of the CPU" for a contended
+// calibration; empty otherwise.
+std::string CalibrationContentionNote(const HostCalibration& c);
 
 }  // namespace protocol
 

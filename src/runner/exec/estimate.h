@@ -86,6 +86,11 @@ struct HostCalibration {
   double op_seconds = 0;             // one op of a decode step (the tiny preset's, per op)
   double process_start_seconds = 0;  // starting `protocol-native` and loading libtorch
   int threads = 0;                   // the threads the matmul used
+  // The share of the machine's CPU other processes took while these figures
+  // were measured (cpu_meter.h's formula, over the whole calibration); 0 where
+  // it could not be read. At metric::kContendedShare or above the rates are
+  // low and every estimate from them long: the estimate says so.
+  double contention = 0;
   bool ok() const { return cpu_flops > 0 && memory_bytes_per_second > 0; }
 };
 

@@ -7,6 +7,7 @@
 
 #include "runner/exec/calibration.h"
 #include "runner/exec/estimate.h"
+#include "runner/store/records.h"
 #include "test_files.h"
 
 namespace protocol {
@@ -53,9 +54,11 @@ TEST_CASE("calibration: written beside the database, one entry per host, read ba
   c.op_seconds = 4e-6;
   c.process_start_seconds = 0.4;
   c.threads = 2;
+  c.contention = 0.45;
   REQUIRE(WriteCalibration(path, c).ok());
   c.host = "h2";
   c.cpu_flops = 1e11;
+  c.contention = 0.05;
   REQUIRE(WriteCalibration(path, c).ok());
   auto h1 = ReadCalibration(path, "h1");
   REQUIRE(h1.ok());
@@ -66,7 +69,9 @@ TEST_CASE("calibration: written beside the database, one entry per host, read ba
   CHECK((*h1)->process_start_seconds == 0.4);
   CHECK((*h1)->threads == 2);
   CHECK((*h1)->measured_at == "2026-11-26T00:00:00Z");
+  CHECK((*h1)->contention == 0.45);
   CHECK((*ReadCalibration(path, "h2"))->cpu_flops == 1e11);
+  CHECK((*ReadCalibration(path, "h2"))->contention == 0.05);
   CHECK_FALSE(ReadCalibration(path, "h3")->has_value());
   // A damaged file is an error that names it (and calibrate replaces it).
   std::ofstream(path) << "not json";
@@ -75,6 +80,29 @@ TEST_CASE("calibration: written beside the database, one entry per host, read ba
   CHECK(bad.status().message().find(path + ": not a calibration file") == 0);
   REQUIRE(WriteCalibration(path, c).ok());
   CHECK(ReadCalibration(path, "h2")->has_value());
+}
+
+TEST_CASE("calibration: one taken on a busy machine says so; a file without the figure reads as idle") {
+  HostCalibration c;
+  c.cpu_flops = 5e10;
+  c.memory_bytes_per_second = 8e9;
+  c.contention = 0.19;
+  CHECK_FALSE(CalibrationContended(c));
+  CHECK(CalibrationContentionNote(c).empty());
+  c.contention = metric::kContendedShare;
+  CHECK(CalibrationContended(c));
+  c.contention = 0.456;
+  CHECK(CalibrationContentionNote(c) == "measured while other processes took 46 % of the CPU");
+  // Written before the contention was measured: no "contention" key.
+  testing::TempDir dir;
+  const std::string path = (dir.path / "calibration.json").string();
+  std::ofstream(path) << R"({"format": 1, "hosts": {"h": {"measured_at": "2026-11-20T00:00:00Z",)"
+                      << R"( "cpu_flops": 5e10, "memory_bytes_per_second": 8e9, "threads": 2}}})";
+  auto old = ReadCalibration(path, "h");
+  REQUIRE(old.ok());
+  REQUIRE(old->has_value());
+  CHECK((*old)->contention == 0);
+  CHECK_FALSE(CalibrationContended(**old));
 }
 
 }  // namespace

@@ -119,6 +119,7 @@ std::optional<DeviceRates> CaseDeviceRates(const Plan& plan, const CaseSpec& spe
   d.rank_start_seconds =
       calibrated && host->process_start_seconds > 0 ? host->process_start_seconds : kAssumedCpuRankStartSeconds;
   d.rank_setup_seconds = kAssumedCpuRankSetupSeconds;
+  d.inference_rank_setup_seconds = kAssumedCpuInferenceRankSetupSeconds;
   d.link_bytes_per_second = kAssumedLoopbackBytesPerSecond;
   d.mfu = DeviceRates::kDefaultCpuMfu;
   if (calibrated && host->threads > 0) {
@@ -127,8 +128,14 @@ std::optional<DeviceRates> CaseDeviceRates(const Plan& plan, const CaseSpec& spe
     const int used = ThreadsPerRank(spec.training, ranks_on_host) * ranks_on_host;
     d.flops_per_device *= std::min(1.0, static_cast<double>(used) / host->threads);
   }
-  d.source = calibrated ? fmt::format("calibrated on this host ({}, {})", host->host, host->measured_at)
-                        : "assumed (no `protocol calibrate` figures for this host)";
+  if (calibrated) {
+    d.source = fmt::format("calibrated on this host ({}, {})", host->host, host->measured_at);
+    // A calibration taken on a busy machine has low rates: every estimate from it runs long.
+    if (const std::string note = CalibrationContentionNote(*host); !note.empty())
+      d.source += ", " + note + ": `protocol calibrate` on an idle machine replaces it";
+  } else {
+    d.source = "assumed (no `protocol calibrate` figures for this host)";
+  }
   return d;
 }
 
