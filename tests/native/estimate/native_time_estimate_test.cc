@@ -199,6 +199,32 @@ const char* kRigPlan =
 
 }  // namespace
 
+TEST_CASE("time estimate: a training rank's set-up reads a dataset and meets its peers; an inference rank's does not") {
+  TrainingTimeShape t = SmallTraining();
+  t.load_bytes = 0;
+  t.device.rank_setup_seconds = kAssumedCpuRankSetupSeconds;
+  t.device.inference_rank_setup_seconds = kAssumedCpuInferenceRankSetupSeconds;
+  CHECK(Term(estimate_training_time(t), "start-up")->seconds == doctest::Approx(0.5 + kAssumedCpuRankSetupSeconds));
+  InferenceTimeShape s;
+  s.config = Small();
+  s.max_new_tokens = {10};
+  s.prompt_tokens = 5;
+  s.weight_bytes = 80000;
+  s.dtype_bytes = 4;
+  s.device = t.device;
+  s.device.memory_bytes_per_second = 1e6;
+  s.rank_processes = 1;
+  const TimeEstimate e = estimate_inference_time(s);
+  const TimeTerm* start = Term(e, "start-up");
+  REQUIRE(start != nullptr);
+  CHECK(start->seconds == doctest::Approx(0.5 + kAssumedCpuInferenceRankSetupSeconds));
+  INFO(start->how);
+  CHECK(start->how.find("1 rank process(es) start 500 ms + set-up 50 ms") == 0);
+  // In the runner's process: no start, no set-up.
+  s.rank_processes = 0;
+  CHECK(Term(estimate_inference_time(s), "start-up")->seconds == doctest::Approx(0));
+}
+
 TEST_CASE("time estimate: a plan's case on the device table's row, its gpu_mfu and its network label") {
   Plan plan = ParseOk(kRigPlan);
   const CaseSpec* one = plan.FindCase("one");
@@ -253,6 +279,14 @@ TEST_CASE("time estimate: a CPU case uses this host's calibration when present, 
   TimeEstimate calibrated = native_case_time(plan, *a, NativeRole::kFsdp, c);
   REQUIRE(calibrated.estimated());
   CHECK(calibrated.device.find("calibrated on this host (localhost, 2026-11-26T00:00:00Z)") != std::string::npos);
+  CHECK(calibrated.device.find("other processes took") == std::string::npos);
+  // Measured on a busy machine: the estimate says so, and how to replace it.
+  c.contention = 0.5;
+  CHECK(native_case_time(plan, *a, NativeRole::kFsdp, c)
+            .device.find("calibrated on this host (localhost, 2026-11-26T00:00:00Z), measured while other processes "
+                         "took 50 % of the CPU: `protocol calibrate` on an idle machine replaces it") !=
+        std::string::npos);
+  c.contention = 0;
   CHECK(Term(calibrated, "compute")->seconds == doctest::Approx(Term(assumed, "compute")->seconds / 2));
   // The case uses 1 of the calibration's 4 threads: a quarter of its rate.
   c.threads = 4;

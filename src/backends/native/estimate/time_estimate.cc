@@ -13,15 +13,17 @@ double NonEmbedding(const ModelConfig& c) {
   return static_cast<double>(c.ParameterCount() - c.EmbeddingParameterCount());
 }
 
-// Start-up: the rank processes (started side by side: one start) and the model's bytes read.
-void AddStartUp(const DeviceRates& d, int64_t rank_processes, int64_t load_bytes, TimeEstimate* e) {
-  const double start = rank_processes > 0 ? d.rank_start_seconds + d.rank_setup_seconds : 0.0;
+// Start-up: the rank processes (started side by side: one start, then `setup_seconds` of their
+// own work before the first step or request) and the model's bytes read.
+void AddStartUp(const DeviceRates& d, int64_t rank_processes, double setup_seconds, int64_t load_bytes,
+                TimeEstimate* e) {
+  const double start = rank_processes > 0 ? d.rank_start_seconds + setup_seconds : 0.0;
   const double load = static_cast<double>(load_bytes) / kAssumedDiskBytesPerSecond;
   std::vector<std::string> how;
   if (rank_processes > 0)
     how.push_back(fmt::format("{} rank process(es) start {}{}", rank_processes, FormatDuration(d.rank_start_seconds),
-                              d.rank_setup_seconds > 0
-                                  ? fmt::format(" + set-up {}", FormatDuration(d.rank_setup_seconds))
+                              setup_seconds > 0
+                                  ? fmt::format(" + set-up {}", FormatDuration(setup_seconds))
                                   : ""));
   else how.push_back("in the runner's process");
   how.push_back(load_bytes > 0 ? fmt::format("{} read at {}", FormatBytes(load_bytes),
@@ -78,7 +80,7 @@ TimeEstimate estimate_training_time(const TrainingTimeShape& s) {
   TimeEstimate e;
   const DeviceRates& d = s.device;
   e.device = d.name + (d.source.empty() ? "" : ", " + d.source);
-  AddStartUp(d, s.rank_processes, s.load_bytes, &e);
+  AddStartUp(d, s.rank_processes, d.rank_setup_seconds, s.load_bytes, &e);
   const ModelConfig& c = s.config;
   const double layer_forward = 2.0 * static_cast<double>(layer_parameter_count(c)) +
                                4.0 * static_cast<double>(c.n_heads * c.HeadDim() * s.seq_len);
@@ -153,7 +155,7 @@ TimeEstimate estimate_inference_time(const InferenceTimeShape& s) {
   TimeEstimate e;
   const DeviceRates& d = s.device;
   e.device = d.name + (d.source.empty() ? "" : ", " + d.source);
-  AddStartUp(d, s.rank_processes, s.load_bytes, &e);
+  AddStartUp(d, s.rank_processes, d.inference_rank_setup_seconds, s.load_bytes, &e);
   const ModelConfig& c = s.config;
   const double rate = d.flops_per_device * d.mfu;
   const double prefill_per_request = rate > 0 ? static_cast<double>(s.prompt_tokens) * 2.0 * NonEmbedding(c) / rate : 0;

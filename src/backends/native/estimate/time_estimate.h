@@ -90,6 +90,12 @@ inline constexpr double kAssumedCpuRankStartSeconds = 1.0;
 // machine (docs/performance.md, "Time estimate"). On a GPU node it is part
 // of kAssumedGpuRankStartSeconds.
 inline constexpr double kAssumedCpuRankSetupSeconds = 0.75;
+// An inference case's rank processes past their start: no rendezvous beyond
+// their own group, no dataset; the model's read is the start-up's load term.
+// 0.05 s: the quick start's one-process share inference (qn.2.5) on a 2-core
+// AMD EPYC spent 0.596 s in all, of which 0.489 s the calibrated process
+// start and 0.072 s generating, leaving 0.035 s (docs/estimates.md).
+inline constexpr double kAssumedCpuInferenceRankSetupSeconds = 0.05;
 
 // The figures a case computes with (native_check.cc fills them from the
 // device table, the node's gpu_mfu and this host's calibration).
@@ -102,7 +108,8 @@ struct DeviceRates {
   double link_bytes_per_second = 0;    // between two devices of a node (a CPU host: loopback)
   double op_seconds = 0;               // one small op's dispatch
   double rank_start_seconds = 0;       // starting one rank process
-  double rank_setup_seconds = 0;       // its set-up past the start (kAssumedCpuRankSetupSeconds)
+  double rank_setup_seconds = 0;       // a training rank's set-up past the start (kAssumedCpuRankSetupSeconds)
+  double inference_rank_setup_seconds = 0;  // an inference rank's (kAssumedCpuInferenceRankSetupSeconds)
   std::string source;                  // "assumed (datasheet, MFU 0.40 assumed)", "calibrated on HOST at DATE"
   // What fraction of a CPU host's calibrated matmul rate training achieves:
   // the quick start's steps (small matmuls, 256 x 192 x 512, and the
