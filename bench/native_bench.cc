@@ -194,13 +194,10 @@ void PrintNormTimes(int64_t N, int64_t C, const at::TensorOptions& options, int 
         weight.mutable_grad() = at::Tensor();
       },
       options.device(), reps);
-  if (aten_fused)
-    std::printf("           RMSNorm fwd+bwd over %lldx%lld: %.2f ms (libtorch's fused kernel), one autograd function "
-                "%.2f ms, composite ops %.2f ms\n",
-                static_cast<long long>(N), static_cast<long long>(C), ms[0], ms[2], ms[1]);
-  else
-    std::printf("           RMSNorm fwd+bwd over %lldx%lld: %.2f ms (one autograd function), composite ops %.2f ms\n",
-                static_cast<long long>(N), static_cast<long long>(C), ms[0], ms[1]);
+  const std::string closed_form = aten_fused ? fmt::format("one autograd function {:.2f} ms, ", ms[2]) : "";
+  std::printf("           RMSNorm fwd+bwd over %lldx%lld: %.2f ms (%s), %scomposite ops %.2f ms\n",
+              static_cast<long long>(N), static_cast<long long>(C), ms[0],
+              aten_fused ? "libtorch's fused kernel" : "one autograd function", closed_form.c_str(), ms[1]);
 }
 
 // SwiGLU's gating alone, over random gate and up of a step's shape (N = B·T

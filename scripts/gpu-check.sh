@@ -86,6 +86,12 @@ summary="$OUT_DIR/gpu-check.txt"
 : >"$summary"
 say() { echo "$*" | tee -a "$summary"; }
 failed=0  # steps that ran and failed
+# step_failed LABEL LOG: a step that ran and failed: the end of its log, and it is counted.
+step_failed() {
+  tail -5 "$2" | tee -a "$summary"
+  say "$1: FAILED"
+  failed=$((failed + 1))
+}
 
 # device_args ARGS...: the arguments a step runs with, in the array run_args: ARGS themselves,
 # or in a rehearsal their CPU stand-ins (the tiny preset, short runs, no CUDA-only flag).
@@ -210,9 +216,7 @@ bench() {
   step_start=$SECONDS
   say "\$ build/$program ${run_args[*]}"
   if ! timeout "$(left)" "$BUILD_DIR/$program" "${run_args[@]}" >"$OUT_DIR/bench-$name.log" 2>&1; then
-    tail -5 "$OUT_DIR/bench-$name.log" | tee -a "$summary"
-    say "bench $name: FAILED"
-    failed=$((failed + 1))
+    step_failed "bench $name" "$OUT_DIR/bench-$name.log"
     return 0
   fi
   grep -vE "^(BLAS loaded|load average)" "$OUT_DIR/bench-$name.log" | tee -a "$summary"
@@ -263,9 +267,7 @@ peer() {
   step_start=$SECONDS
   say "\$ $peer_python bench/peer/llama_peer.py ${run_args[*]}"
   if ! timeout "$(left)" "$peer_python" bench/peer/llama_peer.py "${run_args[@]}" >"$OUT_DIR/peer-$name.log" 2>&1; then
-    tail -5 "$OUT_DIR/peer-$name.log" | tee -a "$summary"
-    say "peer $name: FAILED"
-    failed=$((failed + 1))
+    step_failed "peer $name" "$OUT_DIR/peer-$name.log"
     return 0
   fi
   tee -a "$summary" <"$OUT_DIR/peer-$name.log"
@@ -327,9 +329,7 @@ sampled() {
     --set "defaults.output_dir=$OUT_DIR/sampled-model"
   say "\$ protocol ${run_args[*]}"
   if ! timeout "$(left)" "$BUILD_DIR/protocol" "${run_args[@]}" >"$OUT_DIR/sampled.log" 2>&1; then
-    tail -5 "$OUT_DIR/sampled.log" | tee -a "$summary"
-    say "sampled case: FAILED"
-    failed=$((failed + 1))
+    step_failed "sampled case" "$OUT_DIR/sampled.log"
     return 0
   fi
   "$BUILD_DIR/protocol" show latest --db "$db" >"$OUT_DIR/sampled-show.txt" 2>&1 || true
