@@ -12,6 +12,8 @@
 //   build/protocol_bench --device cuda --cuda-fused-ops ...   # decode through fused_ops.h's CUDA kernels
 //                                              # (and, with --quant nf4, the batch-1 GEMV of nf4_gemv.h)
 //   build/protocol_bench --device cuda --decode-step graph ...   # each decode step replayed from a CUDA graph
+//   build/protocol_bench --profile 12 ...    # then one more step and generation under libtorch's profiler:
+//                                              # the 12 longest kernels and host ops, the device's busy share
 // Each training preset also prints its loss alone (PrintLossTimes): the chunked
 // cross-entropy against cross_entropy over a float32 copy of the logits; and
 // one RMSNorm alone (PrintNormTimes): the model's against the composite ops,
@@ -61,6 +63,7 @@
 #include "backends/native/model/rms_norm.h"
 #include "backends/native/model/swiglu.h"
 #include "backends/native/quant/quantized_model.h"
+#include "backends/native/platform/op_profile.h"
 #include "backends/native/platform/torch_compat.h"
 #include "backends/native/training/train.h"
 #include "runner/base/text.h"
@@ -87,6 +90,7 @@ struct Options {
   bool vs_fp32 = false;  // with --quant nf4: the same preset in full precision first, then the ratios
   bool cuda_fused_ops = false;  // decode on CUDA through the fused ops' CUDA kernels (fused_ops.h)
   std::string decode_step = "host";  // host | device | graph (generate.h: DecodeStep)
+  int profile = 0;  // > 0: one more training step and generation under libtorch's profiler, this many rows a side
 };
 
 // What one preset measured (0: not measured).
@@ -98,6 +102,29 @@ struct Figures {
 
 double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Runs `work` once more under libtorch's profiler, after the timed runs (its figures are the
+// profiler's, not the timed ones': recording every op slows the host), and prints where the
+// window's time went (op_profile.h): `units` of `unit` in the window.
+// A profiler that cannot start (a libtorch whose Kineto finds no CUPTI, say) costs the profile,
+// not the figures printed before it.
+void PrintProfile(const Options& o, const at::Device& device, const std::function<double()>& work,
+                  const std::string& unit) {
+  std::string text;
+  try {
+    compat::DeviceSynchronize(device);
+    compat::OpProfiler profiler(/*device_kernels=*/device.is_cuda());
+    const double start = Now();
+    const double units = work();
+    compat::DeviceSynchronize(device);
+    const double window = Now() - start;
+    text = FormatProfile(SummarizeProfile(profiler.Stop(), window), static_cast<size_t>(o.profile), units, unit);
+  } catch (const std::exception& e) {
+    text = std::string("profile: not taken: ") + Split(e.what(), '\n').front() + "\n";
+  }
+  for (const std::string& line : Split(text, '\n'))
+    if (!line.empty()) std::printf("           %s\n", line.c_str());
 }
 
 // Every loaded shared object whose name mentions a BLAS implementation,
@@ -303,6 +330,9 @@ Figures BenchPreset(const std::string& preset, const Options& o, const at::Tenso
       }
     }
     PrintDeviceMemory(device.device());
+    if (o.profile > 0)
+      PrintProfile(o, device.device(), [&] { (void)train_step(model, optimizer, batch, train, 1e-4); return 1.0; },
+                   "step");
     if (!lora) PrintLossTimes(o.batch * seq, c.vocab_size, device, 5);
     if (!lora) PrintNormTimes(o.batch * seq, c.dim, device, 5);
     if (!lora) PrintGatingTimes(o.batch * seq, c.hidden_dim, device, 5);
@@ -323,7 +353,8 @@ Figures BenchPreset(const std::string& preset, const Options& o, const at::Tenso
     // decode bucket kept between generations (with a CUDA graph, the warm-up records it and the
     // timed generation replays it).
     int64_t host_reads = 0;  // of the timed generation: waits of the host for the device
-    auto decode = [&](const Model& m, size_t* generated) {
+    // With `profile`, one more generation (in the same bucket) under the profiler.
+    auto decode = [&](const Model& m, size_t* generated, bool profile) {
       DecodeBuckets buckets;
       (void)generate_greedy(m, prompt, g, nullptr, &buckets);  // warm-up
       compat::DeviceSynchronize(device.device());
@@ -333,6 +364,12 @@ Figures BenchPreset(const std::string& preset, const Options& o, const at::Tenso
       const double seconds = Now() - start;
       *generated = generation.ok() ? generation->tokens.size() : 0;
       host_reads = generation.ok() ? generation->host_reads : 0;
+      if (profile) {
+        PrintProfile(o, device.device(), [&] {
+          auto profiled = generate_greedy(m, prompt, g, nullptr, &buckets);
+          return profiled.ok() ? static_cast<double>(profiled->tokens.size()) : 0.0;
+        }, "token");
+      }
       return seconds / static_cast<double>(std::max<size_t>(*generated, 1));
     };
     // A 4-bit model decodes as an inference case serves it: the NF4 base, no adapters (the QLoRA
@@ -340,7 +377,7 @@ Figures BenchPreset(const std::string& preset, const Options& o, const at::Tenso
     Model decoded = model;
     if (lora) (void)model_attach_lora(decoded, nullptr);
     size_t generated = 0;
-    const double per_token = decode(decoded, &generated);
+    const double per_token = decode(decoded, &generated, /*profile=*/o.profile > 0);
     figures.decode_seconds_per_token = per_token;
     const double seconds = per_token * static_cast<double>(generated);
     std::printf("%-10s params %6.1f M  decode%s prompt=%lld new=%zu: %8.4f s/token  %9.1f tokens/s  %lld host read(s), "
@@ -370,7 +407,7 @@ Figures BenchPreset(const std::string& preset, const Options& o, const at::Tenso
       const std::string how = nf4_prepare_inference(served, device.device(), device.dtype().toScalarType(), o.double_quant);
       if (!model_nf4(served)->dequantized.empty()) {
         size_t n = 0;
-        figures.decode_kept_seconds_per_token = decode(served, &n);
+        figures.decode_kept_seconds_per_token = decode(served, &n, /*profile=*/false);
         std::printf("%-10s params %6.1f M  decode (4-bit, kept) prompt=%lld new=%zu: %8.4f s/token  %9.1f tokens/s\n",
                     preset.c_str(), c.ParameterCount() / 1e6, static_cast<long long>(o.prompt), n,
                     figures.decode_kept_seconds_per_token, 1.0 / figures.decode_kept_seconds_per_token);
@@ -421,6 +458,7 @@ int main(int argc, char** argv) {
     else if (a == "--vs-fp32") o.vs_fp32 = true;
     else if (a == "--cuda-fused-ops") o.cuda_fused_ops = true;
     else if (a == "--decode-step") o.decode_step = args.Value();
+    else if (a == "--profile") o.profile = std::atoi(args.Value().c_str());
     else {
       std::fprintf(stderr,
                    "usage: protocol_bench [--presets a,b] [--steps N] [--warmup N] [--batch B] [--seq T]\n"
@@ -430,7 +468,10 @@ int main(int argc, char** argv) {
                    "                      [--cuda-fused-ops (decode through the fused ops' CUDA kernels and,\n"
                    "                       4-bit, the batch-1 GEMV)]\n"
                    "                      [--decode-step host|device|graph (the decode step's position on the\n"
-                   "                       host, on the device, or on the device and replayed as a CUDA graph)]\n");
+                   "                       host, on the device, or on the device and replayed as a CUDA graph)]\n"
+                   "                      [--profile N (after the timed runs, one more training step and\n"
+                   "                       generation under libtorch's profiler: the N longest kernels and\n"
+                   "                       host ops of each, and the share of the window the device was busy)]\n");
       return a == "--help" ? 0 : 2;
     }
   }

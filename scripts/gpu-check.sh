@@ -283,8 +283,10 @@ peer() {
 # SXM's 3.35 TB/s ≈ 248 tokens/s, at an H200's 4.8 TB/s ≈ 356).
 bench decode-7b --device cuda --presets llama2-7b --no-train --decode 256
 # The same through the fused decode ops' CUDA kernels (fused_ops.h; off unless asked for).
-bench decode-7b-fused --device cuda --presets llama2-7b --no-train --decode 256 --cuda-fused-ops
-peer decode-7b --device cuda --presets llama2-7b --no-train --decode 256
+# With --profile: after the timed runs, one more generation under libtorch's profiler (torch.profiler
+# for the peer, 32 tokens): the longest kernels, and the share of the window the card was busy.
+bench decode-7b-fused --device cuda --presets llama2-7b --no-train --decode 256 --cuda-fused-ops --profile 15
+peer decode-7b --device cuda --presets llama2-7b --no-train --decode 256 --profile 15
 speedup decode-7b-fused decode-7b
 ratio decode-7b-fused decode-7b
 # The fused kernels, each step's position on the device, every step replayed from one CUDA graph.
@@ -292,8 +294,8 @@ bench decode-7b-graph --device cuda --presets llama2-7b --no-train --decode 256 
 speedup decode-7b-graph decode-7b
 ratio decode-7b-graph decode-7b
 # Training MFU, ~1B Llama shape, bf16 (torchtitan formula; H100 SXM dense bf16 peak 989 TFLOP/s).
-bench mfu-1b-norecompute --device cuda --presets llama-1b --batch 4 --seq 2048 --warmup 2 --steps "$steps" --decode 0 --recompute 0
-peer mfu-1b-norecompute --device cuda --presets llama-1b --batch 4 --seq 2048 --warmup 2 --steps "$steps" --decode 0 --recompute 0
+bench mfu-1b-norecompute --device cuda --presets llama-1b --batch 4 --seq 2048 --warmup 2 --steps "$steps" --decode 0 --recompute 0 --profile 20
+peer mfu-1b-norecompute --device cuda --presets llama-1b --batch 4 --seq 2048 --warmup 2 --steps "$steps" --decode 0 --recompute 0 --profile 20
 # The peer as many labs write it, with AdamW on the bf16 weights themselves (no float32 master
 # weights: less work than protocol's step, and other numerics), against the same bench.
 peer mfu-1b-norecompute-nomaster --device cuda --presets llama-1b --batch 4 --seq 2048 --warmup 2 --steps "$steps" --decode 0 --recompute 0 --master none
@@ -304,7 +306,7 @@ peer mfu-1b --device cuda --presets llama-1b --batch 4 --seq 2048 --warmup 2 --s
 bench nf4-7b --device cuda --presets llama2-7b --quant nf4 --batch 4 --seq 512 --warmup 1 --steps "$steps" --decode 128
 # 4-bit decode through the batch-1 GEMV (nf4_gemv.h) and the fused ops' kernels: the goal is
 # faster than the bf16 decode above.
-bench nf4-7b-gemv --device cuda --presets llama2-7b --quant nf4 --no-train --decode 128 --cuda-fused-ops
+bench nf4-7b-gemv --device cuda --presets llama2-7b --quant nf4 --no-train --decode 128 --cuda-fused-ops --profile 15
 speedup nf4-7b-gemv nf4-7b
 speedup nf4-7b-gemv decode-7b
 # The same replayed from a CUDA graph, against the bf16 graph decode.

@@ -15,6 +15,7 @@ and it prints the same figures in the same form:
   python3 bench/peer/llama_peer.py --device cuda --presets llama-1b --batch 4 --seq 2048 --decode 0
   python3 bench/peer/llama_peer.py --compile ...   # also torch.compile's variant, where it works
   python3 bench/peer/llama_peer.py --only-compiled ...   # that variant alone (the upper anchor)
+  python3 bench/peer/llama_peer.py --profile 12 ...   # then one more step and generation under torch.profiler
 
 The presets are model_config.cc's (docs/native.md's table); --config reads a
 Hugging Face config.json instead. Method as protocol_bench's: `warmup` steps
@@ -225,7 +226,7 @@ def train(model, cfg, args, device, dtype):
     seconds = (time.perf_counter() - start) / args.steps
     tps = args.batch * args.seq / seconds
     gflops = cfg.training_flops_per_token(args.seq) * tps / 1e9
-    return seconds, tps, gflops, float(loss)
+    return seconds, tps, gflops, float(loss), step
 
 
 @torch.no_grad()
@@ -238,11 +239,11 @@ def decode(model, cfg, args, device, dtype):
                torch.zeros(1, cfg.n_kv_heads, cfg.max_seq_len, cfg.head_dim, device=device, dtype=dtype))
               for _ in range(cfg.n_layers)]
 
-    def generate():
+    def generate(count=new):
         logits = model(prompt, caches, 0)
         token = logits[:, -1].argmax(-1, keepdim=True)
         out = [int(token)]
-        for i in range(new - 1):
+        for i in range(count - 1):
             logits = model(token, caches, args.prompt + i)
             token = logits[:, -1].argmax(-1, keepdim=True)
             out.append(int(token))
@@ -253,7 +254,38 @@ def decode(model, cfg, args, device, dtype):
     start = time.perf_counter()
     out = generate()
     sync(device)
-    return (time.perf_counter() - start) / len(out), len(out)
+    # The profiled generation stops at 32 tokens: an eager 7B token is thousands of profiled events.
+    return (time.perf_counter() - start) / len(out), len(out), lambda: len(generate(min(new, 32)))
+
+
+def print_profile(device, work, rows, unit):
+    """Runs work() once more under torch.profiler, after the timed runs (recording every op slows the
+    host: these are the profiler's figures, not the timed ones), and prints its `rows` longest ops by
+    self time on the device (on a GPU) or the host. work() returns how many `unit`s it ran."""
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    sync(device)
+    start = time.perf_counter()
+    try:
+        with torch.profiler.profile(activities=activities) as prof:
+            units = work()
+            sync(device)
+            window = time.perf_counter() - start  # before the profiler's own processing at the block's end
+        averages = prof.key_averages()
+    except RuntimeError as e:  # a profiler that cannot start costs the profile, not the figures before it
+        print(f"           profile: not taken: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
+        return
+    print(f"           profile: {units} {unit}(s) in {window:.3f} s (torch.profiler)")
+    keys = ["self_device_time_total", "self_cuda_time_total"] if device.type == "cuda" else ["self_cpu_time_total"]
+    for key in keys:
+        try:
+            table = averages.table(sort_by=key, row_limit=rows)
+            break
+        except (AttributeError, KeyError, ValueError):
+            continue
+    for line in table.splitlines():
+        print(f"           {line}")
 
 
 def main():
@@ -278,6 +310,9 @@ def main():
     p.add_argument("--master", default="fp32", choices=["fp32", "none"],
                    help="bf16 training: float32 master weights for AdamW (fp32, as protocol keeps them) "
                         "or none (AdamW on the bf16 weights and moments themselves)")
+    p.add_argument("--profile", type=int, default=0, metavar="N",
+                   help="after the timed runs, one more training step and generation under torch.profiler: "
+                        "the N ops with the longest self time")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     device = torch.device("cuda" if args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
@@ -313,13 +348,18 @@ def main():
             sys.exit(f"--only-compiled: torch {torch.__version__} has no torch.compile")
         for label, m in variants:
             if not args.no_train:
-                s, tps, gflops, loss = train(m, cfg, args, device, dtype)
+                s, tps, gflops, loss, step = train(m, cfg, args, device, dtype)
                 print(f"{name:<10} params {cfg.parameters() / 1e6:6.1f} M  train{label} B={args.batch} T={args.seq}: "
                       f"{s:8.3f} s/step  {tps:9.0f} tokens/s  {gflops:9.1f} GFLOP/s  (loss {loss:.3f})")
+                if args.profile > 0:
+                    print_profile(device, lambda: (step(), 1)[1], args.profile, "step")
             if args.decode > 0:
-                per_token, n = decode(m, cfg, args, device, dtype)
+                per_token, n, generate = decode(m, cfg, args, device, dtype)
                 print(f"{name:<10} params {cfg.parameters() / 1e6:6.1f} M  decode{label} prompt={args.prompt} new={n}: "
                       f"{per_token:8.4f} s/token  {1 / per_token:9.1f} tokens/s")
+                if args.profile > 0:
+                    with torch.no_grad():
+                        print_profile(device, generate, args.profile, "token")
 
 
 if __name__ == "__main__":

@@ -66,6 +66,11 @@ TEST_CASE("gpu-check --rehearse: every step runs on the CPU build and none fails
   }
   CHECK(LinesStartingWith(summary, "speedup decode-7b-fused over decode-7b: ").size() == 1);
   CHECK(LinesStartingWith(summary, "speedup nf4-7b-gemv over decode-7b: ").size() == 1);
+  // The three profiled benchmarks (--profile): a decode, a training step, a 4-bit decode; and,
+  // where it runs, the peer's decode and training step.
+  const size_t peer_profiles = peer_python.empty() ? 0 : 1;
+  CHECK(LinesStartingWith(summary, "           profile: 1 step(s) in ").size() == 1 + peer_profiles);
+  CHECK(LinesStartingWith(summary, "           profile: 8 token(s) in ").size() == 2 + peer_profiles);
 
   // The sampled case: `protocol run` took the --set paths, ran on the CPU and stored its figures.
   CHECK(LinesStartingWith(summary, "$ protocol run plans/quickstart.yaml").size() == 1);
@@ -81,6 +86,7 @@ TEST_CASE("gpu-check --rehearse: every step runs on the CPU build and none fails
     CHECK(LinesStartingWith(summary, "ratio decode-7b decode: ").size() == 1);
     CHECK(LinesStartingWith(summary, "ratio mfu-1b-norecompute train: ").size() == 1);
     CHECK(LinesStartingWith(summary, "ratio mfu-1b train: ").size() == 1);
+    CHECK(summary.find("(torch.profiler)") != std::string::npos);
   } else {
     CHECK(summary.find("not run (no torch in python3)") != std::string::npos);
   }

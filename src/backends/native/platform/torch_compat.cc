@@ -3,6 +3,7 @@
 #include <torch/csrc/api/include/torch/version.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/record_function.h>
+#include <torch/csrc/autograd/profiler_kineto.h>
 #include <c10/core/CPUAllocator.h>
 #include <ATen/Parallel.h>
 
@@ -26,6 +27,9 @@
 #include <iterator>
 #include <limits>
 #include <mutex>
+#include <set>
+#include <tuple>
+#include <type_traits>
 #include <unordered_map>
 
 // CUDA facilities exist only where the CUDA runtime headers do (the CUDA wheel);
@@ -508,6 +512,61 @@ std::string OpCounter::Describe() const {
   std::string out;
   for (const auto& [name, count] : counts_) out += (out.empty() ? "" : ", ") + name + " " + std::to_string(count);
   return out;
+}
+
+// ---- profiling a window ---------------------------------------------------------
+// KinetoEvent's clock is in microseconds in 1.13 (startUs, durationUs) and in
+// nanoseconds from 2.x on (startNs, durationNs): whichever the event has is read.
+namespace {
+template <typename E, typename = void>
+struct HasNanoseconds : std::false_type {};
+template <typename E>
+struct HasNanoseconds<E, std::void_t<decltype(std::declval<const E&>().durationNs())>> : std::true_type {};
+
+template <typename E>
+std::pair<int64_t, int64_t> StartAndDurationNs(const E& e) {
+  if constexpr (HasNanoseconds<E>::value) {
+    return {static_cast<int64_t>(e.startNs()), static_cast<int64_t>(e.durationNs())};
+  } else {
+    return {static_cast<int64_t>(e.startUs()) * 1000, static_cast<int64_t>(e.durationUs()) * 1000};
+  }
+}
+
+std::set<torch::profiler::impl::ActivityType> ProfiledActivities(bool device_kernels) {
+  std::set<torch::profiler::impl::ActivityType> activities{torch::profiler::impl::ActivityType::CPU};
+  if (device_kernels) activities.insert(torch::profiler::impl::ActivityType::CUDA);
+  return activities;
+}
+}  // namespace
+
+OpProfiler::OpProfiler(bool device_kernels) {
+  const torch::profiler::impl::ProfilerConfig config(torch::profiler::impl::ProfilerState::KINETO);
+  const auto activities = ProfiledActivities(device_kernels);
+  torch::autograd::profiler::prepareProfiler(config, activities);
+  torch::autograd::profiler::enableProfiler(config, activities);
+  running_ = true;
+}
+
+OpProfiler::~OpProfiler() {
+  if (running_) (void)torch::autograd::profiler::disableProfiler();
+}
+
+std::vector<ProfiledSpan> OpProfiler::Stop() {
+  std::vector<ProfiledSpan> spans;
+  if (!running_) return spans;
+  running_ = false;
+  const auto result = torch::autograd::profiler::disableProfiler();
+  if (!result) return spans;
+  spans.reserve(result->events().size());
+  for (const auto& e : result->events()) {
+    ProfiledSpan span;
+    span.name = e.name();
+    span.on_device = e.deviceType() == c10::DeviceType::CUDA;
+    span.lane = span.on_device ? e.deviceResourceId() : static_cast<int64_t>(e.startThreadId());
+    std::tie(span.start_ns, span.duration_ns) = StartAndDurationNs(e);
+    spans.push_back(std::move(span));
+  }
+  return spans;
 }
 
 // ---- watching the CPU allocator ---------------------------------------------------

@@ -186,6 +186,34 @@ class OpCounter {
   uint64_t handle_ = 0;
 };
 
+// ---- profiling a window -------------------------------------------------------
+// One span libtorch's profiler recorded: an op on the host (lane: its thread),
+// or a kernel, copy or memset on a CUDA device (lane: its stream).
+struct ProfiledSpan {
+  std::string name;
+  bool on_device = false;
+  int64_t lane = 0;
+  int64_t start_ns = 0;     // on the profiler's clock; differences are what count
+  int64_t duration_ns = 0;
+};
+// libtorch's profiler while the object lives: every op the process dispatches
+// (a profiled thread's, and the autograd engine's for it) and, with
+// device_kernels on a libtorch that records them (Kineto with CUPTI, as in the
+// CUDA wheels), every kernel's span on the device. A libtorch built without
+// Kineto (Debian's 1.13) records the host's ops only. One profiler per process
+// at a time; the spans come back from Stop, or are dropped by the destructor.
+class OpProfiler {
+ public:
+  explicit OpProfiler(bool device_kernels);
+  ~OpProfiler();
+  OpProfiler(const OpProfiler&) = delete;
+  OpProfiler& operator=(const OpProfiler&) = delete;
+  std::vector<ProfiledSpan> Stop();
+
+ private:
+  bool running_ = false;
+};
+
 // ---- watching the CPU allocator ------------------------------------------------
 // The peak of the bytes held by CPU tensors while the object lives, above what
 // they held when it was made, through a wrapper of ATen's CPU allocator (freed
