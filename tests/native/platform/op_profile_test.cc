@@ -117,6 +117,11 @@ TEST_CASE("op profile: libtorch's profiler records the host's ops, with the ops 
   for (const compat::ProfiledSpan& span : spans)
     if (span.name == "aten::linear") CHECK(linear->seconds * 1e9 < 0.5 * static_cast<double>(span.duration_ns));
 
+  // One at a time: a second refuses to start while the first runs.
+  {
+    compat::OpProfiler first(false);
+    CHECK_THROWS(compat::OpProfiler(false));
+  }
   // A profiler dropped without Stop leaves none running: the next one starts.
   { compat::OpProfiler dropped(false); }
   compat::OpProfiler again(false);

@@ -3,7 +3,12 @@
 #include <torch/csrc/api/include/torch/version.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/record_function.h>
+#if __has_include(<torch/csrc/autograd/profiler_kineto.h>)
+#define PROTOCOL_WITH_TORCH_PROFILER 1
 #include <torch/csrc/autograd/profiler_kineto.h>
+#else
+#define PROTOCOL_WITH_TORCH_PROFILER 0
+#endif
 #include <c10/core/CPUAllocator.h>
 #include <ATen/Parallel.h>
 
@@ -517,6 +522,7 @@ std::string OpCounter::Describe() const {
 // ---- profiling a window ---------------------------------------------------------
 // KinetoEvent's clock is in microseconds in 1.13 (startUs, durationUs) and in
 // nanoseconds from 2.x on (startNs, durationNs): whichever the event has is read.
+#if PROTOCOL_WITH_TORCH_PROFILER
 namespace {
 template <typename E, typename = void>
 struct HasNanoseconds : std::false_type {};
@@ -548,7 +554,11 @@ OpProfiler::OpProfiler(bool device_kernels) {
 }
 
 OpProfiler::~OpProfiler() {
-  if (running_) (void)torch::autograd::profiler::disableProfiler();
+  if (!running_) return;
+  try {
+    (void)torch::autograd::profiler::disableProfiler();
+  } catch (const std::exception&) {  // a destructor does not throw; the spans are dropped anyway
+  }
 }
 
 std::vector<ProfiledSpan> OpProfiler::Stop() {
@@ -568,6 +578,11 @@ std::vector<ProfiledSpan> OpProfiler::Stop() {
   }
   return spans;
 }
+#else  // a libtorch without the profiler's header
+OpProfiler::OpProfiler(bool) { TORCH_CHECK(false, "this libtorch has no profiler (torch/csrc/autograd/profiler_kineto.h)"); }
+OpProfiler::~OpProfiler() = default;
+std::vector<ProfiledSpan> OpProfiler::Stop() { return {}; }
+#endif
 
 // ---- watching the CPU allocator ---------------------------------------------------
 // c10::Allocator::allocate is const in 1.13 and not from 2.3 on, where
