@@ -210,8 +210,9 @@ const Command kCommands[] = {
        c->add_option("--only", a.only, "Run only these case ids (comma-separated)")->delimiter(',');
        c->add_flag("--dry-run", a.dry_run, "Show what would run; store nothing");
        c->add_flag("--no-calibrate", a.no_calibrate,
-                   "Where the database's folder has no CPU figures for this host (calibration.json), keep the "
-                   "time estimate's assumed ones instead of measuring them first (a few seconds)");
+                   "Where the database's folder has no CPU figures for this host (calibration.json), or only "
+                   "figures measured on a busy machine, keep those (or the time estimate's assumed ones) instead of "
+                   "measuring them first (a few seconds)");
        c->add_option("--resume", a.resume,
                      "Continue this run (ID, 'latest' or 'latest:PLAN'): run only cases without a final status");
        c->add_option("--set", a.set,

@@ -170,26 +170,41 @@ void WarnIfContended(const HostCalibration& c) {
 
 // The first run beside a database whose folder has no calibration for this
 // host measures one (`protocol calibrate` with its seconds trimmed: about
-// kFirstRunCalibrationSeconds · 2 + 2 s) and stores it there, so that a new
-// user's first estimates are this machine's, not assumed figures. Only when
-// the plan has a case of a native backend (the command backend's estimate
-// uses no CPU figures).
-constexpr double kFirstRunCalibrationSeconds = 0.5;
-std::optional<HostCalibration> FirstRunCalibration(const Plan& plan, const std::string& db) {
+// kRunCalibrationSeconds · 2 + 2 s) and stores it there, so that a new
+// user's first estimates are this machine's, not assumed figures. A run whose
+// stored calibration was measured on a busy machine measures again, and keeps
+// whichever was measured on the quieter machine (PreferRemeasured): a first
+// run beside a busy build does not fix its estimates for good. Only when the
+// plan has a case of a native backend (the command backend's estimate uses no
+// CPU figures).
+constexpr double kRunCalibrationSeconds = 0.5;
+std::optional<HostCalibration> RunCalibration(const Plan& plan, const std::string& db,
+                                              const std::optional<HostCalibration>& stored) {
   bool native = false;
   for (const CaseSpec* c : plan.Cases()) native = native || c->command.argv.empty();
-  if (!native) return std::nullopt;
+  if (!native) return stored;
   const std::string path = CalibrationPathFor(db);
-  std::fprintf(stderr,
-               "protocol: %s has no CPU figures for this host: measuring them for the time estimate (about %.0f s; "
-               "`protocol calibrate` measures longer, --no-calibrate keeps the assumed figures)\n",
-               path.c_str(), 2 * kFirstRunCalibrationSeconds + 2);
-  const HostCalibration c = CalibrateThisHost(kFirstRunCalibrationSeconds);
-  WarnIfContended(c);
-  if (Status s = WriteCalibration(path, c); !s.ok()) {
+  if (stored) {
+    std::fprintf(stderr,
+                 "protocol: this host's CPU figures in %s were %s: measuring them again for the time estimate "
+                 "(about %.0f s; --no-calibrate keeps them)\n",
+                 path.c_str(), CalibrationContentionNote(*stored).c_str(), 2 * kRunCalibrationSeconds + 2);
+  } else {
+    std::fprintf(stderr,
+                 "protocol: %s has no CPU figures for this host: measuring them for the time estimate (about %.0f s; "
+                 "`protocol calibrate` measures longer, --no-calibrate keeps the assumed figures)\n",
+                 path.c_str(), 2 * kRunCalibrationSeconds + 2);
+  }
+  const HostCalibration measured = CalibrateThisHost(kRunCalibrationSeconds);
+  if (stored && !PreferRemeasured(*stored, measured)) {
+    WarnIfContended(*stored);
+    return stored;
+  }
+  WarnIfContended(measured);
+  if (Status s = WriteCalibration(path, measured); !s.ok()) {
     spdlog::warn("{}; the time estimate uses this run's figures without storing them", s.message());
   }
-  return c;
+  return measured;
 }
 
 // This host's `protocol calibrate` figures beside the database `db`; nullopt
@@ -251,7 +266,8 @@ int CmdRun(Args& a) {
   options.dry_run = a.dry_run;
   bool uncalibrated = false;
   options.calibration = LoadCalibration(a.db, &uncalibrated);
-  if (uncalibrated && !a.dry_run && !a.no_calibrate) options.calibration = FirstRunCalibration(*plan, a.db);
+  if (!a.dry_run && !a.no_calibrate && (uncalibrated || (options.calibration && CalibrationContended(*options.calibration))))
+    options.calibration = RunCalibration(*plan, a.db, options.calibration);
   if (!a.resume.empty()) {
     auto id = ResolveRunSpec(*store, a.resume);
     if (!id.ok()) return Fail(id.status());

@@ -86,3 +86,37 @@ TEST_CASE("cli: run --no-calibrate keeps the assumed CPU figures and stores no c
     if (m.name == metric::kExpectedWallSeconds) assumed = m.method.find("assumed") != std::string::npos;
   CHECK(assumed);
 }
+
+TEST_CASE("cli: a run measures again CPU figures stored from a busy machine, and keeps the quieter ones") {
+  TempDir dir;
+  fs::path src = PROTOCOL_SOURCE_DIR;
+  const std::string db = (dir.path / "q.db").string();
+  const fs::path file = dir.path / "calibration.json";
+  // Figures from a machine as busy as can be read: any measurement now was taken on a quieter one
+  // (this run's own calibration takes some of the CPU, so other processes take less than all).
+  HostCalibration busy;
+  busy.host = ThisHost();
+  busy.measured_at = "2026-01-01T00:00:00Z";
+  busy.cpu_flops = 1e6;
+  busy.memory_bytes_per_second = 1e6;
+  busy.op_seconds = 1e-3;
+  busy.process_start_seconds = 1.0;
+  busy.threads = 1;
+  busy.contention = 1.0;
+  REQUIRE(WriteCalibration(file.string(), busy).ok());
+  Output run = Protocol({"run", (src / "plans/quickstart.yaml").string(), "--db", db, "--only", "qn.1.1", "--logs",
+                         (dir.path / "logs").string(), "--set",
+                         "defaults.output_dir=" + (dir.path / "models/{case_id}").string()},
+                        src, "OMP_NUM_THREADS=1");
+  INFO(run.err);
+  CHECK(run.exit_code == 0);
+  CHECK(run.err.find("this host's CPU figures in " + file.string() +
+                     " were measured while other processes took 100 % of the CPU: measuring them again") !=
+        std::string::npos);
+  auto stored = ReadCalibration(file.string(), ThisHost());
+  REQUIRE(stored.ok());
+  REQUIRE(stored->has_value());
+  CHECK((*stored)->measured_at != busy.measured_at);
+  CHECK((*stored)->contention < 1.0);
+  CHECK((*stored)->cpu_flops > 1e8);
+}

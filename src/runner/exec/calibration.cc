@@ -30,6 +30,10 @@ std::string CalibrationContentionNote(const HostCalibration& c) {
   return fmt::format("measured while other processes took {:.0f} % of the CPU", 100 * c.contention);
 }
 
+bool PreferRemeasured(const HostCalibration& stored, const HostCalibration& remeasured) {
+  return remeasured.contention < stored.contention;
+}
+
 namespace {
 
 Result<Json> ReadJsonFile(const std::string& path) {

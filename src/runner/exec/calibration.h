@@ -36,6 +36,12 @@ bool CalibrationContended(const HostCalibration& c);
 // "measured while other processes took 45 % of the CPU" for a contended
 // calibration; empty otherwise.
 std::string CalibrationContentionNote(const HostCalibration& c);
+// Of a stored calibration measured on a busy machine and one measured again
+// now, the one the time estimate should use: the new one when other processes
+// took less of the CPU while it ran (its rates are the less disturbed), the
+// stored one otherwise (a tie keeps the stored one, measured for longer by
+// `protocol calibrate` or the first run alike).
+bool PreferRemeasured(const HostCalibration& stored, const HostCalibration& remeasured);
 
 }  // namespace protocol
 

@@ -105,5 +105,16 @@ TEST_CASE("calibration: one taken on a busy machine says so; a file without the 
   CHECK_FALSE(CalibrationContended(**old));
 }
 
+TEST_CASE("calibration: measured again, the quieter machine's figures are kept") {
+  HostCalibration stored, again;
+  stored.contention = 0.45;
+  again.contention = 0.10;
+  CHECK(PreferRemeasured(stored, again));
+  again.contention = 0.60;
+  CHECK_FALSE(PreferRemeasured(stored, again));  // busier still: the stored ones stay
+  again.contention = 0.45;
+  CHECK_FALSE(PreferRemeasured(stored, again));  // a tie keeps the stored ones
+}
+
 }  // namespace
 }  // namespace protocol
