@@ -278,12 +278,15 @@ def print_profile(device, work, rows, unit):
         return
     print(f"           profile: {units} {unit}(s) in {window:.3f} s (torch.profiler)")
     keys = ["self_device_time_total", "self_cuda_time_total"] if device.type == "cuda" else ["self_cpu_time_total"]
+    table = None
     for key in keys:
         try:
             table = averages.table(sort_by=key, row_limit=rows)
             break
         except (AttributeError, KeyError, ValueError):
             continue
+    if table is None:
+        table = averages.table(row_limit=rows)
     for line in table.splitlines():
         print(f"           {line}")
 
