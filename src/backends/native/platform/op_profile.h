@@ -31,7 +31,10 @@ struct ProfileSummary {
   // The host's ops by name, longest total first, each with its self time: its
   // duration less that of the ops it called (the spans directly inside it on
   // its thread), so that the rows add up to the time the host spent in ops.
-  // calls counts every span of the name, called or calling.
+  // calls counts every span of the name, called or calling. With Kineto on
+  // CUDA, the runtime's calls (cudaLaunchKernel, cudaDeviceSynchronize…) come
+  // on threads of their own numbering: they are rows of their own, and the
+  // ops that made them keep that time in their self time too.
   std::vector<ProfileRow> host;
 };
 
