@@ -266,7 +266,8 @@ int CmdRun(Args& a) {
   options.dry_run = a.dry_run;
   bool uncalibrated = false;
   options.calibration = LoadCalibration(a.db, &uncalibrated);
-  if (!a.dry_run && !a.no_calibrate && (uncalibrated || (options.calibration && CalibrationContended(*options.calibration))))
+  const bool busy_figures = options.calibration && CalibrationContended(*options.calibration);
+  if (!a.dry_run && !a.no_calibrate && (uncalibrated || busy_figures))
     options.calibration = RunCalibration(*plan, a.db, options.calibration);
   if (!a.resume.empty()) {
     auto id = ResolveRunSpec(*store, a.resume);
