@@ -19,6 +19,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -52,6 +53,18 @@ inline std::vector<std::shared_ptr<native::compat::CommStore>> LocalStores(int w
   const int port = native::compat::CommStorePort(*stores[0]);
   for (int r = 1; r < world; ++r) stores.push_back(native::compat::CommStoreJoin("127.0.0.1", port, world, timeout_ms));
   return stores;
+}
+
+// The scalars `work` reads back from its tensors (`.item()`, whose op is
+// aten::_local_scalar_dense: on a GPU, a wait for the device), counted at any
+// depth through libtorch's profiler: inside other ops too, which OpCounter's
+// outermost count does not see.
+inline int64_t ScalarReadsIn(const std::function<void()>& work) {
+  native::compat::OpProfiler profiler(/*device_kernels=*/false);
+  work();
+  int64_t reads = 0;
+  for (const native::compat::ProfiledSpan& span : profiler.Stop()) reads += span.name == "aten::_local_scalar_dense";
+  return reads;
 }
 
 }  // namespace protocol::testing

@@ -84,9 +84,18 @@ namespace compat {
 namespace {
 
 // K or V (B,NKV,S,HD) with each key/value head repeated for its rep query
-// heads, in grouped-query order (head h reads key/value head h / rep).
+// heads, in grouped-query order (head h reads key/value head h / rep): one
+// copy of a broadcast view (Hugging Face's repeat_kv). repeat_interleave
+// gives the same values, but libtorch 1.13's builds a tensor of repeats and
+// reads its sum back (two .item() a call) and indexes it row by row.
 at::Tensor RepeatKeyValueHeads(const at::Tensor& x, int64_t rep) {
-  return rep == 1 ? x : x.repeat_interleave(rep, /*dim=*/-3);
+  if (rep == 1) return x;
+  std::vector<int64_t> shape = x.sizes().vec();  // (…, NKV, S, HD)
+  const int64_t heads_dim = static_cast<int64_t>(shape.size()) - 3;
+  std::vector<int64_t> expanded = shape;
+  expanded.insert(expanded.begin() + heads_dim + 1, rep);  // (…, NKV, rep, S, HD)
+  shape[heads_dim] *= rep;                                   // (…, NKV·rep, S, HD)
+  return x.unsqueeze(heads_dim + 1).expand(expanded).reshape(shape);
 }
 
 #if PROTOCOL_TORCH_2
