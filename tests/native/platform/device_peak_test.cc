@@ -15,6 +15,7 @@ TEST_CASE("device peak: CUDA device names map to their datasheet bf16 peak") {
   CHECK(PeakBf16Tflops("NVIDIA H100 PCIe") == 756.0);
   CHECK(PeakBf16Tflops("NVIDIA H100 NVL") == 835.0);
   CHECK(PeakBf16Tflops("NVIDIA H200") == 989.0);
+  CHECK(PeakBf16Tflops("NVIDIA H200 NVL") == 835.0);  // not the SXM part's row
   CHECK(PeakBf16Tflops("NVIDIA A100-SXM4-80GB") == 312.0);
   CHECK(PeakBf16Tflops("NVIDIA A800-SXM4-80GB") == 312.0);
   CHECK(PeakBf16Tflops("NVIDIA GeForce RTX 4090") == 165.2);

@@ -18,13 +18,15 @@ std::string Lower(std::string s) {
 // whitepapers; the A800 is an A100 whose NVLink runs at 400 GB/s both
 // directions). GeForce cards' bf16 figure is the one with fp32 accumulate.
 // Links: NVLink 4 (H100 SXM, H200) 450 GB/s, NVLink 3 300 GB/s (A100) and 200
-// (A800), one direction; the H100 NVL pair's bridge 300; PCIe 5.0 x16 64 GB/s;
+// (A800), one direction; the H100 NVL pair's bridge 300, the H200 NVL's
+// bridge 450 (900 both ways); PCIe 5.0 x16 64 GB/s;
 // PCIe 4.0 x16 32 GB/s.
 const std::vector<DeviceFigures>& DeviceTable() {
   static const std::vector<DeviceFigures> table = {
       {"H100 PCIe", "H100 PCIe", 756.0, 51.0, 2000.0, 64.0},
       {"H100 NVL", "H100 NVL", 835.0, 60.0, 3900.0, 300.0},
       {"H100 SXM", "H100", 989.0, 67.0, 3350.0, 450.0},
+      {"H200 NVL", "H200 NVL", 835.0, 60.0, 4800.0, 450.0},  // before "H200": names are matched by substring
       {"H200", "H200", 989.0, 67.0, 4800.0, 450.0},
       {"A100", "A100", 312.0, 19.5, 2039.0, 300.0},
       {"A800", "A800", 312.0, 19.5, 2039.0, 200.0},

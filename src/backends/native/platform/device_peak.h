@@ -33,8 +33,8 @@ struct DeviceFigures {
 };
 
 // Every row, most specific first (the first whose pattern a CUDA name
-// contains wins): H100 SXM, H100 PCIe, H100 NVL, H200, A100, A800, L40S,
-// A10G, RTX 4090, RTX 3090.
+// contains wins): H100 PCIe, H100 NVL, H100 SXM, H200 NVL, H200, A100, A800,
+// L40S, A10G, RTX 4090, RTX 3090.
 const std::vector<DeviceFigures>& DeviceTable();
 // The row a plan names, case-insensitively ("h100 sxm"); nullptr when none.
 const DeviceFigures* FindDevice(const std::string& plan_name);
