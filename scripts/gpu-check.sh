@@ -13,6 +13,8 @@
 #      ops' CUDA kernels, and those replayed from a CUDA graph), and a QLoRA
 #      step and 4-bit decode of the 7B shape (dequantize + GEMM, then the
 #      batch-1 GEMV); the plain PyTorch peer on the same shapes, and the ratios;
+#      then the targets read back from those logs (the best 7B decode's share
+#      of the card's memory bandwidth, 4-bit decode against bf16, the 1B MFU);
 #   4. build and run the whole test suite;
 #   every figure, with the device, driver, CUDA, NCCL and libtorch versions,
 #   goes to OUT_DIR/gpu-check.txt (logs beside it).
@@ -316,6 +318,51 @@ speedup nf4-7b-graph decode-7b-graph
 # and the 70B LoRA adapters' optimizer step per tensor, multi-tensor and fused (host reads per step).
 bench nf4-dequant protocol_nf4_bench --device cuda --shapes 4096x4096,8192x28672 --dtypes bf16,fp32 --reps 20
 bench optimizer-70b-lora protocol_optimizer_bench --device cuda --preset llama2-70b --steps "$steps"
+
+# The targets, read back from the benchmarks' logs: the best 7B bf16 decode against the card's
+# memory bandwidth (≥ 70 %), the best 4-bit decode against the best bf16 one (faster), the 1B
+# step's MFU (≥ 40 %); the ratios to the peer (each ≥ 1.0) are the "ratio" lines above.
+# best KIND NAME...: the highest KIND tokens/s among benches NAME..., as "figure name".
+best() {
+  local kind=$1 name figure top="" top_name=""; shift
+  for name in "$@"; do
+    figure=$(tokens_per_second "$kind" "$OUT_DIR/bench-$name.log")
+    [[ -n $figure ]] || continue
+    if [[ -z $top ]] || awk -v a="$figure" -v b="$top" 'BEGIN { exit !(a > b) }'; then top=$figure; top_name=$name; fi
+  done
+  [[ -n $top ]] && echo "$top $top_name"
+  return 0
+}
+targets() {
+  local bf16 nf4 name share mfu
+  say ""
+  if ((rehearse)); then
+    say "targets (REHEARSAL: the tiny preset on the CPU stands in; none of these is a target's figure):"
+  else
+    say "targets (not measured where a benchmark did not run):"
+  fi
+  bf16=$(best decode decode-7b decode-7b-fused decode-7b-graph)
+  share=""
+  [[ -n $bf16 ]] && share=$(awk '/% of the card.s/ { print $1; exit }' "$OUT_DIR/bench-${bf16#* }.log")
+  if [[ -n $share ]]; then
+    say "  7B bf16 decode at >= 70 % of the card's memory bandwidth: $share % (${bf16%% *} tokens/s, ${bf16#* })"
+  else
+    say "  7B bf16 decode at >= 70 % of the card's memory bandwidth: not measured${bf16:+ (best ${bf16%% *} tokens/s, ${bf16#* }, without a card bandwidth to compare with)}"
+  fi
+  nf4=$(best decode nf4-7b nf4-7b-gemv nf4-7b-graph)
+  if [[ -n $nf4 && -n $bf16 ]]; then
+    say "  7B NF4 decode faster than bf16: ${nf4%% *} tokens/s (${nf4#* }) against ${bf16%% *} (${bf16#* }): $(awk -v a="${nf4%% *}" -v b="${bf16%% *}" 'BEGIN { printf "%.2fx", a / b }')"
+  else
+    say "  7B NF4 decode faster than bf16: not measured"
+  fi
+  for name in mfu-1b-norecompute mfu-1b; do
+    mfu=""
+    [[ -f $OUT_DIR/bench-$name.log ]] && mfu=$(awk '$1 == "MFU" { print $2; exit }' "$OUT_DIR/bench-$name.log")
+    if [[ -n $mfu ]]; then say "  llama-1b training at >= 40 % MFU ($name): MFU $mfu %"
+    else say "  llama-1b training at >= 40 % MFU ($name): not measured"; fi
+  done
+}
+targets
 
 # One case run by `protocol run` with the hardware sampled (docs/runner.md, "Sampling the hardware"):
 # the quick start's one-node pretrain on the GPU, one rank, sampled every 0.2 s; its GPU use, the

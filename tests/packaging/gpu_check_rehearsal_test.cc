@@ -91,3 +91,40 @@ TEST_CASE("gpu-check --rehearse: every step runs on the CPU build and none fails
     CHECK(summary.find("not run (no torch in python3)") != std::string::npos);
   }
 }
+
+TEST_CASE("gpu-check: the targets are read from the benchmarks' GPU lines, the best decode of each kind") {
+  TempDir dir;
+  const fs::path src = PROTOCOL_SOURCE_DIR;
+  const fs::path out = dir.path / "gpu-check";
+  fs::create_directories(out);
+  // Lines in the forms native_bench.cc prints on a GPU (its printf formats), figures made up.
+  WriteFile(out / "bench-decode-7b.log",
+            "llama2-7b  params 6738.4 M  decode prompt=16 new=256:   0.0105 s/token      95.3 tokens/s  1 host read(s), "
+            "step: position on the host\n"
+            "           38.3 % of the card's 3350 GB/s memory bandwidth (NVIDIA H100 80GB HBM3; datasheet)\n");
+  WriteFile(out / "bench-decode-7b-graph.log",
+            "llama2-7b  params 6738.4 M  decode prompt=16 new=256:   0.0050 s/token     200.0 tokens/s  1 host read(s), "
+            "step: position on the device, CUDA graph\n"
+            "           80.5 % of the card's 3350 GB/s memory bandwidth (NVIDIA H100 80GB HBM3; datasheet)\n");
+  WriteFile(out / "bench-nf4-7b-gemv.log",
+            "llama2-7b  params 6738.4 M  decode (4-bit, no adapters) prompt=16 new=128:   0.0040 s/token     250.0 "
+            "tokens/s  1 host read(s), step: position on the host\n");
+  WriteFile(out / "bench-mfu-1b.log",
+            "llama-1b   params 1100.0 M  train B=4 T=2048:    0.261 s/step      31400 tokens/s   229000.0 GFLOP/s  "
+            "(loss 10.4)\n"
+            "           MFU 23.2 % of 989 TFLOP/s (NVIDIA H100 80GB HBM3; 6·(N−N_emb) + 12·L·H·Q·T FLOPs/token)\n");
+  // --only that matches no step: nothing runs, the targets are read from the logs above.
+  Output run = Shell("OUT_DIR=" + ShellQuote(out.string()) + " BUILD_DIR=" +
+                         ShellQuote(fs::path(PROTOCOL_BINARY).parent_path().string()) +
+                         " scripts/gpu-check.sh --rehearse --only '^none$'",
+                     src);
+  const std::string summary = ReadAll(out / "gpu-check.txt");
+  INFO("exit ", run.exit_code, "\nsummary:\n", summary, "\nstderr:\n", run.err);
+  CHECK(run.exit_code == 0);
+  CHECK(summary.find("  7B bf16 decode at >= 70 % of the card's memory bandwidth: 80.5 % (200.0 tokens/s, "
+                     "decode-7b-graph)\n") != std::string::npos);
+  CHECK(summary.find("  7B NF4 decode faster than bf16: 250.0 tokens/s (nf4-7b-gemv) against 200.0 (decode-7b-graph): "
+                     "1.25x\n") != std::string::npos);
+  CHECK(summary.find("  llama-1b training at >= 40 % MFU (mfu-1b): MFU 23.2 %\n") != std::string::npos);
+  CHECK(summary.find("  llama-1b training at >= 40 % MFU (mfu-1b-norecompute): not measured\n") != std::string::npos);
+}
