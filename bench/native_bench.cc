@@ -286,20 +286,26 @@ Figures BenchPreset(const std::string& preset, const Options& o, const at::Tenso
   std::mt19937 rng(7);
   std::uniform_int_distribution<int> token(3, static_cast<int>(c.vocab_size) - 1);
 
+  // With --profile, the training step runs once more under the profiler at the very end, after
+  // every timed figure, the decode's included (a profiler may leave the device's tracing hooks
+  // costing something afterwards); the generation's profile ends the decode's section.
+  std::function<double()> profiled_step;
+
   // ---- training: random tokens, every target counted ----
   if (o.train) {
-    std::vector<Sequence> data(o.batch);
-    for (auto& s : data) {
+    auto data = std::make_shared<std::vector<Sequence>>(o.batch);
+    for (auto& s : *data) {
       s.tokens.resize(seq + 1);
       for (int& t : s.tokens) t = token(rng);
       s.mask.assign(seq, 1);  // one flag per target (Sequence contract)
     }
     std::vector<const Sequence*> batch;
-    for (const auto& s : data) batch.push_back(&s);
+    for (const auto& s : *data) batch.push_back(&s);
     TrainOptions train;
     train.batch_size = o.batch;
     train.checkpoint_every = o.recompute;
-    AdamW optimizer(lora ? lora_trainable(*lora) : model_trainable(model), train);
+    auto optimizer_owner = std::make_shared<AdamW>(lora ? lora_trainable(*lora) : model_trainable(model), train);
+    AdamW& optimizer = *optimizer_owner;
     for (int i = 0; i < o.warmup; ++i) train_step(model, optimizer, batch, train, 1e-4);
     compat::DeviceSynchronize(device.device());
     double start = Now();
@@ -330,12 +336,13 @@ Figures BenchPreset(const std::string& preset, const Options& o, const at::Tenso
       }
     }
     PrintDeviceMemory(device.device());
-    if (o.profile > 0)
-      PrintProfile(o, device.device(), [&] { (void)train_step(model, optimizer, batch, train, 1e-4); return 1.0; },
-                   "step");
     if (!lora) PrintLossTimes(o.batch * seq, c.vocab_size, device, 5);
     if (!lora) PrintNormTimes(o.batch * seq, c.dim, device, 5);
     if (!lora) PrintGatingTimes(o.batch * seq, c.hidden_dim, device, 5);
+    profiled_step = [&model, data, optimizer_owner, batch, train] {
+      (void)train_step(model, *optimizer_owner, batch, train, 1e-4);
+      return 1.0;
+    };
   }
 
   // ---- single-stream greedy decode with the KV cache ----
@@ -353,9 +360,7 @@ Figures BenchPreset(const std::string& preset, const Options& o, const at::Tenso
     // decode bucket kept between generations (with a CUDA graph, the warm-up records it and the
     // timed generation replays it).
     int64_t host_reads = 0;  // of the timed generation: waits of the host for the device
-    // With `profile`, one more generation (in the same bucket) under the profiler.
-    auto decode = [&](const Model& m, size_t* generated, bool profile) {
-      DecodeBuckets buckets;
+    auto decode = [&](const Model& m, size_t* generated, DecodeBuckets& buckets) {
       (void)generate_greedy(m, prompt, g, nullptr, &buckets);  // warm-up
       compat::DeviceSynchronize(device.device());
       double start = Now();
@@ -364,12 +369,6 @@ Figures BenchPreset(const std::string& preset, const Options& o, const at::Tenso
       const double seconds = Now() - start;
       *generated = generation.ok() ? generation->tokens.size() : 0;
       host_reads = generation.ok() ? generation->host_reads : 0;
-      if (profile) {
-        PrintProfile(o, device.device(), [&] {
-          auto profiled = generate_greedy(m, prompt, g, nullptr, &buckets);
-          return profiled.ok() ? static_cast<double>(profiled->tokens.size()) : 0.0;
-        }, "token");
-      }
       return seconds / static_cast<double>(std::max<size_t>(*generated, 1));
     };
     // A 4-bit model decodes as an inference case serves it: the NF4 base, no adapters (the QLoRA
@@ -377,7 +376,8 @@ Figures BenchPreset(const std::string& preset, const Options& o, const at::Tenso
     Model decoded = model;
     if (lora) (void)model_attach_lora(decoded, nullptr);
     size_t generated = 0;
-    const double per_token = decode(decoded, &generated, /*profile=*/o.profile > 0);
+    DecodeBuckets decoded_buckets;  // kept for the profiled generation at the end
+    const double per_token = decode(decoded, &generated, decoded_buckets);
     figures.decode_seconds_per_token = per_token;
     const double seconds = per_token * static_cast<double>(generated);
     std::printf("%-10s params %6.1f M  decode%s prompt=%lld new=%zu: %8.4f s/token  %9.1f tokens/s  %lld host read(s), "
@@ -407,7 +407,8 @@ Figures BenchPreset(const std::string& preset, const Options& o, const at::Tenso
       const std::string how = nf4_prepare_inference(served, device.device(), device.dtype().toScalarType(), o.double_quant);
       if (!model_nf4(served)->dequantized.empty()) {
         size_t n = 0;
-        figures.decode_kept_seconds_per_token = decode(served, &n, /*profile=*/false);
+        DecodeBuckets served_buckets;
+        figures.decode_kept_seconds_per_token = decode(served, &n, served_buckets);
         std::printf("%-10s params %6.1f M  decode (4-bit, kept) prompt=%lld new=%zu: %8.4f s/token  %9.1f tokens/s\n",
                     preset.c_str(), c.ParameterCount() / 1e6, static_cast<long long>(o.prompt), n,
                     figures.decode_kept_seconds_per_token, 1.0 / figures.decode_kept_seconds_per_token);
@@ -432,7 +433,14 @@ Figures BenchPreset(const std::string& preset, const Options& o, const at::Tenso
       }
     }
     PrintDeviceMemory(device.device());
+    if (o.profile > 0) {  // one more generation, in the timed one's bucket
+      PrintProfile(o, device.device(), [&] {
+        auto generation = generate_greedy(decoded, prompt, g, nullptr, &decoded_buckets);
+        return generation.ok() ? static_cast<double>(generation->tokens.size()) : 0.0;
+      }, "token");
+    }
   }
+  if (o.profile > 0 && profiled_step) PrintProfile(o, device.device(), profiled_step, "step");
   return figures;
 }
 
