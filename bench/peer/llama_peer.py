@@ -350,19 +350,20 @@ def main():
         elif args.only_compiled:
             sys.exit(f"--only-compiled: torch {torch.__version__} has no torch.compile")
         for label, m in variants:
+            profiles = []  # run after every timed figure of the variant, as protocol_bench does
             if not args.no_train:
                 s, tps, gflops, loss, step = train(m, cfg, args, device, dtype)
                 print(f"{name:<10} params {cfg.parameters() / 1e6:6.1f} M  train{label} B={args.batch} T={args.seq}: "
                       f"{s:8.3f} s/step  {tps:9.0f} tokens/s  {gflops:9.1f} GFLOP/s  (loss {loss:.3f})")
-                if args.profile > 0:
-                    print_profile(device, lambda: (step(), 1)[1], args.profile, "step")
+                profiles.append(("step", lambda step=step: (step(), 1)[1]))
             if args.decode > 0:
                 per_token, n, generate = decode(m, cfg, args, device, dtype)
                 print(f"{name:<10} params {cfg.parameters() / 1e6:6.1f} M  decode{label} prompt={args.prompt} new={n}: "
                       f"{per_token:8.4f} s/token  {1 / per_token:9.1f} tokens/s")
-                if args.profile > 0:
-                    with torch.no_grad():
-                        print_profile(device, generate, args.profile, "token")
+                profiles.append(("token", torch.no_grad()(generate)))
+            if args.profile > 0:
+                for unit, work in profiles:
+                    print_profile(device, work, args.profile, unit)
 
 
 if __name__ == "__main__":
