@@ -174,6 +174,8 @@ TEST_CASE("native model decode with the cache reads the answer back once, not on
   CHECK(cached.tokens == reference.tokens);
   CHECK(cached.host_reads == 1);      // the whole answer, in one copy
   CHECK(reference.host_reads == 20);  // the reference: one per token
+  // And no op of the generation reads a scalar back on the way (the one read is that copy).
+  CHECK(testing::ScalarReadsIn([&] { REQUIRE(generate_greedy(m, {1, 7, 3}, with_cache).ok()); }) == 0);
   // Stopping at end-of-sequence: the tokens are read every kEosCheckTokens, cut after the first end token.
   const std::vector<int>& all = cached.tokens;
   for (size_t at : {size_t{0}, size_t{5}, size_t{11}}) {
