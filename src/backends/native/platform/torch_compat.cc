@@ -87,8 +87,9 @@ namespace {
 // heads, in grouped-query order (head h reads key/value head h / rep): one
 // copy of a broadcast view (Hugging Face's repeat_kv). repeat_interleave
 // gives the same values, but libtorch 1.13's builds a tensor of repeats and
-// reads scalars of it back (four a call, torch_compat_test.cc), and 2.x's on
-// CUDA runs a fill, a cumsum and two index kernels where one copy does.
+// reads scalars of it back (two a call, four in one attention:
+// torch_compat_test.cc), and 2.x's on CUDA runs a fill, a cumsum and two
+// index kernels where one copy does.
 at::Tensor RepeatKeyValueHeads(const at::Tensor& x, int64_t rep) {
   if (rep == 1) return x;
   std::vector<int64_t> shape = x.sizes().vec();  // (…, NKV, S, HD)
