@@ -117,6 +117,12 @@ TEST_CASE("op profile: libtorch's profiler records the host's ops, with the ops 
   for (const compat::ProfiledSpan& span : spans)
     if (span.name == "aten::linear") CHECK(linear->seconds * 1e9 < 0.5 * static_cast<double>(span.duration_ns));
 
+  // The tests' scalar-read counter (native_test_support.h): a read is counted unless it happens
+  // inside one of the ops it is told to except.
+  CHECK(testing::ScalarReadsIn([&] { (void)x.sum().item<float>(); }) == 1);
+  CHECK(testing::ScalarReadsIn([&] { (void)x.sum().item<float>(); }, testing::CpuFusedAdamW()) == 1);
+  CHECK(testing::ScalarReadsIn([&] { (void)x.sum(); }) == 0);
+
   // One at a time: a second refuses to start while the first runs.
   {
     compat::OpProfiler first(false);

@@ -556,11 +556,23 @@ std::set<torch::profiler::impl::ActivityType> ProfiledActivities(bool device_ker
 }
 }  // namespace
 
+namespace {
+// One profiler at a time, enforced here: libtorch 1.13 refuses a second one, 2.6 does not.
+std::atomic<bool> op_profiler_running{false};
+}  // namespace
+
 OpProfiler::OpProfiler(bool device_kernels) {
-  const torch::profiler::impl::ProfilerConfig config(torch::profiler::impl::ProfilerState::KINETO);
-  const auto activities = ProfiledActivities(device_kernels);
-  torch::autograd::profiler::prepareProfiler(config, activities);
-  torch::autograd::profiler::enableProfiler(config, activities);
+  bool idle = false;
+  TORCH_CHECK(op_profiler_running.compare_exchange_strong(idle, true), "OpProfiler: a profiler is already running");
+  try {
+    const torch::profiler::impl::ProfilerConfig config(torch::profiler::impl::ProfilerState::KINETO);
+    const auto activities = ProfiledActivities(device_kernels);
+    torch::autograd::profiler::prepareProfiler(config, activities);
+    torch::autograd::profiler::enableProfiler(config, activities);
+  } catch (...) {
+    op_profiler_running = false;
+    throw;
+  }
   running_ = true;
 }
 
@@ -570,13 +582,21 @@ OpProfiler::~OpProfiler() {
     (void)torch::autograd::profiler::disableProfiler();
   } catch (const std::exception&) {  // a destructor does not throw; the spans are dropped anyway
   }
+  op_profiler_running = false;
 }
 
 std::vector<ProfiledSpan> OpProfiler::Stop() {
   std::vector<ProfiledSpan> spans;
   if (!running_) return spans;
   running_ = false;
-  const auto result = torch::autograd::profiler::disableProfiler();
+  std::unique_ptr<torch::autograd::profiler::ProfilerResult> result;
+  try {
+    result = torch::autograd::profiler::disableProfiler();
+  } catch (...) {
+    op_profiler_running = false;
+    throw;
+  }
+  op_profiler_running = false;
   if (!result) return spans;
   spans.reserve(result->events().size());
   for (const auto& e : result->events()) {

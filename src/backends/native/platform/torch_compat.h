@@ -202,8 +202,8 @@ struct ProfiledSpan {
 // CUDA wheels), every kernel's span on the device. A libtorch built without
 // Kineto (Debian's 1.13) records the host's ops only. One profiler per process
 // at a time; the spans come back from Stop, or are dropped by the destructor.
-// Throws c10::Error where the profiler cannot start (one already running, or a
-// libtorch without its header).
+// Throws c10::Error where the profiler cannot start (an OpProfiler already
+// running, whatever the libtorch's own rule, or a libtorch without its header).
 class OpProfiler {
  public:
   explicit OpProfiler(bool device_kernels);
