@@ -228,6 +228,8 @@ steps=10
 [[ $quick == 1 ]] && steps=3
 # The plain PyTorch peer (bench/peer/llama_peer.py) on the same card, the same shapes as mfu-1b and
 # decode-7b, where this machine's Python has torch (the wheel); docs/performance.md records peer time / protocol time.
+# ratio_of A B: A / B as "1.23x".
+ratio_of() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", a / b }'; }
 # tokens_per_second KIND FILE: the tokens/s figure of FILE's first "train" or "decode" line
 # (protocol_bench and the peer print the same line shape).
 tokens_per_second() {
@@ -243,7 +245,7 @@ ratio() {
     mine=$(tokens_per_second "$kind" "$OUT_DIR/bench-$name.log" 2>/dev/null)
     theirs=$(tokens_per_second "$kind" "$OUT_DIR/peer-$peer_name.log" 2>/dev/null)
     [[ -n $mine && -n $theirs ]] || continue
-    say "ratio $label $kind: protocol $mine tokens/s, peer $theirs tokens/s: $(awk -v a="$mine" -v b="$theirs" 'BEGIN { printf "%.2fx", a / b }') (above 1: protocol is faster)"
+    say "ratio $label $kind: protocol $mine tokens/s, peer $theirs tokens/s: $(ratio_of "$mine" "$theirs") (above 1: protocol is faster)"
   done
 }
 # speedup A B: bench A's decode tokens/s over bench B's.
@@ -252,7 +254,7 @@ speedup() {
   a=$(tokens_per_second decode "$OUT_DIR/bench-$1.log" 2>/dev/null)
   b=$(tokens_per_second decode "$OUT_DIR/bench-$2.log" 2>/dev/null)
   [[ -n $a && -n $b ]] || return 0
-  say "speedup $1 over $2: $a tokens/s against $b: $(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2fx", a / b }')"
+  say "speedup $1 over $2: $a tokens/s against $b: $(ratio_of "$a" "$b")"
 }
 # The peer's interpreter: PEER_PYTHON, or python3 (on a GPU machine, the one with the wheel).
 peer_python=${PEER_PYTHON:-python3}
@@ -351,7 +353,7 @@ targets() {
   fi
   nf4=$(best decode nf4-7b nf4-7b-gemv nf4-7b-graph)
   if [[ -n $nf4 && -n $bf16 ]]; then
-    say "  7B NF4 decode faster than bf16: ${nf4%% *} tokens/s (${nf4#* }) against ${bf16%% *} (${bf16#* }): $(awk -v a="${nf4%% *}" -v b="${bf16%% *}" 'BEGIN { printf "%.2fx", a / b }')"
+    say "  7B NF4 decode faster than bf16: ${nf4%% *} tokens/s (${nf4#* }) against ${bf16%% *} (${bf16#* }): $(ratio_of "${nf4%% *}" "${bf16%% *}")"
   else
     say "  7B NF4 decode faster than bf16: not measured"
   fi

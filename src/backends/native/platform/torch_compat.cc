@@ -554,11 +554,13 @@ std::set<torch::profiler::impl::ActivityType> ProfiledActivities(bool device_ker
   if (device_kernels) activities.insert(torch::profiler::impl::ActivityType::CUDA);
   return activities;
 }
-}  // namespace
 
-namespace {
 // One profiler at a time, enforced here: libtorch 1.13 refuses a second one, 2.6 does not.
 std::atomic<bool> op_profiler_running{false};
+// Frees the one profiler's place when it goes, however the stop ends.
+struct ProfilerPlaceRelease {
+  ~ProfilerPlaceRelease() { op_profiler_running = false; }
+};
 }  // namespace
 
 OpProfiler::OpProfiler(bool device_kernels) {
@@ -578,25 +580,21 @@ OpProfiler::OpProfiler(bool device_kernels) {
 
 OpProfiler::~OpProfiler() {
   if (!running_) return;
+  ProfilerPlaceRelease release;
   try {
     (void)torch::autograd::profiler::disableProfiler();
   } catch (const std::exception&) {  // a destructor does not throw; the spans are dropped anyway
   }
-  op_profiler_running = false;
 }
 
 std::vector<ProfiledSpan> OpProfiler::Stop() {
   std::vector<ProfiledSpan> spans;
   if (!running_) return spans;
   running_ = false;
-  std::unique_ptr<torch::autograd::profiler::ProfilerResult> result;
-  try {
-    result = torch::autograd::profiler::disableProfiler();
-  } catch (...) {
-    op_profiler_running = false;
-    throw;
-  }
-  op_profiler_running = false;
+  const auto result = [] {
+    ProfilerPlaceRelease release;
+    return torch::autograd::profiler::disableProfiler();
+  }();
   if (!result) return spans;
   spans.reserve(result->events().size());
   for (const auto& e : result->events()) {
