@@ -282,6 +282,10 @@ class CommandBackend : public Backend {
                          "native case");
     if (spec.system.empty() || spec.system == "command")
       problems.push_back("a command case must say which system its command runs (system: fsdp | share | <label>)");
+    if (spec.workload == Workload::kInference && spec.inference.decode_step != DecodeStepChoice::kHost)
+      problems.push_back(fmt::format("inference.decode_step: {} is a native backend's setting; a command case decodes "
+                                     "as its command does (remove it, or say it in command.argv)",
+                                     NameOf(spec.inference.decode_step)));
     if (c.shell && c.argv.size() > 1)
       problems.push_back(fmt::format(
           "command.shell is true, so command.argv must be one string for /bin/sh -c (it has {} "

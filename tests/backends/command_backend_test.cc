@@ -298,6 +298,14 @@ TEST_CASE("Command: Check rejects an empty argv or a split shell command or bad 
   CHECK(f.Check() == std::vector<std::string>{"a command case's environment is command.env; `env:` sets the ranks' "
                                               "environment of a native case"});
   f.spec.env = {};
+  // The decode step is the native backends' own; a command decodes as it does.
+  f.spec.workload = Workload::kInference;
+  f.spec.inference.decode_step = DecodeStepChoice::kGraph;
+  CHECK(f.Check() == std::vector<std::string>{"inference.decode_step: graph is a native backend's setting; a command "
+                                              "case decodes as its command does (remove it, or say it in command.argv)"});
+  f.spec.inference.decode_step = DecodeStepChoice::kHost;
+  CHECK(f.Check().empty());
+  f.spec.workload = Workload::kPretrain;
 
   f.spec.command.shell = true;
   f.spec.command.argv = {"torchrun", "train.py"};

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -512,11 +513,18 @@ static void CheckEqualQualityByHand(const fs::path& db, const fs::path& src) {
 
 // The quick start's time estimate against its measured wall time, case by
 // case (docs/performance.md, "Time estimate"): within [0.5, 2] of it, the
-// band `run` flags outside of. A case that ran contended (other processes
-// took a fifth of the CPU or more) is not checked: its time says more about
-// the machine's load than about the estimate; nor is any case when this
-// host's calibration (beside the database) was measured while the machine was
-// that busy: its rates are low. A run where no case could be checked says so.
+// band `run` flags outside of, unless the two are within kStartJitterSeconds
+// of each other; and the checked cases' sum within the band, with no slack.
+// The slack: a case of about a second is mostly the start of its rank
+// processes, which a busy disk or scheduler can stretch by half a second
+// without taking CPU time (the contention figure does not see it); the sum
+// still catches an estimate that is off on every case. A case that ran
+// contended (other processes took a fifth of the CPU or more) is not checked:
+// its time says more about the machine's load than about the estimate; nor is
+// any case when this host's calibration (beside the database) was measured
+// while the machine was that busy: its rates are low. A run where no case
+// could be checked says so.
+constexpr double kStartJitterSeconds = 0.75;
 void CheckQuickstartEstimates(const fs::path& db) {
   auto calibration = ReadCalibration(CalibrationPathFor(db.string()), ThisHost());
   REQUIRE(calibration.ok());
@@ -529,6 +537,7 @@ void CheckQuickstartEstimates(const fs::path& db) {
   auto store = OpenStore(db.string());
   REQUIRE(store.ok());
   int checked = 0;
+  double expected_sum = 0, measured_sum = 0;
   for (const auto& c : CasesOf(db, 1)) {
     CAPTURE(c.case_id);
     double expected = 0, measured = 0, contention = 0;
@@ -546,10 +555,19 @@ void CheckQuickstartEstimates(const fs::path& db) {
     INFO("expected " << expected << " s, measured " << measured << " s, contention " << contention << ": " << method);
     if (contention >= metric::kContendedShare) continue;
     ++checked;
+    expected_sum += expected;
+    measured_sum += measured;
+    if (std::abs(measured - expected) < kStartJitterSeconds) continue;
     CHECK(measured / expected >= metric::kEstimateBandLow);
     CHECK(measured / expected <= metric::kEstimateBandHigh);
   }
-  if (checked == 0) MESSAGE("every quick start case ran contended: the estimate's band was not checked");
+  if (checked == 0) {
+    MESSAGE("every quick start case ran contended: the estimate's band was not checked");
+    return;
+  }
+  INFO("the " << checked << " uncontended cases: expected " << expected_sum << " s, measured " << measured_sum << " s");
+  CHECK(measured_sum / expected_sum >= metric::kEstimateBandLow);
+  CHECK(measured_sum / expected_sum <= metric::kEstimateBandHigh);
 }
 
 TEST_CASE("cli: the quickstart plan runs natively end to end and writes both reports") {

@@ -14,6 +14,7 @@
 #include "backends/native/quant/lora.h"
 #include "backends/native/model/model_config.h"
 #include "backends/native/model/tokenizer.h"
+#include "dist_test_support.h"
 #include "fake_process_runner.h"
 #include "runner/base/text.h"
 
@@ -261,6 +262,52 @@ TEST_CASE("native fsdp: inference runs one request per max_new_tokens, exactly t
   CHECK(*Find(out, metric::kTokensPerSecond)->value == doctest::Approx(5.0));
   CHECK(Find(out, metric::kTokensPerSecond)->method ==
         "3 greedy requests, KV cache, one process on cpu; weights: random weights (init: random, seed 1234)");
+}
+
+TEST_CASE("native fsdp: inference.decode_step device: the host step's tokens, checked first, and said in the facts") {
+  Fixture fx;
+  Plan plan = fx.MakePlan();
+  plan.models["mini"].init_random = true;
+  CaseSpec spec;
+  spec.id = "i.2";
+  spec.workload = Workload::kInference;
+  spec.backend = "fsdp";
+  spec.model = "mini";
+  spec.inference.prompt = "Can there be life somewhere in the Solar System outside Earth?";
+  spec.inference.max_new_tokens = {5, 20, 3};
+  spec.training.device = DeviceChoice::kCpu;
+  Harness host;
+  BackendOutcome at_host = host.Run(plan, spec);
+  REQUIRE(at_host.status == CaseStatus::kOk);
+  CHECK(dist_test::FactOf(at_host, fact::kDecodeCheck).empty());  // the host's step is the reference: nothing to check
+  spec.inference.decode_step = DecodeStepChoice::kDevice;
+  REQUIRE(MakeNativeFsdpBackend()->Check(plan, spec).empty());
+  Harness device;
+  BackendOutcome on_device = device.Run(plan, spec);
+  INFO(on_device.reason);
+  REQUIRE(on_device.status == CaseStatus::kOk);
+  REQUIRE(device.events.requests.size() == 3);
+  for (size_t i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    CHECK(device.events.requests[i].token_ids == host.events.requests[i].token_ids);
+    CHECK(device.events.requests[i].seconds == 1.0);  // the check before the first request is not timed
+  }
+  CHECK(dist_test::FactOf(on_device, fact::kDecodeCheck) == "the first 16 tokens equal the host position's");
+  CHECK(dist_test::FactOf(on_device, fact::kDecoding).find("each step at a position on the device") !=
+        std::string::npos);
+  CHECK(Find(on_device, metric::kTokensPerSecond)->method.find(", decode_step device, one process on cpu") !=
+        std::string::npos);
+  // A CUDA graph on a CPU: validate refuses it where the plan says so; a run on `device: auto` that
+  // finds no GPU refuses it before the first request, with the reason.
+  spec.inference.decode_step = DecodeStepChoice::kGraph;
+  CHECK(MakeNativeFsdpBackend()->Check(plan, spec).size() == 1);
+  if (native::compat::CudaAvailable()) return;
+  spec.training.device = DeviceChoice::kAuto;
+  Harness graph;
+  BackendOutcome refused = graph.Run(plan, spec);
+  CHECK(refused.status == CaseStatus::kFailed);
+  CHECK(refused.reason == "generate: a CUDA graph needs a model on a CUDA device, not cpu");
+  CHECK(graph.events.requests.empty());
 }
 
 TEST_CASE("native fsdp: multi-node, stop, timeout and a missing tokenizer end the case with a reason") {

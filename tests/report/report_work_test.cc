@@ -141,6 +141,10 @@ TEST_CASE("report work: the prompt and ignore_eos of inference") {
   CheckInferenceRefused(", inference: {ignore_eos: false}", "ignore_eos: true vs false");
 }
 
+TEST_CASE("report work: the decode step of inference") {
+  CheckInferenceRefused(", inference: {decode_step: graph}", "decode_step: host vs graph");
+}
+
 TEST_CASE("report work: settings that are a system's own way of working do not refuse a ratio") {
   ReportData data = ComputeWith(PlanText(", training: {grad_accum: 2, sync_every: 5, checkpoint_every: 0}"));
   CHECK(TrainingRatio(data).text == "3.00");

@@ -176,7 +176,8 @@ class NativeFsdpBackend : public Backend {
                              ? RunInference(ctx, wc, *layout, *setup, log, devices_text)
                              : RunTraining(ctx, wc, *layout, *setup, log);
     out.facts.insert(out.facts.begin(), {fact::kRanks, "1"});
-    for (auto& f : CaseFacts(at::get_num_threads(), devices_text, setup->device, setup->dtype, spec.workload))
+    for (auto& f : CaseFacts(at::get_num_threads(), devices_text, setup->device, setup->dtype, spec.workload,
+                               spec.inference.decode_step))
       out.facts.push_back(std::move(f));
     log.Line("fsdp: {}{}", out.status == CaseStatus::kOk ? "done" : "ended", out.reason.empty() ? "" : ": " + out.reason);
     return out;
@@ -239,15 +240,26 @@ class NativeFsdpBackend : public Backend {
     Model& model = *loaded;
     const StopCheck stop = StopCheckOf(ctx);
     const std::vector<int> prompt = PromptTokens(*setup.tokenizer, spec.inference.prompt);
+    DecodeBuckets buckets;
+    RequestDecoding decoding;
+    decoding.ignore_eos = spec.inference.ignore_eos;
+    decoding.step = DecodeStepOf(spec.inference.decode_step);
+    std::string decode_check;
+    if (decoding.step != DecodeStep::kHostPosition) {
+      decoding.buckets = &buckets;
+      auto checked = CheckDecodeStep(model, prompt, decoding.step);
+      if (!checked.ok()) return FailedOutcome(CaseStatus::kFailed, checked.status().message());
+      decode_check = *checked;
+      log.Line("fsdp: decode check (decode_step {}): {}", NameOf(spec.inference.decode_step), decode_check);
+    }
     double total_seconds = 0;
     int64_t generated = 0;
     const auto& schedule = spec.inference.max_new_tokens;
     for (size_t i = 0; i < schedule.size(); ++i) {
       if (auto ended = stop(fmt::format("at request {} of {}", i, schedule.size())))
         return FailedOutcome(ended->status, ended->what());
-      auto served = ServeRequest(model, *setup.tokenizer, prompt, static_cast<int>(i), schedule[i],
-                                 spec.inference.ignore_eos, setup.device, [&ctx] { return ctx.clock.NowSeconds(); },
-                                 &ctx.stop);
+      auto served = ServeRequest(model, *setup.tokenizer, prompt, static_cast<int>(i), schedule[i], decoding,
+                                 setup.device, [&ctx] { return ctx.clock.NowSeconds(); }, &ctx.stop);
       if (!served.ok()) return FailedOutcome(CaseStatus::kFailed, served.status().message());
       if (served->interrupted)
         return FailedOutcome(CaseStatus::kInterrupted, fmt::format("stopped by request at request {} of {}", i, schedule.size()));
@@ -262,7 +274,12 @@ class NativeFsdpBackend : public Backend {
       generated += r.generated_tokens;
     }
     BackendOutcome out;
-    const std::string how = fmt::format("{} greedy requests, KV cache, one process on {}", schedule.size(), devices_text);
+    const std::string how =
+        fmt::format("{} greedy requests, KV cache{}, one process on {}", schedule.size(),
+                    decoding.step == DecodeStep::kHostPosition
+                        ? ""
+                        : fmt::format(", decode_step {}", NameOf(spec.inference.decode_step)),
+                    devices_text);
     out.measurements.push_back(MeasuredFigure(metric::kTotalGenerationSeconds, total_seconds, "s", "sum of request times; " + how));
     out.measurements.push_back(MeasuredFigure(metric::kGeneratedTokens, static_cast<double>(generated), "tokens", how));
     if (generated > 0 && total_seconds > 0) {
@@ -274,6 +291,7 @@ class NativeFsdpBackend : public Backend {
     if (auto peak = compat::CudaPeakMemoryBytes())
       out.measurements.push_back(MeasuredFigure(metric::kPeakDeviceMemory, static_cast<double>(*peak), "bytes",
                                                 "CUDA caching allocator peak allocated bytes during the case"));
+    if (!decode_check.empty()) out.facts.push_back({fact::kDecodeCheck, decode_check});
     // Every measurement says what ran (4-bit) and on which weights.
     NoteOnEveryMethod(out, setup.method_note);
     return out;

@@ -1,6 +1,10 @@
 #include "backends/native/inference_request.h"
 
+#include <algorithm>
+#include <string>
+
 #include "backends/native/platform/torch_compat.h"
+#include "runner/base/text.h"
 
 namespace protocol {
 namespace native {
@@ -12,13 +16,15 @@ std::vector<int> PromptTokens(const Tokenizer& tokenizer, const std::string& tex
 }
 
 Result<ServedRequest> ServeRequest(const Model& model, const Tokenizer& tokenizer, const std::vector<int>& prompt,
-                                   int index, int64_t max_new_tokens, bool ignore_eos, const at::Device& device,
-                                   const std::function<double()>& now, const StopFlag* stop) {
+                                   int index, int64_t max_new_tokens, const RequestDecoding& decoding,
+                                   const at::Device& device, const std::function<double()>& now,
+                                   const StopFlag* stop) {
   GenerateOptions o;
   o.max_new_tokens = max_new_tokens;
-  o.ignore_eos = ignore_eos;
+  o.ignore_eos = decoding.ignore_eos;
+  o.decode_step = decoding.step;
   const double t0 = now();
-  auto generation = generate_greedy(model, prompt, o, stop);
+  auto generation = generate_greedy(model, prompt, o, stop, decoding.buckets);
   compat::DeviceSynchronize(device);
   const double seconds = now() - t0;
   if (!generation.ok()) return generation.status();
@@ -33,6 +39,28 @@ Result<ServedRequest> ServeRequest(const Model& model, const Tokenizer& tokenize
   r.answer = tokenizer.Decode(generation->tokens);
   r.token_ids = generation->tokens;
   return served;
+}
+
+Result<std::string> CheckDecodeStep(const Model& model, const std::vector<int>& prompt, DecodeStep step) {
+  const int64_t room = model.config.max_seq_len - static_cast<int64_t>(prompt.size());
+  if (room < 1)
+    return Status::InvalidArgument(fmt::format("decode check: the prompt ({} tokens) leaves no room in the model's "
+                                               "context of {} positions",
+                                               prompt.size(), model.config.max_seq_len));
+  GenerateOptions host, checked;
+  host.max_new_tokens = checked.max_new_tokens = std::min(kDecodeCheckTokens, room);
+  checked.decode_step = step;
+  auto a = generate_greedy(model, prompt, host);
+  if (!a.ok()) return a.status();
+  auto b = generate_greedy(model, prompt, checked);
+  if (!b.ok()) return b.status();
+  for (size_t i = 0; i < a->tokens.size(); ++i)
+    if (i >= b->tokens.size() || b->tokens[i] != a->tokens[i])
+      return fmt::format("token {} of the first {} parts from the host position's ({} against {}); the tokens "
+                         "before it are equal",
+                         i + 1, a->tokens.size(), i < b->tokens.size() ? std::to_string(b->tokens[i]) : "none",
+                         a->tokens[i]);
+  return fmt::format("the first {} tokens equal the host position's", a->tokens.size());
 }
 
 }  // namespace native

@@ -28,13 +28,40 @@ struct ServedRequest {
   bool interrupted = false;  // `stop` was raised during the generation (sample holds what was done)
 };
 
+// How every request of a schedule is decoded: the plan's inference settings
+// as generate.h takes them, and the decode buckets the schedule's requests
+// share where the step's position is on the device (a CUDA graph is recorded
+// once per bucket, by the first request that decodes into it; its time is
+// that request's). Null buckets: each generation makes its own cache.
+struct RequestDecoding {
+  bool ignore_eos = true;
+  DecodeStep step = DecodeStep::kHostPosition;
+  DecodeBuckets* buckets = nullptr;
+};
+
 // Request `index` of the schedule: up to `max_new_tokens` greedy tokens after
-// `prompt` (exactly that many when `ignore_eos`). `now` is the clock in seconds;
-// the time is taken after compat::DeviceSynchronize(device). Errors: the
-// generation's (an empty prompt, a prompt longer than the model's context).
+// `prompt` (exactly that many when `decoding.ignore_eos`). `now` is the clock
+// in seconds; the time is taken after compat::DeviceSynchronize(device).
+// Errors: the generation's (an empty prompt, a prompt longer than the model's
+// context, a step the model's placement or device cannot take).
 Result<ServedRequest> ServeRequest(const Model& model, const Tokenizer& tokenizer, const std::vector<int>& prompt,
-                                   int index, int64_t max_new_tokens, bool ignore_eos, const at::Device& device,
-                                   const std::function<double()>& now, const StopFlag* stop);
+                                   int index, int64_t max_new_tokens, const RequestDecoding& decoding,
+                                   const at::Device& device, const std::function<double()>& now,
+                                   const StopFlag* stop);
+
+// The check a schedule whose step is not at the host's position runs before
+// its first request, untimed: the first kDecodeCheckTokens tokens after
+// `prompt` (fewer where the context ends sooner) decoded with `step`, in a
+// bucket of its own, and at the host's position, compared. Both are correct
+// greedy decodes of the model, but their attention sums in different orders,
+// so a token whose two best logits lie within a rounding of each other may
+// part them; tokens that part from the first ones suggest a fault in the
+// step. Returns the case's decode_check fact: "the first 16 tokens equal the
+// host position's", or the first token where they part and both tokens.
+// Errors: the generation's (kCudaGraph off CUDA, a model placed over several
+// devices, a prompt that fills the context).
+inline constexpr int64_t kDecodeCheckTokens = 16;
+Result<std::string> CheckDecodeStep(const Model& model, const std::vector<int>& prompt, DecodeStep step);
 
 }  // namespace native
 }  // namespace protocol

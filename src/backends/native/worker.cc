@@ -166,9 +166,21 @@ int RunInference(const WorkerCase& wc, CaseSetup& s, ProcessGroups& g, const Dis
   const bool leader = g.group_rank == 0;
   std::optional<Model> model;
   std::vector<int> prompt;
+  DecodeBuckets buckets;
+  RequestDecoding decoding;
+  decoding.ignore_eos = wc.inference.ignore_eos;
+  decoding.step = DecodeStepOf(wc.inference.decode_step);
+  if (decoding.step != DecodeStep::kHostPosition) decoding.buckets = &buckets;
   if (leader) {
     model = LoadReplica(wc, s, g, env);
     prompt = PromptTokens(*s.tokenizer, wc.inference.prompt);
+    // Before the barrier that starts the clock: the check is not timed.
+    if (decoding.step != DecodeStep::kHostPosition) {
+      auto checked = CheckDecodeStep(*model, prompt, decoding.step);
+      if (!checked.ok()) throw Failure(checked.status().message());
+      Log("worker: replica {}: decode check (decode_step {}): {}", g.group, NameOf(wc.inference.decode_step), *checked);
+      if (g.rank == 0) Out().Fact(fact::kDecodeCheck, *checked);
+    }
   }
   g.world_comm->Barrier();
   const double start = Now();
@@ -178,8 +190,8 @@ int RunInference(const WorkerCase& wc, CaseSetup& s, ProcessGroups& g, const Dis
   const auto& schedule = wc.inference.max_new_tokens;
   if (leader) {
     for (size_t i = static_cast<size_t>(g.group); i < schedule.size(); i += static_cast<size_t>(g.groups)) {
-      auto request = ServeRequest(*model, *s.tokenizer, prompt, static_cast<int>(i), schedule[i],
-                                  wc.inference.ignore_eos, s.device, Now, nullptr);
+      auto request =
+          ServeRequest(*model, *s.tokenizer, prompt, static_cast<int>(i), schedule[i], decoding, s.device, Now, nullptr);
       if (!request.ok()) throw Failure(request.status().message());
       WorkerEvent e;
       e.kind = WorkerEvent::Kind::kRequest;
@@ -261,7 +273,7 @@ int RunWorker(const std::string& case_path) {
           WorkloadName(wc->workload), wc->world(), wc->groups, wc->group_size, s.device.str(), compat::TorchVersion());
       for (const auto& [key, value] : CaseFacts(at::get_num_threads(),
                                                 s.device.is_cuda() ? "cuda (one GPU per rank)" : s.device.str(),
-                                                s.device, s.dtype, wc->workload))
+                                                s.device, s.dtype, wc->workload, wc->inference.decode_step))
         Out().Fact(key, value);
     }
     // Inference issues barriers only: Gloo groups, which also allow replicas that share a GPU

@@ -37,6 +37,7 @@ WorkSettings CaseWorkSettings(const Plan& plan, const CaseSpec& spec) {
     out.emplace_back("prompt", spec.inference.prompt);
     out.emplace_back("request schedule", ScheduleText(spec.inference));
     out.emplace_back("ignore_eos", Bool(spec.inference.ignore_eos));
+    out.emplace_back("decode_step", NameOf(spec.inference.decode_step));
     return out;
   }
   auto dataset = plan.datasets.find(spec.dataset);

@@ -12,7 +12,9 @@
 //                    with a 4-bit model the LoRA settings (lora_rank,
 //                    lora_alpha, lora_freeze_a)
 //   inference        prompt, request schedule (max_new_tokens per request),
-//                    ignore_eos
+//                    ignore_eos, decode_step (the tokens are the same, but
+//                    a graph-replayed decode against one at the host's
+//                    position measures the decode step, not the systems)
 // Settings that are the system's own way of doing that work (ranks, sync_every,
 // outer_lr, checkpoint_every, grad_accum, timeouts) are not compared.
 

@@ -56,6 +56,13 @@ const std::vector<VocabularyEntry<OuterState>>& Vocabulary<OuterState>() {
   return names;
 }
 
+template <>
+const std::vector<VocabularyEntry<DecodeStepChoice>>& Vocabulary<DecodeStepChoice>() {
+  static const std::vector<VocabularyEntry<DecodeStepChoice>> names = {
+      {DecodeStepChoice::kHost, "host"}, {DecodeStepChoice::kDevice, "device"}, {DecodeStepChoice::kGraph, "graph"}};
+  return names;
+}
+
 namespace {
 
 // "12.5Mbit" -> 12.5 times the factor of its unit in `units` (lower case;

@@ -66,6 +66,7 @@ enum class DeviceChoice { kAuto, kCpu, kCuda };            // training.device: "
 enum class Sharding { kFull, kHybrid };                     // training.sharding: "full" | "hybrid"
 enum class ReduceDtype { kAuto, kFloat32, kBfloat16 };      // training.reduce_dtype, merge_dtype: "auto" | "float32" | "bfloat16"
 enum class OuterState { kHost, kDevice };                   // training.outer_state: "host" | "device"
+enum class DecodeStepChoice { kHost, kDevice, kGraph };     // inference.decode_step: "host" | "device" | "graph"
 template <>
 const std::vector<VocabularyEntry<Workload>>& Vocabulary<Workload>();
 template <>
@@ -78,6 +79,8 @@ template <>
 const std::vector<VocabularyEntry<ReduceDtype>>& Vocabulary<ReduceDtype>();
 template <>
 const std::vector<VocabularyEntry<OuterState>>& Vocabulary<OuterState>();
+template <>
+const std::vector<VocabularyEntry<DecodeStepChoice>>& Vocabulary<DecodeStepChoice>();
 
 // The system an fsdp case with `training.sharding: hybrid` reports as when it
 // names none: a baseline column of its own beside the methodology's `fsdp`.
@@ -225,6 +228,10 @@ struct InferenceSchedule {
   std::string prompt;
   std::vector<int> max_new_tokens;  // e.g. 100, 110, ..., 400 (31 values, 7750 tokens)
   bool ignore_eos = true;           // generate exactly max_new_tokens tokens
+  // The native backends' decode step after the prompt (generate.h
+  // DecodeStep): at the host's position, at a position on the device, or that
+  // step replayed as a CUDA graph. The command backend takes none but host.
+  DecodeStepChoice decode_step = DecodeStepChoice::kHost;
   int64_t TotalTokens() const;      // sum of max_new_tokens
 };
 

@@ -121,6 +121,7 @@ YamlNode ResolvedCase(const CaseSpec& c) {
     MapBuilder inf;
     inf.Add("prompt", Str(c.inference.prompt)).Add("max_new_tokens", Seq(std::move(tokens)));
     inf.Add("ignore_eos", Bool(c.inference.ignore_eos));
+    inf.Add("decode_step", Str(NameOf(c.inference.decode_step)));
     b.Add("inference", inf.node);
   }
   b.Add("timeout", Num(c.timeout_seconds)).Add("repeats", Int(c.repeats)).Add("warmup_steps", Int(c.warmup_steps));

@@ -59,7 +59,7 @@ const std::vector<std::string> kDatasetKeys = {"format", "path", "column"};
 const std::vector<std::string> kClusterKeys = {"launcher", "network", "nodes", "emulate", "env", "networks",
                                                "compare_across_networks"};
 const std::vector<std::string> kNodeKeys = {"name", "host", "gpus", "gpu_memory_gb", "gpu_model", "gpu_mfu", "env"};
-const std::vector<std::string> kInferenceKeys = {"prompt", "max_new_tokens", "ignore_eos"};
+const std::vector<std::string> kInferenceKeys = {"prompt", "max_new_tokens", "ignore_eos", "decode_step"};
 const std::vector<std::string> kRangeKeys = {"from", "to", "step"};
 const std::vector<std::string> kQualityTargetKeys = {"loss"};
 const std::vector<std::string> kCommandKeys = {"argv", "shell", "env", "workdir", "metrics",
@@ -647,6 +647,10 @@ void PlanParser::ParseInference(const YamlNode& node, bool required, CaseSpec& c
   }
   if (const YamlNode* n = node.Find("ignore_eos")) {
     if (auto v = r_.Bool(*n, "ignore_eos")) s.ignore_eos = *v;
+    else *ok = false;
+  }
+  if (const YamlNode* n = node.Find("decode_step")) {
+    if (auto v = r_.OneOf<DecodeStepChoice>(*n, "decode_step", "inference.decode_step")) s.decode_step = *v;
     else *ok = false;
   }
   if (required) c.inference = s;

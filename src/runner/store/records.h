@@ -228,6 +228,7 @@ inline constexpr const char* kThreadsPerRank = "threads_per_rank";  // CPU threa
 inline constexpr const char* kDevice = "device";                  // the device used: "cpu", "cuda:0", "cuda"
 inline constexpr const char* kDtype = "dtype";                    // the compute dtype: "float32", "bfloat16"
 inline constexpr const char* kDecoding = "decoding";              // inference: generate.h DecodingText
+inline constexpr const char* kDecodeCheck = "decode_check";       // inference, a step off the host's position: inference_request.h CheckDecodeStep
 // Distributed training: how FSDP sharded and communicated (docs/distributed.md).
 inline constexpr const char* kSharding = "sharding";          // "full over 4 ranks", "hybrid: 2 ranks per node x 2 nodes"
 inline constexpr const char* kPrefetch = "prefetch";          // "on" | "off"

@@ -49,20 +49,35 @@ TEST_CASE("case device: cpu in float32; cuda without a device is an error") {
 TEST_CASE("case facts: threads, device, dtype, and the decoding for inference") {
   using Facts = std::vector<std::pair<std::string, std::string>>;
   const at::Device cpu(at::kCPU);
-  CHECK(CaseFacts(4, "cpu", cpu, at::kFloat, Workload::kPretrain) ==
+  CHECK(CaseFacts(4, "cpu", cpu, at::kFloat, Workload::kPretrain, DecodeStepChoice::kHost) ==
         Facts{{fact::kThreadsPerRank, "4"}, {fact::kDevice, "cpu"}, {fact::kDtype, compat::DtypeName(at::kFloat)}});
   // The decoding says which kernels a generation runs: the fused decode kernels serve float32 on a CPU only.
-  const Facts inference = CaseFacts(1, "cpu", cpu, at::kFloat, Workload::kInference);
+  const Facts inference = CaseFacts(1, "cpu", cpu, at::kFloat, Workload::kInference, DecodeStepChoice::kHost);
   REQUIRE(inference.size() == 4);
   CHECK(inference[3] == std::pair<std::string, std::string>{fact::kDecoding,
                                                             "greedy (argmax), KV cache, each step at the host's "
                                                             "position; fused decode kernels (RMSNorm, RoPE with the "
                                                             "cache write, SiLU·up, attention)"});
-  const Facts bf16 = CaseFacts(1, "cpu", cpu, at::kBFloat16, Workload::kInference);
+  const Facts bf16 = CaseFacts(1, "cpu", cpu, at::kBFloat16, Workload::kInference, DecodeStepChoice::kHost);
   REQUIRE(bf16.size() == 4);
   CHECK(bf16[3].second ==
         "greedy (argmax), KV cache, each step at the host's position; ATen ops (no fused decode kernels for this "
         "device and dtype)");
+  // inference.decode_step: the position on the device, and that step replayed as a CUDA graph.
+  const Facts device = CaseFacts(1, "cpu", cpu, at::kFloat, Workload::kInference, DecodeStepChoice::kDevice);
+  REQUIRE(device.size() == 4);
+  CHECK(device[3].second ==
+        "greedy (argmax), KV cache, each step at a position on the device, attending its cache bucket whole "
+        "(positions rounded up to a multiple of 256, later ones masked); fused RMSNorm and SiLU·up, composite RoPE "
+        "and attention");
+  const Facts graph = CaseFacts(1, "cpu", cpu, at::kBFloat16, Workload::kInference, DecodeStepChoice::kGraph);
+  CHECK(graph[3].second ==
+        "greedy (argmax), KV cache, each step at a position on the device, attending its cache bucket whole "
+        "(positions rounded up to a multiple of 256, later ones masked), replayed from a CUDA graph recorded once "
+        "per bucket; ATen ops (no fused decode kernels for this device and dtype)");
+  CHECK(DecodeStepOf(DecodeStepChoice::kHost) == DecodeStep::kHostPosition);
+  CHECK(DecodeStepOf(DecodeStepChoice::kDevice) == DecodeStep::kDevicePosition);
+  CHECK(DecodeStepOf(DecodeStepChoice::kGraph) == DecodeStep::kCudaGraph);
 }
 
 TEST_CASE("case weights: the source, the note of declared random weights, and none to load") {

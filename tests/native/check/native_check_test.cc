@@ -94,6 +94,44 @@ TEST_CASE("native check: a training topology needs a GPU per rank; inference rep
   CHECK(advice.warnings.empty());
 }
 
+TEST_CASE("native check: a decode step off the host's position needs one GPU per replica; a graph needs a GPU") {
+  Plan plan = ParsePlan(
+      "{preset: tiny, init: random, path: " + kQuickstartModel + "}",
+      "      - {id: all, backend: fsdp, workload: inference, inference: {prompt: hi, max_new_tokens: [4], decode_step: device}}\n"
+      "      - {id: one, backend: fsdp, workload: inference, training: {ranks_per_node: 1},\n"
+      "         inference: {prompt: hi, max_new_tokens: [4], decode_step: graph}}\n"
+      "      - {id: cpu, backend: fsdp, workload: inference, training: {device: cpu},\n"
+      "         inference: {prompt: hi, max_new_tokens: [4], decode_step: graph}}\n"
+      "      - {id: cpu-device, backend: fsdp, workload: inference, training: {device: cpu},\n"
+      "         inference: {prompt: hi, max_new_tokens: [4], decode_step: device}}\n"
+      "      - {id: pairs, backend: share, workload: inference, topology: 'rig0:2x4',\n"
+      "         inference: {prompt: hi, max_new_tokens: [4], decode_step: graph}}\n"
+      "      - {id: singles, backend: share, workload: inference, topology: 'rig0:8x1',\n"
+      "         inference: {prompt: hi, max_new_tokens: [4], decode_step: graph}}\n");
+  auto fsdp = MakeNativeFsdpBackend();
+  auto share = MakeNativeShareBackend();
+  CHECK(fsdp->Check(plan, *plan.FindCase("all")) ==
+        std::vector<std::string>{"inference.decode_step: device decodes with the model on one GPU, and this case "
+                                 "places each replica over 8 GPUs (one per rank of a replica on its node); use "
+                                 "decode_step: host, or one rank per replica (training.ranks_per_node: 1)"});
+  CHECK(fsdp->Check(plan, *plan.FindCase("one")).empty());
+  CHECK(fsdp->Check(plan, *plan.FindCase("cpu")) ==
+        std::vector<std::string>{"inference.decode_step: graph replays a CUDA graph, and this case runs on CPUs "
+                                 "(training.device: cpu); use decode_step: device (the same step, not recorded) or "
+                                 "host"});
+  CHECK(fsdp->Check(plan, *plan.FindCase("cpu-device")).empty());
+  CHECK(share->Check(plan, *plan.FindCase("pairs")) ==
+        std::vector<std::string>{"inference.decode_step: graph decodes with the model on one GPU, and this case "
+                                 "places each replica over 4 GPUs (one per rank of a replica on its node); use "
+                                 "decode_step: host, or one rank per replica (a topology of Gx1 parts)"});
+  CHECK(share->Check(plan, *plan.FindCase("singles")).empty());
+  // The memory note counts the decode buckets the requests keep.
+  CaseAdvice advice = fsdp->Advise(plan, *plan.FindCase("one"));
+  REQUIRE_FALSE(advice.notes.empty());
+  CHECK(advice.notes[0].find("KV cache for 256 positions (the decode buckets of decode_step graph, kept between "
+                             "requests)") != std::string::npos);
+}
+
 TEST_CASE("native check: 4-bit pretrain weights: not on this machine, no weights, present") {
   const fs::path root = fs::temp_directory_path() / ("protocol_native_check_" + std::to_string(getpid()));
   fs::remove_all(root);

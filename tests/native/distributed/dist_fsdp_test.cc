@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -410,6 +411,37 @@ TEST_CASE("dist share: multi-inference serves the schedule round-robin over 2 re
     CHECK(m.method.find("weights: random weights (init: random, seed 1234)") != std::string::npos);
   }
   CHECK_FALSE(Find(out, metric::kBytesCommunicated));  // replicas issue no counted collectives
+}
+
+TEST_CASE("dist share: multi-inference with decode_step device: the host step's tokens, checked by each replica") {
+  MiniModelFixture fx;
+  Plan plan = fx.MakePlan();
+  plan.models["mini"].init_random = true;
+  CaseSpec spec = MultiInference("d.inf-device", {3, 9, 5});
+  auto backend = MakeNativeShareBackend(Options());
+  Harness host;
+  BackendOutcome at_host = host.Run(*backend, plan, spec, "", (fx.root / "host.log").string());
+  REQUIRE(at_host.status == CaseStatus::kOk);
+  spec.inference.decode_step = DecodeStepChoice::kDevice;
+  Harness device;
+  const fs::path log = fx.root / "device.log";
+  BackendOutcome on_device = device.Run(*backend, plan, spec, "", log.string());
+  INFO(on_device.reason);
+  REQUIRE(on_device.status == CaseStatus::kOk);
+  // Requests arrive as the replicas finish them: matched by index.
+  std::map<int, std::vector<int>> want;
+  for (const RequestSample& r : host.events.requests) want[r.index] = *r.token_ids;
+  REQUIRE(device.events.requests.size() == 3);
+  for (const RequestSample& r : device.events.requests) {
+    CAPTURE(r.index);
+    CHECK(*r.token_ids == want[r.index]);
+  }
+  CHECK(FactOf(on_device, fact::kDecodeCheck) == "the first 16 tokens equal the host position's");
+  CHECK(FactOf(on_device, fact::kDecoding).find("each step at a position on the device") != std::string::npos);
+  const std::string text = ReadAll(log);
+  for (int replica : {0, 1})
+    CHECK(text.find(fmt::format("replica {}: decode check (decode_step device): the first 16 tokens equal", replica)) !=
+          std::string::npos);
 }
 
 TEST_CASE("dist share: 4-bit multi-inference: each replica loads its model one projection at a time, the same codes") {

@@ -6,6 +6,7 @@
 
 #include "backends/native/quant/lora.h"
 #include "backends/native/estimate/memory_estimate.h"
+#include "backends/native/model/decode_bucket_capacity.h"
 #include "backends/native/model/model.h"
 #include "backends/native/distributed/nf4_shard.h"
 #include "backends/native/quant/quantized_model.h"
@@ -343,6 +344,32 @@ TEST_CASE("memory estimate: Llama-2-70B 4-bit inference on replicas of 2 GPUs lo
   CHECK(FormatBytes(m.peak_bytes) == "21.77 GB");
   // Less than three bf16 layers on top of the NF4 weights (the whole-model load held all 40).
   CHECK(m.peak_bytes - (40 * layer + head + kv) < 3 * 2 * (weights + 2 * 8192));
+}
+
+TEST_CASE("memory estimate: decode buckets kept between requests hold the sum of their capacities") {
+  // Capacities: the total rounded up to a multiple of 256, within the context, never below the total.
+  CHECK(DecodeBucketCapacity(1, 4096) == 256);
+  CHECK(DecodeBucketCapacity(256, 4096) == 256);
+  CHECK(DecodeBucketCapacity(257, 4096) == 512);
+  CHECK(DecodeBucketCapacity(300, 320) == 320);
+  CHECK(DecodeBucketCapacity(330, 320) == 330);  // past the context: the generation refuses it
+  // The methodology's schedule 100, 110, ..., 400 after a prompt of at most 20 tokens: totals
+  // 101 to 420, buckets of 256 and 512.
+  std::vector<int> schedule;
+  for (int n = 100; n <= 400; n += 10) schedule.push_back(n);
+  CHECK(decode_bucket_positions(20, schedule, 4096) == 256 + 512);
+  // Every bucket a prompt of 1 to 200 tokens can reach: totals 101 to 600 (256, 512, 768).
+  CHECK(decode_bucket_positions(200, schedule, 4096) == 256 + 512 + 768);
+  CHECK(decode_bucket_positions(200, schedule, 700) == 256 + 512 + 700);  // the last within the context
+  CHECK(decode_bucket_positions(5, {10}, 4096) == 256);
+  InferenceMemoryShape s;
+  s.config = Tiny();
+  s.dtype_bytes = 4;
+  s.prompt_tokens = 10;
+  s.max_new_tokens = 30;
+  s.kv_cache_positions = 256;
+  // 2 · NKV · HD · 256 · e per layer, 4 layers on the one device.
+  CHECK(Term(estimate_inference_memory(s).devices[0].resident, "KV cache") == 4 * 2 * 2 * 32 * 256 * 4);
 }
 
 TEST_CASE("memory estimate: inference places the weights and the KV cache per device") {

@@ -193,6 +193,7 @@ TEST_CASE("dist case file: round trip, and a layout that does not add up is refu
   c.quantization = Quantization::kNf4;
   c.steps = 12;
   c.inference.max_new_tokens = {1, 2};
+  c.inference.decode_step = DecodeStepChoice::kDevice;
   c.groups = 2;
   c.group_size = 1;
   c.rank_nodes = {"rig0", "rig1"};
@@ -203,6 +204,8 @@ TEST_CASE("dist case file: round trip, and a layout that does not add up is refu
   CHECK(back->quantization == Quantization::kNf4);
   CHECK(protocol::testing::DifferentFields(c.training, back->training).empty());
   CHECK(back->steps == 12);
+  CHECK(back->inference.max_new_tokens == std::vector<int>{1, 2});
+  CHECK(back->inference.decode_step == DecodeStepChoice::kDevice);
   CHECK(back->rank_nodes == std::vector<std::string>{"rig0", "rig1"});
   c.rank_nodes = {"rig0"};
   auto bad = DecodeWorkerCase(EncodeWorkerCase(c));

@@ -82,6 +82,7 @@ class Diff {
     Same(p + ".inference.prompt", a.inference.prompt, b.inference.prompt);
     Same(p + ".inference.max_new_tokens", a.inference.max_new_tokens, b.inference.max_new_tokens);
     Same(p + ".inference.ignore_eos", a.inference.ignore_eos, b.inference.ignore_eos);
+    Same(p + ".inference.decode_step", NameOf(a.inference.decode_step), NameOf(b.inference.decode_step));
     Same(p + ".timeout_seconds", a.timeout_seconds, b.timeout_seconds);
     Same(p + ".repeats", a.repeats, b.repeats);
     Same(p + ".warmup_steps", a.warmup_steps, b.warmup_steps);
@@ -277,6 +278,7 @@ TEST_CASE("plan emit: the comparison sees a change in every field it compares") 
       {".inference.prompt", [&](Plan& p) { c(p).inference.prompt = "x"; }},
       {".inference.max_new_tokens", [&](Plan& p) { c(p).inference.max_new_tokens = {1}; }},
       {".inference.ignore_eos", [&](Plan& p) { c(p).inference.ignore_eos = false; }},
+      {".inference.decode_step", [&](Plan& p) { c(p).inference.decode_step = DecodeStepChoice::kGraph; }},
       {".timeout_seconds", [&](Plan& p) { c(p).timeout_seconds = 5; }},
       {".repeats", [&](Plan& p) { c(p).repeats = 2; }},
       {".warmup_steps", [&](Plan& p) { c(p).warmup_steps = 1; }},

@@ -429,6 +429,13 @@ TEST_CASE("plan: inference schedule rules") {
   const CaseSpec& c = *odd.plan->FindCase("a");
   CHECK(c.inference.max_new_tokens == std::vector<int>{100, 110, 120});
   CHECK_FALSE(c.inference.ignore_eos);
+  CHECK(c.inference.decode_step == DecodeStepChoice::kHost);  // the default
+  CHECK(Errors("      - {id: a, workload: inference, backend: fsdp, model: m7,\n"
+               "         inference: {prompt: hi, max_new_tokens: [4], decode_step: graf}}\n") ==
+        "<string>:16:68: unknown inference.decode_step 'graf' (expected one of: host, device, graph)");
+  PlanParseResult graph = Good("      - {id: a, workload: inference, backend: fsdp, model: m7,\n"
+                               "         inference: {prompt: hi, max_new_tokens: [4], decode_step: graph}}\n");
+  CHECK(graph.plan->FindCase("a")->inference.decode_step == DecodeStepChoice::kGraph);
 }
 
 TEST_CASE("plan: share topology rules") {

@@ -33,12 +33,22 @@ at::ScalarType ResolveReduceDtype(ReduceDtype choice, at::ScalarType compute) {
 
 std::vector<std::pair<std::string, std::string>> CaseFacts(int threads_per_rank, const std::string& device_text,
                                                            const at::Device& device, at::ScalarType dtype,
-                                                           Workload workload) {
+                                                           Workload workload, DecodeStepChoice decode_step) {
   std::vector<std::pair<std::string, std::string>> facts = {{fact::kThreadsPerRank, std::to_string(threads_per_rank)},
                                                             {fact::kDevice, device_text},
                                                             {fact::kDtype, compat::DtypeName(dtype)}};
-  if (workload == Workload::kInference) facts.push_back({fact::kDecoding, DecodingText(device, dtype)});
+  if (workload == Workload::kInference)
+    facts.push_back({fact::kDecoding, DecodingText(device, dtype, DecodeStepOf(decode_step))});
   return facts;
+}
+
+DecodeStep DecodeStepOf(DecodeStepChoice choice) {
+  switch (choice) {
+    case DecodeStepChoice::kDevice: return DecodeStep::kDevicePosition;
+    case DecodeStepChoice::kGraph: return DecodeStep::kCudaGraph;
+    case DecodeStepChoice::kHost: break;
+  }
+  return DecodeStep::kHostPosition;
 }
 
 }  // namespace native

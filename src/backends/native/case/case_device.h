@@ -11,6 +11,7 @@
 
 #include <ATen/ATen.h>
 
+#include "backends/native/model/generate.h"
 #include "runner/base/status.h"
 #include "runner/plan/plan.h"
 
@@ -34,10 +35,14 @@ at::ScalarType ResolveReduceDtype(ReduceDtype choice, at::ScalarType compute);
 
 // The facts a case reports about where it ran: threads per rank (process),
 // `device_text`, the dtype, and for inference the decoding (DecodingText of
-// `device`, the first device its model is on, and the dtype).
+// `device`, the first device its model is on, the dtype and the plan's
+// inference.decode_step).
 std::vector<std::pair<std::string, std::string>> CaseFacts(int threads_per_rank, const std::string& device_text,
                                                            const at::Device& device, at::ScalarType dtype,
-                                                           Workload workload);
+                                                           Workload workload, DecodeStepChoice decode_step);
+
+// inference.decode_step as generate.h runs it.
+DecodeStep DecodeStepOf(DecodeStepChoice choice);
 
 }  // namespace native
 }  // namespace protocol

@@ -101,19 +101,24 @@ PeakEstimate InferencePeak(const Plan& plan, const CaseSpec& spec, NativeRole ro
   s.prompt_tokens = prompt_token_bound(spec.inference.prompt);
   const std::vector<int>& requests = spec.inference.max_new_tokens;
   s.max_new_tokens = requests.empty() ? 0 : *std::max_element(requests.begin(), requests.end());
+  const bool buckets = spec.inference.decode_step != DecodeStepChoice::kHost;
+  if (buckets) s.kv_cache_positions = decode_bucket_positions(s.prompt_tokens, requests, config.max_seq_len);
   InferenceMemoryEstimate m = estimate_inference_memory(s);
   const MemoryEstimate& d = m.devices[static_cast<size_t>(m.peak_device)];
   PeakEstimate out;
   out.peak_bytes = m.peak_bytes * placement.replicas_per_device;
   std::vector<std::string> counts;
   for (int n : m.placement.device_layers) counts.push_back(std::to_string(n));
-  out.what = fmt::format("{}{} model{}, KV cache for {} + {} tokens",
+  out.what = fmt::format("{}{} model{}, KV cache for {}",
                          m.placement.devices > 1 ? fmt::format("balanced over {} devices (layers {}), ",
                                                                m.placement.devices, Join(counts, "/"))
                                                  : "",
                          gpu ? "bf16" : "float32",
                          nf4 ? fmt::format(" with NF4{} projections", ms.double_quant ? " (double quant)" : "") : "",
-                         s.prompt_tokens, s.max_new_tokens);
+                         buckets ? fmt::format("{} positions (the decode buckets of decode_step {}, kept "
+                                               "between requests)",
+                                               s.kv_cache_positions, NameOf(spec.inference.decode_step))
+                                 : fmt::format("{} + {} tokens", s.prompt_tokens, s.max_new_tokens));
   if (placement.replicas_per_device > 1)
     out.what += fmt::format("; up to {} replicas share a GPU (more ranks than GPUs on a node)",
                             placement.replicas_per_device);

@@ -145,6 +145,42 @@ void DatasetIssues(const Plan& plan, const CaseSpec& spec, std::vector<CaseIssue
     issues->push_back({CaseIssueKind::kError, fmt::format("dataset '{}': {}", d.name, reader.status().message())});
 }
 
+// inference.decode_step off the host's position: its step needs the model
+// on one device (model.h model_decode_step), and a CUDA graph needs that
+// device to be a GPU. Only what the plan decides is checked: a case on
+// `device: auto` whose nodes do not state their GPUs is refused by the run
+// (generate.h), before its first request.
+void DecodeStepIssues(const Plan& plan, const CaseSpec& spec, NativeRole role, std::vector<CaseIssue>* issues) {
+  const DecodeStepChoice step = spec.inference.decode_step;
+  if (spec.workload != Workload::kInference || step == DecodeStepChoice::kHost) return;
+  auto layout = role == NativeRole::kFsdp ? FsdpLayout(plan, spec) : ShareLayout(plan, spec);
+  if (!layout.ok()) return;  // Check reports the layout
+  const std::vector<const NodeSpec*> nodes = CaseNodes(plan, spec, *layout);
+  const bool gpu = OnGpu(spec, nodes);
+  if (step == DecodeStepChoice::kGraph && !gpu) {
+    bool cpu_only = spec.training.device == DeviceChoice::kCpu;
+    if (!cpu_only && spec.training.device == DeviceChoice::kAuto) {
+      cpu_only = !nodes.empty();
+      for (const NodeSpec* n : nodes) cpu_only = cpu_only && n && n->gpus == 0;
+    }
+    if (cpu_only)
+      issues->push_back({CaseIssueKind::kError,
+                         fmt::format("inference.decode_step: graph replays a CUDA graph, and this case runs on CPUs "
+                                     "({}); use decode_step: device (the same step, not recorded) or host",
+                                     spec.training.device == DeviceChoice::kCpu ? "training.device: cpu"
+                                                                                : "its nodes state no GPUs")});
+    return;
+  }
+  const ReplicaPlacement placement = PlaceReplica(plan, spec, role, *layout, gpu);
+  if (placement.devices > 1)
+    issues->push_back({CaseIssueKind::kError,
+                       fmt::format("inference.decode_step: {} decodes with the model on one GPU, and this case places "
+                                   "each replica over {} GPUs (one per rank of a replica on its node); use "
+                                   "decode_step: host, or one rank per replica ({})",
+                                   NameOf(step), placement.devices,
+                                   role == NativeRole::kFsdp ? "training.ranks_per_node: 1" : "a topology of Gx1 parts")});
+}
+
 }  // namespace
 
 int64_t prompt_token_bound(const std::string& prompt) { return static_cast<int64_t>(prompt.size()) + 2; }
@@ -197,6 +233,7 @@ std::vector<CaseIssue> native_case_issues(const Plan& plan, const CaseSpec& spec
                                   spec.network.empty() ? std::string("the case names none (network:)")
                                                        : fmt::format("'{}' is not defined", spec.network))});
   if (training) DatasetIssues(plan, spec, &issues);
+  DecodeStepIssues(plan, spec, role, &issues);
   const std::string path = plan.ResolvePath(ms.path);
   const bool weights_missing =
       native_weights_source(spec.workload, nf4, ms.init_random, path) == WeightsSource::kMissing;

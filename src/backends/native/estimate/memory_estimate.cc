@@ -1,7 +1,9 @@
 #include "backends/native/estimate/memory_estimate.h"
 
 #include <algorithm>
+#include <set>
 
+#include "backends/native/model/decode_bucket_capacity.h"
 #include "runner/base/text.h"
 
 namespace protocol {
@@ -397,6 +399,21 @@ LayerPlacement inference_placement(const ModelConfig& c, int64_t e, bool nf4, bo
                                std::max(1, devices), e * c.vocab_size * c.dim, e * (c.dim + c.vocab_size * c.dim));
 }
 
+int64_t decode_bucket_positions(int64_t prompt_tokens, const std::vector<int>& max_new_tokens, int64_t max_seq_len) {
+  std::set<int64_t> capacities;
+  for (int n : max_new_tokens) {
+    // Every capacity a total of 1 + n to prompt_tokens + n positions rounds to (monotone in the total).
+    const int64_t lo = 1 + n, hi = std::max<int64_t>(1, prompt_tokens) + n;
+    for (int64_t t = lo;; t = std::min(hi, (t / kDecodeBucketPositions + 1) * kDecodeBucketPositions)) {
+      capacities.insert(DecodeBucketCapacity(t, max_seq_len));
+      if (t == hi) break;
+    }
+  }
+  int64_t sum = 0;
+  for (int64_t c : capacities) sum += c;
+  return sum;
+}
+
 InferenceMemoryEstimate estimate_inference_memory(const InferenceMemoryShape& s) {
   const ModelConfig& c = s.config;
   const int64_t e = s.dtype_bytes, C = c.dim, F = c.hidden_dim, V = c.vocab_size, NH = c.n_heads, NKV = c.n_kv_heads,
@@ -408,7 +425,7 @@ InferenceMemoryEstimate estimate_inference_memory(const InferenceMemoryShape& s)
   out.placement = inference_placement(c, e, s.nf4, s.double_quant, s.devices);
   std::vector<int64_t> pn = projection_numels(c);
   const int64_t largest_projection = *std::max_element(pn.begin(), pn.end());
-  const int64_t kv_per_layer = 2 * NKV * HD * S * e;
+  const int64_t kv_per_layer = 2 * NKV * HD * (s.kv_cache_positions > 0 ? s.kv_cache_positions : S) * e;
   const int64_t prefill = P * (e * (2 * C + (NH + 2 * NKV) * HD) + 4 * C + 4 * e * F) + 2 * e * NH * HD * S +
                           (s.attention_probs_kept ? 4 * NH * P * S : 0);
   for (int d = 0; d < out.placement.devices; ++d) {

@@ -110,7 +110,8 @@
 // for a 4-bit model) are placed over the replica's K devices by the balanced
 // placement; device d holds its layers, the embedding (d = 0) and the head
 // (last device), plus the KV cache of its layers for one request of the
-// longest answer: 2·NKV·HD·(prompt + max_new_tokens)·e per layer, plus the
+// longest answer: 2·NKV·HD·(prompt + max_new_tokens)·e per layer (with decode
+// buckets kept between requests, 2·NKV·HD·kv_cache_positions·e), plus the
 // activations of the prompt's prefill through one layer (no graph):
 //   prompt·(e·(2·C + (NH + 2·NKV)·HD) + 4·C + 4·e·F) + 2·e·NH·HD·S (k, v
 //   repeated over S = prompt + max_new_tokens positions) + (CPU) 4·NH·prompt·S,
@@ -225,7 +226,18 @@ struct InferenceMemoryShape {
   bool double_quant = false;
   int64_t prompt_tokens = 1;    // an upper bound is fine
   int64_t max_new_tokens = 0;   // the longest request of the schedule
+  // Positions of KV cache held at once: 0 = prompt + max_new_tokens (one
+  // cache per request, freed after it); a schedule that decodes into decode
+  // buckets kept from request to request (inference.decode_step off the
+  // host's position) holds the sum of their capacities (decode_bucket_positions).
+  int64_t kv_cache_positions = 0;
 };
+// The positions of KV cache the decode buckets of a schedule hold at the end:
+// the sum of the distinct bucket capacities (decode_bucket_capacity.h) its
+// requests can decode into, for any prompt of 1 to `prompt_tokens` tokens (an
+// upper bound of the prompt gives an upper bound), each request of
+// `max_new_tokens[i]` new tokens.
+int64_t decode_bucket_positions(int64_t prompt_tokens, const std::vector<int>& max_new_tokens, int64_t max_seq_len);
 struct InferenceMemoryEstimate {
   LayerPlacement placement;              // over the replica's devices
   std::vector<MemoryEstimate> devices;   // one per used device (its weights, KV cache, activations)

@@ -66,7 +66,8 @@ std::string EncodeWorkerCase(const WorkerCase& c) {
   j["warmup_steps"] = c.warmup_steps;
   j["inference"] = {{"prompt", c.inference.prompt},
                     {"max_new_tokens", c.inference.max_new_tokens},
-                    {"ignore_eos", c.inference.ignore_eos}};
+                    {"ignore_eos", c.inference.ignore_eos},
+                    {"decode_step", NameOf(c.inference.decode_step)}};
   j["output_dir"] = c.output_dir;
   j["groups"] = c.groups;
   j["group_size"] = c.group_size;
@@ -101,6 +102,7 @@ Result<WorkerCase> DecodeWorkerCase(const std::string& text) {
     c.inference.prompt = j.at("inference").at("prompt").get<std::string>();
     c.inference.max_new_tokens = j.at("inference").at("max_new_tokens").get<std::vector<int>>();
     c.inference.ignore_eos = j.at("inference").at("ignore_eos").get<bool>();
+    c.inference.decode_step = FromName<DecodeStepChoice>(j.at("inference").at("decode_step"), "decode_step");
     c.output_dir = j.at("output_dir").get<std::string>();
     c.groups = j.at("groups").get<int>();
     c.group_size = j.at("group_size").get<int>();

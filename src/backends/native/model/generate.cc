@@ -121,20 +121,25 @@ Generation generate_with_cache(const Model& model, const std::vector<int>& promp
 
 }  // namespace
 
-std::string DecodingText(const at::Device& device, at::ScalarType dtype) {
+std::string DecodingText(const at::Device& device, at::ScalarType dtype, DecodeStep step) {
   bool fused_kernels = false;
   {
     c10::InferenceMode inference;  // where a generation runs, and the only place the fused ops serve
     fused_kernels = fused::Available(at::empty({0}, at::TensorOptions().dtype(dtype).device(device)));
   }
-  return std::string("greedy (argmax), KV cache, each step at the host's position; ") +
-         (fused_kernels ? "fused decode kernels (RMSNorm, RoPE with the cache write, SiLU·up, attention)"
-                        : "ATen ops (no fused decode kernels for this device and dtype)");
+  const char* unfused = "ATen ops (no fused decode kernels for this device and dtype)";
+  if (step == DecodeStep::kHostPosition)
+    return std::string("greedy (argmax), KV cache, each step at the host's position; ") +
+           (fused_kernels ? "fused decode kernels (RMSNorm, RoPE with the cache write, SiLU·up, attention)" : unfused);
+  return std::string("greedy (argmax), KV cache, each step at a position on the device, attending its cache bucket "
+                     "whole (positions rounded up to a multiple of ") +
+         std::to_string(kDecodeBucketPositions) + ", later ones masked)" +
+         (step == DecodeStep::kCudaGraph ? ", replayed from a CUDA graph recorded once per bucket" : "") + "; " +
+         (fused_kernels ? "fused RMSNorm and SiLU·up, composite RoPE and attention" : unfused);
 }
 
 DecodeBucket& DecodeBuckets::For(const Model& model, int64_t total) {
-  const int64_t rounded = (total + kDecodeBucketPositions - 1) / kDecodeBucketPositions * kDecodeBucketPositions;
-  const int64_t capacity = std::max(total, std::min(rounded, model.config.max_seq_len));
+  const int64_t capacity = DecodeBucketCapacity(total, model.config.max_seq_len);
   std::unique_ptr<DecodeBucket>& b = buckets_[capacity];
   if (!b) b = decode_bucket_create(model, capacity);
   return *b;

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/native/model/decode_bucket_capacity.h"
 #include "backends/native/model/model.h"
 #include "backends/native/platform/torch_compat.h"
 #include "runner/base/status.h"
@@ -62,15 +63,20 @@ struct Generation {
 // reads of the tokens for end-of-sequence.
 inline constexpr int64_t kEosCheckTokens = 8;
 
-// What a generation with GenerateOptions' defaults (the KV cache, each step
-// at the host's position) runs on `device` in `dtype`, as every native
-// inference case stores it (its `decoding` fact):
+// What a generation with the KV cache and `step` runs on `device` in `dtype`,
+// as every native inference case stores it (its `decoding` fact):
 //   "greedy (argmax), KV cache, each step at the host's position; fused
-//   decode kernels (...)"   where fused_ops.h serves such tensors (a CPU in
-//                            float32; CUDA once its kernels are turned on)
+//   decode kernels (...)"   kHostPosition, where fused_ops.h serves such
+//                            tensors (a CPU in float32; CUDA once its
+//                            kernels are turned on)
 //   "...; ATen ops (...)"   elsewhere (CUDA with the kernels off, bfloat16 on
 //                            a CPU, float64)
-std::string DecodingText(const at::Device& device, at::ScalarType dtype);
+//   "..., each step at a position on the device (...)[, replayed from a
+//   CUDA graph ...]; fused RMSNorm and SiLU·up (...)" or "; ATen ops (...)"
+//                            kDevicePosition and kCudaGraph (whose rotary and
+//                            attention are composite ops: model.h)
+std::string DecodingText(const at::Device& device, at::ScalarType dtype,
+                         DecodeStep step = DecodeStep::kHostPosition);
 
 // What a generation with the KV cache decodes into: the cache, and the
 // buffers of the steps with their position on the device, which read and
@@ -106,7 +112,6 @@ class DecodeBuckets {
  private:
   std::map<int64_t, std::unique_ptr<DecodeBucket>> buckets_;  // by capacity
 };
-inline constexpr int64_t kDecodeBucketPositions = 256;
 
 // REQUIRES: model weights initialised. Errors (kInvalidArgument): empty prompt,
 // a token id outside [0, V), prompt + max_new_tokens > config.max_seq_len;
