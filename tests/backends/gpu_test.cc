@@ -13,6 +13,9 @@
 //                     the byte counts torch_compat reports
 //   peak memory       a one-process fsdp case on CUDA stores the caching
 //                     allocator's peak, > 0 and below the device's memory
+//   decode_step       an inference case with `decode_step: graph` gives the
+//                     host step's tokens request by request, and its check
+//                     before the first request says they matched
 //   NF4 kernel        nf4_dequantize on CUDA (the one-pass kernel where the
 //                     build has it) equals the CPU kernel and the ATen path
 //                     bit for bit: float32, bfloat16, float16; sizes with a
@@ -52,6 +55,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <utility>
 
 #include "autograd_reference.h"
@@ -61,6 +65,7 @@
 #include "backends/native/model/model.h"
 #include "backends/native/model/model_config.h"
 #include "backends/native/model/rms_norm.h"
+#include "backends/native/model/safetensors.h"
 #include "backends/native/model/swiglu.h"
 #include "backends/native/platform/torch_compat.h"
 #include "backends/native/quant/nf4.h"
@@ -269,20 +274,53 @@ struct Clock1 : Clock {
   std::string NowIso8601() override { return "2026-01-01T00:00:00Z"; }
 };
 
+// A plan with the small model ("small": SmallConfig, the quick start's
+// tokenizer, and with `weights` its random weights of seed 42 with the head
+// scaled by 20, so that no argmax hinges on a rounding) and the quick start's
+// corpus ("corpus"), in a folder removed with the object.
+struct SmallPlan {
+  explicit SmallPlan(bool weights) {
+    fs::create_directories(root / "model");
+    const fs::path data = fs::path(PROTOCOL_SOURCE_DIR) / "data/quickstart";
+    fs::copy_file(data / "tokenizer.model", root / "model/tokenizer.model", fs::copy_options::overwrite_existing);
+    if (weights) {
+      Model m = model_create(SmallConfig(), at::TensorOptions().dtype(at::kFloat));
+      model_init_random(m, 42);
+      m.lm_head.mul_(20.0);
+      REQUIRE(model_save(m, (root / "model").string()).ok());
+    } else {
+      std::ofstream(root / "model/config.json") << SmallConfig().ToHfJson();
+    }
+    plan.name = "gpu";
+    ModelSpec m;
+    m.name = "small";
+    m.path = (root / "model").string();
+    plan.models["small"] = m;
+    plan.datasets["corpus"] = DatasetSpec{"corpus", "text", (data / "corpus.txt").string(), "", {}};
+  }
+  ~SmallPlan() { fs::remove_all(root); }
+  // `spec` run by the one-process fsdp backend; its requests in `requests`.
+  BackendOutcome Run(const CaseSpec& spec, std::vector<RequestSample>* requests = nullptr) {
+    struct Recording : Events {
+      std::vector<RequestSample>* requests = nullptr;
+      void OnRequest(const RequestSample& r) override {
+        if (requests) requests->push_back(r);
+      }
+    } events;
+    events.requests = requests;
+    StopFlag stop;
+    FakeProcessRunner processes;  // no process is started
+    Clock1 clock;
+    BackendContext ctx{plan, spec, 0, "", "", stop, processes, clock, events};
+    return MakeNativeFsdpBackend()->Run(ctx);
+  }
+  const fs::path root = fs::temp_directory_path() / ("protocol_gpu_" + std::to_string(getpid()));
+  Plan plan;
+};
+
 TEST_CASE("gpu: a one-process fsdp case on CUDA stores its peak device memory") {
   if (!compat::CudaAvailable()) SKIP_TEST(kNoCuda);
-  const fs::path root = fs::temp_directory_path() / ("protocol_gpu_" + std::to_string(getpid()));
-  fs::create_directories(root / "model");
-  const fs::path data = fs::path(PROTOCOL_SOURCE_DIR) / "data/quickstart";
-  fs::copy_file(data / "tokenizer.model", root / "model/tokenizer.model", fs::copy_options::overwrite_existing);
-  std::ofstream(root / "model/config.json") << SmallConfig().ToHfJson();
-  Plan plan;
-  plan.name = "gpu";
-  ModelSpec m;
-  m.name = "small";
-  m.path = (root / "model").string();
-  plan.models["small"] = m;
-  plan.datasets["corpus"] = DatasetSpec{"corpus", "text", (data / "corpus.txt").string(), "", {}};
+  SmallPlan small(/*weights=*/false);
   CaseSpec spec;
   spec.id = "g.1";
   spec.workload = Workload::kPretrain;
@@ -293,14 +331,7 @@ TEST_CASE("gpu: a one-process fsdp case on CUDA stores its peak device memory") 
   spec.training.batch_size = 4;
   spec.training.seq_len = 64;
   spec.training.device = DeviceChoice::kCuda;
-  StopFlag stop;
-  FakeProcessRunner processes;  // no process is started
-  Clock1 clock;
-  Events events;
-  auto backend = MakeNativeFsdpBackend();
-  BackendContext ctx{plan, spec, 0, "", "", stop, processes, clock, events};
-  BackendOutcome out = backend->Run(ctx);
-  fs::remove_all(root);
+  BackendOutcome out = small.Run(spec);
   REQUIRE_MESSAGE(out.status == CaseStatus::kOk, out.reason);
   const Measurement* peak = nullptr;
   for (const Measurement& x : out.measurements)
@@ -309,6 +340,33 @@ TEST_CASE("gpu: a one-process fsdp case on CUDA stores its peak device memory") 
   REQUIRE(peak->value.has_value());
   CHECK(*peak->value > 0);
   CHECK(*peak->value < 200e9);  // below any single device's memory
+}
+
+TEST_CASE("gpu: an inference case with decode_step graph gives the host step's tokens, its check first") {
+  if (!compat::CudaAvailable()) SKIP_TEST(kNoCuda);
+  SmallPlan small(/*weights=*/true);
+  CaseSpec spec;
+  spec.id = "g.2";
+  spec.workload = Workload::kInference;
+  spec.backend = "fsdp";
+  spec.model = "small";
+  spec.inference.prompt = "Can there be life somewhere in the Solar System outside Earth?";
+  spec.inference.max_new_tokens = {40, 100, 30};  // one bucket: the first records its graph, the others replay it
+  spec.training.device = DeviceChoice::kCuda;
+  std::vector<RequestSample> host, graph;
+  BackendOutcome at_host = small.Run(spec, &host);
+  REQUIRE_MESSAGE(at_host.status == CaseStatus::kOk, at_host.reason);
+  spec.inference.decode_step = DecodeStepChoice::kGraph;
+  BackendOutcome replayed = small.Run(spec, &graph);
+  REQUIRE_MESSAGE(replayed.status == CaseStatus::kOk, replayed.reason);
+  REQUIRE(graph.size() == host.size());
+  for (size_t i = 0; i < host.size(); ++i) {
+    CAPTURE(i);
+    CHECK(graph[i].token_ids == host[i].token_ids);
+  }
+  std::map<std::string, std::string> facts(replayed.facts.begin(), replayed.facts.end());
+  CHECK(facts[fact::kDecodeCheck] == "the first 16 tokens equal the host position's");
+  CHECK(facts[fact::kDecoding].find("replayed from a CUDA graph recorded once per bucket") != std::string::npos);
 }
 
 // Bit-for-bit equality (NaN and -0 included): the values as integers of their width.
