@@ -100,6 +100,19 @@ CaseSpec TrainingCase(Workload w, const std::string& dataset, int64_t steps) {
   return spec;
 }
 
+// An inference case of the mini model on the CPU: the schedule `max_new_tokens` after a fixed prompt.
+CaseSpec InferenceCase(const std::string& id, std::vector<int> max_new_tokens) {
+  CaseSpec spec;
+  spec.id = id;
+  spec.workload = Workload::kInference;
+  spec.backend = "fsdp";
+  spec.model = "mini";
+  spec.inference.prompt = "Can there be life somewhere in the Solar System outside Earth?";
+  spec.inference.max_new_tokens = std::move(max_new_tokens);
+  spec.training.device = DeviceChoice::kCpu;
+  return spec;
+}
+
 struct Harness {
   StopFlag stop;
   FakeProcessRunner processes;  // no process is started
@@ -228,14 +241,7 @@ TEST_CASE("native fsdp: a finetune without weights is refused unless the model s
 TEST_CASE("native fsdp: inference runs one request per max_new_tokens, exactly that many tokens") {
   Fixture fx;
   Plan plan = fx.MakePlan();
-  CaseSpec spec;
-  spec.id = "i.1";
-  spec.workload = Workload::kInference;
-  spec.backend = "fsdp";
-  spec.model = "mini";
-  spec.inference.prompt = "Can there be life somewhere in the Solar System outside Earth?";
-  spec.inference.max_new_tokens = {5, 7, 3};
-  spec.training.device = DeviceChoice::kCpu;
+  CaseSpec spec = InferenceCase("i.1", {5, 7, 3});
   plan.models["mini"].init_random = true;
   Harness h;
   BackendOutcome out = h.Run(plan, spec);
@@ -268,14 +274,7 @@ TEST_CASE("native fsdp: inference.decode_step device: the host step's tokens, ch
   Fixture fx;
   Plan plan = fx.MakePlan();
   plan.models["mini"].init_random = true;
-  CaseSpec spec;
-  spec.id = "i.2";
-  spec.workload = Workload::kInference;
-  spec.backend = "fsdp";
-  spec.model = "mini";
-  spec.inference.prompt = "Can there be life somewhere in the Solar System outside Earth?";
-  spec.inference.max_new_tokens = {5, 20, 3};
-  spec.training.device = DeviceChoice::kCpu;
+  CaseSpec spec = InferenceCase("i.2", {5, 20, 3});
   Harness host;
   BackendOutcome at_host = host.Run(plan, spec);
   REQUIRE(at_host.status == CaseStatus::kOk);
@@ -554,14 +553,8 @@ TEST_CASE("native fsdp: a 4-bit model: pretrain is QLoRA continued pretraining, 
     CHECK(text.find("\n" + method + " (9616 bytes of 4-bit projection weights)\n") != std::string::npos);
   }
 
-  CaseSpec gen;
-  gen.id = "i.1";
-  gen.workload = Workload::kInference;
-  gen.backend = "fsdp";
-  gen.model = "mini";
+  CaseSpec gen = InferenceCase("i.1", {4, 6});
   gen.inference.prompt = "Where is there an ocean?";
-  gen.inference.max_new_tokens = {4, 6};
-  gen.training.device = DeviceChoice::kCpu;
   Harness inf;
   BackendOutcome answered = inf.Run(plan, gen);
   CHECK(answered.status == CaseStatus::kOk);
