@@ -111,6 +111,13 @@ TEST_CASE("native qlora: 4-bit inference: KV cache and no cache agree token for 
   REQUIRE(g2.ok());
   CHECK(g1->tokens.size() == 20);
   CHECK(g1->tokens == g2->tokens);
+  // The step with its position on the device (an inference case's decode_step: device) reads the
+  // same 4-bit projections through the same layers.
+  GenerateOptions on_device = with_cache;
+  on_device.decode_step = DecodeStep::kDevicePosition;
+  auto g3 = generate_greedy(m, {1, 7, 3}, on_device);
+  REQUIRE(g3.ok());
+  CHECK(g3->tokens == g1->tokens);
 
   c10::NoGradGuard no_grad;
   at::Tensor tokens = at::tensor(std::vector<int64_t>{1, 5, 9, 13, 17, 21, 25, 29}).view({1, 8});
