@@ -241,12 +241,9 @@ class NativeFsdpBackend : public Backend {
     const StopCheck stop = StopCheckOf(ctx);
     const std::vector<int> prompt = PromptTokens(*setup.tokenizer, spec.inference.prompt);
     DecodeBuckets buckets;
-    RequestDecoding decoding;
-    decoding.ignore_eos = spec.inference.ignore_eos;
-    decoding.step = DecodeStepOf(spec.inference.decode_step);
+    const RequestDecoding decoding = RequestDecodingOf(spec.inference, &buckets);
     std::string decode_check;
     if (decoding.step != DecodeStep::kHostPosition) {
-      decoding.buckets = &buckets;
       auto checked = CheckDecodeStep(model, prompt, decoding.step);
       if (!checked.ok()) return FailedOutcome(CaseStatus::kFailed, checked.status().message());
       decode_check = *checked;

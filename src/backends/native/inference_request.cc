@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "backends/native/case/case_device.h"
 #include "backends/native/platform/torch_compat.h"
 #include "runner/base/text.h"
 
@@ -13,6 +14,14 @@ std::vector<int> PromptTokens(const Tokenizer& tokenizer, const std::string& tex
   std::vector<int> prompt = tokenizer.Encode(text);
   if (tokenizer.bos_id() >= 0) prompt.insert(prompt.begin(), tokenizer.bos_id());
   return prompt;
+}
+
+RequestDecoding RequestDecodingOf(const InferenceSchedule& inference, DecodeBuckets* buckets) {
+  RequestDecoding d;
+  d.ignore_eos = inference.ignore_eos;
+  d.step = DecodeStepOf(inference.decode_step);
+  if (d.step != DecodeStep::kHostPosition) d.buckets = buckets;
+  return d;
 }
 
 Result<ServedRequest> ServeRequest(const Model& model, const Tokenizer& tokenizer, const std::vector<int>& prompt,

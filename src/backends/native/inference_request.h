@@ -15,6 +15,7 @@
 #include "backends/native/model/tokenizer.h"
 #include "runner/base/status.h"
 #include "runner/base/stop_flag.h"
+#include "runner/plan/plan.h"
 #include "runner/store/records.h"
 
 namespace protocol {
@@ -38,6 +39,10 @@ struct RequestDecoding {
   DecodeStep step = DecodeStep::kHostPosition;
   DecodeBuckets* buckets = nullptr;
 };
+
+// A case's inference settings as its requests decode them; `buckets` (kept
+// by the caller for the whole schedule) serves a step off the host's position.
+RequestDecoding RequestDecodingOf(const InferenceSchedule& inference, DecodeBuckets* buckets);
 
 // Request `index` of the schedule: up to `max_new_tokens` greedy tokens after
 // `prompt` (exactly that many when `decoding.ignore_eos`). `now` is the clock

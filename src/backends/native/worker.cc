@@ -167,10 +167,7 @@ int RunInference(const WorkerCase& wc, CaseSetup& s, ProcessGroups& g, const Dis
   std::optional<Model> model;
   std::vector<int> prompt;
   DecodeBuckets buckets;
-  RequestDecoding decoding;
-  decoding.ignore_eos = wc.inference.ignore_eos;
-  decoding.step = DecodeStepOf(wc.inference.decode_step);
-  if (decoding.step != DecodeStep::kHostPosition) decoding.buckets = &buckets;
+  const RequestDecoding decoding = RequestDecodingOf(wc.inference, &buckets);
   if (leader) {
     model = LoadReplica(wc, s, g, env);
     prompt = PromptTokens(*s.tokenizer, wc.inference.prompt);
