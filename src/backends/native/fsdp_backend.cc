@@ -246,7 +246,7 @@ class NativeFsdpBackend : public Backend {
     if (decoding.step != DecodeStep::kHostPosition) {
       auto checked = CheckDecodeStep(model, prompt, decoding.step);
       if (!checked.ok()) return FailedOutcome(CaseStatus::kFailed, checked.status().message());
-      decode_check = *checked;
+      decode_check = checked->text;
       log.Line("fsdp: decode check (decode_step {}): {}", NameOf(spec.inference.decode_step), decode_check);
     }
     double total_seconds = 0;

@@ -50,7 +50,7 @@ Result<ServedRequest> ServeRequest(const Model& model, const Tokenizer& tokenize
   return served;
 }
 
-Result<std::string> CheckDecodeStep(const Model& model, const std::vector<int>& prompt, DecodeStep step) {
+Result<DecodeCheck> CheckDecodeStep(const Model& model, const std::vector<int>& prompt, DecodeStep step) {
   const int64_t room = model.config.max_seq_len - static_cast<int64_t>(prompt.size());
   if (room < 1)
     return Status::InvalidArgument(fmt::format("decode check: the prompt ({} tokens) leaves no room in the model's "
@@ -63,13 +63,17 @@ Result<std::string> CheckDecodeStep(const Model& model, const std::vector<int>& 
   if (!a.ok()) return a.status();
   auto b = generate_greedy(model, prompt, checked);
   if (!b.ok()) return b.status();
-  for (size_t i = 0; i < a->tokens.size(); ++i)
-    if (i >= b->tokens.size() || b->tokens[i] != a->tokens[i])
-      return fmt::format("token {} of the first {} parts from the host position's ({} against {}); the tokens "
-                         "before it are equal",
-                         i + 1, a->tokens.size(), i < b->tokens.size() ? std::to_string(b->tokens[i]) : "none",
-                         a->tokens[i]);
-  return fmt::format("the first {} tokens equal the host position's", a->tokens.size());
+  return CompareDecodes(a->tokens, b->tokens);
+}
+
+DecodeCheck CompareDecodes(const std::vector<int>& host, const std::vector<int>& checked) {
+  for (size_t i = 0; i < host.size(); ++i)
+    if (i >= checked.size() || checked[i] != host[i])
+      return {false, fmt::format("token {} of the first {} parts from the host position's ({} against {}); the "
+                                 "tokens before it are equal",
+                                 i + 1, host.size(), i < checked.size() ? std::to_string(checked[i]) : "none",
+                                 host[i])};
+  return {true, fmt::format("the first {} tokens equal the host position's", host.size())};
 }
 
 }  // namespace native

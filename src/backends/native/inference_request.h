@@ -61,12 +61,19 @@ Result<ServedRequest> ServeRequest(const Model& model, const Tokenizer& tokenize
 // greedy decodes of the model, but their attention sums in different orders,
 // so a token whose two best logits lie within a rounding of each other may
 // part them; tokens that part from the first ones suggest a fault in the
-// step. Returns the case's decode_check fact: "the first 16 tokens equal the
-// host position's", or the first token where they part and both tokens.
-// Errors: the generation's (kCudaGraph off CUDA, a model placed over several
-// devices, a prompt that fills the context).
+// step. Errors: the generation's (kCudaGraph off CUDA, a model placed over
+// several devices, a prompt that fills the context).
 inline constexpr int64_t kDecodeCheckTokens = 16;
-Result<std::string> CheckDecodeStep(const Model& model, const std::vector<int>& prompt, DecodeStep step);
+struct DecodeCheck {
+  bool equal = false;
+  // The case's decode_check fact: "the first 16 tokens equal the host
+  // position's", or the first token where they part and both tokens.
+  std::string text;
+};
+Result<DecodeCheck> CheckDecodeStep(const Model& model, const std::vector<int>& prompt, DecodeStep step);
+// The comparison CheckDecodeStep makes of the tokens `checked` decoded with
+// the step against `host`'s (as many or fewer).
+DecodeCheck CompareDecodes(const std::vector<int>& host, const std::vector<int>& checked);
 
 }  // namespace native
 }  // namespace protocol

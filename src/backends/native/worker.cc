@@ -175,8 +175,12 @@ int RunInference(const WorkerCase& wc, CaseSetup& s, ProcessGroups& g, const Dis
     if (decoding.step != DecodeStep::kHostPosition) {
       auto checked = CheckDecodeStep(*model, prompt, decoding.step);
       if (!checked.ok()) throw Failure(checked.status().message());
-      Log("worker: replica {}: decode check (decode_step {}): {}", g.group, NameOf(wc.inference.decode_step), *checked);
-      if (g.rank == 0) Out().Fact(fact::kDecodeCheck, *checked);
+      Log("worker: replica {}: decode check (decode_step {}): {}", g.group, NameOf(wc.inference.decode_step),
+          checked->text);
+      // Rank 0 (replica 0's leader) speaks for the case's facts; another replica whose tokens part says so
+      // on every figure of the case.
+      if (g.rank == 0) Out().Fact(fact::kDecodeCheck, checked->text);
+      else if (!checked->equal) Out().Note(fmt::format("replica {}'s decode check: {}", g.group, checked->text));
     }
   }
   g.world_comm->Barrier();
