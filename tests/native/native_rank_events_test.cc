@@ -133,7 +133,7 @@ TEST_CASE("rank events: per-rank figures are stored as <name>_rank<r> with the l
   BackendOutcome out;
   out.measurements = c.RankZeroFigures();
   REQUIRE(out.measurements.size() == 1);
-  c.AddCaseFigures(layout, Workload::kPretrain, out);
+  c.AddCaseFigures(layout, Workload::kPretrain, "", out);
   REQUIRE(Find(out, "peak_host_rss_bytes_rank0"));
   CHECK(*Find(out, "peak_host_rss_bytes_rank1")->value == 300);
   REQUIRE(Find(out, metric::kPeakHostRss));
@@ -190,12 +190,41 @@ TEST_CASE("rank events: rank 0's held-out curve points travel as eval events int
   point.eval_point.loss = 9;  // another rank's copy of the point is not the case's
   c.Add(1, Sent(point), 0);
   BackendOutcome out;
-  c.AddCaseFigures(TwoRanks(), Workload::kPretrain, out);
+  c.AddCaseFigures(TwoRanks(), Workload::kPretrain, "", out);
   REQUIRE(out.eval_curve.size() == 1);
   CHECK(out.eval_curve[0].step == 4);
   CHECK(out.eval_curve[0].tokens == 2048);
   CHECK(out.eval_curve[0].training_seconds == 1.5);
   CHECK(out.eval_curve[0].loss == 5.25);
+}
+
+TEST_CASE("rank events: the replicas' generation totals, their method naming a decode step off the host's position") {
+  for (DecodeStepChoice step : {DecodeStepChoice::kHost, DecodeStepChoice::kDevice, DecodeStepChoice::kGraph}) {
+    CAPTURE(NameOf(step));
+    RecordingEvents live;
+    RankEventCollector c(live);
+    DistLayout replicas;
+    replicas.groups = 2;
+    replicas.group_size = 1;
+    replicas.rank_nodes = {"n0", "n0"};
+    for (int r = 0; r < 2; ++r) {
+      WorkerEvent request;
+      request.kind = WorkerEvent::Kind::kRequest;
+      request.request.index = r;
+      request.request.generated_tokens = 10 + r;
+      c.Add(r, Sent(request), 0);
+      c.Add(r, Figure("replica_seconds", r == 0 ? 2.0 : 3.0, "replica"), 0);
+    }
+    BackendOutcome out;
+    c.AddCaseFigures(replicas, Workload::kInference, DecodeStepMethodWords(step), out);
+    const Measurement* rate = Find(out, metric::kTokensPerSecond);
+    REQUIRE(rate);
+    CHECK(*rate->value == doctest::Approx(21.0 / 3.0));  // the slowest replica's time
+    const std::string words = step == DecodeStepChoice::kHost ? "" : ", decode_step " + std::string(NameOf(step));
+    CHECK(rate->method == "2 requests over 2 replica(s) of 1 rank(s) in parallel (round-robin)" + words +
+                              "; time = the slowest replica's, from a common barrier (aggregate)");
+    CHECK(Find(out, metric::kTotalGenerationSeconds)->method.find("(round-robin)" + words + ";") != std::string::npos);
+  }
 }
 
 }  // namespace native

@@ -325,7 +325,10 @@ BackendOutcome OutcomeOf(const BackendContext& ctx, NativeRole role, const DistL
   for (const auto& f : collector.facts()) out.facts.push_back(f);
   out.measurements = collector.RankZeroFigures();
   AddRankExitCodes(sr, out);
-  collector.AddCaseFigures(layout, ctx.spec.workload, out);
+  collector.AddCaseFigures(layout, ctx.spec.workload,
+                           ctx.spec.workload == Workload::kInference ? DecodeStepMethodWords(ctx.spec.inference.decode_step)
+                                                                     : "",
+                           out);
   return out;
 }
 

@@ -198,7 +198,7 @@ class NativeFsdpBackend : public Backend {
     }
     BackendOutcome out;
     out.measurements = collector.RankZeroFigures();
-    collector.AddCaseFigures(OneRank(layout), wc.workload, out);
+    collector.AddCaseFigures(OneRank(layout), wc.workload, /*decode_words=*/"", out);
     for (const auto& f : collector.facts()) out.facts.push_back(f);
     return out;
   }
@@ -273,10 +273,7 @@ class NativeFsdpBackend : public Backend {
     BackendOutcome out;
     const std::string how =
         fmt::format("{} greedy requests, KV cache{}, one process on {}", schedule.size(),
-                    decoding.step == DecodeStep::kHostPosition
-                        ? ""
-                        : fmt::format(", decode_step {}", NameOf(spec.inference.decode_step)),
-                    devices_text);
+                    DecodeStepMethodWords(spec.inference.decode_step), devices_text);
     out.measurements.push_back(MeasuredFigure(metric::kTotalGenerationSeconds, total_seconds, "s", "sum of request times; " + how));
     out.measurements.push_back(MeasuredFigure(metric::kGeneratedTokens, static_cast<double>(generated), "tokens", how));
     if (generated > 0 && total_seconds > 0) {

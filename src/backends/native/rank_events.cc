@@ -20,6 +20,10 @@ FromRanks FromRanksOf(const std::string& name) {
 
 }  // namespace
 
+std::string DecodeStepMethodWords(DecodeStepChoice choice) {
+  return choice == DecodeStepChoice::kHost ? "" : fmt::format(", decode_step {}", NameOf(choice));
+}
+
 void RankEventCollector::Add(int rank, const WorkerEvent& e, double now) {
   switch (e.kind) {
     case WorkerEvent::Kind::kStep:
@@ -101,8 +105,9 @@ std::string RankEventCollector::ErrorOf(int rank) const {
   return it == errors_.end() ? "" : it->second;
 }
 
-void RankEventCollector::AddCaseFigures(const DistLayout& layout, Workload workload, BackendOutcome& out) const {
-  if (workload == Workload::kInference) AddInferenceFigures(layout, out);
+void RankEventCollector::AddCaseFigures(const DistLayout& layout, Workload workload, const std::string& decode_words,
+                                        BackendOutcome& out) const {
+  if (workload == Workload::kInference) AddInferenceFigures(layout, decode_words, out);
   else AddTrainingFigures(layout, out);
   AddPerRankFigures(layout, out);
   AddStragglers(layout, out);
@@ -110,13 +115,14 @@ void RankEventCollector::AddCaseFigures(const DistLayout& layout, Workload workl
   NoteOnEveryMethod(out, note_);
 }
 
-void RankEventCollector::AddInferenceFigures(const DistLayout& layout, BackendOutcome& out) const {
+void RankEventCollector::AddInferenceFigures(const DistLayout& layout, const std::string& decode_words,
+                                             BackendOutcome& out) const {
   if (replica_seconds_.empty()) return;
   const double wall = *std::max_element(replica_seconds_.begin(), replica_seconds_.end());
   const std::string how = fmt::format(
-      "{} requests over {} replica(s) of {} rank(s) in parallel (round-robin); time = the slowest replica's, from a "
+      "{} requests over {} replica(s) of {} rank(s) in parallel (round-robin){}; time = the slowest replica's, from a "
       "common barrier",
-      requests_, layout.groups, layout.group_size);
+      requests_, layout.groups, layout.group_size, decode_words);
   out.measurements.push_back(MeasuredFigure(metric::kTotalGenerationSeconds, wall, "s", how));
   out.measurements.push_back(MeasuredFigure(metric::kGeneratedTokens, static_cast<double>(generated_), "tokens", how));
   if (generated_ > 0 && wall > 0) {

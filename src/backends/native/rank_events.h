@@ -28,9 +28,15 @@
 #include "backends/native/launch/events.h"
 #include "backends/native/launch/stragglers.h"
 #include "runner/exec/backend.h"
+#include "runner/plan/plan.h"
 
 namespace protocol {
 namespace native {
+
+// What an inference figure's method says of the plan's decode step, the same
+// for the one process and the replicas: "" at the host's position (the
+// default), ", decode_step device" or ", decode_step graph" otherwise.
+std::string DecodeStepMethodWords(DecodeStepChoice choice);
 
 class RankEventCollector {
  public:
@@ -54,12 +60,15 @@ class RankEventCollector {
   std::vector<Measurement> RankZeroFigures() const { return rank0_; }
   // Appends the case's figures built from every rank's events (see above),
   // then the note to every figure's method, to `out.measurements`; rank 0's
-  // held-out curve (kEvalPoint events) to `out.eval_curve`.
-  void AddCaseFigures(const DistLayout& layout, Workload workload, BackendOutcome& out) const;
+  // held-out curve (kEvalPoint events) to `out.eval_curve`. `decode_words`:
+  // what the inference figures' method says of the decode step after the
+  // replicas (DecodeStepMethodWords below; "" for training).
+  void AddCaseFigures(const DistLayout& layout, Workload workload, const std::string& decode_words,
+                      BackendOutcome& out) const;
 
  private:
   void AddMeasurement(int rank, const WorkerEvent& e);
-  void AddInferenceFigures(const DistLayout& layout, BackendOutcome& out) const;
+  void AddInferenceFigures(const DistLayout& layout, const std::string& decode_words, BackendOutcome& out) const;
   void AddTrainingFigures(const DistLayout& layout, BackendOutcome& out) const;
   void AddPerRankFigures(const DistLayout& layout, BackendOutcome& out) const;
   void AddStragglers(const DistLayout& layout, BackendOutcome& out) const;

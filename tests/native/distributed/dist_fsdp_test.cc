@@ -438,6 +438,9 @@ TEST_CASE("dist share: multi-inference with decode_step device: the host step's 
   }
   CHECK(FactOf(on_device, fact::kDecodeCheck) == "the first 16 tokens equal the host position's");
   CHECK(FactOf(on_device, fact::kDecoding).find("each step at a position on the device") != std::string::npos);
+  // The figures' method names the step, as a one-process case's does.
+  CHECK(Find(on_device, metric::kTokensPerSecond)->method.find("(round-robin), decode_step device;") != std::string::npos);
+  CHECK(Find(at_host, metric::kTokensPerSecond)->method.find("decode_step") == std::string::npos);
   const std::string text = ReadAll(log);
   for (int replica : {0, 1})
     CHECK(text.find(fmt::format("replica {}: decode check (decode_step device): the first 16 tokens equal", replica)) !=
