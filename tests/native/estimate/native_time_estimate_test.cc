@@ -159,18 +159,46 @@ TEST_CASE("time estimate: inference decode is memory-bound (weights + KV cache p
   // Two replicas with their own memory: half.
   s.replicas_sharing_memory = 1;
   CHECK(Term(estimate_inference_time(s), "decode")->seconds == doctest::Approx(decode / 2));
-  // A fast memory: the op floor bounds every token, (61·L + 10) ops of 1 µs for the composite
-  // decode layer, (10·L + 10) with the fused ops of a float32 model on a CPU.
+  // With the position on the device (decode_step device), each token attends to its request's
+  // whole decode bucket: 5 + 10 and 5 + 20 positions round up to the context's 64.
+  s.replicas_sharing_memory = 1;
   s.replicas = 1;
+  s.device_position = true;
+  CHECK(Term(estimate_inference_time(s), "decode")->seconds ==
+        doctest::Approx(30 * (80000 + 256 * 64) / 1e6));
+  CHECK(Term(estimate_inference_time(s), "decode")->how.find("the KV cache of its request's decode bucket "
+                                                             "(decode_step device)") != std::string::npos);
+  s.device_position = false;
+  // A fast memory: the op floor bounds every token, (61·L + 20) ops of 1 µs for the composite
+  // decode layer, (10·L + 13) with the fused ops of a float32 model on a CPU.
   s.device.memory_bytes_per_second = 1e12;
-  CHECK(Term(estimate_inference_time(s), "decode")->seconds == doctest::Approx(30 * 132e-6));
+  CHECK(Term(estimate_inference_time(s), "decode")->seconds == doctest::Approx(30 * 142e-6));
   s.fused_decode_ops = true;
-  CHECK(Term(estimate_inference_time(s), "decode")->seconds == doctest::Approx(30 * 30e-6));
-  CHECK(Term(estimate_inference_time(s), "decode")->how.find("(30 ops), which bounds every token") !=
+  CHECK(Term(estimate_inference_time(s), "decode")->seconds == doctest::Approx(30 * 33e-6));
+  CHECK(Term(estimate_inference_time(s), "decode")->how.find("(33 ops), which bounds every token") !=
         std::string::npos);
-  // A 4-bit model on a CPU: the fused ops over seven projections dequantized on use, (43·L + 10).
+  // A 4-bit model on a CPU: the fused ops over seven projections dequantized on use, (43·L + 13).
   s.nf4 = true;
-  CHECK(Term(estimate_inference_time(s), "decode")->seconds == doctest::Approx(30 * 96e-6));
+  CHECK(Term(estimate_inference_time(s), "decode")->seconds == doctest::Approx(30 * 99e-6));
+  // The step at the device's position: (74·L + 18) for the 4-bit model, (43·L + 18) in float32,
+  // (61·L + 25) composite.
+  s.device_position = true;
+  CHECK(Term(estimate_inference_time(s), "decode")->seconds == doctest::Approx(30 * 166e-6));
+  s.nf4 = false;
+  CHECK(Term(estimate_inference_time(s), "decode")->seconds == doctest::Approx(30 * 104e-6));
+  s.fused_decode_ops = false;
+  CHECK(Term(estimate_inference_time(s), "decode")->seconds == doctest::Approx(30 * 147e-6));
+  // Where the device step's op was calibrated on its own, its cost per op.
+  s.device.device_step_op_seconds = 0.5e-6;
+  CHECK(Term(estimate_inference_time(s), "decode")->seconds == doctest::Approx(30 * 147 * 0.5e-6));
+  s.device.device_step_op_seconds = 0;
+  // Replayed from a CUDA graph: the same eager floor, said to be an upper bound.
+  s.device_position = false;
+  s.graph = true;
+  CHECK(Term(estimate_inference_time(s), "decode")->seconds == doctest::Approx(30 * 147e-6));
+  CHECK(Term(estimate_inference_time(s), "decode")->how.find(
+            "(147 ops, dispatched eagerly: a replayed CUDA graph's cost is not modeled, an upper bound)") !=
+        std::string::npos);
 }
 
 namespace {
@@ -293,6 +321,38 @@ TEST_CASE("time estimate: a CPU case uses this host's calibration when present, 
   plan.stages[0].cases[0].training.threads = 1;
   CHECK(Term(native_case_time(plan, *plan.FindCase("a"), NativeRole::kFsdp, c), "compute")->seconds ==
         doctest::Approx(Term(assumed, "compute")->seconds * 2));
+}
+
+TEST_CASE("time estimate: an inference case's decode step off the host's position, from the plan and the calibration") {
+  Plan plan = ParseOk(
+      "protocol: 1\nname: t\nmodels:\n  m: {preset: tiny, init: random}\n"
+      "cluster:\n  nodes: [{name: n0, host: localhost}]\n"
+      "stages:\n  - name: s\n    cases:\n"
+      "      - {id: i, backend: fsdp, workload: inference, model: m, nodes: 1,\n"
+      "         training: {device: cpu, threads: 1},\n"
+      "         inference: {prompt: 'Hello', max_new_tokens: [50, 300]}}\n");
+  HostCalibration c;
+  c.host = "localhost";
+  c.measured_at = "2026-11-26T00:00:00Z";
+  c.cpu_flops = 1e11;
+  c.memory_bytes_per_second = 1e13;  // a fast memory: the op floor bounds every token
+  c.threads = 1;
+  c.op_seconds = 4e-6;
+  const ModelConfig tiny = *PresetConfig("tiny");
+  auto decode = [&](DecodeStepChoice step) {
+    plan.stages[0].cases[0].inference.decode_step = step;
+    TimeEstimate e = native_case_time(plan, *plan.FindCase("i"), NativeRole::kFsdp, c);
+    REQUIRE(e.estimated());
+    return *Term(e, "decode");
+  };
+  CHECK(decode(DecodeStepChoice::kHost).seconds == doctest::Approx(350 * 4e-6 * DecodeOpsPerToken(tiny, true)));
+  // A calibration from before the device step was measured on its own: the host step's op cost stands in.
+  const int64_t device_ops = DecodeOpsPerToken(tiny, true, false, /*device_position=*/true);
+  CHECK(decode(DecodeStepChoice::kDevice).seconds == doctest::Approx(350 * 4e-6 * device_ops));
+  c.device_step_op_seconds = 1e-6;
+  const TimeTerm device = decode(DecodeStepChoice::kDevice);
+  CHECK(device.seconds == doctest::Approx(350 * 1e-6 * device_ops));
+  CHECK(device.how.find("decode bucket (decode_step device)") != std::string::npos);
 }
 
 }  // namespace native

@@ -271,6 +271,71 @@ TEST_CASE("native model: a bf16 decode layer (a GPU's dtype) takes the composite
   MESSAGE(("composite decode layer: " + std::to_string(ops) + " ops: " + which));
 }
 
+namespace {
+// The ATen ops of one generated token as generate_greedy runs it with `step`
+// (the layers, the head, the argmax and the token's bookkeeping): the count
+// of a 6-token generation less a 2-token one's, over 4 (the prompt's forward,
+// the cache's making and the read-back are the same in both).
+int64_t OpsPerToken(const Model& m, DecodeStep step) {
+  auto count = [&](int64_t tokens) {
+    GenerateOptions o;
+    o.max_new_tokens = tokens;
+    o.decode_step = step;
+    compat::OpCounter counter;
+    REQUIRE(generate_greedy(m, {1, 7, 3}, o).ok());
+    return counter.total();
+  };
+  const int64_t two = count(2), six = count(6);
+  CHECK((six - two) % 4 == 0);
+  return (six - two) / 4;
+}
+
+// {ops per decoder layer, ops outside the layers} of a token: from models of 1 and 3 layers.
+std::pair<int64_t, int64_t> TokenOps(at::ScalarType dtype, bool nf4, DecodeStep step) {
+  int64_t per_token[2];
+  for (int64_t layers : {1, 3}) {
+    Model m = model_create(testing::TinyTestConfig(50, layers), at::TensorOptions().dtype(dtype));
+    model_init_random(m, 7);
+    if (nf4) model_quantize_nf4(m);
+    per_token[layers == 3] = OpsPerToken(m, step);
+  }
+  const int64_t layer = (per_token[1] - per_token[0]) / 2;
+  return {layer, per_token[0] - layer};
+}
+}  // namespace
+
+TEST_CASE("native model: the ops of a generated token, what the time estimate's op floor counts") {
+  const ModelConfig one_layer = testing::TinyTestConfig(50, 1);
+  // The host's position on a CPU in float32 (the fused ops), plain and 4-bit: exactly the table's.
+  CHECK(TokenOps(at::kFloat, false, DecodeStep::kHostPosition) ==
+        std::pair<int64_t, int64_t>{kDecodeOpsPerLayerFused, kDecodeOpsHeadFused});
+  CHECK(TokenOps(at::kFloat, true, DecodeStep::kHostPosition) ==
+        std::pair<int64_t, int64_t>{kDecodeOpsPerLayerFusedNf4, kDecodeOpsHeadFused});
+  CHECK(DecodeOpsPerToken(one_layer, true) == kDecodeOpsPerLayerFused + kDecodeOpsHeadFused);
+  // The composite ops (bf16, a GPU's dtype) and the step at the device's position run libtorch's
+  // attention: counted on 1.13, where it is written out; 2.x's one SDPA op makes them fewer.
+  const bool written_out_attention = compat::TorchVersion().rfind("1.", 0) == 0;
+  auto counted = [&](std::pair<int64_t, int64_t> ops, int64_t layer, int64_t rest) {
+    CAPTURE(ops.first);
+    CAPTURE(ops.second);
+    CHECK(ops.second == rest);  // outside the layers: no attention
+    if (written_out_attention) CHECK(ops.first == layer);
+    else CHECK(ops.first <= layer);
+  };
+  counted(TokenOps(at::kFloat, false, DecodeStep::kDevicePosition), kDecodeOpsPerLayerDeviceFused,
+          kDecodeOpsHeadFused + kDecodeOpsDevicePosition);
+  counted(TokenOps(at::kFloat, true, DecodeStep::kDevicePosition), kDecodeOpsPerLayerDeviceFusedNf4,
+          kDecodeOpsHeadFused + kDecodeOpsDevicePosition);
+  counted(TokenOps(at::kBFloat16, false, DecodeStep::kHostPosition), kDecodeOpsPerLayerComposite,
+          kDecodeOpsHeadComposite);
+  // The composite step at the device's position stays within the composite layer's count.
+  const auto [layer, rest] = TokenOps(at::kBFloat16, false, DecodeStep::kDevicePosition);
+  CHECK(layer <= kDecodeOpsPerLayerComposite);
+  CHECK(rest == kDecodeOpsHeadComposite + kDecodeOpsDevicePosition);
+  CHECK(DecodeOpsPerToken(one_layer, false, false, true) ==
+        kDecodeOpsPerLayerComposite + kDecodeOpsHeadComposite + kDecodeOpsDevicePosition);
+}
+
 TEST_CASE("native model generation rejects impossible requests with a reason") {
   Model m = TestModel();
   GenerateOptions o;

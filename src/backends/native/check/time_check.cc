@@ -116,6 +116,8 @@ std::optional<DeviceRates> CaseDeviceRates(const Plan& plan, const CaseSpec& spe
   d.flops_per_device = calibrated ? host->cpu_flops : kAssumedCpuGflops * 1e9;
   d.memory_bytes_per_second = calibrated ? host->memory_bytes_per_second : kAssumedCpuMemoryGbPerS * 1e9;
   d.op_seconds = calibrated && host->op_seconds > 0 ? host->op_seconds : kAssumedCpuOpSeconds;
+  // A calibration from before the device step's was measured: the host step's stands in.
+  d.device_step_op_seconds = calibrated && host->device_step_op_seconds > 0 ? host->device_step_op_seconds : d.op_seconds;
   d.rank_start_seconds =
       calibrated && host->process_start_seconds > 0 ? host->process_start_seconds : kAssumedCpuRankStartSeconds;
   d.rank_setup_seconds = kAssumedCpuRankSetupSeconds;
@@ -245,6 +247,8 @@ TimeEstimate InferenceTime(const Plan& plan, const CaseSpec& spec, NativeRole ro
   s.device = d;
   s.fused_decode_ops = !gpu;
   s.nf4 = nf4;
+  s.device_position = spec.inference.decode_step != DecodeStepChoice::kHost;
+  s.graph = spec.inference.decode_step == DecodeStepChoice::kGraph;
   s.rank_processes = one_process ? 0 : layout.world();
   const WeightsSource source = native_weights_source(spec.workload, nf4, ms.init_random, plan.ResolvePath(ms.path));
   s.load_bytes = ReadsWeights(source) ? CheckpointBytes(plan.ResolvePath(ms.path), config) : 0;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "backends/native/estimate/memory_estimate.h"
+#include "backends/native/model/decode_bucket_capacity.h"
 #include "runner/base/text.h"
 
 namespace protocol {
@@ -146,9 +147,13 @@ TimeEstimate estimate_training_time(const TrainingTimeShape& s) {
   return e;
 }
 
-int64_t DecodeOpsPerToken(const ModelConfig& c, bool fused, bool nf4) {
-  const int64_t per_layer = !fused ? kDecodeOpsPerLayerComposite : nf4 ? kDecodeOpsPerLayerFusedNf4 : kDecodeOpsPerLayerFused;
-  return per_layer * c.n_layers + kDecodeOpsHead;
+int64_t DecodeOpsPerToken(const ModelConfig& c, bool fused, bool nf4, bool device_position) {
+  int64_t per_layer = kDecodeOpsPerLayerComposite;
+  if (fused && device_position) per_layer = nf4 ? kDecodeOpsPerLayerDeviceFusedNf4 : kDecodeOpsPerLayerDeviceFused;
+  else if (fused) per_layer = nf4 ? kDecodeOpsPerLayerFusedNf4 : kDecodeOpsPerLayerFused;
+  const int64_t rest = (fused ? kDecodeOpsHeadFused : kDecodeOpsHeadComposite) +
+                       (device_position ? kDecodeOpsDevicePosition : 0);
+  return per_layer * c.n_layers + rest;
 }
 
 TimeEstimate estimate_inference_time(const InferenceTimeShape& s) {
@@ -163,15 +168,20 @@ TimeEstimate estimate_inference_time(const InferenceTimeShape& s) {
   const double kv_per_position = 2.0 * static_cast<double>(c.n_layers * c.n_kv_heads * c.HeadDim() * s.dtype_bytes);
   const double bandwidth = d.memory_bytes_per_second * d.memory_efficiency /
                            static_cast<double>(std::max<int64_t>(1, s.replicas_sharing_memory));
-  const int64_t ops = DecodeOpsPerToken(c, s.fused_decode_ops, s.nf4);
-  const double op_floor = static_cast<double>(ops) * d.op_seconds;
+  const bool device_position = s.device_position || s.graph;
+  const int64_t ops = DecodeOpsPerToken(c, s.fused_decode_ops, s.nf4, device_position);
+  const double op_seconds = device_position && d.device_step_op_seconds > 0 ? d.device_step_op_seconds : d.op_seconds;
+  const double op_floor = static_cast<double>(ops) * op_seconds;
   double prefill = 0, decode = 0;
   int64_t tokens = 0, op_bound_tokens = 0;
   for (int n : s.max_new_tokens) {
     prefill += prefill_per_request;
     tokens += n;
-    // Reads per token at the request's mean position (the KV cache grows linearly).
-    const double position = static_cast<double>(s.prompt_tokens) + static_cast<double>(n) / 2.0;
+    // Reads per token at the request's mean position (the KV cache grows
+    // linearly), or of its whole bucket (attended whole, masked).
+    const double position =
+        device_position ? static_cast<double>(DecodeBucketCapacity(s.prompt_tokens + n, c.max_seq_len))
+                        : static_cast<double>(s.prompt_tokens) + static_cast<double>(n) / 2.0;
     const double memory = bandwidth > 0 ? (static_cast<double>(s.weight_bytes) + kv_per_position * position) / bandwidth : 0;
     if (op_floor > memory) op_bound_tokens += n;
     decode += static_cast<double>(n) * std::max(memory, op_floor);
@@ -183,10 +193,15 @@ TimeEstimate estimate_inference_time(const InferenceTimeShape& s) {
                                  s.replicas > 1 ? fmt::format(", over {} replicas", s.replicas) : "")});
   e.terms.push_back(
       {"decode", decode / r,
-       fmt::format("{} tokens, each reading {} of weights + the KV cache at {}{}; op floor {} per token ({} ops){}",
-                   tokens, FormatBytes(s.weight_bytes), FormatRate(bandwidth),
+       fmt::format("{} tokens, each reading {} of weights + the KV cache{} at {}{}; op floor {} per token ({} ops{}){}",
+                   tokens, FormatBytes(s.weight_bytes),
+                   device_position ? " of its request's decode bucket (decode_step " +
+                                         std::string(s.graph ? "graph" : "device") + ")"
+                                   : "",
+                   FormatRate(bandwidth),
                    s.replicas_sharing_memory > 1 ? fmt::format(" (shared by {} replicas)", s.replicas_sharing_memory) : "",
                    FormatDuration(op_floor), ops,
+                   s.graph ? ", dispatched eagerly: a replayed CUDA graph's cost is not modeled, an upper bound" : "",
                    op_bound_tokens == tokens ? ", which bounds every token"
                    : op_bound_tokens > 0     ? ", which bounds some tokens"
                                              : "") +

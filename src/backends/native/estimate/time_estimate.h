@@ -36,6 +36,8 @@
 //   prefill    per request: prompt · 2·(N − N_emb) / (peak · MFU of one device)
 //   decode     per token:   max( (weight bytes + KV bytes so far) / (bandwidth · efficiency),
 //                                ops per token · seconds per op )
+//              (with the position on the device, inference.decode_step device or graph:
+//              the KV bytes of the request's whole decode bucket)
 //              memory-bound on a GPU (every weight read once per token); the op floor is
 //              the dispatch of a decode layer's small ops (DecodeOpsPerToken), what bounds
 //              a tiny model on a CPU
@@ -54,7 +56,7 @@ namespace protocol {
 namespace native {
 
 // ATen ops one decoder layer's decode step dispatches (model.cc;
-// native_model_test.cc counts both):
+// native_model_test.cc counts them all, and the ops of a whole token):
 //   fused      a CPU float32 model with its own projections: fused_ops.h's ops
 //              and the joined projections
 //   fused nf4  a CPU float32 4-bit model, its projections dequantized on use:
@@ -66,13 +68,30 @@ namespace native {
 //              ops, rotary as 5 ops for q and for k, the cache's copies,
 //              libtorch 1.13's attention math (2.x's one SDPA op makes it a
 //              few fewer), the projections, SiLU·up, the residual adds, views
-// The head adds kDecodeOpsHead.
+// A step at a position on the device (inference.decode_step device or graph,
+// model.h model_decode_step) keeps the fused norms and SiLU·up where they
+// serve but rotates, writes the cache and attends with composite ops (the
+// rotation's 5 ops for q and for k, index_copy_ for k and v, the masked
+// attention: libtorch 1.13's math; 2.x's one SDPA op makes it fewer):
+//   device fused      a CPU float32 model
+//   device fused nf4  a CPU float32 4-bit model, dequantized on use
+//   on a GPU the composite layer's count, which it does not exceed
 inline constexpr int64_t kDecodeOpsPerLayerFused = 10;
 inline constexpr int64_t kDecodeOpsPerLayerFusedNf4 = 43;
 inline constexpr int64_t kDecodeOpsPerLayerComposite = 61;
-inline constexpr int64_t kDecodeOpsHead = 10;
-// Ops of one decode step (every layer and the head).
-int64_t DecodeOpsPerToken(const ModelConfig& c, bool fused, bool nf4 = false);
+inline constexpr int64_t kDecodeOpsPerLayerDeviceFused = 43;
+inline constexpr int64_t kDecodeOpsPerLayerDeviceFusedNf4 = 74;
+// A token's ops outside its decoder layers: the embedding, the final RMSNorm
+// (one fused op, or 8), the head, the argmax and the token's bookkeeping.
+inline constexpr int64_t kDecodeOpsHeadFused = 13;
+inline constexpr int64_t kDecodeOpsHeadComposite = 20;
+// What a step at a position on the device adds to them: the rotary rows
+// selected at the position and cast, the mask of the visible positions.
+inline constexpr int64_t kDecodeOpsDevicePosition = 5;
+// Ops of one decode step (every layer and the rest of the token): `fused`,
+// the fused ops serve (a CPU float32 model); `nf4`, a 4-bit model;
+// `device_position`, the step at a position on the device.
+int64_t DecodeOpsPerToken(const ModelConfig& c, bool fused, bool nf4 = false, bool device_position = false);
 // Disk rate of model reads and writes: 2 GB/s, a datacenter NVMe SSD's
 // sequential read (PCIe 4.0 drives list 3-7 GB/s; a shared path is slower).
 inline constexpr double kAssumedDiskBytesPerSecond = 2e9;
@@ -107,6 +126,7 @@ struct DeviceRates {
   double memory_efficiency = 1.0;
   double link_bytes_per_second = 0;    // between two devices of a node (a CPU host: loopback)
   double op_seconds = 0;               // one small op's dispatch
+  double device_step_op_seconds = 0;   // one op of the step at the device's position (0: op_seconds)
   double rank_start_seconds = 0;       // starting one rank process
   double rank_setup_seconds = 0;       // a training rank's set-up past the start (kAssumedCpuRankSetupSeconds)
   double inference_rank_setup_seconds = 0;  // an inference rank's (kAssumedCpuInferenceRankSetupSeconds)
@@ -161,6 +181,13 @@ struct InferenceTimeShape {
   int64_t replicas_sharing_memory = 1;  // replicas on one CPU host (their bandwidth is shared)
   bool fused_decode_ops = false;        // the fused ops serve (a CPU float32 model)
   bool nf4 = false;                     // a 4-bit model (kDecodeOpsPerLayerFusedNf4 where the fused ops serve)
+  // inference.decode_step: device or graph put the position on the device:
+  // its own ops per layer, and every token attends to its request's whole
+  // decode bucket (decode_bucket_capacity.h), masked; graph replays the step
+  // from a CUDA graph, whose dispatch is not modeled (the eager step's op
+  // floor is counted: an upper bound).
+  bool device_position = false;
+  bool graph = false;
   DeviceRates device;
   int64_t rank_processes = 0;
   int64_t load_bytes = 0;
