@@ -153,7 +153,6 @@ HostCalibration CalibrateThisHost(double seconds_each) {
   c.cpu_flops = rates.matmul_flops;
   c.memory_bytes_per_second = rates.memory_bytes_per_second;
   c.op_seconds = rates.op_seconds;
-  c.device_step_op_seconds = rates.device_step_op_seconds;
   c.threads = rates.threads;
   c.process_start_seconds = ProcessStartSeconds();
   if (const std::optional<CpuReading> after = meter.Read(); before && after)
@@ -175,9 +174,7 @@ void WarnIfContended(const HostCalibration& c) {
 // user's first estimates are this machine's, not assumed figures. A run whose
 // stored calibration was measured on a busy machine measures again, and keeps
 // whichever was measured on the quieter machine (PreferRemeasured): a first
-// run beside a busy build does not fix its estimates for good. So does a run
-// whose stored calibration lacks a figure this version measures (an older
-// file's). Only when the
+// run beside a busy build does not fix its estimates for good. Only when the
 // plan has a case of a native backend (the command backend's estimate uses no
 // CPU figures).
 constexpr double kRunCalibrationSeconds = 0.5;
@@ -189,9 +186,9 @@ std::optional<HostCalibration> RunCalibration(const Plan& plan, const std::strin
   const std::string path = CalibrationPathFor(db);
   if (stored) {
     std::fprintf(stderr,
-                 "protocol: this host's CPU figures in %s %s: measuring them again for the time estimate "
+                 "protocol: this host's CPU figures in %s were %s: measuring them again for the time estimate "
                  "(about %.0f s; --no-calibrate keeps them)\n",
-                 path.c_str(), CalibrationRemeasureReason(*stored).c_str(), 2 * kRunCalibrationSeconds + 2);
+                 path.c_str(), CalibrationContentionNote(*stored).c_str(), 2 * kRunCalibrationSeconds + 2);
   } else {
     std::fprintf(stderr,
                  "protocol: %s has no CPU figures for this host: measuring them for the time estimate (about %.0f s; "
@@ -269,8 +266,8 @@ int CmdRun(Args& a) {
   options.dry_run = a.dry_run;
   bool uncalibrated = false;
   options.calibration = LoadCalibration(a.db, &uncalibrated);
-  const bool stale_figures = options.calibration && !CalibrationRemeasureReason(*options.calibration).empty();
-  if (!a.dry_run && !a.no_calibrate && (uncalibrated || stale_figures))
+  const bool busy_figures = options.calibration && CalibrationContended(*options.calibration);
+  if (!a.dry_run && !a.no_calibrate && (uncalibrated || busy_figures))
     options.calibration = RunCalibration(*plan, a.db, options.calibration);
   if (!a.resume.empty()) {
     auto id = ResolveRunSpec(*store, a.resume);
@@ -395,10 +392,9 @@ int CmdCalibrate(Args& a) {
   const std::string path = CalibrationPathFor(a.db);
   if (Status s = WriteCalibration(path, c); !s.ok()) return Fail(s);
   std::printf("%s: host %s, %d threads: matmul %.3g GFLOP/s (fp32), memory %.3g GB/s (copy, read + write), "
-              "decode op %.3g us (%.3g us at a position on the device), process start %.3g s; other processes took "
-              "%.0f %% of the CPU meanwhile\n",
+              "decode op %.3g us, process start %.3g s; other processes took %.0f %% of the CPU meanwhile\n",
               path.c_str(), c.host.c_str(), c.threads, c.cpu_flops / 1e9, c.memory_bytes_per_second / 1e9,
-              c.op_seconds * 1e6, c.device_step_op_seconds * 1e6, c.process_start_seconds, 100 * c.contention);
+              c.op_seconds * 1e6, c.process_start_seconds, 100 * c.contention);
   WarnIfContended(c);
   return kExitOk;
 }

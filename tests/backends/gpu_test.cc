@@ -499,6 +499,61 @@ TEST_CASE("gpu: the fused decode ops' CUDA kernels equal the composite ops") {
   }
 }
 
+TEST_CASE("gpu: the fused ops at a position on the device equal them at the host's, and replay from a CUDA graph") {
+  if (!compat::CudaAvailable()) SKIP_TEST(kNoCuda);
+  if (!fused::CudaKernelsBuilt()) SKIP_TEST(kNoFusedKernels);
+  FusedCudaKernelsOn kernels;
+  REQUIRE(kernels.on);
+  c10::InferenceMode inference;
+  for (at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    CAPTURE(std::string(c10::toString(dtype)));
+    const auto o = at::TensorOptions().dtype(dtype).device(at::Device(at::kCUDA, 0));
+    const int64_t NH = 32, NKV = 8, HD = 128, capacity = 300;
+    at::Tensor qkv = at::randn({1, 1, (NH + 2 * NKV) * HD}, o);
+    at::Tensor angles = at::rand({1, HD}, o.dtype(at::kFloat)) * 6;
+    at::Tensor cos = angles.cos().to(dtype), sin = angles.sin().to(dtype);
+    at::Tensor k_host = at::randn({1, NKV, capacity, HD}, o), v_host = at::randn({1, NKV, capacity, HD}, o);
+    for (int64_t pos : {0, 7, 255, 299}) {
+      CAPTURE(pos);
+      at::Tensor k_at = k_host.clone(), v_at = v_host.clone();
+      const at::Tensor position = at::full({1}, pos, o.dtype(at::kLong));
+      at::Tensor q_host = fused::RopeCache(qkv, cos, sin, k_host, v_host, pos, NH, NKV);
+      at::Tensor q_at = fused::RopeCacheAt(qkv, cos, sin, k_at, v_at, position, NH, NKV);
+      CHECK(SameBits(q_at, q_host));
+      CHECK(SameBits(k_at, k_host));
+      CHECK(SameBits(v_at, v_host));
+      CHECK(SameBits(fused::DecodeAttentionAt(q_at, k_at, v_at, position),
+                     fused::DecodeAttention(q_host, k_host, v_host, pos + 1)));
+    }
+    // A position outside the cache writes nothing to it (the host cannot check it).
+    at::Tensor k_out = k_host.clone(), v_out = v_host.clone();
+    (void)fused::RopeCacheAt(qkv, cos, sin, k_out, v_out, at::full({1}, capacity, o.dtype(at::kLong)), NH, NKV);
+    CHECK(SameBits(k_out, k_host));
+    CHECK(SameBits(v_out, v_host));
+    // Recorded once as a CUDA graph, replayed at each position the graph's tensor holds.
+    at::Tensor position = at::full({1}, 3, o.dtype(at::kLong));
+    at::Tensor k_graph = k_host.clone(), v_graph = v_host.clone(), out;
+    compat::CudaGraph graph;
+    REQUIRE(graph.Capture(
+        [&] {
+          out = fused::DecodeAttentionAt(fused::RopeCacheAt(qkv, cos, sin, k_graph, v_graph, position, NH, NKV),
+                                         k_graph, v_graph, position);
+        },
+        qkv.device()));
+    for (int64_t pos : {4, 5, 150}) {
+      CAPTURE(pos);
+      position.fill_(pos);
+      graph.Replay();
+      at::Tensor k_eager = k_host.clone(), v_eager = v_host.clone();
+      // The graph's cache holds every replayed position's keys; the eager one is given the same.
+      k_eager.copy_(k_graph);
+      v_eager.copy_(v_graph);
+      at::Tensor q_eager = fused::RopeCache(qkv, cos, sin, k_eager, v_eager, pos, NH, NKV);
+      CHECK(SameBits(out, fused::DecodeAttention(q_eager, k_eager, v_eager, pos + 1)));
+    }
+  }
+}
+
 TEST_CASE("gpu: a model decodes the same with the fused ops' CUDA kernels as without, in ≤ 12 ops a layer") {
   if (!compat::CudaAvailable()) SKIP_TEST(kNoCuda);
   if (!fused::CudaKernelsBuilt()) SKIP_TEST(kNoFusedKernels);

@@ -42,9 +42,6 @@ TEST_CASE("cli: calibrate stores this host's CPU figures beside the database, an
   CHECK(c.memory_bytes_per_second > 1e8);
   CHECK(c.op_seconds > 0);
   CHECK(c.op_seconds < 1e-2);
-  CHECK(c.device_step_op_seconds > 0);  // the step at a position on the device, measured on its own
-  CHECK(c.device_step_op_seconds < 1e-2);
-  CHECK(cal.out.find(" us at a position on the device)") != std::string::npos);
   CHECK(c.process_start_seconds > 0);
   CHECK(c.threads == 1);
   CHECK(cal.out.find(file.string() + ": host " + ThisHost() + ", 1 threads: matmul ") == 0);
@@ -103,7 +100,6 @@ TEST_CASE("cli: a run measures again CPU figures stored from a busy machine, and
   busy.cpu_flops = 1e6;
   busy.memory_bytes_per_second = 1e6;
   busy.op_seconds = 1e-3;
-  busy.device_step_op_seconds = 1e-3;
   busy.process_start_seconds = 1.0;
   busy.threads = 1;
   busy.contention = 1.0;
@@ -123,34 +119,4 @@ TEST_CASE("cli: a run measures again CPU figures stored from a busy machine, and
   CHECK((*stored)->measured_at != busy.measured_at);
   CHECK((*stored)->contention < 1.0);
   CHECK((*stored)->cpu_flops > 1e8);
-}
-
-TEST_CASE("cli: a run measures again CPU figures an older protocol stored without the device step's op") {
-  TempDir dir;
-  fs::path src = PROTOCOL_SOURCE_DIR;
-  const std::string db = (dir.path / "q.db").string();
-  const fs::path file = dir.path / "calibration.json";
-  HostCalibration old;  // from an idle machine, but without device_step_op_seconds
-  old.host = ThisHost();
-  old.measured_at = "2026-01-01T00:00:00Z";
-  old.cpu_flops = 1e10;
-  old.memory_bytes_per_second = 1e10;
-  old.op_seconds = 4e-6;
-  old.process_start_seconds = 0.5;
-  old.threads = 1;
-  REQUIRE(WriteCalibration(file.string(), old).ok());
-  Output run = Protocol({"run", (src / "plans/quickstart.yaml").string(), "--db", db, "--only", "qn.1.1", "--logs",
-                         (dir.path / "logs").string(), "--set",
-                         "defaults.output_dir=" + (dir.path / "models/{case_id}").string()},
-                        src, "OMP_NUM_THREADS=1");
-  INFO(run.err);
-  CHECK(run.exit_code == 0);
-  CHECK(run.err.find("this host's CPU figures in " + file.string() +
-                     " lack the cost of an op of a decode step at a position on the device: measuring them again") !=
-        std::string::npos);
-  auto stored = ReadCalibration(file.string(), ThisHost());
-  REQUIRE(stored.ok());
-  REQUIRE(stored->has_value());
-  CHECK((*stored)->measured_at != old.measured_at);
-  CHECK((*stored)->device_step_op_seconds > 0);
 }

@@ -12,7 +12,7 @@
 namespace protocol {
 namespace native {
 
-double MeasureDecodeOpSeconds(bool device_position) {
+double MeasureDecodeOpSeconds() {
   auto config = PresetConfig("tiny");
   if (!config.ok()) return 0;
   Model model = model_create(*config, at::TensorOptions().dtype(at::kFloat));
@@ -20,7 +20,6 @@ double MeasureDecodeOpSeconds(bool device_position) {
   const std::vector<int> prompt = {1, 5, 9, 13, 17, 21, 25, 29};
   GenerateOptions options;
   options.max_new_tokens = 64;
-  options.decode_step = device_position ? DecodeStep::kDevicePosition : DecodeStep::kHostPosition;
   std::vector<double> per_token;
   for (int round = 0; round < 4; ++round) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -30,15 +29,13 @@ double MeasureDecodeOpSeconds(bool device_position) {
     if (round > 0) per_token.push_back(s / static_cast<double>(options.max_new_tokens));  // round 0 warms up
   }
   std::sort(per_token.begin(), per_token.end());
-  // The tiny preset in float32 on this CPU: the fused decode ops where the step takes them.
-  return per_token[1] / static_cast<double>(DecodeOpsPerToken(*config, /*fused=*/true, /*nf4=*/false,
-                                                              device_position));
+  // The tiny preset in float32 on this CPU: the fused decode ops.
+  return per_token[1] / static_cast<double>(DecodeOpsPerToken(*config, /*fused=*/true));
 }
 
 CpuRates MeasureHostForEstimate(double seconds_each) {
   CpuRates r = MeasureCpuRates(seconds_each);
   r.op_seconds = MeasureDecodeOpSeconds();  // 0 when it cannot run: the estimate then assumes one
-  r.device_step_op_seconds = MeasureDecodeOpSeconds(/*device_position=*/true);
   return r;
 }
 

@@ -6,10 +6,7 @@
 // of a decode step, measured on the real decode path — the `tiny` preset
 // (random weights, float32) generating 64 tokens after an 8-token prompt,
 // the seconds per token divided by the ops a token dispatches
-// (time_estimate.h: DecodeOpsPerToken of the fused ops, float32 on a CPU) —
-// at the host's position and at a position on the device (their ops differ
-// in kind as well as in number: the device step's are many small composite
-// ones).
+// (time_estimate.h: DecodeOpsPerToken of the fused ops, float32 on a CPU).
 
 #include "backends/native/platform/cpu_rates.h"
 
@@ -19,9 +16,8 @@ namespace native {
 // `seconds_each`: for each of the matmul and the memory copy.
 CpuRates MeasureHostForEstimate(double seconds_each);
 // Seconds per op of the tiny preset's decode on this host (the median of three
-// rounds of 64 tokens): at the host's position, or with `device_position`
-// at a position on the device (generate.h DecodeStep::kDevicePosition).
-double MeasureDecodeOpSeconds(bool device_position = false);
+// rounds of 64 tokens).
+double MeasureDecodeOpSeconds();
 
 }  // namespace native
 }  // namespace protocol

@@ -30,16 +30,7 @@ std::string CalibrationContentionNote(const HostCalibration& c) {
   return fmt::format("measured while other processes took {:.0f} % of the CPU", 100 * c.contention);
 }
 
-bool CalibrationIncomplete(const HostCalibration& c) { return c.device_step_op_seconds <= 0; }
-
-std::string CalibrationRemeasureReason(const HostCalibration& c) {
-  if (CalibrationContended(c)) return "were " + CalibrationContentionNote(c);
-  if (CalibrationIncomplete(c)) return "lack the cost of an op of a decode step at a position on the device";
-  return "";
-}
-
 bool PreferRemeasured(const HostCalibration& stored, const HostCalibration& remeasured) {
-  if (CalibrationIncomplete(stored) && !CalibrationIncomplete(remeasured)) return true;
   return remeasured.contention < stored.contention;
 }
 
@@ -73,7 +64,6 @@ Result<std::optional<HostCalibration>> ReadCalibration(const std::string& path, 
   c.cpu_flops = number("cpu_flops");
   c.memory_bytes_per_second = number("memory_bytes_per_second");
   c.op_seconds = number("op_seconds");
-  c.device_step_op_seconds = number("device_step_op_seconds");  // absent in files written before it was measured
   c.process_start_seconds = number("process_start_seconds");
   c.threads = static_cast<int>(number("threads"));
   c.contention = number("contention");  // absent in files written before it was measured
@@ -95,7 +85,6 @@ Status WriteCalibration(const std::string& path, const HostCalibration& c) {
                         {"cpu_flops", c.cpu_flops},
                         {"memory_bytes_per_second", c.memory_bytes_per_second},
                         {"op_seconds", c.op_seconds},
-                        {"device_step_op_seconds", c.device_step_op_seconds},
                         {"process_start_seconds", c.process_start_seconds},
                         {"threads", c.threads},
                         {"contention", c.contention}};

@@ -7,8 +7,7 @@
 // machine's figures, and they are not used there):
 //
 //   {"format": 1, "hosts": {"HOST": {"measured_at": "...", "cpu_flops": ...,
-//    "memory_bytes_per_second": ..., "op_seconds": ..., "device_step_op_seconds": ...,
-//    "process_start_seconds": ...,
+//    "memory_bytes_per_second": ..., "op_seconds": ..., "process_start_seconds": ...,
 //    "threads": N, "contention": ...}}}
 //
 // The time estimate's CPU entry reads this host's entry; without one it
@@ -37,21 +36,11 @@ bool CalibrationContended(const HostCalibration& c);
 // "measured while other processes took 45 % of the CPU" for a contended
 // calibration; empty otherwise.
 std::string CalibrationContentionNote(const HostCalibration& c);
-// Whether `c` lacks a figure this version measures: the cost of one op of a
-// decode step at a position on the device (device_step_op_seconds), absent
-// from files an older `protocol` wrote.
-bool CalibrationIncomplete(const HostCalibration& c);
-// Why a run measures a stored calibration again, after "this host's CPU
-// figures in FILE": "were measured while other processes took 45 % of the
-// CPU", "lack the cost of an op of a decode step at a position on the
-// device"; empty when they stand.
-std::string CalibrationRemeasureReason(const HostCalibration& c);
-// Of a stored calibration measured on a busy machine (or incomplete) and one
-// measured again now, the one the time estimate should use: the new one when
-// the stored one is incomplete, or when other processes took less of the CPU
-// while it ran (its rates are the less disturbed); the stored one otherwise
-// (a tie keeps the stored one, measured for longer by `protocol calibrate` or
-// the first run alike).
+// Of a stored calibration measured on a busy machine and one measured again
+// now, the one the time estimate should use: the new one when other processes
+// took less of the CPU while it ran (its rates are the less disturbed), the
+// stored one otherwise (a tie keeps the stored one, measured for longer by
+// `protocol calibrate` or the first run alike).
 bool PreferRemeasured(const HostCalibration& stored, const HostCalibration& remeasured);
 
 }  // namespace protocol

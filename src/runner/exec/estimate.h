@@ -84,9 +84,6 @@ struct HostCalibration {
   double cpu_flops = 0;              // fp32 matmul FLOP/s, every thread of the host
   double memory_bytes_per_second = 0;  // a large copy: bytes read + written per second
   double op_seconds = 0;             // one op of a decode step (the tiny preset's, per op)
-  // One op of a decode step at a position on the device (inference.decode_step
-  // device); 0 in files written before it was measured: op_seconds stands in.
-  double device_step_op_seconds = 0;
   double process_start_seconds = 0;  // starting `protocol-native` and loading libtorch
   int threads = 0;                   // the threads the matmul used
   // The share of the machine's CPU other processes took while these figures

@@ -67,14 +67,14 @@ TEST_CASE("case facts: threads, device, dtype, and the decoding for inference") 
   const Facts device = CaseFacts(1, "cpu", cpu, at::kFloat, Workload::kInference, DecodeStepChoice::kDevice);
   REQUIRE(device.size() == 4);
   CHECK(device[3].second ==
-        "greedy (argmax), KV cache, each step at a position on the device, attending its cache bucket whole "
-        "(positions rounded up to a multiple of 256, later ones masked); fused RMSNorm and SiLU·up, composite RoPE "
-        "and attention");
+        "greedy (argmax), KV cache, each step at a position on the device, a cache bucket of positions rounded up to "
+        "a multiple of 256 attended up to the position; fused decode kernels reading the position on the device "
+        "(RMSNorm, RoPE with the cache write, SiLU·up, attention)");
   const Facts graph = CaseFacts(1, "cpu", cpu, at::kBFloat16, Workload::kInference, DecodeStepChoice::kGraph);
   CHECK(graph[3].second ==
-        "greedy (argmax), KV cache, each step at a position on the device, attending its cache bucket whole "
-        "(positions rounded up to a multiple of 256, later ones masked), replayed from a CUDA graph recorded once "
-        "per bucket; ATen ops (no fused decode kernels for this device and dtype)");
+        "greedy (argmax), KV cache, each step at a position on the device, a cache bucket of positions rounded up to "
+        "a multiple of 256 attended whole, later positions masked, replayed from a CUDA graph recorded once per "
+        "bucket; ATen ops (no fused decode kernels for this device and dtype)");
   CHECK(DecodeStepOf(DecodeStepChoice::kHost) == DecodeStep::kHostPosition);
   CHECK(DecodeStepOf(DecodeStepChoice::kDevice) == DecodeStep::kDevicePosition);
   CHECK(DecodeStepOf(DecodeStepChoice::kGraph) == DecodeStep::kCudaGraph);

@@ -166,8 +166,14 @@ TEST_CASE("time estimate: inference decode is memory-bound (weights + KV cache p
   s.device_position = true;
   CHECK(Term(estimate_inference_time(s), "decode")->seconds ==
         doctest::Approx(30 * (80000 + 256 * 64) / 1e6));
-  CHECK(Term(estimate_inference_time(s), "decode")->how.find("the KV cache of its request's decode bucket "
+  CHECK(Term(estimate_inference_time(s), "decode")->how.find("the KV cache of its request's whole decode bucket "
                                                              "(decode_step device)") != std::string::npos);
+  // The fused ops at the device's position attend over the positions filled so far, as the host's.
+  s.fused_decode_ops = true;
+  CHECK(Term(estimate_inference_time(s), "decode")->seconds == doctest::Approx(decode));
+  CHECK(Term(estimate_inference_time(s), "decode")->how.find(
+            "the KV cache so far (decode_step device: the fused ops at the device's position)") != std::string::npos);
+  s.fused_decode_ops = false;
   s.device_position = false;
   // A fast memory: the op floor bounds every token, (61·L + 20) ops of 1 µs for the composite
   // decode layer, (10·L + 13) with the fused ops of a float32 model on a CPU.
@@ -180,18 +186,14 @@ TEST_CASE("time estimate: inference decode is memory-bound (weights + KV cache p
   // A 4-bit model on a CPU: the fused ops over seven projections dequantized on use, (43·L + 13).
   s.nf4 = true;
   CHECK(Term(estimate_inference_time(s), "decode")->seconds == doctest::Approx(30 * 99e-6));
-  // The step at the device's position: (74·L + 18) for the 4-bit model, (43·L + 18) in float32,
-  // (61·L + 25) composite.
+  // The step at the device's position: the same layers, (43·L + 15) for the 4-bit model, (10·L + 15)
+  // in float32, (61·L + 25) composite.
   s.device_position = true;
-  CHECK(Term(estimate_inference_time(s), "decode")->seconds == doctest::Approx(30 * 166e-6));
+  CHECK(Term(estimate_inference_time(s), "decode")->seconds == doctest::Approx(30 * 101e-6));
   s.nf4 = false;
-  CHECK(Term(estimate_inference_time(s), "decode")->seconds == doctest::Approx(30 * 104e-6));
+  CHECK(Term(estimate_inference_time(s), "decode")->seconds == doctest::Approx(30 * 35e-6));
   s.fused_decode_ops = false;
   CHECK(Term(estimate_inference_time(s), "decode")->seconds == doctest::Approx(30 * 147e-6));
-  // Where the device step's op was calibrated on its own, its cost per op.
-  s.device.device_step_op_seconds = 0.5e-6;
-  CHECK(Term(estimate_inference_time(s), "decode")->seconds == doctest::Approx(30 * 147 * 0.5e-6));
-  s.device.device_step_op_seconds = 0;
   // Replayed from a CUDA graph: the same eager floor, said to be an upper bound.
   s.device_position = false;
   s.graph = true;
@@ -323,7 +325,7 @@ TEST_CASE("time estimate: a CPU case uses this host's calibration when present, 
         doctest::Approx(Term(assumed, "compute")->seconds * 2));
 }
 
-TEST_CASE("time estimate: an inference case's decode step off the host's position, from the plan and the calibration") {
+TEST_CASE("time estimate: an inference case's decode step off the host's position, from the plan") {
   Plan plan = ParseOk(
       "protocol: 1\nname: t\nmodels:\n  m: {preset: tiny, init: random}\n"
       "cluster:\n  nodes: [{name: n0, host: localhost}]\n"
@@ -346,13 +348,24 @@ TEST_CASE("time estimate: an inference case's decode step off the host's positio
     return *Term(e, "decode");
   };
   CHECK(decode(DecodeStepChoice::kHost).seconds == doctest::Approx(350 * 4e-6 * DecodeOpsPerToken(tiny, true)));
-  // A calibration from before the device step was measured on its own: the host step's op cost stands in.
-  const int64_t device_ops = DecodeOpsPerToken(tiny, true, false, /*device_position=*/true);
-  CHECK(decode(DecodeStepChoice::kDevice).seconds == doctest::Approx(350 * 4e-6 * device_ops));
-  c.device_step_op_seconds = 1e-6;
+  // A CPU in float32: the fused ops at the device's position, 2 ops more a token.
   const TimeTerm device = decode(DecodeStepChoice::kDevice);
-  CHECK(device.seconds == doctest::Approx(350 * 1e-6 * device_ops));
-  CHECK(device.how.find("decode bucket (decode_step device)") != std::string::npos);
+  CHECK(device.seconds == doctest::Approx(350 * 4e-6 * DecodeOpsPerToken(tiny, true, false, /*device_position=*/true)));
+  CHECK(DecodeOpsPerToken(tiny, true, false, true) == DecodeOpsPerToken(tiny, true) + kDecodeOpsDevicePositionFused);
+  CHECK(device.how.find("(decode_step device: the fused ops at the device's position)") != std::string::npos);
+  // A GPU (bf16, the composite ops): the whole bucket read, and a graph's floor said to be an upper bound.
+  Plan gpu = ParseOk(
+      "protocol: 1\nname: t\nmodels:\n  m: {preset: llama2-7b, init: random}\n"
+      "cluster:\n  nodes: [{name: n0, host: rig0, gpus: 1, gpu_memory_gb: 80, gpu_model: H100 SXM}]\n"
+      "stages:\n  - name: s\n    cases:\n"
+      "      - {id: i, backend: fsdp, workload: inference, model: m, nodes: 1,\n"
+      "         inference: {prompt: 'Hello', max_new_tokens: [100], decode_step: graph}}\n");
+  TimeEstimate graph = native_case_time(gpu, *gpu.FindCase("i"), NativeRole::kFsdp, std::nullopt);
+  REQUIRE(graph.estimated());
+  const std::string how = Term(graph, "decode")->how;
+  CHECK(how.find("the KV cache of its request's whole decode bucket (decode_step graph)") != std::string::npos);
+  CHECK(how.find("ops, dispatched eagerly: a replayed CUDA graph's cost is not modeled, an upper bound)") !=
+        std::string::npos);
 }
 
 }  // namespace native

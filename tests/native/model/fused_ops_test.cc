@@ -8,6 +8,7 @@
 #include "autograd_reference.h"
 #include "backends/native/model/fused_ops.h"
 #include "backends/native/model/model.h"
+#include "backends/native/platform/torch_compat.h"
 #include "backends/native/quant/quantized_model.h"
 
 namespace protocol {
@@ -112,6 +113,33 @@ TEST_CASE("fused ops: decode attention over grouped heads equals softmax(q·Kᵀ
   // Cached positions at and past `length` are not read.
   k_cache.narrow(2, length, capacity - length).fill_(1e6);
   CHECK(at::equal(fused::DecodeAttention(q, k_cache, v_cache, length), y));
+}
+
+TEST_CASE("fused ops: rope_cache_at and decode_attention_at read the position from a tensor: the same bits, one op each") {
+  c10::InferenceMode inference;
+  at::manual_seed(7);
+  const int64_t B = 1, NH = 4, NKV = 2, HD = 8, capacity = 12, pos = 6;
+  at::Tensor qkv = at::randn({B, 1, (NH + 2 * NKV) * HD});
+  at::Tensor angles = at::rand({1, HD}) * 6;
+  at::Tensor cos = angles.cos(), sin = angles.sin();
+  at::Tensor k_host = at::randn({B, NKV, capacity, HD}), v_host = at::randn({B, NKV, capacity, HD});
+  at::Tensor k_at = k_host.clone(), v_at = v_host.clone();
+  const at::Tensor position = at::full({1}, pos, at::kLong);
+  at::Tensor q_host = fused::RopeCache(qkv, cos, sin, k_host, v_host, pos, NH, NKV);
+  compat::OpCounter counter;
+  at::Tensor q_at = fused::RopeCacheAt(qkv, cos, sin, k_at, v_at, position, NH, NKV);
+  at::Tensor y_at = fused::DecodeAttentionAt(q_at, k_at, v_at, position);
+  CHECK(counter.Describe() == "protocol::decode_attention_at 1, protocol::rope_cache_at 1");
+  CHECK(at::equal(q_at, q_host));
+  CHECK(at::equal(k_at, k_host));  // written at the same position, nothing else
+  CHECK(at::equal(v_at, v_host));
+  CHECK(at::equal(y_at, fused::DecodeAttention(q_host, k_host, v_host, pos + 1)));  // positions 0..pos
+  // The position is one int64 on the tensors' device, and inside the cache.
+  CHECK_THROWS_WITH_AS(fused::DecodeAttentionAt(q_at, k_at, v_at, at::full({1}, pos, at::kInt)),
+                       doctest::Contains("decode_attention_at: the position is one int64 on the tensors' device"),
+                       c10::Error);
+  CHECK_THROWS_WITH_AS(fused::RopeCacheAt(qkv, cos, sin, k_at, v_at, at::full({1}, capacity, at::kLong), NH, NKV),
+                       doctest::Contains("outside the cache's 12"), c10::Error);
 }
 
 Model JoinedModel() {

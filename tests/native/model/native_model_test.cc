@@ -312,8 +312,8 @@ TEST_CASE("native model: the ops of a generated token, what the time estimate's 
   CHECK(TokenOps(at::kFloat, true, DecodeStep::kHostPosition) ==
         std::pair<int64_t, int64_t>{kDecodeOpsPerLayerFusedNf4, kDecodeOpsHeadFused});
   CHECK(DecodeOpsPerToken(one_layer, true) == kDecodeOpsPerLayerFused + kDecodeOpsHeadFused);
-  // The composite ops (bf16, a GPU's dtype) and the step at the device's position run libtorch's
-  // attention: counted on 1.13, where it is written out; 2.x's one SDPA op makes them fewer.
+  // The composite ops (bf16, a GPU's dtype) run libtorch's attention: counted on 1.13, where it is
+  // written out; 2.x's one SDPA op makes them fewer.
   const bool written_out_attention = compat::TorchVersion().rfind("1.", 0) == 0;
   auto counted = [&](std::pair<int64_t, int64_t> ops, int64_t layer, int64_t rest) {
     CAPTURE(ops.first);
@@ -322,18 +322,21 @@ TEST_CASE("native model: the ops of a generated token, what the time estimate's 
     if (written_out_attention) CHECK(ops.first == layer);
     else CHECK(ops.first <= layer);
   };
-  counted(TokenOps(at::kFloat, false, DecodeStep::kDevicePosition), kDecodeOpsPerLayerDeviceFused,
-          kDecodeOpsHeadFused + kDecodeOpsDevicePosition);
-  counted(TokenOps(at::kFloat, true, DecodeStep::kDevicePosition), kDecodeOpsPerLayerDeviceFusedNf4,
-          kDecodeOpsHeadFused + kDecodeOpsDevicePosition);
   counted(TokenOps(at::kBFloat16, false, DecodeStep::kHostPosition), kDecodeOpsPerLayerComposite,
           kDecodeOpsHeadComposite);
+  // At a position on the device, with the fused ops: the same layer, the position read where it is.
+  CHECK(TokenOps(at::kFloat, false, DecodeStep::kDevicePosition) ==
+        std::pair<int64_t, int64_t>{kDecodeOpsPerLayerFused, kDecodeOpsHeadFused + kDecodeOpsDevicePositionFused});
+  CHECK(TokenOps(at::kFloat, true, DecodeStep::kDevicePosition) ==
+        std::pair<int64_t, int64_t>{kDecodeOpsPerLayerFusedNf4, kDecodeOpsHeadFused + kDecodeOpsDevicePositionFused});
+  CHECK(DecodeOpsPerToken(one_layer, true, false, true) ==
+        kDecodeOpsPerLayerFused + kDecodeOpsHeadFused + kDecodeOpsDevicePositionFused);
   // The composite step at the device's position stays within the composite layer's count.
   const auto [layer, rest] = TokenOps(at::kBFloat16, false, DecodeStep::kDevicePosition);
   CHECK(layer <= kDecodeOpsPerLayerComposite);
-  CHECK(rest == kDecodeOpsHeadComposite + kDecodeOpsDevicePosition);
+  CHECK(rest == kDecodeOpsHeadComposite + kDecodeOpsDevicePositionComposite);
   CHECK(DecodeOpsPerToken(one_layer, false, false, true) ==
-        kDecodeOpsPerLayerComposite + kDecodeOpsHeadComposite + kDecodeOpsDevicePosition);
+        kDecodeOpsPerLayerComposite + kDecodeOpsHeadComposite + kDecodeOpsDevicePositionComposite);
 }
 
 TEST_CASE("native model generation rejects impossible requests with a reason") {

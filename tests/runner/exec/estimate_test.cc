@@ -52,7 +52,6 @@ TEST_CASE("calibration: written beside the database, one entry per host, read ba
   c.cpu_flops = 5e10;
   c.memory_bytes_per_second = 8e9;
   c.op_seconds = 4e-6;
-  c.device_step_op_seconds = 2e-6;
   c.process_start_seconds = 0.4;
   c.threads = 2;
   c.contention = 0.45;
@@ -67,7 +66,6 @@ TEST_CASE("calibration: written beside the database, one entry per host, read ba
   CHECK((*h1)->cpu_flops == 5e10);
   CHECK((*h1)->memory_bytes_per_second == 8e9);
   CHECK((*h1)->op_seconds == 4e-6);
-  CHECK((*h1)->device_step_op_seconds == 2e-6);
   CHECK((*h1)->process_start_seconds == 0.4);
   CHECK((*h1)->threads == 2);
   CHECK((*h1)->measured_at == "2026-11-26T00:00:00Z");
@@ -105,20 +103,10 @@ TEST_CASE("calibration: one taken on a busy machine says so; a file without the 
   REQUIRE(old->has_value());
   CHECK((*old)->contention == 0);
   CHECK_FALSE(CalibrationContended(**old));
-  // ... and without the device step's op cost: incomplete, so a run measures it again.
-  CHECK((*old)->device_step_op_seconds == 0);
-  CHECK(CalibrationIncomplete(**old));
-  CHECK(CalibrationRemeasureReason(**old) == "lack the cost of an op of a decode step at a position on the device");
-  c.device_step_op_seconds = 2e-6;
-  CHECK_FALSE(CalibrationIncomplete(c));
-  CHECK(CalibrationRemeasureReason(c) == "were measured while other processes took 46 % of the CPU");
-  c.contention = 0;
-  CHECK(CalibrationRemeasureReason(c).empty());
 }
 
 TEST_CASE("calibration: measured again, the quieter machine's figures are kept") {
   HostCalibration stored, again;
-  stored.device_step_op_seconds = again.device_step_op_seconds = 2e-6;
   stored.contention = 0.45;
   again.contention = 0.10;
   CHECK(PreferRemeasured(stored, again));
@@ -126,10 +114,6 @@ TEST_CASE("calibration: measured again, the quieter machine's figures are kept")
   CHECK_FALSE(PreferRemeasured(stored, again));  // busier still: the stored ones stay
   again.contention = 0.45;
   CHECK_FALSE(PreferRemeasured(stored, again));  // a tie keeps the stored ones
-  // Stored without a figure the new measurement has: the new one, however busy.
-  stored.device_step_op_seconds = 0;
-  again.contention = 0.60;
-  CHECK(PreferRemeasured(stored, again));
 }
 
 }  // namespace

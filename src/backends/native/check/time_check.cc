@@ -116,8 +116,6 @@ std::optional<DeviceRates> CaseDeviceRates(const Plan& plan, const CaseSpec& spe
   d.flops_per_device = calibrated ? host->cpu_flops : kAssumedCpuGflops * 1e9;
   d.memory_bytes_per_second = calibrated ? host->memory_bytes_per_second : kAssumedCpuMemoryGbPerS * 1e9;
   d.op_seconds = calibrated && host->op_seconds > 0 ? host->op_seconds : kAssumedCpuOpSeconds;
-  // A calibration from before the device step's was measured: the host step's stands in.
-  d.device_step_op_seconds = calibrated && host->device_step_op_seconds > 0 ? host->device_step_op_seconds : d.op_seconds;
   d.rank_start_seconds =
       calibrated && host->process_start_seconds > 0 ? host->process_start_seconds : kAssumedCpuRankStartSeconds;
   d.rank_setup_seconds = kAssumedCpuRankSetupSeconds;

@@ -148,11 +148,10 @@ TimeEstimate estimate_training_time(const TrainingTimeShape& s) {
 }
 
 int64_t DecodeOpsPerToken(const ModelConfig& c, bool fused, bool nf4, bool device_position) {
-  int64_t per_layer = kDecodeOpsPerLayerComposite;
-  if (fused && device_position) per_layer = nf4 ? kDecodeOpsPerLayerDeviceFusedNf4 : kDecodeOpsPerLayerDeviceFused;
-  else if (fused) per_layer = nf4 ? kDecodeOpsPerLayerFusedNf4 : kDecodeOpsPerLayerFused;
-  const int64_t rest = (fused ? kDecodeOpsHeadFused : kDecodeOpsHeadComposite) +
-                       (device_position ? kDecodeOpsDevicePosition : 0);
+  const int64_t per_layer =
+      !fused ? kDecodeOpsPerLayerComposite : nf4 ? kDecodeOpsPerLayerFusedNf4 : kDecodeOpsPerLayerFused;
+  int64_t rest = fused ? kDecodeOpsHeadFused : kDecodeOpsHeadComposite;
+  if (device_position) rest += fused ? kDecodeOpsDevicePositionFused : kDecodeOpsDevicePositionComposite;
   return per_layer * c.n_layers + rest;
 }
 
@@ -170,17 +169,19 @@ TimeEstimate estimate_inference_time(const InferenceTimeShape& s) {
                            static_cast<double>(std::max<int64_t>(1, s.replicas_sharing_memory));
   const bool device_position = s.device_position || s.graph;
   const int64_t ops = DecodeOpsPerToken(c, s.fused_decode_ops, s.nf4, device_position);
-  const double op_seconds = device_position && d.device_step_op_seconds > 0 ? d.device_step_op_seconds : d.op_seconds;
-  const double op_floor = static_cast<double>(ops) * op_seconds;
+  const double op_floor = static_cast<double>(ops) * d.op_seconds;
+  // The composite step at the device's position attends over its whole bucket, masked; the fused ops
+  // (and the host's position) over the positions filled so far.
+  const bool whole_bucket = device_position && !s.fused_decode_ops;
   double prefill = 0, decode = 0;
   int64_t tokens = 0, op_bound_tokens = 0;
   for (int n : s.max_new_tokens) {
     prefill += prefill_per_request;
     tokens += n;
     // Reads per token at the request's mean position (the KV cache grows
-    // linearly), or of its whole bucket (attended whole, masked).
+    // linearly), or of its whole bucket.
     const double position =
-        device_position ? static_cast<double>(DecodeBucketCapacity(s.prompt_tokens + n, c.max_seq_len))
+        whole_bucket ? static_cast<double>(DecodeBucketCapacity(s.prompt_tokens + n, c.max_seq_len))
                         : static_cast<double>(s.prompt_tokens) + static_cast<double>(n) / 2.0;
     const double memory = bandwidth > 0 ? (static_cast<double>(s.weight_bytes) + kv_per_position * position) / bandwidth : 0;
     if (op_floor > memory) op_bound_tokens += n;
@@ -195,9 +196,11 @@ TimeEstimate estimate_inference_time(const InferenceTimeShape& s) {
       {"decode", decode / r,
        fmt::format("{} tokens, each reading {} of weights + the KV cache{} at {}{}; op floor {} per token ({} ops{}){}",
                    tokens, FormatBytes(s.weight_bytes),
-                   device_position ? " of its request's decode bucket (decode_step " +
-                                         std::string(s.graph ? "graph" : "device") + ")"
-                                   : "",
+                   !device_position ? ""
+                   : whole_bucket
+                       ? fmt::format(" of its request's whole decode bucket (decode_step {})", s.graph ? "graph" : "device")
+                       : fmt::format(" so far (decode_step {}: the fused ops at the device's position)",
+                                     s.graph ? "graph" : "device"),
                    FormatRate(bandwidth),
                    s.replicas_sharing_memory > 1 ? fmt::format(" (shared by {} replicas)", s.replicas_sharing_memory) : "",
                    FormatDuration(op_floor), ops,

@@ -36,8 +36,8 @@
 //   prefill    per request: prompt · 2·(N − N_emb) / (peak · MFU of one device)
 //   decode     per token:   max( (weight bytes + KV bytes so far) / (bandwidth · efficiency),
 //                                ops per token · seconds per op )
-//              (with the position on the device, inference.decode_step device or graph:
-//              the KV bytes of the request's whole decode bucket)
+//              (with the position on the device, inference.decode_step device or graph,
+//              and the composite ops: the KV bytes of the request's whole decode bucket)
 //              memory-bound on a GPU (every weight read once per token); the op floor is
 //              the dispatch of a decode layer's small ops (DecodeOpsPerToken), what bounds
 //              a tiny model on a CPU
@@ -69,25 +69,23 @@ namespace native {
 //              libtorch 1.13's attention math (2.x's one SDPA op makes it a
 //              few fewer), the projections, SiLU·up, the residual adds, views
 // A step at a position on the device (inference.decode_step device or graph,
-// model.h model_decode_step) keeps the fused norms and SiLU·up where they
-// serve but rotates, writes the cache and attends with composite ops (the
-// rotation's 5 ops for q and for k, index_copy_ for k and v, the masked
-// attention: libtorch 1.13's math; 2.x's one SDPA op makes it fewer):
-//   device fused      a CPU float32 model
-//   device fused nf4  a CPU float32 4-bit model, dequantized on use
-//   on a GPU the composite layer's count, which it does not exceed
+// model.h model_decode_step) runs the same layer: where the fused ops serve,
+// their rotation, cache write and attention read the position on the device
+// (fused_ops.h rope_cache_at, decode_attention_at); elsewhere the composite
+// layer's rotation writes the cache with index_copy_ and attends over the
+// whole cache, masked, in no more ops than the composite layer's count.
 inline constexpr int64_t kDecodeOpsPerLayerFused = 10;
 inline constexpr int64_t kDecodeOpsPerLayerFusedNf4 = 43;
 inline constexpr int64_t kDecodeOpsPerLayerComposite = 61;
-inline constexpr int64_t kDecodeOpsPerLayerDeviceFused = 43;
-inline constexpr int64_t kDecodeOpsPerLayerDeviceFusedNf4 = 74;
 // A token's ops outside its decoder layers: the embedding, the final RMSNorm
 // (one fused op, or 8), the head, the argmax and the token's bookkeeping.
 inline constexpr int64_t kDecodeOpsHeadFused = 13;
 inline constexpr int64_t kDecodeOpsHeadComposite = 20;
 // What a step at a position on the device adds to them: the rotary rows
-// selected at the position and cast, the mask of the visible positions.
-inline constexpr int64_t kDecodeOpsDevicePosition = 5;
+// selected at the position (2 ops where the fused ops serve), and where the
+// composite ops attend, the mask of the visible positions (3 more).
+inline constexpr int64_t kDecodeOpsDevicePositionFused = 2;
+inline constexpr int64_t kDecodeOpsDevicePositionComposite = 5;
 // Ops of one decode step (every layer and the rest of the token): `fused`,
 // the fused ops serve (a CPU float32 model); `nf4`, a 4-bit model;
 // `device_position`, the step at a position on the device.
@@ -126,7 +124,6 @@ struct DeviceRates {
   double memory_efficiency = 1.0;
   double link_bytes_per_second = 0;    // between two devices of a node (a CPU host: loopback)
   double op_seconds = 0;               // one small op's dispatch
-  double device_step_op_seconds = 0;   // one op of the step at the device's position (0: op_seconds)
   double rank_start_seconds = 0;       // starting one rank process
   double rank_setup_seconds = 0;       // a training rank's set-up past the start (kAssumedCpuRankSetupSeconds)
   double inference_rank_setup_seconds = 0;  // an inference rank's (kAssumedCpuInferenceRankSetupSeconds)
@@ -182,10 +179,10 @@ struct InferenceTimeShape {
   bool fused_decode_ops = false;        // the fused ops serve (a CPU float32 model)
   bool nf4 = false;                     // a 4-bit model (kDecodeOpsPerLayerFusedNf4 where the fused ops serve)
   // inference.decode_step: device or graph put the position on the device:
-  // its own ops per layer, and every token attends to its request's whole
-  // decode bucket (decode_bucket_capacity.h), masked; graph replays the step
-  // from a CUDA graph, whose dispatch is not modeled (the eager step's op
-  // floor is counted: an upper bound).
+  // its ops (DecodeOpsPerToken), and without the fused ops every token attends
+  // to its request's whole decode bucket (decode_bucket_capacity.h), masked;
+  // graph replays the step from a CUDA graph, whose dispatch is not modeled
+  // (the eager step's op floor is counted: an upper bound).
   bool device_position = false;
   bool graph = false;
   DeviceRates device;

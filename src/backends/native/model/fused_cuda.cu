@@ -105,12 +105,15 @@ template <typename T>
 __global__ void __launch_bounds__(kThreads)
     RopeCacheElements(const T* __restrict__ qkv, const T* __restrict__ cos, const T* __restrict__ sin,
                       T* __restrict__ q_out, T* __restrict__ k_cache, T* __restrict__ v_cache, int64_t B, int64_t T_,
-                      int64_t NH, int64_t NKV, int64_t HD, int64_t capacity, int64_t pos) {
+                      int64_t NH, int64_t NKV, int64_t HD, int64_t capacity, int64_t host_pos,
+                      const int64_t* __restrict__ device_pos) {
   const int64_t heads = NH + 2 * NKV, half = HD / 2;
+  const int64_t pos = device_pos != nullptr ? *device_pos : host_pos;
   const int64_t n = B * T_ * heads * HD, stride = static_cast<int64_t>(gridDim.x) * kThreads;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x; i < n; i += stride) {
     const int64_t d = i % HD, head = (i / HD) % heads, t = (i / (HD * heads)) % T_, b = i / (HD * heads * T_);
     const T* x = qkv + (i - d);  // this head's HD values
+    if (head >= NH && (pos < 0 || pos + t >= capacity)) continue;  // a device position outside the cache
     if (head >= NH + NKV) {  // v: into the cache as it is
       v_cache[((b * NKV + (head - NH - NKV)) * capacity + pos + t) * HD + d] = x[d];
       continue;
@@ -129,8 +132,11 @@ __global__ void __launch_bounds__(kThreads)
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     DecodeAttentionHeads(const T* __restrict__ q, const T* __restrict__ k_cache, const T* __restrict__ v_cache,
-                         T* __restrict__ y, int64_t NH, int64_t NKV, int64_t HD, int64_t capacity, int64_t length,
-                         float scale) {
+                         T* __restrict__ y, int64_t NH, int64_t NKV, int64_t HD, int64_t capacity,
+                         int64_t host_length, const int64_t* __restrict__ device_pos, float scale) {
+  const int64_t length =
+      device_pos != nullptr ? (*device_pos + 1 < 1 ? 1 : (*device_pos + 1 > capacity ? capacity : *device_pos + 1))
+                            : host_length;
   __shared__ float warp_max[kWarps], warp_total[kWarps];
   __shared__ float warp_acc[kWarps][kMaxHeadDim];
   const int64_t bh = blockIdx.x, b = bh / NH, h = bh % NH;
@@ -244,24 +250,25 @@ int SiluMul(const void* gate_up, void* y, int64_t rows, int64_t F, Dtype dtype, 
 }
 
 int RopeCache(const void* qkv, const void* cos, const void* sin, void* q_out, void* k_cache, void* v_cache,
-              int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HD, int64_t capacity, int64_t pos, Dtype dtype,
-              void* stream, const char** error) {
+              int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HD, int64_t capacity, int64_t pos,
+              const int64_t* device_pos, Dtype dtype, void* stream, const char** error) {
   const int64_t n = B * T * (NH + 2 * NKV) * HD;
   if (n <= 0) return 0;
   WithType(dtype, [&](auto* tag) {
     using E = std::remove_pointer_t<decltype(tag)>;
     RopeCacheElements<E><<<static_cast<unsigned>(GridFor(n)), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
         static_cast<const E*>(qkv), static_cast<const E*>(cos), static_cast<const E*>(sin), static_cast<E*>(q_out),
-        static_cast<E*>(k_cache), static_cast<E*>(v_cache), B, T, NH, NKV, HD, capacity, pos);
+        static_cast<E*>(k_cache), static_cast<E*>(v_cache), B, T, NH, NKV, HD, capacity, pos, device_pos);
   });
   return Finish(error);
 }
 
 int DecodeAttention(const void* q, const void* k_cache, const void* v_cache, void* y, int64_t B, int64_t NH,
-                    int64_t NKV, int64_t HD, int64_t capacity, int64_t length, Dtype dtype, void* stream,
-                    const char** error) {
+                    int64_t NKV, int64_t HD, int64_t capacity, int64_t length, const int64_t* device_pos,
+                    Dtype dtype, void* stream, const char** error) {
   if (B * NH <= 0) return 0;
-  if (HD > kMaxHeadDim || NKV <= 0 || NH % NKV != 0 || length < 1 || length > capacity) {
+  if (HD > kMaxHeadDim || NKV <= 0 || NH % NKV != 0 || capacity < 1 ||
+      (device_pos == nullptr && (length < 1 || length > capacity))) {
     if (error != nullptr) *error = "decode_attention: unsupported shape";
     return static_cast<int>(cudaErrorInvalidValue);
   }
@@ -270,7 +277,7 @@ int DecodeAttention(const void* q, const void* k_cache, const void* v_cache, voi
     using T = std::remove_pointer_t<decltype(tag)>;
     DecodeAttentionHeads<T><<<static_cast<unsigned>(B * NH), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
         static_cast<const T*>(q), static_cast<const T*>(k_cache), static_cast<const T*>(v_cache), static_cast<T*>(y),
-        NH, NKV, HD, capacity, length, scale);
+        NH, NKV, HD, capacity, length, device_pos, scale);
   });
   return Finish(error);
 }

@@ -38,15 +38,20 @@ int AddRmsNorm(const void* x, const void* r, const void* weight, void* h, void* 
 // gate_up rows × 2F (the gate's F first) -> y rows × F: round(round(silu(g)) · u).
 int SiluMul(const void* gate_up, void* y, int64_t rows, int64_t F, Dtype dtype, void* stream, const char** error);
 // qkv (B,T,(NH+2·NKV)·HD); cos, sin (T,HD); q_out (B,T,NH,HD); the caches
-// (B,NKV,capacity,HD), written at positions pos..pos+T-1.
+// (B,NKV,capacity,HD), written at positions pos..pos+T-1. `device_pos`, when
+// not null, is one int64 on the device that the kernel reads for `pos` (a
+// decode step whose position lives there, replayable from a CUDA graph); a
+// position it reads outside the cache writes nothing to the cache.
 int RopeCache(const void* qkv, const void* cos, const void* sin, void* q_out, void* k_cache, void* v_cache,
-              int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HD, int64_t capacity, int64_t pos, Dtype dtype,
-              void* stream, const char** error);
+              int64_t B, int64_t T, int64_t NH, int64_t NKV, int64_t HD, int64_t capacity, int64_t pos,
+              const int64_t* device_pos, Dtype dtype, void* stream, const char** error);
 // q (B,NH,HD) against positions 0..length-1 of the caches (B,NKV,capacity,HD);
-// y (B,NH,HD). REQUIRES: HD <= kMaxHeadDim, NH a multiple of NKV.
+// y (B,NH,HD). `device_pos`, when not null, is one int64 on the device that
+// the kernel reads: length = that position + 1, clamped to 1..capacity.
+// REQUIRES: HD <= kMaxHeadDim, NH a multiple of NKV.
 int DecodeAttention(const void* q, const void* k_cache, const void* v_cache, void* y, int64_t B, int64_t NH,
-                    int64_t NKV, int64_t HD, int64_t capacity, int64_t length, Dtype dtype, void* stream,
-                    const char** error);
+                    int64_t NKV, int64_t HD, int64_t capacity, int64_t length, const int64_t* device_pos,
+                    Dtype dtype, void* stream, const char** error);
 
 }  // namespace fused_cuda
 }  // namespace native

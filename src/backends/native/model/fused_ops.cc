@@ -157,6 +157,28 @@ at::Tensor DecodeAttentionCpu(const at::Tensor& q_in, const at::Tensor& k_cache,
   return y;
 }
 
+// The position of a decode step kept on the device (the _at ops): one int64
+// in `pos`, on the tensors' device; on the CPU the kernel reads it from its
+// memory (no op, no copy).
+void CheckPosition(const at::Tensor& pos, const at::Tensor& like, const char* op) {
+  TORCH_CHECK(pos.scalar_type() == at::kLong && pos.numel() == 1 && pos.device() == like.device(), op,
+              ": the position is one int64 on the tensors' device (", like.device(), "), not ", pos.scalar_type(), " x ",
+              pos.numel(), " on ", pos.device());
+}
+
+at::Tensor RopeCacheAtCpu(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, at::Tensor& k_cache,
+                          at::Tensor& v_cache, const at::Tensor& pos, int64_t NH, int64_t NKV) {
+  CheckPosition(pos, qkv, "rope_cache_at");
+  TORCH_CHECK(qkv.size(1) == 1, "rope_cache_at: one position, not ", qkv.size(1));
+  return RopeCacheCpu(qkv, cos, sin, k_cache, v_cache, *pos.data_ptr<int64_t>(), NH, NKV);
+}
+
+at::Tensor DecodeAttentionAtCpu(const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
+                                const at::Tensor& pos) {
+  CheckPosition(pos, q, "decode_attention_at");
+  return DecodeAttentionCpu(q, k_cache, v_cache, *pos.data_ptr<int64_t>() + 1);
+}
+
 #if PROTOCOL_CUDA_KERNELS
 // The CUDA kernels (fused_cuda.cu): the same contracts as the CPU kernels
 // above, on the tensors' device and its current stream, in float32,
@@ -215,8 +237,12 @@ at::Tensor SiluMulCuda(const at::Tensor& gate_up_in) {
   return y;
 }
 
-at::Tensor RopeCacheCuda(const at::Tensor& qkv_in, const at::Tensor& cos_in, const at::Tensor& sin_in,
-                         at::Tensor& k_cache, at::Tensor& v_cache, int64_t pos, int64_t NH, int64_t NKV) {
+// `device_pos` null: the position `pos` from the host; else the one int64 the
+// kernel reads on the device (T == 1; the host cannot check it: the kernel
+// writes no cache position outside the cache).
+at::Tensor RopeCacheCudaFrom(const at::Tensor& qkv_in, const at::Tensor& cos_in, const at::Tensor& sin_in,
+                             at::Tensor& k_cache, at::Tensor& v_cache, int64_t pos, const int64_t* device_pos,
+                             int64_t NH, int64_t NKV) {
   const c10::DeviceGuard guard(qkv_in.device());
   const at::ScalarType dtype = qkv_in.scalar_type();
   const at::Tensor qkv = qkv_in.contiguous(), cos = cos_in.to(dtype).contiguous(), sin = sin_in.to(dtype).contiguous();
@@ -226,34 +252,61 @@ at::Tensor RopeCacheCuda(const at::Tensor& qkv_in, const at::Tensor& cos_in, con
   const int64_t B = qkv.size(0), T = qkv.size(1), HD = k_cache.size(3), capacity = k_cache.size(2);
   TORCH_CHECK(qkv.size(2) == (NH + 2 * NKV) * HD, "rope_cache: qkv has ", qkv.size(2), " columns, not (", NH,
               " + 2·", NKV, ")·", HD);
-  TORCH_CHECK(pos >= 0 && pos + T <= capacity, "rope_cache: positions ", pos, "..", pos + T - 1,
-              " outside the cache's ", capacity);
+  if (device_pos == nullptr)
+    TORCH_CHECK(pos >= 0 && pos + T <= capacity, "rope_cache: positions ", pos, "..", pos + T - 1,
+                " outside the cache's ", capacity);
+  else
+    TORCH_CHECK(T == 1, "rope_cache_at: one position, not ", T);
   at::Tensor q = at::empty({B, T, NH, HD}, qkv.options());
   const char* error = nullptr;
   CheckLaunch(fused_cuda::RopeCache(qkv.data_ptr(), cos.data_ptr(), sin.data_ptr(), q.data_ptr(), k_cache.data_ptr(),
-                                    v_cache.data_ptr(), B, T, NH, NKV, HD, capacity, pos, CudaDtype(qkv),
+                                    v_cache.data_ptr(), B, T, NH, NKV, HD, capacity, pos, device_pos, CudaDtype(qkv),
                                     compat::CudaCurrentStream(qkv.device()), &error),
               "rope_cache", error);
   return q;
 }
 
-at::Tensor DecodeAttentionCuda(const at::Tensor& q_in, const at::Tensor& k_cache, const at::Tensor& v_cache,
-                               int64_t length) {
+at::Tensor RopeCacheCuda(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, at::Tensor& k_cache,
+                         at::Tensor& v_cache, int64_t pos, int64_t NH, int64_t NKV) {
+  return RopeCacheCudaFrom(qkv, cos, sin, k_cache, v_cache, pos, nullptr, NH, NKV);
+}
+
+at::Tensor RopeCacheAtCuda(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, at::Tensor& k_cache,
+                           at::Tensor& v_cache, const at::Tensor& pos, int64_t NH, int64_t NKV) {
+  CheckPosition(pos, qkv, "rope_cache_at");
+  return RopeCacheCudaFrom(qkv, cos, sin, k_cache, v_cache, 0, pos.data_ptr<int64_t>(), NH, NKV);
+}
+
+// `device_pos` as above: the length is the position read on the device + 1.
+at::Tensor DecodeAttentionCudaFrom(const at::Tensor& q_in, const at::Tensor& k_cache, const at::Tensor& v_cache,
+                                   int64_t length, const int64_t* device_pos) {
   const c10::DeviceGuard guard(q_in.device());
   const at::Tensor q = q_in.contiguous();
   TORCH_CHECK(k_cache.is_contiguous() && v_cache.is_contiguous(), "decode_attention: the KV cache must be contiguous");
   const int64_t B = q.size(0), NH = q.size(2), HD = q.size(3), NKV = k_cache.size(1), capacity = k_cache.size(2);
   TORCH_CHECK(q.size(1) == 1, "decode_attention: one query position, not ", q.size(1));
-  TORCH_CHECK(length >= 1 && length <= capacity, "decode_attention: ", length, " positions in a cache of ", capacity);
+  if (device_pos == nullptr)
+    TORCH_CHECK(length >= 1 && length <= capacity, "decode_attention: ", length, " positions in a cache of ", capacity);
   TORCH_CHECK(HD <= fused_cuda::kMaxHeadDim, "decode_attention on CUDA: head dimension ", HD, " above ",
               fused_cuda::kMaxHeadDim);
   at::Tensor y = at::empty({B, 1, NH * HD}, q.options());
   const char* error = nullptr;
   CheckLaunch(fused_cuda::DecodeAttention(q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), y.data_ptr(), B, NH,
-                                          NKV, HD, capacity, length, CudaDtype(q),
+                                          NKV, HD, capacity, length, device_pos, CudaDtype(q),
                                           compat::CudaCurrentStream(q.device()), &error),
               "decode_attention", error);
   return y;
+}
+
+at::Tensor DecodeAttentionCuda(const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
+                               int64_t length) {
+  return DecodeAttentionCudaFrom(q, k_cache, v_cache, length, nullptr);
+}
+
+at::Tensor DecodeAttentionAtCuda(const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
+                                 const at::Tensor& pos) {
+  CheckPosition(pos, q, "decode_attention_at");
+  return DecodeAttentionCudaFrom(q, k_cache, v_cache, 0, pos.data_ptr<int64_t>());
 }
 #endif  // PROTOCOL_CUDA_KERNELS
 
@@ -271,6 +324,9 @@ TORCH_LIBRARY(protocol, m) {
   m.def("rope_cache(Tensor qkv, Tensor cos, Tensor sin, Tensor(a!) k_cache, Tensor(b!) v_cache, int pos, "
         "int n_heads, int n_kv_heads) -> Tensor");
   m.def("decode_attention(Tensor q, Tensor k_cache, Tensor v_cache, int length) -> Tensor");
+  m.def("rope_cache_at(Tensor qkv, Tensor cos, Tensor sin, Tensor(a!) k_cache, Tensor(b!) v_cache, Tensor pos, "
+        "int n_heads, int n_kv_heads) -> Tensor");
+  m.def("decode_attention_at(Tensor q, Tensor k_cache, Tensor v_cache, Tensor pos) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(protocol, CPU, m) {
@@ -279,6 +335,8 @@ TORCH_LIBRARY_IMPL(protocol, CPU, m) {
   m.impl("silu_mul", &SiluMulCpu);
   m.impl("rope_cache", &RopeCacheCpu);
   m.impl("decode_attention", &DecodeAttentionCpu);
+  m.impl("rope_cache_at", &RopeCacheAtCpu);
+  m.impl("decode_attention_at", &DecodeAttentionAtCpu);
 }
 
 #if PROTOCOL_CUDA_KERNELS
@@ -288,6 +346,8 @@ TORCH_LIBRARY_IMPL(protocol, CUDA, m) {
   m.impl("silu_mul", &SiluMulCuda);
   m.impl("rope_cache", &RopeCacheCuda);
   m.impl("decode_attention", &DecodeAttentionCuda);
+  m.impl("rope_cache_at", &RopeCacheAtCuda);
+  m.impl("decode_attention_at", &DecodeAttentionAtCuda);
 }
 #endif
 
@@ -354,6 +414,21 @@ at::Tensor DecodeAttention(const at::Tensor& q, const at::Tensor& k_cache, const
   static auto op =
       PROTOCOL_FUSED_OP("decode_attention", at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, int64_t));
   return op.call(q, k_cache, v_cache, length);
+}
+
+at::Tensor RopeCacheAt(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, at::Tensor& k_cache,
+                       at::Tensor& v_cache, const at::Tensor& pos, int64_t n_heads, int64_t n_kv_heads) {
+  static auto op = PROTOCOL_FUSED_OP("rope_cache_at", at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                                                 at::Tensor&, at::Tensor&, const at::Tensor&, int64_t,
+                                                                 int64_t));
+  return op.call(qkv, cos, sin, k_cache, v_cache, pos, n_heads, n_kv_heads);
+}
+
+at::Tensor DecodeAttentionAt(const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
+                             const at::Tensor& pos) {
+  static auto op = PROTOCOL_FUSED_OP("decode_attention_at", at::Tensor(const at::Tensor&, const at::Tensor&,
+                                                                       const at::Tensor&, const at::Tensor&));
+  return op.call(q, k_cache, v_cache, pos);
 }
 
 #undef PROTOCOL_FUSED_OP

@@ -14,6 +14,13 @@
 //                     into the KV cache at pos..pos+T-1           (10 ops + 2 copies)
 //   decode_attention  one query position against the first `length`
 //                     cached positions, grouped-query heads       (SDPA and its views)
+//   rope_cache_at, decode_attention_at
+//                     the same at a position kept in a tensor on the device (a
+//                     decode step at the device's position: model.h
+//                     model_decode_step; its attention over positions 0..pos
+//                     instead of the whole cache, masked). The kernel reads the
+//                     position where the tensor is: no op, no copy to the host,
+//                     the same launch every step (a CUDA graph replays it).
 //
 // Kernels: the CPU in float32 (the CPU model's dtype), sums and softmax
 // accumulated in float64; and, in a build with CUDA kernels
@@ -77,6 +84,15 @@ at::Tensor RopeCache(const at::Tensor& qkv, const at::Tensor& cos, const at::Ten
 // softmax(q·Kᵀ/√HD)·V -> (B,1,NH·HD), the o projection's input.
 at::Tensor DecodeAttention(const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
                            int64_t length);
+// RopeCache of one position (T == 1) at `pos`, a (1) int64 tensor on qkv's
+// device. On CUDA a position outside the cache writes nothing to it (the host
+// cannot check it without reading it); on the CPU it is an error.
+at::Tensor RopeCacheAt(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, at::Tensor& k_cache,
+                       at::Tensor& v_cache, const at::Tensor& pos, int64_t n_heads, int64_t n_kv_heads);
+// DecodeAttention over positions 0..pos, `pos` a (1) int64 tensor on q's
+// device (on CUDA the length is clamped to 1..capacity).
+at::Tensor DecodeAttentionAt(const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
+                             const at::Tensor& pos);
 
 }  // namespace fused
 }  // namespace native

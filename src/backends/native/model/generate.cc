@@ -131,11 +131,15 @@ std::string DecodingText(const at::Device& device, at::ScalarType dtype, DecodeS
   if (step == DecodeStep::kHostPosition)
     return std::string("greedy (argmax), KV cache, each step at the host's position; ") +
            (fused_kernels ? "fused decode kernels (RMSNorm, RoPE with the cache write, SiLU·up, attention)" : unfused);
-  return std::string("greedy (argmax), KV cache, each step at a position on the device, attending its cache bucket "
-                     "whole (positions rounded up to a multiple of ") +
-         std::to_string(kDecodeBucketPositions) + ", later ones masked)" +
+  const std::string bucket = "a cache bucket of positions rounded up to a multiple of " +
+                             std::to_string(kDecodeBucketPositions);
+  return "greedy (argmax), KV cache, each step at a position on the device, " +
+         (fused_kernels ? bucket + " attended up to the position"
+                        : bucket + " attended whole, later positions masked") +
          (step == DecodeStep::kCudaGraph ? ", replayed from a CUDA graph recorded once per bucket" : "") + "; " +
-         (fused_kernels ? "fused RMSNorm and SiLU·up, composite RoPE and attention" : unfused);
+         (fused_kernels ? "fused decode kernels reading the position on the device (RMSNorm, RoPE with the cache "
+                          "write, SiLU·up, attention)"
+                        : unfused);
 }
 
 DecodeBucket& DecodeBuckets::For(const Model& model, int64_t total) {

@@ -29,10 +29,11 @@ enum class DecodeStep {
   // model_forward at the cache's host position, attending over the filled
   // positions only (the fused decode ops where they serve). The default.
   kHostPosition,
-  // model_decode_step: the position on the device, the cache's whole
-  // capacity attended with the later positions masked: every step has the
-  // same shapes and kernel arguments. On a CPU it reads more of the cache
-  // than kHostPosition does; it is the step a CUDA graph records.
+  // model_decode_step: the position on the device, where the fused decode
+  // ops read it (attending over the positions filled so far, the same bits
+  // as kHostPosition), or the cache's whole capacity attended by the
+  // composite ops with the later positions masked: every step has the same
+  // shapes and kernel arguments; it is the step a CUDA graph records.
   kDevicePosition,
   // kDevicePosition recorded once as a CUDA graph (compat::CudaGraph; the
   // first step is its warm-up) and replayed for every later token: one host
@@ -71,10 +72,10 @@ inline constexpr int64_t kEosCheckTokens = 8;
 //                            kernels are turned on)
 //   "...; ATen ops (...)"   elsewhere (CUDA with the kernels off, bfloat16 on
 //                            a CPU, float64)
-//   "..., each step at a position on the device (...)[, replayed from a
-//   CUDA graph ...]; fused RMSNorm and SiLU·up (...)" or "; ATen ops (...)"
-//                            kDevicePosition and kCudaGraph (whose rotary and
-//                            attention are composite ops: model.h)
+//   "..., each step at a position on the device, a cache bucket ... [,
+//   replayed from a CUDA graph ...]; fused decode kernels reading the
+//   position on the device (...)" or "; ATen ops (...)"
+//                            kDevicePosition and kCudaGraph
 std::string DecodingText(const at::Device& device, at::ScalarType dtype,
                          DecodeStep step = DecodeStep::kHostPosition);
 

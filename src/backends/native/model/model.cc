@@ -58,8 +58,9 @@ at::Tensor rope_apply(const at::Tensor& x, const at::Tensor& cos, const at::Tens
 }
 
 // A decode step's position on the device (model_decode_step): the token's
-// position, a (1) int64 tensor, and which of the cache's positions it sees,
-// (1, capacity) bool (those <= pos).
+// position, a (1) int64 tensor, and, where the composite ops attend (no
+// fused attention for the device and dtype), which of the cache's positions
+// it sees, (1, capacity) bool (those <= pos).
 struct DevicePosition {
   at::Tensor pos;
   at::Tensor visible;
@@ -103,8 +104,9 @@ at::Tensor one_position_attention(const at::Tensor& q, const at::Tensor& k, cons
 
 // Causal self-attention with rotary positions and an optional KV cache.
 // h: (B,T,C) -> (B,T,C). pos0 is the absolute position of h's first token;
-// with `device_pos` (a decode step, T == 1) the position is on the device instead
-// and the cache's whole capacity is attended, masked.
+// with `device_pos` (a decode step, T == 1) the position is on the device
+// instead: the fused ops read it there and attend over positions 0..pos; the
+// composite ops attend over the cache's whole capacity, masked.
 at::Tensor attention_forward(const Model& model, size_t layer, const LayerWeights& w, const at::Tensor& h,
                              const at::Tensor& cos, const at::Tensor& sin, KvCache* cache, int64_t pos0,
                              const DevicePosition* device_pos = nullptr) {
@@ -112,25 +114,38 @@ at::Tensor attention_forward(const Model& model, size_t layer, const LayerWeight
   const int64_t B = h.size(0), T = h.size(1), HD = c.HeadDim();
   const int64_t NH = c.n_heads, NKV = c.n_kv_heads;
   const at::Tensor wqkv = joined_projection(model, w.wqkv, {&w.wq, &w.wk, &w.wv});
+  const bool fused_attention = (wqkv.defined() || model.projections) && cache != nullptr && fused::AttentionAvailable(h, HD);
+  // One projection (an override's three, side by side: a 4-bit model's).
+  auto joined_qkv = [&]() {
+    return wqkv.defined() ? at::linear(h, wqkv)
+                          : at::cat({project(model, layer, w, Projection::kQ, h), project(model, layer, w, Projection::kK, h),
+                                     project(model, layer, w, Projection::kV, h)},
+                                    -1);
+  };
+  if (device_pos != nullptr && fused_attention) {
+    // The fused ops below at the position on the device: the same kernels, so the same bits as the host's position.
+    at::Tensor rotated =
+        fused::RopeCacheAt(joined_qkv(), cos, sin, cache->k[layer], cache->v[layer], device_pos->pos, NH, NKV);
+    return project(model, layer, w, Projection::kO,
+                   fused::DecodeAttentionAt(rotated, cache->k[layer], cache->v[layer], device_pos->pos));
+  }
   if (device_pos != nullptr) {
     HeadsQkv heads = qkv_forward(model, layer, w, wqkv, h, cos, sin);
     cache->k[layer].index_copy_(2, device_pos->pos, heads.k);
     cache->v[layer].index_copy_(2, device_pos->pos, heads.v);
+    const int64_t capacity = cache->k[layer].size(2);
+    const at::Tensor visible = device_pos->visible.defined()
+                                   ? device_pos->visible
+                                   : at::arange(capacity, device_pos->pos.options()).le(device_pos->pos).view({1, capacity});
     return project(model, layer, w, Projection::kO,
-                   one_position_attention(heads.q, cache->k[layer], cache->v[layer], device_pos->visible));
+                   one_position_attention(heads.q, cache->k[layer], cache->v[layer], visible));
   }
   at::Tensor q, k, v;
-  if ((wqkv.defined() || model.projections) && cache != nullptr && fused::AttentionAvailable(h, HD)) {
-    // One projection (an override's three, side by side: a 4-bit model's),
-    // then one op for the rotation and the cache's write; a decode step's
-    // attention is one op more.
-    const at::Tensor qkv = wqkv.defined() ? at::linear(h, wqkv)
-                                          : at::cat({project(model, layer, w, Projection::kQ, h),
-                                                     project(model, layer, w, Projection::kK, h),
-                                                     project(model, layer, w, Projection::kV, h)},
-                                                    -1);
+  if (fused_attention) {
+    // One projection, then one op for the rotation and the cache's write; a
+    // decode step's attention is one op more.
     at::Tensor rotated =
-        fused::RopeCache(qkv, cos, sin, cache->k[layer], cache->v[layer], pos0, NH, NKV);  // (B,T,NH,HD)
+        fused::RopeCache(joined_qkv(), cos, sin, cache->k[layer], cache->v[layer], pos0, NH, NKV);  // (B,T,NH,HD)
     if (T == 1)
       return project(model, layer, w, Projection::kO,
                      fused::DecodeAttention(rotated, cache->k[layer], cache->v[layer], pos0 + 1));
@@ -424,7 +439,9 @@ at::Tensor model_decode_step(const Model& m, const at::Tensor& tokens, const at:
   at::Tensor x = embed_forward(m.embed, tokens);
   const RopeRows rope{m.rope_cos.index_select(0, pos).to(x.scalar_type()),
                       m.rope_sin.index_select(0, pos).to(x.scalar_type())};  // (1,HD)
-  const DevicePosition device_pos{pos, at::arange(capacity, pos.options()).le(pos).view({1, capacity})};
+  DevicePosition device_pos{pos, {}};
+  if (!fused::AttentionAvailable(x, m.config.HeadDim()))  // the composite attention's mask
+    device_pos.visible = at::arange(capacity, pos.options()).le(pos).view({1, capacity});
   for (size_t i = 0; i < m.layers.size(); ++i) x = layer_forward(m, i, m.layers[i], x, rope, &cache, 0, &device_pos);
   return head_forward(m, m.norm, m.lm_head, x);
 }

@@ -19,7 +19,6 @@ struct CpuRates {
   double matmul_flops = 0;
   double memory_bytes_per_second = 0;
   double op_seconds = 0;  // calibrate.h's MeasureDecodeOpSeconds; 0: not measured
-  double device_step_op_seconds = 0;  // the same at a position on the device
   int threads = 0;  // intra-op threads of the matmul
 };
 
