@@ -55,6 +55,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <utility>
 
@@ -423,6 +424,24 @@ struct FusedCudaKernelsOn {
   ~FusedCudaKernelsOn() { fused::SetCudaKernels(false); }
 };
 
+// Runs `body` with the fused ops' CUDA kernels on, under InferenceMode, once
+// for each dtype they serve (float32, bfloat16) with its options on GPU 0.
+// Returns why it could not run ("" when it ran).
+std::string WithFusedCudaKernels(const std::function<void(at::ScalarType, const at::TensorOptions&)>& body) {
+  if (!compat::CudaAvailable()) return kNoCuda;
+  if (!fused::CudaKernelsBuilt()) return kNoFusedKernels;
+  FusedCudaKernelsOn kernels;
+  REQUIRE(kernels.on);
+  c10::InferenceMode inference;
+  for (at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    CAPTURE(std::string(c10::toString(dtype)));
+    const auto o = at::TensorOptions().dtype(dtype).device(at::Device(at::kCUDA, 0));
+    REQUIRE(fused::Available(at::empty({1}, o)));
+    body(dtype, o);
+  }
+  return "";
+}
+
 // The largest |got − want| over the dtype's unit in the last place at want's
 // magnitude (2^-23 float32, 2^-7 bfloat16, relative), for values above `floor`
 // in magnitude; below it the absolute difference over floor's ulp.
@@ -434,15 +453,7 @@ double UlpDistance(const at::Tensor& got, const at::Tensor& want, double floor) 
 }
 
 TEST_CASE("gpu: the fused decode ops' CUDA kernels equal the composite ops") {
-  if (!compat::CudaAvailable()) SKIP_TEST(kNoCuda);
-  if (!fused::CudaKernelsBuilt()) SKIP_TEST(kNoFusedKernels);
-  FusedCudaKernelsOn kernels;
-  REQUIRE(kernels.on);
-  c10::InferenceMode inference;
-  for (at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
-    CAPTURE(std::string(c10::toString(dtype)));
-    const auto o = at::TensorOptions().dtype(dtype).device(at::Device(at::kCUDA, 0));
-    REQUIRE(fused::Available(at::empty({1}, o)));
+  const std::string skipped = WithFusedCudaKernels([&](at::ScalarType dtype, const at::TensorOptions& o) {
     // Sums in another order, rsqrtf and expf against ATen's: a few float32 ulps; in bfloat16 one
     // rounding of an intermediate may flip, then the output's.
     const double ulps = dtype == at::kFloat ? 64 : 2;
@@ -496,18 +507,12 @@ TEST_CASE("gpu: the fused decode ops' CUDA kernels equal the composite ops") {
                                    << ": relative L2 error " << rel);
       CHECK(rel < (dtype == at::kFloat ? 1e-5 : 1e-2));
     }
-  }
+  });
+  if (!skipped.empty()) SKIP_TEST(skipped);
 }
 
 TEST_CASE("gpu: the fused ops at a position on the device equal them at the host's, and replay from a CUDA graph") {
-  if (!compat::CudaAvailable()) SKIP_TEST(kNoCuda);
-  if (!fused::CudaKernelsBuilt()) SKIP_TEST(kNoFusedKernels);
-  FusedCudaKernelsOn kernels;
-  REQUIRE(kernels.on);
-  c10::InferenceMode inference;
-  for (at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
-    CAPTURE(std::string(c10::toString(dtype)));
-    const auto o = at::TensorOptions().dtype(dtype).device(at::Device(at::kCUDA, 0));
+  const std::string skipped = WithFusedCudaKernels([&](at::ScalarType dtype, const at::TensorOptions& o) {
     const int64_t NH = 32, NKV = 8, HD = 128, capacity = 300;
     at::Tensor qkv = at::randn({1, 1, (NH + 2 * NKV) * HD}, o);
     at::Tensor angles = at::rand({1, HD}, o.dtype(at::kFloat)) * 6;
@@ -551,7 +556,8 @@ TEST_CASE("gpu: the fused ops at a position on the device equal them at the host
       at::Tensor q_eager = fused::RopeCache(qkv, cos, sin, k_eager, v_eager, pos, NH, NKV);
       CHECK(SameBits(out, fused::DecodeAttention(q_eager, k_eager, v_eager, pos + 1)));
     }
-  }
+  });
+  if (!skipped.empty()) SKIP_TEST(skipped);
 }
 
 TEST_CASE("gpu: a model decodes the same with the fused ops' CUDA kernels as without, in ≤ 12 ops a layer") {

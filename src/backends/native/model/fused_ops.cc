@@ -252,11 +252,12 @@ at::Tensor RopeCacheCudaFrom(const at::Tensor& qkv_in, const at::Tensor& cos_in,
   const int64_t B = qkv.size(0), T = qkv.size(1), HD = k_cache.size(3), capacity = k_cache.size(2);
   TORCH_CHECK(qkv.size(2) == (NH + 2 * NKV) * HD, "rope_cache: qkv has ", qkv.size(2), " columns, not (", NH,
               " + 2·", NKV, ")·", HD);
-  if (device_pos == nullptr)
+  if (device_pos == nullptr) {
     TORCH_CHECK(pos >= 0 && pos + T <= capacity, "rope_cache: positions ", pos, "..", pos + T - 1,
                 " outside the cache's ", capacity);
-  else
+  } else {
     TORCH_CHECK(T == 1, "rope_cache_at: one position, not ", T);
+  }
   at::Tensor q = at::empty({B, T, NH, HD}, qkv.options());
   const char* error = nullptr;
   CheckLaunch(fused_cuda::RopeCache(qkv.data_ptr(), cos.data_ptr(), sin.data_ptr(), q.data_ptr(), k_cache.data_ptr(),
@@ -285,8 +286,9 @@ at::Tensor DecodeAttentionCudaFrom(const at::Tensor& q_in, const at::Tensor& k_c
   TORCH_CHECK(k_cache.is_contiguous() && v_cache.is_contiguous(), "decode_attention: the KV cache must be contiguous");
   const int64_t B = q.size(0), NH = q.size(2), HD = q.size(3), NKV = k_cache.size(1), capacity = k_cache.size(2);
   TORCH_CHECK(q.size(1) == 1, "decode_attention: one query position, not ", q.size(1));
-  if (device_pos == nullptr)
+  if (device_pos == nullptr) {
     TORCH_CHECK(length >= 1 && length <= capacity, "decode_attention: ", length, " positions in a cache of ", capacity);
+  }
   TORCH_CHECK(HD <= fused_cuda::kMaxHeadDim, "decode_attention on CUDA: head dimension ", HD, " above ",
               fused_cuda::kMaxHeadDim);
   at::Tensor y = at::empty({B, 1, NH * HD}, q.options());
