@@ -66,6 +66,11 @@ struct DevicePosition {
   at::Tensor visible;
 };
 
+// The cache positions a query at `pos` sees: (1, capacity) bool, those <= pos.
+at::Tensor VisiblePositions(const at::Tensor& pos, int64_t capacity) {
+  return at::arange(capacity, pos.options()).le(pos).view({1, capacity});
+}
+
 // Projections of h split into heads, rotated: q (B,NH,T,HD), k and v (B,NKV,T,HD).
 struct HeadsQkv {
   at::Tensor q, k, v;
@@ -133,10 +138,8 @@ at::Tensor attention_forward(const Model& model, size_t layer, const LayerWeight
     HeadsQkv heads = qkv_forward(model, layer, w, wqkv, h, cos, sin);
     cache->k[layer].index_copy_(2, device_pos->pos, heads.k);
     cache->v[layer].index_copy_(2, device_pos->pos, heads.v);
-    const int64_t capacity = cache->k[layer].size(2);
-    const at::Tensor visible = device_pos->visible.defined()
-                                   ? device_pos->visible
-                                   : at::arange(capacity, device_pos->pos.options()).le(device_pos->pos).view({1, capacity});
+    const at::Tensor visible = device_pos->visible.defined() ? device_pos->visible
+                                                             : VisiblePositions(device_pos->pos, cache->k[layer].size(2));
     return project(model, layer, w, Projection::kO,
                    one_position_attention(heads.q, cache->k[layer], cache->v[layer], visible));
   }
@@ -441,7 +444,7 @@ at::Tensor model_decode_step(const Model& m, const at::Tensor& tokens, const at:
                       m.rope_sin.index_select(0, pos).to(x.scalar_type())};  // (1,HD)
   DevicePosition device_pos{pos, {}};
   if (!fused::AttentionAvailable(x, m.config.HeadDim()))  // the composite attention's mask
-    device_pos.visible = at::arange(capacity, pos.options()).le(pos).view({1, capacity});
+    device_pos.visible = VisiblePositions(pos, capacity);
   for (size_t i = 0; i < m.layers.size(); ++i) x = layer_forward(m, i, m.layers[i], x, rope, &cache, 0, &device_pos);
   return head_forward(m, m.norm, m.lm_head, x);
 }
