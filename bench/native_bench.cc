@@ -387,19 +387,29 @@ Figures BenchPreset(const std::string& preset, const Options& o, const at::Tenso
                 static_cast<long long>(host_reads),
                 o.decode_step == "graph" ? "device, CUDA graph" : o.decode_step == "device" ? "device" : "host");
     {
-      // The host's cost of a decode step: the ATen ops one decoder layer dispatches at one position.
+      // The host's cost of a decode step: the ATen ops one decoder layer dispatches at one position
+      // (at the host's position), or the whole step (model_decode_step: every layer and the head) at
+      // the device's, the step a CUDA graph records once.
       c10::InferenceMode inference;
       KvCache cache = kv_cache_create(decoded, 1, o.prompt + 1);
       std::vector<int64_t> ids(prompt.begin(), prompt.end());
       (void)model_forward(decoded, at::tensor(ids, at::kLong).view({1, o.prompt}).to(device.device()), &cache);
-      at::Tensor x = embed_forward(decoded.embed, at::tensor(std::vector<int64_t>{ids.back()}, at::kLong)
-                                                      .view({1, 1})
-                                                      .to(device.device()));
-      const RopeRows rope = rope_rows(decoded, cache.length, 1, x.scalar_type());
-      compat::OpCounter counter;
-      (void)decoder_layer_forward(decoded, 0, decoded.layers[0], x, rope, &cache, cache.length);
-      std::printf("           ops per decode layer %lld (%s)\n", static_cast<long long>(counter.total()),
-                  counter.Describe().c_str());
+      const at::Tensor token = at::tensor(std::vector<int64_t>{ids.back()}, at::kLong).view({1, 1}).to(device.device());
+      if (o.decode_step == "host") {
+        at::Tensor x = embed_forward(decoded.embed, token);
+        const RopeRows rope = rope_rows(decoded, cache.length, 1, x.scalar_type());
+        compat::OpCounter counter;
+        (void)decoder_layer_forward(decoded, 0, decoded.layers[0], x, rope, &cache, cache.length);
+        std::printf("           ops per decode layer %lld (%s)\n", static_cast<long long>(counter.total()),
+                    counter.Describe().c_str());
+      } else {
+        const at::Tensor pos = at::full({1}, cache.length, at::TensorOptions().dtype(at::kLong).device(device.device()));
+        compat::OpCounter counter;
+        (void)model_decode_step(decoded, token, pos, cache);
+        std::printf("           ops per decode step %lld over %lld layers and the head, position on the device%s (%s)\n",
+                    static_cast<long long>(counter.total()), static_cast<long long>(c.n_layers),
+                    o.decode_step == "graph" ? ", recorded once as a CUDA graph" : "", counter.Describe().c_str());
+      }
     }
     if (lora) {
       // As the backends serve a 4-bit model: the dequantized projections kept when they fit.
