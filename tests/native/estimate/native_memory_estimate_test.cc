@@ -26,6 +26,17 @@ int64_t Term(const std::vector<MemoryTerm>& terms, const std::string& name) {
 
 ModelConfig Tiny() { return *PresetConfig("tiny"); }  // C 192, L 4, NH 6, NKV 2, F 512, V 1024, HD 32
 
+// The tiny model served in float32 on `devices`: a prompt of 10 tokens, 30 new.
+InferenceMemoryShape TinyInference(int devices) {
+  InferenceMemoryShape s;
+  s.config = Tiny();
+  s.devices = devices;
+  s.dtype_bytes = 4;
+  s.prompt_tokens = 10;
+  s.max_new_tokens = 30;
+  return s;
+}
+
 }  // namespace
 
 TEST_CASE("memory estimate: parameter counts per unit match the model") {
@@ -362,23 +373,14 @@ TEST_CASE("memory estimate: decode buckets kept between requests hold the sum of
   CHECK(decode_bucket_positions(200, schedule, 4096) == 256 + 512 + 768);
   CHECK(decode_bucket_positions(200, schedule, 700) == 256 + 512 + 700);  // the last within the context
   CHECK(decode_bucket_positions(5, {10}, 4096) == 256);
-  InferenceMemoryShape s;
-  s.config = Tiny();
-  s.dtype_bytes = 4;
-  s.prompt_tokens = 10;
-  s.max_new_tokens = 30;
+  InferenceMemoryShape s = TinyInference(1);
   s.kv_cache_positions = 256;
   // 2 · NKV · HD · 256 · e per layer, 4 layers on the one device.
   CHECK(Term(estimate_inference_memory(s).devices[0].resident, "KV cache") == 4 * 2 * 2 * 32 * 256 * 4);
 }
 
 TEST_CASE("memory estimate: inference places the weights and the KV cache per device") {
-  InferenceMemoryShape s;
-  s.config = Tiny();
-  s.devices = 2;
-  s.dtype_bytes = 4;
-  s.prompt_tokens = 10;
-  s.max_new_tokens = 30;
+  InferenceMemoryShape s = TinyInference(2);
   InferenceMemoryEstimate est = estimate_inference_memory(s);
   REQUIRE(est.devices.size() == 2);
   CHECK(est.placement.device_layers == std::vector<int>{2, 2});

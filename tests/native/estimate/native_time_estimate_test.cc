@@ -163,7 +163,7 @@ TEST_CASE("time estimate: inference decode is memory-bound (weights + KV cache p
   // whole decode bucket: 5 + 10 and 5 + 20 positions round up to the context's 64.
   s.replicas_sharing_memory = 1;
   s.replicas = 1;
-  s.device_position = true;
+  s.decode_step = DecodeStepChoice::kDevice;
   CHECK(Term(estimate_inference_time(s), "decode")->seconds ==
         doctest::Approx(30 * (80000 + 256 * 64) / 1e6));
   CHECK(Term(estimate_inference_time(s), "decode")->how.find("the KV cache of its request's whole decode bucket "
@@ -174,7 +174,7 @@ TEST_CASE("time estimate: inference decode is memory-bound (weights + KV cache p
   CHECK(Term(estimate_inference_time(s), "decode")->how.find(
             "the KV cache so far (decode_step device: the fused ops at the device's position)") != std::string::npos);
   s.fused_decode_ops = false;
-  s.device_position = false;
+  s.decode_step = DecodeStepChoice::kHost;
   // A fast memory: the op floor bounds every token, (61·L + 20) ops of 1 µs for the composite
   // decode layer, (10·L + 13) with the fused ops of a float32 model on a CPU.
   s.device.memory_bytes_per_second = 1e12;
@@ -188,15 +188,14 @@ TEST_CASE("time estimate: inference decode is memory-bound (weights + KV cache p
   CHECK(Term(estimate_inference_time(s), "decode")->seconds == doctest::Approx(30 * 99e-6));
   // The step at the device's position: the same layers, (43·L + 15) for the 4-bit model, (10·L + 15)
   // in float32, (61·L + 25) composite.
-  s.device_position = true;
+  s.decode_step = DecodeStepChoice::kDevice;
   CHECK(Term(estimate_inference_time(s), "decode")->seconds == doctest::Approx(30 * 101e-6));
   s.nf4 = false;
   CHECK(Term(estimate_inference_time(s), "decode")->seconds == doctest::Approx(30 * 35e-6));
   s.fused_decode_ops = false;
   CHECK(Term(estimate_inference_time(s), "decode")->seconds == doctest::Approx(30 * 147e-6));
   // Replayed from a CUDA graph: the same eager floor, said to be an upper bound.
-  s.device_position = false;
-  s.graph = true;
+  s.decode_step = DecodeStepChoice::kGraph;
   CHECK(Term(estimate_inference_time(s), "decode")->seconds == doctest::Approx(30 * 147e-6));
   CHECK(Term(estimate_inference_time(s), "decode")->how.find(
             "(147 ops, dispatched eagerly: a replayed CUDA graph's cost is not modeled, an upper bound)") !=

@@ -245,8 +245,7 @@ TimeEstimate InferenceTime(const Plan& plan, const CaseSpec& spec, NativeRole ro
   s.device = d;
   s.fused_decode_ops = !gpu;
   s.nf4 = nf4;
-  s.device_position = spec.inference.decode_step != DecodeStepChoice::kHost;
-  s.graph = spec.inference.decode_step == DecodeStepChoice::kGraph;
+  s.decode_step = spec.inference.decode_step;
   s.rank_processes = one_process ? 0 : layout.world();
   const WeightsSource source = native_weights_source(spec.workload, nf4, ms.init_random, plan.ResolvePath(ms.path));
   s.load_bytes = ReadsWeights(source) ? CheckpointBytes(plan.ResolvePath(ms.path), config) : 0;

@@ -167,7 +167,8 @@ TimeEstimate estimate_inference_time(const InferenceTimeShape& s) {
   const double kv_per_position = 2.0 * static_cast<double>(c.n_layers * c.n_kv_heads * c.HeadDim() * s.dtype_bytes);
   const double bandwidth = d.memory_bytes_per_second * d.memory_efficiency /
                            static_cast<double>(std::max<int64_t>(1, s.replicas_sharing_memory));
-  const bool device_position = s.device_position || s.graph;
+  const bool device_position = s.decode_step != DecodeStepChoice::kHost;
+  const bool graph = s.decode_step == DecodeStepChoice::kGraph;
   const int64_t ops = DecodeOpsPerToken(c, s.fused_decode_ops, s.nf4, device_position);
   const double op_floor = static_cast<double>(ops) * d.op_seconds;
   // The composite step at the device's position attends over its whole bucket, masked; the fused ops
@@ -198,13 +199,13 @@ TimeEstimate estimate_inference_time(const InferenceTimeShape& s) {
                    tokens, FormatBytes(s.weight_bytes),
                    !device_position ? ""
                    : whole_bucket
-                       ? fmt::format(" of its request's whole decode bucket (decode_step {})", s.graph ? "graph" : "device")
+                       ? fmt::format(" of its request's whole decode bucket (decode_step {})", NameOf(s.decode_step))
                        : fmt::format(" so far (decode_step {}: the fused ops at the device's position)",
-                                     s.graph ? "graph" : "device"),
+                                     NameOf(s.decode_step)),
                    FormatRate(bandwidth),
                    s.replicas_sharing_memory > 1 ? fmt::format(" (shared by {} replicas)", s.replicas_sharing_memory) : "",
                    FormatDuration(op_floor), ops,
-                   s.graph ? ", dispatched eagerly: a replayed CUDA graph's cost is not modeled, an upper bound" : "",
+                   graph ? ", dispatched eagerly: a replayed CUDA graph's cost is not modeled, an upper bound" : "",
                    op_bound_tokens == tokens ? ", which bounds every token"
                    : op_bound_tokens > 0     ? ", which bounds some tokens"
                                              : "") +

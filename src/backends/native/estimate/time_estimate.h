@@ -51,6 +51,7 @@
 
 #include "backends/native/model/model_config.h"
 #include "runner/exec/estimate.h"
+#include "runner/plan/plan.h"
 
 namespace protocol {
 namespace native {
@@ -183,8 +184,7 @@ struct InferenceTimeShape {
   // to its request's whole decode bucket (decode_bucket_capacity.h), masked;
   // graph replays the step from a CUDA graph, whose dispatch is not modeled
   // (the eager step's op floor is counted: an upper bound).
-  bool device_position = false;
-  bool graph = false;
+  DecodeStepChoice decode_step = DecodeStepChoice::kHost;
   DeviceRates device;
   int64_t rank_processes = 0;
   int64_t load_bytes = 0;
