@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <set>
@@ -23,6 +22,7 @@
 #include "backends/native/launch/stragglers.h"
 #include "backends/native/launch/supervisor.h"
 #include "backends/native/launch/worker_case.h"
+#include "runner/base/clock.h"
 #include "runner/base/text.h"
 #include "runner/plan/networks.h"
 
@@ -43,11 +43,6 @@ std::string SelfProgram() {
   fs::path p = fs::read_symlink("/proc/self/exe", ec);
   if (ec || !fs::exists(p, ec)) return "/proc/self/exe";
   return p.string();
-}
-
-double SteadyNow() {
-  using namespace std::chrono;
-  return duration<double>(steady_clock::now().time_since_epoch()).count();
 }
 
 // Each rank's end as exit_code_rank<r> (its exit code; a signal N as 128+N,
@@ -404,9 +399,9 @@ BackendOutcome RunDistributed(BackendContext& ctx, NativeRole role, const DistLa
   so.timeout_seconds = ctx.spec.timeout_seconds;
   so.kill_grace_seconds = options.kill_grace_seconds;
   SuperviseResult sr = Supervise(ctx.processes, *launches, so, ctx.stop, [&](int rank, std::string_view line) {
-    if (auto e = DecodeEvent(line)) collector.Add(rank, *e, SteadyNow());
+    if (auto e = DecodeEvent(line)) collector.Add(rank, *e, SteadySeconds());
   });
-  BackendOutcome out = OutcomeOf(ctx, role, layout, sr, collector, *launches, program, SteadyNow());
+  BackendOutcome out = OutcomeOf(ctx, role, layout, sr, collector, *launches, program, SteadySeconds());
   AddNetworkFacts(ctx, layout, out);
   return out;
 }

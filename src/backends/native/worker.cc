@@ -35,11 +35,6 @@ namespace protocol {
 namespace native {
 namespace {
 
-double Now() {
-  using namespace std::chrono;
-  return duration<double>(steady_clock::now().time_since_epoch()).count();
-}
-
 // stdout carries whole lines from two threads (the work and the heartbeat).
 std::mutex& OutputMutex() {
   static std::mutex m;
@@ -184,7 +179,7 @@ int RunInference(const WorkerCase& wc, CaseSetup& s, ProcessGroups& g, const Dis
     }
   }
   g.world_comm->Barrier();
-  const double start = Now();
+  const double start = SteadySeconds();
   int64_t generated = 0;
   int served = 0;
   double busy = 0;
@@ -192,7 +187,7 @@ int RunInference(const WorkerCase& wc, CaseSetup& s, ProcessGroups& g, const Dis
   if (leader) {
     for (size_t i = static_cast<size_t>(g.group); i < schedule.size(); i += static_cast<size_t>(g.groups)) {
       auto request =
-          ServeRequest(*model, *s.tokenizer, prompt, static_cast<int>(i), schedule[i], decoding, s.device, Now, nullptr);
+          ServeRequest(*model, *s.tokenizer, prompt, static_cast<int>(i), schedule[i], decoding, s.device, SteadySeconds, nullptr);
       if (!request.ok()) throw Failure(request.status().message());
       WorkerEvent e;
       e.kind = WorkerEvent::Kind::kRequest;
@@ -202,7 +197,7 @@ int RunInference(const WorkerCase& wc, CaseSetup& s, ProcessGroups& g, const Dis
       busy += e.request.seconds;
       ++served;
     }
-    const double elapsed = Now() - start;
+    const double elapsed = SteadySeconds() - start;
     Out().Figure(MeasuredFigure(
         "replica_seconds", elapsed, "s",
         fmt::format("replica {}: {} request(s), {} tokens, {:.3f} s generating", g.group, served, generated, busy)));

@@ -8,10 +8,7 @@ namespace {
 
 class RealClock : public Clock {
  public:
-  double NowSeconds() override {
-    using namespace std::chrono;
-    return duration<double>(steady_clock::now().time_since_epoch()).count();
-  }
+  double NowSeconds() override { return SteadySeconds(); }
   std::string NowIso8601() override {
     std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
     std::tm tm{};
@@ -23,6 +20,11 @@ class RealClock : public Clock {
 };
 
 }  // namespace
+
+double SteadySeconds() {
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
 
 Clock& SystemClock() {
   static RealClock clock;

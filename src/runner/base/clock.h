@@ -19,6 +19,11 @@ class Clock {
 // The real clocks (steady_clock and system_clock).
 Clock& SystemClock();
 
+// SystemClock().NowSeconds() without the interface: monotonic seconds since an
+// arbitrary origin, for code that times itself with no Clock to take (a
+// worker process, a link probe, a child's deadline).
+double SteadySeconds();
+
 }  // namespace protocol
 
 #endif  // PROTOCOL_RUNNER_BASE_CLOCK_H_

@@ -59,7 +59,6 @@
 
 #include <cctype>
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -85,11 +84,6 @@ constexpr double kOrphanGraceSeconds = 1.0;
 // process that escaped the group (setsid) and still holds the pipe.
 constexpr double kAfterKillSeconds = 1.0;
 constexpr size_t kMaxLineBytes = 1 << 20;
-
-double Now() {
-  using namespace std::chrono;
-  return duration<double>(steady_clock::now().time_since_epoch()).count();
-}
 
 // What the child writes to the error pipe before _exit when it cannot exec.
 struct ChildError {
@@ -480,12 +474,12 @@ class GroupRun {
   }
 
   GroupResult Run() {
-    start_ = Now();
+    start_ = SteadySeconds();
     StartAll();
     if (AnyRunning()) Watch();
     Reap();
     lifeline_write_.Close();
-    result_.seconds = Now() - start_;
+    result_.seconds = SteadySeconds() - start_;
     return std::move(result_);
   }
 
@@ -513,7 +507,7 @@ class GroupRun {
 
   // Child `index` could not be started: those before it are stopped, those after it never start.
   void FailToStart(size_t index, std::string error) {
-    const double now = Now();
+    const double now = SteadySeconds();
     children_[index].result.error = std::move(error);
     children_[index].result.seconds = now - start_;
     for (size_t j = index + 1; j < children_.size(); ++j) children_[j].result.error = "not started";
@@ -637,7 +631,7 @@ class GroupRun {
   void Watch() {
     while (true) {
       PollOutput();
-      const double now = Now();
+      const double now = SteadySeconds();
       const int failed = NoticeEndings(now);
       if (!decided_) {
         if (failed >= 0) {
@@ -680,7 +674,7 @@ class GroupRun {
       while ((reaped = ::waitpid(c.pid, &status, 0)) < 0 && errno == EINTR) {
       }
       c.result.pid = c.pid;
-      c.result.seconds = (c.exited ? c.exited_at : Now()) - start_;
+      c.result.seconds = (c.exited ? c.exited_at : SteadySeconds()) - start_;
       if (reaped != c.pid) {  // never report an exit code we did not see
         c.result.ending = ProcessResult::Ending::kFailedToStart;
         c.result.error = fmt::format("lost track of '{}': its exit status was taken by someone else",

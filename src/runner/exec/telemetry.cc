@@ -4,6 +4,7 @@
 #include <chrono>
 #include <set>
 
+#include "runner/base/clock.h"
 #include "runner/base/text.h"
 #include "runner/exec/nvidia_smi.h"
 
@@ -15,10 +16,6 @@ constexpr const char* kLoopback = "lo";
 // gpu2 before gpu10.
 bool DeviceOrder(const std::string& a, const std::string& b) {
   return a.size() != b.size() ? a.size() < b.size() : a < b;
-}
-
-double SteadySeconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 std::string Listed(std::vector<std::string> names) {

@@ -1,18 +1,13 @@
 #include "backends/native/distributed/link_probe.h"
 
 #include <algorithm>
-#include <chrono>
 
+#include "runner/base/clock.h"
 #include "runner/base/text.h"
 
 namespace protocol {
 namespace native {
 namespace {
-
-double Now() {
-  using namespace std::chrono;
-  return duration<double>(steady_clock::now().time_since_epoch()).count();
-}
 
 // The mean seconds of one all-reduce of `buffer` over `group`: a barrier, one
 // warm-up, then `iterations` back to back, the device synchronised before
@@ -22,11 +17,11 @@ double TimeAllReduce(compat::CommGroup& group, at::Tensor& buffer, int iteration
   compat::Barrier(group);
   compat::AllReduceSum(group, buffer);
   compat::DeviceSynchronize(device);
-  const double t0 = Now();
+  const double t0 = SteadySeconds();
   *after_warm_up = t0;
   for (int i = 0; i < iterations; ++i) compat::AllReduceSum(group, buffer);
   compat::DeviceSynchronize(device);
-  return (Now() - t0) / static_cast<double>(iterations);
+  return (SteadySeconds() - t0) / static_cast<double>(iterations);
 }
 
 // Rank 0's decision, the same on every rank: whether `go` (rank 0's) holds.
@@ -94,7 +89,7 @@ std::string LinkProbeResult::LatencyMethod(int nodes) const {
 
 LinkProbeResult ProbeLink(Communicator& comm, const LinkProbeOptions& options) {
   compat::CommGroup& group = comm.group();  // not comm's collectives: they would count the bytes
-  const double start = Now();
+  const double start = SteadySeconds();
   LinkProbeResult r;
   r.ranks = comm.size();
   r.timed_iterations = options.timed_iterations;
@@ -113,13 +108,13 @@ LinkProbeResult ProbeLink(Communicator& comm, const LinkProbeOptions& options) {
     // The next size's warm-up and timed iterations, at this size's time scaled by size.
     const double next = static_cast<double>(options.timed_iterations + 1) * seconds *
                         static_cast<double>(options.sizes[i + 1]) / static_cast<double>(bytes);
-    const bool go = Now() - budget_start + next <= options.budget_seconds;
+    const bool go = SteadySeconds() - budget_start + next <= options.budget_seconds;
     if (!Agree(group, go, options.device)) {
       r.stopped_before = options.sizes[i + 1];
       break;
     }
   }
-  r.seconds = Now() - start;
+  r.seconds = SteadySeconds() - start;
   return r;
 }
 

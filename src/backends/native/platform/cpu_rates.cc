@@ -4,15 +4,12 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
-#include <chrono>
+
+#include "runner/base/clock.h"
 
 namespace protocol {
 namespace native {
 namespace {
-
-double SteadySeconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 // Runs `work` (which does `units` of something per call) for about `seconds`;
 // returns units per second.
