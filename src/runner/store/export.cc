@@ -230,87 +230,88 @@ Json CaseFieldsJson(const CaseRecord& c) {
   return out;
 }
 
+// ---- a case's rows, one JSON object a row ------------------------------------
+
+Json MeasurementJson(const Measurement& m) {
+  const auto [name, rank] = SplitRankFigureName(m.name);  // a rank's own figure: its rank apart
+  return Json{{"name", name},
+              {"value", OptionalJson(m.value)},
+              {"unit", m.unit},
+              {"how", ProvenanceName(m.how)},
+              {"method", m.method},
+              {"source", m.source},
+              {"marker", m.marker},
+              {"at_length_unit", m.length_unit},
+              {"at_length_count", m.length_count},
+              {"rank", rank ? Json(*rank) : Json(nullptr)}};
+}
+
+Json StepJson(const StepSample& s) {
+  return Json{{"step", s.step},
+              {"seconds", s.seconds},
+              {"loss", OptionalJson(s.loss)},
+              {"tokens", s.tokens ? Json(*s.tokens) : Json(nullptr)}};
+}
+
+Json RequestJson(const RequestSample& r) {
+  return Json{{"index", r.index},
+              {"max_new_tokens", r.max_new_tokens},
+              {"prompt_tokens", r.prompt_tokens},
+              {"generated_tokens", r.generated_tokens},
+              {"seconds", r.seconds},
+              {"answer", r.answer},
+              {"token_ids", r.token_ids ? Json(*r.token_ids) : Json(nullptr)}};
+}
+
+Json EvalPointJson(const EvalPoint& p) {
+  return Json{{"step", p.step}, {"tokens", p.tokens}, {"training_seconds", p.training_seconds}, {"loss", p.loss}};
+}
+
+Json TelemetryJson(const TelemetrySample& t) {
+  return Json{{"seconds", t.seconds}, {"node", t.node},   {"device", t.device},
+              {"quantity", t.quantity}, {"value", t.value}, {"unit", TelemetryUnit(t.quantity)}};
+}
+
+// A store read as JSON: an array of to_json(row), or the read's error.
+template <typename Rows, typename Row = typename Rows::value_type>
+Result<Json> JsonOf(Result<Rows> read, Json (*to_json)(const Row&)) {
+  if (!read.ok()) return read.status();
+  Json out = Json::array();
+  for (const Row& row : *read) out.push_back(to_json(row));
+  return out;
+}
+// Stored (key, value) pairs (a run's context, a case's facts) as one object.
+Result<Json> JsonOf(Result<std::vector<std::pair<std::string, std::string>>> read) {
+  if (!read.ok()) return read.status();
+  Json out = Json::object();
+  for (const auto& [key, value] : *read) out[key] = value;
+  return out;
+}
+
 // One run with its context and its cases, each with measurements and samples.
 Result<Json> RunJson(Store& store, const RunRecord& run) {
   Json out = RunFieldsJson(run);
-  auto context = store.GetContext(run.id);
+  auto context = JsonOf(store.GetContext(run.id));
   if (!context.ok()) return context.status();
-  Json ctx = Json::object();
-  for (const auto& [key, value] : *context) ctx[key] = value;
-  out["context"] = std::move(ctx);
+  out["context"] = std::move(*context);
 
   auto cases = store.CasesOfRun(run.id);
   if (!cases.ok()) return cases.status();
   Json cases_json = Json::array();
   for (const CaseRecord& c : *cases) {
     Json cj = CaseFieldsJson(c);
-    auto ms = store.MeasurementsOfCase(c.row_id);
-    if (!ms.ok()) return ms.status();
-    Json mj = Json::array();
-    for (const Measurement& m : *ms) {
-      const auto [name, rank] = SplitRankFigureName(m.name);  // a rank's own figure: its rank apart
-      mj.push_back(Json{{"name", name},
-                        {"value", OptionalJson(m.value)},
-                        {"unit", m.unit},
-                        {"how", ProvenanceName(m.how)},
-                        {"method", m.method},
-                        {"source", m.source},
-                        {"marker", m.marker},
-                        {"at_length_unit", m.length_unit},
-                        {"at_length_count", m.length_count},
-                        {"rank", rank ? Json(*rank) : Json(nullptr)}});
+    std::pair<const char*, Result<Json>> rows[] = {
+        {"measurements", JsonOf(store.MeasurementsOfCase(c.row_id), MeasurementJson)},
+        {"facts", JsonOf(store.FactsOfCase(c.row_id))},
+        {"steps", JsonOf(store.StepsOfCase(c.row_id), StepJson)},
+        {"requests", JsonOf(store.RequestsOfCase(c.row_id), RequestJson)},
+        {"eval_curve", JsonOf(store.EvalCurveOfCase(c.row_id), EvalPointJson)},
+        {"telemetry", JsonOf(store.TelemetryOfCase(c.row_id), TelemetryJson)},
+    };
+    for (auto& [key, json] : rows) {
+      if (!json.ok()) return json.status();
+      cj[key] = std::move(*json);
     }
-    cj["measurements"] = std::move(mj);
-    auto ran_on = store.FactsOfCase(c.row_id);
-    if (!ran_on.ok()) return ran_on.status();
-    Json fj = Json::object();
-    for (const auto& [key, value] : *ran_on) fj[key] = value;
-    cj["facts"] = std::move(fj);
-
-    auto steps = store.StepsOfCase(c.row_id);
-    if (!steps.ok()) return steps.status();
-    Json sj = Json::array();
-    for (const StepSample& s : *steps)
-      sj.push_back(Json{{"step", s.step},
-                        {"seconds", s.seconds},
-                        {"loss", OptionalJson(s.loss)},
-                        {"tokens", s.tokens ? Json(*s.tokens) : Json(nullptr)}});
-    cj["steps"] = std::move(sj);
-
-    auto requests = store.RequestsOfCase(c.row_id);
-    if (!requests.ok()) return requests.status();
-    Json rj = Json::array();
-    for (const RequestSample& r : *requests)
-      rj.push_back(Json{{"index", r.index},
-                        {"max_new_tokens", r.max_new_tokens},
-                        {"prompt_tokens", r.prompt_tokens},
-                        {"generated_tokens", r.generated_tokens},
-                        {"seconds", r.seconds},
-                        {"answer", r.answer},
-                        {"token_ids", r.token_ids ? Json(*r.token_ids) : Json(nullptr)}});
-    cj["requests"] = std::move(rj);
-
-    auto curve = store.EvalCurveOfCase(c.row_id);
-    if (!curve.ok()) return curve.status();
-    Json ej = Json::array();
-    for (const EvalPoint& p : *curve)
-      ej.push_back(Json{{"step", p.step},
-                        {"tokens", p.tokens},
-                        {"training_seconds", p.training_seconds},
-                        {"loss", p.loss}});
-    cj["eval_curve"] = std::move(ej);
-
-    auto samples = store.TelemetryOfCase(c.row_id);
-    if (!samples.ok()) return samples.status();
-    Json tj = Json::array();
-    for (const TelemetrySample& t : *samples)
-      tj.push_back(Json{{"seconds", t.seconds},
-                        {"node", t.node},
-                        {"device", t.device},
-                        {"quantity", t.quantity},
-                        {"value", t.value},
-                        {"unit", TelemetryUnit(t.quantity)}});
-    cj["telemetry"] = std::move(tj);
     cases_json.push_back(std::move(cj));
   }
   out["cases"] = std::move(cases_json);
