@@ -26,160 +26,170 @@ Json CellJson(const ReportCell& c) {
   return j;
 }
 
-Json RowsJson(const std::vector<ReportRow>& rows) {
+// `rows` as a JSON array, one to_json(row) each.
+template <typename Rows, typename ToJson>
+Json ArrayOf(const Rows& rows, ToJson to_json) {
   Json out = Json::array();
-  for (const auto& r : rows) {
-    Json j;
-    j["label"] = r.label;
-    j["unit"] = r.unit;
-    j["cells"] = Json::array();
-    for (const auto& c : r.cells) j["cells"].push_back(CellJson(c));
-    out.push_back(std::move(j));
-  }
+  for (const auto& row : rows) out.push_back(to_json(row));
   return out;
 }
 
-Json ChartJson(const Chart& c) {
-  Json j;
-  j["width"] = c.width;
-  j["height"] = c.height;
-  j["left"] = c.left;
-  j["top"] = c.top;
-  j["right"] = c.right;
-  j["bottom"] = c.bottom;
-  j["legend_x"] = c.legend_x;
-  j["x_label"] = c.x_label;
-  j["y_label"] = c.y_label;
-  for (const char* axis : {"x_ticks", "y_ticks"}) {
-    const auto& ticks = std::string(axis) == "x_ticks" ? c.x_ticks : c.y_ticks;
-    j[axis] = Json::array();
-    for (const auto& t : ticks) j[axis].push_back({{"pos", t.pos}, {"label", t.label}});
-  }
-  j["series"] = Json::array();
-  for (const auto& s : c.series) {
-    Json js;
-    js["label"] = s.label;
-    js["color"] = s.color;
-    js["points"] = s.points;
-    js["legend_y"] = s.legend_y;
-    js["dots"] = s.dots;
-    js["markers"] = Json::array();
-    for (const auto& m : s.markers) {
-      Json jm = {{"cx", m.cx}, {"cy", m.cy}, {"title", m.title}, {"count", m.count}, {"column", m.count > 1}};
-      if (m.count > 1) {
-        jm["x"] = m.x;
-        jm["y"] = m.y;
-        jm["width"] = m.width;
-        jm["height"] = m.height;
-      }
-      js["markers"].push_back(std::move(jm));
-    }
-    j["series"].push_back(std::move(js));
+Json RowsJson(const std::vector<ReportRow>& rows) {
+  return ArrayOf(rows, [](const ReportRow& r) {
+    return Json{{"label", r.label}, {"unit", r.unit}, {"cells", ArrayOf(r.cells, CellJson)}};
+  });
+}
+
+Json TicksJson(const std::vector<ChartTick>& ticks) {
+  return ArrayOf(ticks, [](const ChartTick& t) { return Json{{"pos", t.pos}, {"label", t.label}}; });
+}
+
+Json MarkerJson(const ChartMarker& m) {
+  Json j = {{"cx", m.cx}, {"cy", m.cy}, {"title", m.title}, {"count", m.count}, {"column", m.count > 1}};
+  if (m.count > 1) {
+    j["x"] = m.x;
+    j["y"] = m.y;
+    j["width"] = m.width;
+    j["height"] = m.height;
   }
   return j;
+}
+
+Json SeriesJson(const ChartSeries& s) {
+  return Json{{"label", s.label},
+              {"color", s.color},
+              {"points", s.points},
+              {"legend_y", s.legend_y},
+              {"dots", s.dots},
+              {"markers", ArrayOf(s.markers, MarkerJson)}};
+}
+
+Json ChartJson(const Chart& c) {
+  return Json{{"width", c.width},
+              {"height", c.height},
+              {"left", c.left},
+              {"top", c.top},
+              {"right", c.right},
+              {"bottom", c.bottom},
+              {"legend_x", c.legend_x},
+              {"x_label", c.x_label},
+              {"y_label", c.y_label},
+              {"x_ticks", TicksJson(c.x_ticks)},
+              {"y_ticks", TicksJson(c.y_ticks)},
+              {"series", ArrayOf(c.series, SeriesJson)}};
+}
+
+Json VerdictJson(const VerdictLine& v) {
+  return Json{{"table", v.table},
+              {"row", v.row},
+              {"scope", v.scope},
+              {"claim", v.claim},
+              {"quality", v.quality},
+              {"bytes", v.bytes},
+              {"equal_quality", v.equal_quality},
+              {"equal_quality_cell", v.equal_quality_cell},
+              {"expected", v.expected},
+              {"expected_cell", v.expected_cell},
+              {"energy", v.energy},
+              {"energy_cell", v.energy_cell},
+              {"qualifiers", v.qualifiers},
+              {"notes", v.notes},
+              {"text", v.text},
+              {"compared", v.compared},
+              {"speedup", v.speedup},
+              {"loss_difference", v.loss_difference},
+              {"bytes_between_nodes", v.bytes_between_nodes},
+              {"caveats", v.caveats},
+              {"finding", v.finding},
+              {"conclusion", v.conclusion}};
 }
 
 Json ModelJson(const ModelReport& m) {
   Json j;
   j["model"] = m.model;
-  j["verdict"] = Json::array();
-  for (const auto& v : m.verdict) {
-    j["verdict"].push_back({{"table", v.table},
-                            {"row", v.row},
-                            {"scope", v.scope},
-                            {"claim", v.claim},
-                            {"quality", v.quality},
-                            {"bytes", v.bytes},
-                            {"equal_quality", v.equal_quality},
-                            {"equal_quality_cell", v.equal_quality_cell},
-                            {"expected", v.expected},
-                            {"expected_cell", v.expected_cell},
-                            {"energy", v.energy},
-                            {"energy_cell", v.energy_cell},
-                            {"qualifiers", v.qualifiers},
-                            {"notes", v.notes},
-                            {"text", v.text},
-                            {"compared", v.compared},
-                            {"speedup", v.speedup},
-                            {"loss_difference", v.loss_difference},
-                            {"bytes_between_nodes", v.bytes_between_nodes},
-                            {"caveats", v.caveats},
-                            {"finding", v.finding},
-                            {"conclusion", v.conclusion}});
-  }
-  j["verdict_legend"] = Json::array();
-  for (const auto& e : m.verdict_legend) j["verdict_legend"].push_back({{"tag", e.tag}, {"meaning", e.meaning}});
-  j["tables"] = Json::array();
-  for (const auto& t : m.tables) {
-    Json jt;
-    jt["id"] = t.id;
-    jt["title"] = t.title;
-    jt["unit"] = t.unit;
-    jt["columns"] = t.columns;
-    jt["rows"] = RowsJson(t.rows);
-    jt["efficiency"] = RowsJson(t.efficiency);
-    jt["note"] = t.note;
-    j["tables"].push_back(std::move(jt));
-  }
+  j["verdict"] = ArrayOf(m.verdict, VerdictJson);
+  j["verdict_legend"] = ArrayOf(m.verdict_legend, [](const auto& e) {
+    return Json{{"tag", e.tag}, {"meaning", e.meaning}};
+  });
+  j["tables"] = ArrayOf(m.tables, [](const auto& t) {
+    return Json{{"id", t.id},
+                {"title", t.title},
+                {"unit", t.unit},
+                {"columns", t.columns},
+                {"rows", RowsJson(t.rows)},
+                {"efficiency", RowsJson(t.efficiency)},
+                {"note", t.note}};
+  });
   j["sentences"] = m.sentences;
-  j["appendix"] = Json::array();
-  for (const auto& a : m.appendix) {
-    j["appendix"].push_back({{"table", a.table}, {"row", a.row}, {"column", a.column}, {"text", a.text}});
-  }
-  j["failures"] = Json::array();
-  for (const auto& f : m.failures) {
-    j["failures"].push_back({{"run_id", f.run_id}, {"case_id", f.case_id}, {"repeat", f.repeat},
-                             {"status", f.status}, {"reason", f.reason}, {"text", f.text}});
-  }
+  j["appendix"] = ArrayOf(m.appendix, [](const auto& a) {
+    return Json{{"table", a.table}, {"row", a.row}, {"column", a.column}, {"text", a.text}};
+  });
+  j["failures"] = ArrayOf(m.failures, [](const auto& f) {
+    return Json{{"run_id", f.run_id},
+                {"case_id", f.case_id},
+                {"repeat", f.repeat},
+                {"status", f.status},
+                {"reason", f.reason},
+                {"text", f.text}};
+  });
   j["untabulated"] = m.untabulated;
   j["chart"] = ChartJson(m.chart);
-  j["requests"] = Json::array();
-  for (const auto& r : m.requests) {
-    Json jr;
-    jr["series"] = r.series;
-    jr["run_id"] = r.run_id;
-    jr["case_id"] = r.case_id;
-    jr["repeat"] = r.repeat;
-    jr["index"] = r.index;
-    jr["max_new_tokens"] = r.max_new_tokens;
-    jr["generated_tokens"] = r.generated_tokens;
-    jr["seconds"] = r.seconds;
-    jr["seconds_text"] = r.seconds_text;
-    jr["answer"] = r.answer;
-    j["requests"].push_back(std::move(jr));
-  }
-  j["provenance"] = Json::array();
-  for (const auto& p : m.provenance) {
+  j["requests"] = ArrayOf(m.requests, [](const auto& r) {
+    return Json{{"series", r.series},
+                {"run_id", r.run_id},
+                {"case_id", r.case_id},
+                {"repeat", r.repeat},
+                {"index", r.index},
+                {"max_new_tokens", r.max_new_tokens},
+                {"generated_tokens", r.generated_tokens},
+                {"seconds", r.seconds},
+                {"seconds_text", r.seconds_text},
+                {"answer", r.answer}};
+  });
+  j["provenance"] = ArrayOf(m.provenance, [](const auto& p) {
     const CellSource& s = p.source;
-    j["provenance"].push_back({{"table", p.table}, {"row", p.row}, {"column", p.column}, {"run_id", s.run_id},
-                               {"case_id", s.case_id}, {"repeat", s.repeat}, {"value_text", s.value_text},
-                               {"how", s.how}, {"detail", s.detail}, {"log_sha256", s.log_sha256},
-                               {"plan_sha256", s.plan_sha256}});
-  }
-  j["ratios"] = Json::array();
-  for (const auto& r : m.ratios) {
-    j["ratios"].push_back({{"table", r.table}, {"row", r.row}, {"column", r.column}, {"text", r.text},
-                           {"numerator_run_id", r.numerator_run_id}, {"denominator_run_id", r.denominator_run_id},
-                           {"note", r.note}});
-  }
-  j["equal_quality"] = Json::array();
-  for (const auto& q : m.equal_quality) {
-    j["equal_quality"].push_back({{"row", q.row}, {"scope", q.scope}, {"target", q.target_text},
-                                  {"baseline", q.baseline_text}, {"candidate", q.candidate_text},
-                                  {"ratio", q.ratio_text}, {"steps_ratio", q.steps_ratio_text}, {"note", q.note},
-                                  {"chart", ChartJson(q.chart)}});
-  }
-  j["hardware"] = Json::array();
-  for (const auto& h : m.hardware)
-    j["hardware"].push_back({{"compared", h.compared},
-                             {"gpu", ChartJson(h.gpu)},
-                             {"link", ChartJson(h.link)},
-                             {"has_gpu", !h.gpu.series.empty()},
-                             {"has_link", !h.link.series.empty()}});
-  j["history"] = Json::array();
-  for (const auto& h : m.history) {
-    j["history"].push_back({{"identity", h.identity}, {"y_label", h.y_label}, {"chart", ChartJson(h.chart)}});
-  }
+    return Json{{"table", p.table},
+                {"row", p.row},
+                {"column", p.column},
+                {"run_id", s.run_id},
+                {"case_id", s.case_id},
+                {"repeat", s.repeat},
+                {"value_text", s.value_text},
+                {"how", s.how},
+                {"detail", s.detail},
+                {"log_sha256", s.log_sha256},
+                {"plan_sha256", s.plan_sha256}};
+  });
+  j["ratios"] = ArrayOf(m.ratios, [](const auto& r) {
+    return Json{{"table", r.table},
+                {"row", r.row},
+                {"column", r.column},
+                {"text", r.text},
+                {"numerator_run_id", r.numerator_run_id},
+                {"denominator_run_id", r.denominator_run_id},
+                {"note", r.note}};
+  });
+  j["equal_quality"] = ArrayOf(m.equal_quality, [](const auto& q) {
+    return Json{{"row", q.row},
+                {"scope", q.scope},
+                {"target", q.target_text},
+                {"baseline", q.baseline_text},
+                {"candidate", q.candidate_text},
+                {"ratio", q.ratio_text},
+                {"steps_ratio", q.steps_ratio_text},
+                {"note", q.note},
+                {"chart", ChartJson(q.chart)}};
+  });
+  j["hardware"] = ArrayOf(m.hardware, [](const auto& h) {
+    return Json{{"compared", h.compared},
+                {"gpu", ChartJson(h.gpu)},
+                {"link", ChartJson(h.link)},
+                {"has_gpu", !h.gpu.series.empty()},
+                {"has_link", !h.link.series.empty()}};
+  });
+  j["history"] = ArrayOf(m.history, [](const auto& h) {
+    return Json{{"identity", h.identity}, {"y_label", h.y_label}, {"chart", ChartJson(h.chart)}};
+  });
   return j;
 }
 
@@ -192,13 +202,15 @@ Json ReportToJson(const ReportData& data) {
   j["baseline_system"] = data.baseline_system;
   j["candidate_system"] = data.candidate_system;
   j["further_baseline_systems"] = data.further_baseline_systems;
-  j["runs"] = Json::array();
-  for (const auto& r : data.runs) {
-    j["runs"].push_back({{"id", r.id}, {"kind", r.kind}, {"plan_name", r.plan_name},
-                         {"started_at", r.started_at}, {"status", r.status}, {"source", r.source}});
-  }
-  j["models"] = Json::array();
-  for (const auto& m : data.models) j["models"].push_back(ModelJson(m));
+  j["runs"] = ArrayOf(data.runs, [](const auto& r) {
+    return Json{{"id", r.id},
+                {"kind", r.kind},
+                {"plan_name", r.plan_name},
+                {"started_at", r.started_at},
+                {"status", r.status},
+                {"source", r.source}};
+  });
+  j["models"] = ArrayOf(data.models, ModelJson);
   j["empty_message"] = data.empty_message;
   return j;
 }
