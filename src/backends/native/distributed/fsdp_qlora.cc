@@ -29,11 +29,7 @@ class FrozenSlicedUnit : public ScheduledUnit {
 
  protected:
   InFlightGather IssueGather() override {
-    c10::NoGradGuard no_grad;
-    InFlightGather g;
-    g.buffer = at::empty({layout.padded}, slice.options());
-    g.collective = setup_.shard->AllGatherAsync(g.buffer, slice);
-    return g;
+    return IssueUnitGather(setup_, at::empty({layout.padded}, slice.options()), slice);
   }
   UnitTensors Assemble(const at::Tensor& buffer) override {
     UnitTensors t;
@@ -42,11 +38,7 @@ class FrozenSlicedUnit : public ScheduledUnit {
     return t;
   }
   InFlightGather IssueRefill(UnitTensors& resharded) override {
-    c10::NoGradGuard no_grad;
-    InFlightGather g;
-    g.buffer = compat::StorageRefill(resharded.buffer);
-    g.collective = setup_.shard->AllGatherAsync(g.buffer, slice);
-    return g;
+    return IssueUnitGather(setup_, compat::StorageRefill(resharded.buffer), slice);
   }
   void ReleaseStorage(UnitTensors& t) override { compat::StorageFree(t.buffer); }
   GradientReduction Reduction(UnitTensors&) override { return {}; }
@@ -118,11 +110,7 @@ class Nf4LayerUnit : public ScheduledUnit {
 
  protected:
   InFlightGather IssueGather() override {
-    c10::NoGradGuard no_grad;
-    InFlightGather g;
-    g.buffer = at::empty({setup_.shard->size() * shard.numel()}, shard.options());
-    g.collective = setup_.shard->AllGatherAsync(g.buffer, shard);
-    return g;
+    return IssueUnitGather(setup_, at::empty({setup_.shard->size() * shard.numel()}, shard.options()), shard);
   }
   UnitTensors Assemble(const at::Tensor& buffer) override {
     UnitTensors t;
@@ -134,11 +122,7 @@ class Nf4LayerUnit : public ScheduledUnit {
   }
   // Into the same storage: the views autograd saved read the refilled bytes.
   InFlightGather IssueRefill(UnitTensors& resharded) override {
-    c10::NoGradGuard no_grad;
-    InFlightGather g;
-    g.buffer = compat::StorageRefill(resharded.buffer);
-    g.collective = setup_.shard->AllGatherAsync(g.buffer, shard);
-    return g;
+    return IssueUnitGather(setup_, compat::StorageRefill(resharded.buffer), shard);
   }
   void ReleaseStorage(UnitTensors& t) override { compat::StorageFree(t.buffer); }
   GradientReduction Reduction(UnitTensors&) override;

@@ -35,11 +35,7 @@ class ShardedUnit : public ScheduledUnit {
 
  protected:
   InFlightGather IssueGather() override {
-    c10::NoGradGuard no_grad;
-    InFlightGather g;
-    g.buffer = at::empty({layout.padded}, master.options().dtype(dtype_));
-    g.collective = setup_.shard->AllGatherAsync(g.buffer, master.detach().to(dtype_));
-    return g;
+    return IssueUnitGather(setup_, at::empty({layout.padded}, master.options().dtype(dtype_)), Local());
   }
 
   UnitTensors Assemble(const at::Tensor& buffer) override {
@@ -54,12 +50,9 @@ class ShardedUnit : public ScheduledUnit {
     return t;
   }
 
+  // Into a fresh alias of the same storage: the graph's views keep their versions.
   InFlightGather IssueRefill(UnitTensors& resharded) override {
-    c10::NoGradGuard no_grad;
-    InFlightGather g;
-    g.buffer = compat::StorageRefill(resharded.buffer);  // a fresh alias: the graph's views keep their versions
-    g.collective = setup_.shard->AllGatherAsync(g.buffer, master.detach().to(dtype_));
-    return g;
+    return IssueUnitGather(setup_, compat::StorageRefill(resharded.buffer), Local());
   }
 
   void ReleaseStorage(UnitTensors& t) override { compat::StorageFree(t.buffer); }
@@ -101,6 +94,9 @@ class ShardedUnit : public ScheduledUnit {
   }
 
  private:
+  // This rank's slice as it is gathered: the master weights in the compute dtype.
+  at::Tensor Local() const { return master.detach().to(dtype_); }
+
   // master.grad += slice (float32), the slice's first arrival setting it.
   void Accumulate(const at::Tensor& slice) {
     c10::NoGradGuard no_grad;
@@ -112,6 +108,14 @@ class ShardedUnit : public ScheduledUnit {
   const FsdpSetup& setup_;
   at::ScalarType dtype_;  // the compute dtype the unit is gathered in
 };
+
+InFlightGather IssueUnitGather(const FsdpSetup& setup, at::Tensor buffer, const at::Tensor& shard) {
+  c10::NoGradGuard no_grad;
+  InFlightGather g;
+  g.buffer = std::move(buffer);
+  g.collective = setup.shard->AllGatherAsync(g.buffer, shard);
+  return g;
+}
 
 std::vector<at::Tensor> FlatUnit::Views(const at::Tensor& buffer) const {
   std::vector<at::Tensor> out;

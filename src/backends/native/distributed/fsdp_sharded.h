@@ -104,6 +104,11 @@ struct FsdpSetup {
   at::ScalarType reduce_dtype = at::kFloat;  // the dtype gradients are reduced in
 };
 
+// A unit's all-gather over setup.shard: every rank's `shard` into `buffer`
+// (a fresh tensor, or compat::StorageRefill of a released one, so that the
+// views autograd saved read the gathered bytes again), issued and not waited for.
+InFlightGather IssueUnitGather(const FsdpSetup& setup, at::Tensor buffer, const at::Tensor& shard);
+
 // Sets the full float32 CPU tensors of one unit's parameters (allocated by
 // the caller): called for each unit in model_parameters order, so a seeded
 // initialisation can continue one generator (parameters_init_random) and
