@@ -57,6 +57,16 @@ struct Harness {
     BackendContext ctx{plan, spec, 0, log, out_dir, stop, *processes, SystemClock(), events};
     return backend.Run(ctx);
   }
+  // Run, requiring the case to succeed: its reason and its log (every rank's
+  // lines) are printed when it does not.
+  BackendOutcome RunOk(Backend& backend, const Plan& plan, const CaseSpec& spec, const std::string& out_dir,
+                       const std::string& log) {
+    BackendOutcome out = Run(backend, plan, spec, out_dir, log);
+    INFO(out.reason);
+    INFO(testing::ReadAll(log));
+    REQUIRE(out.status == CaseStatus::kOk);
+    return out;
+  }
 };
 
 // How a training case is spread over ranks, for the tests that train it

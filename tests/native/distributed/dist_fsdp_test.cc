@@ -260,10 +260,7 @@ TEST_CASE("dist share: 2 groups of 1 rank train on their own data, merge, and st
   Harness h;
   auto backend = MakeNativeShareBackend(Options());
   const fs::path log = fx.root / "share.log";
-  BackendOutcome out = h.Run(*backend, plan, spec, (fx.root / "merged").string(), log.string());
-  INFO(out.reason);
-  INFO(ReadAll(log));
-  REQUIRE(out.status == CaseStatus::kOk);
+  BackendOutcome out = h.RunOk(*backend, plan, spec, (fx.root / "merged").string(), log.string());
   CHECK(h.events.steps.size() == 4);
   REQUIRE(Find(out, metric::kEvalLoss));
   CHECK(Find(out, metric::kEvalLoss)->method.rfind("merged model (2 merge(s))", 0) == 0);
@@ -296,10 +293,7 @@ TEST_CASE("dist share: DiLoCo's outer step gives the same merged model with its 
     Harness h;
     auto backend = MakeNativeShareBackend(Options());
     const fs::path log = fx.root / fmt::format("diloco_{}.log", state);
-    BackendOutcome out = h.Run(*backend, plan, spec, (fx.root / fmt::format("diloco_{}", state)).string(), log.string());
-    INFO(out.reason);
-    INFO(ReadAll(log));
-    REQUIRE(out.status == CaseStatus::kOk);
+    BackendOutcome out = h.RunOk(*backend, plan, spec, (fx.root / fmt::format("diloco_{}", state)).string(), log.string());
     CHECK(FactOf(out, fact::kMerge) == fmt::format("one flat float32 all-reduce of the pseudo-gradient; outer state on the {}", state));
     merged.push_back(Load(fx.config, fx.root / fmt::format("diloco_{}", state)));
     // The same bytes as plain averaging: one flat float32 buffer of every parameter per merge.
@@ -320,10 +314,7 @@ TEST_CASE("dist share: 2 groups of 2 ranks shard within each group, merge their 
   Harness h;
   auto backend = MakeNativeShareBackend(Options());
   const fs::path log = fx.root / "share22.log";
-  BackendOutcome out = h.Run(*backend, plan, spec, (fx.root / "merged22").string(), log.string());
-  INFO(out.reason);
-  INFO(ReadAll(log));
-  REQUIRE(out.status == CaseStatus::kOk);
+  BackendOutcome out = h.RunOk(*backend, plan, spec, (fx.root / "merged22").string(), log.string());
   CHECK(h.events.steps.size() == 4);
   REQUIRE(Find(out, metric::kEvalLoss));
   CHECK(Find(out, metric::kEvalLoss)->method.rfind("merged model (2 merge(s))", 0) == 0);
@@ -351,10 +342,7 @@ TEST_CASE("dist fsdp: a 2-rank finetune reads the path's safetensors unit by uni
   Harness h;
   auto backend = MakeNativeFsdpBackend(Options());
   const fs::path log = fx.root / "finetune.log";
-  BackendOutcome out = h.Run(*backend, plan, spec, (fx.root / "tuned").string(), log.string());
-  INFO(out.reason);
-  INFO(ReadAll(log));
-  REQUIRE(out.status == CaseStatus::kOk);
+  BackendOutcome out = h.RunOk(*backend, plan, spec, (fx.root / "tuned").string(), log.string());
   REQUIRE(Find(out, metric::kFinalLoss));
   CHECK(Find(out, metric::kFinalLoss)->method.find("seeded random") == std::string::npos);  // not a random start
   native::Model tuned = Load(fx.config, fx.root / "tuned");
@@ -389,9 +377,7 @@ TEST_CASE("dist share: multi-inference serves the schedule round-robin over 2 re
   CaseSpec spec = MultiInference("d.inf", {3, 4, 5});
   Harness h;
   auto backend = MakeNativeShareBackend(Options());
-  BackendOutcome out = h.Run(*backend, plan, spec, "", (fx.root / "inf.log").string());
-  INFO(out.reason);
-  REQUIRE(out.status == CaseStatus::kOk);
+  BackendOutcome out = h.RunOk(*backend, plan, spec, "", (fx.root / "inf.log").string());
   REQUIRE(h.events.requests.size() == 3);
   int total = 0;
   for (const RequestSample& r : h.events.requests) {
@@ -456,9 +442,7 @@ TEST_CASE("dist share: 4-bit multi-inference: each replica loads its model one p
   spec.inference.ignore_eos = true;
   Harness h;
   auto backend = MakeNativeShareBackend(Options());
-  BackendOutcome out = h.Run(*backend, plan, spec, "", (fx.root / "inf4.log").string());
-  INFO(out.reason);
-  REQUIRE(out.status == CaseStatus::kOk);
+  BackendOutcome out = h.RunOk(*backend, plan, spec, "", (fx.root / "inf4.log").string());
   REQUIRE(h.events.requests.size() == 4);
   // Greedy decoding of one prompt: every answer is a prefix of the longest, on either
   // replica, so the two processes quantized the same weights to the same codes.

@@ -351,10 +351,7 @@ TEST_CASE("dist share qlora: 2 groups of 1 rank, each its own adapters; the merg
   Harness h;
   auto backend = MakeNativeShareBackend(Options());
   const fs::path log = fx.root / "share.log";
-  BackendOutcome out = h.Run(*backend, plan, spec, (fx.root / "merged").string(), log.string());
-  INFO(out.reason);
-  INFO(ReadAll(log));
-  REQUIRE(out.status == CaseStatus::kOk);
+  BackendOutcome out = h.RunOk(*backend, plan, spec, (fx.root / "merged").string(), log.string());
   LoraAdapters merged = LoadAdapters(fx.config, fx.root / "merged");
   LoraAdapters g0 = LoadAdapters(fx.config, fx.root / "merged/group_adapters/group0");
   LoraAdapters g1 = LoadAdapters(fx.config, fx.root / "merged/group_adapters/group1");
@@ -383,10 +380,7 @@ TEST_CASE("dist share qlora: 2 groups of 2 ranks with A frozen and sync_every: B
   Harness h;
   auto backend = MakeNativeShareBackend(Options());
   const fs::path log = fx.root / "share22.log";
-  BackendOutcome out = h.Run(*backend, plan, spec, (fx.root / "merged22").string(), log.string());
-  INFO(out.reason);
-  INFO(ReadAll(log));
-  REQUIRE(out.status == CaseStatus::kOk);
+  BackendOutcome out = h.RunOk(*backend, plan, spec, (fx.root / "merged22").string(), log.string());
   LoraAdapters merged = LoadAdapters(fx.config, fx.root / "merged22");
   LoraAdapters g0 = LoadAdapters(fx.config, fx.root / "merged22/group_adapters/group0");
   LoraAdapters g1 = LoadAdapters(fx.config, fx.root / "merged22/group_adapters/group1");
