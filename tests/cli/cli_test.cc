@@ -57,7 +57,6 @@ stages:
          command: {argv: [sh, -c, "exit 0"]}}
 )yaml";
 
-// Starts `protocol run PLAN --db DB` in `dir` as a child with no output; returns its pid.
 // How many processes run `sleep <seconds>` exactly, found by their command
 // line. A process that exits while it is read reads as "" (ReadTextFile: no
 // exception from a /proc file that vanished under the read).
@@ -70,6 +69,7 @@ int CountSleeping(const std::string& seconds) {
   return found;
 }
 
+// Starts `protocol run PLAN --db DB` in `dir` as a child with no output; returns its pid.
 pid_t StartRun(const fs::path& dir, const char* plan, const char* db) {
   pid_t pid = fork();
   if (pid == 0) {
@@ -97,6 +97,33 @@ bool WaitForSecondCaseRunning(const fs::path& db) {
       return true;
   }
   return false;
+}
+
+// Writes `text` to dir/PLAN, starts `protocol run PLAN --db DB` there and
+// returns the runner's pid once run 1's second case is running.
+pid_t StartRunUntilSecondCase(const fs::path& dir, const std::string& text, const char* plan, const char* db) {
+  WriteFile(dir / plan, text);
+  const pid_t pid = StartRun(dir, plan, db);
+  REQUIRE(pid > 0);
+  REQUIRE(WaitForSecondCaseRunning(dir / db));
+  return pid;
+}
+
+// Sends `signal` to `pid` and reaps it; returns its wait status.
+int SignalAndReap(pid_t pid, int signal) {
+  kill(pid, signal);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return status;
+}
+
+// kSleepPlan with its quiet second case (`sleep 4`) running `command` instead.
+std::string SleepPlanWithQuietCommand(const std::string& command) {
+  std::string plan = kSleepPlan;
+  const std::string quiet = "command: {argv: [sh, -c, \"sleep 4\"]}";
+  REQUIRE(plan.find(quiet) != std::string::npos);
+  plan.replace(plan.find(quiet), quiet.size(), command);
+  return plan;
 }
 
 // The lines of `text` (without their newlines), as a multiset: a check names
@@ -247,14 +274,8 @@ stages:
 
 TEST_CASE("cli: kill -9 during a run loses no finished case and --resume finishes the rest") {
   TempDir dir;
-  WriteFile(dir.path / "sleepy.yaml", kSleepPlan);
   fs::path db = dir.path / "k.db";
-  pid_t pid = StartRun(dir.path, "sleepy.yaml", "k.db");
-  REQUIRE(pid > 0);
-  REQUIRE(WaitForSecondCaseRunning(db));
-  kill(pid, SIGKILL);
-  int status = 0;
-  waitpid(pid, &status, 0);
+  SignalAndReap(StartRunUntilSecondCase(dir.path, kSleepPlan, "sleepy.yaml", "k.db"), SIGKILL);
 
   auto integrity = CheckStoreIntegrity(db.string());
   REQUIRE(integrity.ok());
@@ -279,19 +300,14 @@ TEST_CASE("cli: kill -9 during a run loses no finished case and --resume finishe
 
 TEST_CASE("cli: --resume refuses a run whose runner is still alive on this host") {
   TempDir dir;
-  WriteFile(dir.path / "sleepy.yaml", kSleepPlan);
   fs::path db = dir.path / "a.db";
-  pid_t pid = StartRun(dir.path, "sleepy.yaml", "a.db");
-  REQUIRE(pid > 0);
-  REQUIRE(WaitForSecondCaseRunning(db));
+  const pid_t pid = StartRunUntilSecondCase(dir.path, kSleepPlan, "sleepy.yaml", "a.db");
   Output twice = Protocol({"run", "sleepy.yaml", "--db", "a.db", "--resume", "1"}, dir.path);
   CHECK(twice.exit_code != 0);
   CHECK(twice.err.find(fmt::format("run 1 is still running here: its runner, process {}, is alive", pid)) !=
         std::string::npos);
   CHECK(CasesOf(db, 1).size() == 2);  // nothing was started twice
-  kill(pid, SIGKILL);
-  int status = 0;
-  waitpid(pid, &status, 0);
+  SignalAndReap(pid, SIGKILL);
   Output resumed = Protocol({"run", "sleepy.yaml", "--db", "a.db", "--resume", "1"}, dir.path);
   INFO(resumed.err);
   CHECK(resumed.exit_code == 0);
@@ -301,21 +317,12 @@ TEST_CASE("cli: kill -9 of the runner during a quiet command case leaves the com
   TempDir dir;
   // A quiet second case: `sleep` with a duration no other process here uses, found again by its command line.
   const std::string marker = std::to_string(40 + getpid() % 1000) + ".125";
-  std::string plan = kSleepPlan;
-  const std::string quiet = "command: {argv: [sh, -c, \"sleep 4\"]}";
-  REQUIRE(plan.find(quiet) != std::string::npos);
-  plan.replace(plan.find(quiet), quiet.size(), "command: {argv: [sleep, \"" + marker + "\"]}");
-  WriteFile(dir.path / "quiet.yaml", plan);
-  fs::path db = dir.path / "q.db";
-  pid_t pid = StartRun(dir.path, "quiet.yaml", "q.db");
-  REQUIRE(pid > 0);
-  REQUIRE(WaitForSecondCaseRunning(db));
+  const std::string plan = SleepPlanWithQuietCommand("command: {argv: [sleep, \"" + marker + "\"]}");
+  const pid_t pid = StartRunUntilSecondCase(dir.path, plan, "quiet.yaml", "q.db");
   auto sleeping = [&marker] { return CountSleeping(marker); };
   for (int i = 0; i < 100 && sleeping() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   REQUIRE(sleeping() == 1);  // the command runs
-  kill(pid, SIGKILL);
-  int status = 0;
-  waitpid(pid, &status, 0);
+  SignalAndReap(pid, SIGKILL);
   int left = 1;
   for (int i = 0; i < 100 && (left = sleeping()) > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   CHECK(left == 0);  // its guardian ended it with the runner
@@ -326,22 +333,13 @@ TEST_CASE("cli: kill -9 of the runner ends what the command case started, grandc
   // The quiet second case starts two background sleeps (grandchildren of the runner) and waits;
   // each sleeps for a duration no other process here uses, found again by its command line.
   const std::string marker = "301." + std::to_string(100 + getpid() % 900);
-  std::string plan = kSleepPlan;
-  const std::string quiet = "command: {argv: [sh, -c, \"sleep 4\"]}";
-  REQUIRE(plan.find(quiet) != std::string::npos);
-  plan.replace(plan.find(quiet), quiet.size(),
-               "command: {argv: [sh, -c, \"sleep " + marker + " & sleep " + marker + " & wait\"]}");
-  WriteFile(dir.path / "forks.yaml", plan);
-  fs::path db = dir.path / "f.db";
-  pid_t pid = StartRun(dir.path, "forks.yaml", "f.db");
-  REQUIRE(pid > 0);
-  REQUIRE(WaitForSecondCaseRunning(db));
+  const std::string plan =
+      SleepPlanWithQuietCommand("command: {argv: [sh, -c, \"sleep " + marker + " & sleep " + marker + " & wait\"]}");
+  const pid_t pid = StartRunUntilSecondCase(dir.path, plan, "forks.yaml", "f.db");
   auto sleeping = [&marker] { return CountSleeping(marker); };
   for (int i = 0; i < 100 && sleeping() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   REQUIRE(sleeping() == 2);  // both grandchildren run
-  kill(pid, SIGKILL);
-  int status = 0;
-  waitpid(pid, &status, 0);
+  SignalAndReap(pid, SIGKILL);
   int left = 2;
   for (int i = 0; i < 150 && (left = sleeping()) > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   CHECK(left == 0);  // the guardian saw its lifeline end and killed the case's process group
@@ -349,14 +347,8 @@ TEST_CASE("cli: kill -9 of the runner ends what the command case started, grandc
 
 TEST_CASE("cli: Ctrl-C stops the running case's process group, stores it interrupted, exits 1") {
   TempDir dir;
-  WriteFile(dir.path / "sleepy.yaml", kSleepPlan);
   fs::path db = dir.path / "i.db";
-  pid_t pid = StartRun(dir.path, "sleepy.yaml", "i.db");
-  REQUIRE(pid > 0);
-  REQUIRE(WaitForSecondCaseRunning(db));
-  kill(pid, SIGINT);
-  int status = 0;
-  waitpid(pid, &status, 0);
+  const int status = SignalAndReap(StartRunUntilSecondCase(dir.path, kSleepPlan, "sleepy.yaml", "i.db"), SIGINT);
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 1);
   auto cases = CasesOf(db, 1);
