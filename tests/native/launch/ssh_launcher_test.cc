@@ -45,6 +45,7 @@ class LocalSshd {
     // A port of its own: a few tries from a pid-derived one (sshd cannot take port 0).
     for (int attempt = 0; attempt < 8 && !started_; ++attempt) {
       port_ = 20000 + static_cast<int>((::getpid() * 7 + attempt * 613) % 30000);
+      fs::remove(dir / "sshd.pid");
       testing::WriteFile(dir / "sshd_config",
                          "Port " + std::to_string(port_) + "\nListenAddress 127.0.0.1\nHostKey " +
                              (dir / "host_key").string() + "\nAuthorizedKeysFile " +
@@ -52,7 +53,15 @@ class LocalSshd {
                              "\nStrictModes no\nUsePAM no\nPasswordAuthentication no\n"
                              "KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\nMaxStartups 50\n"
                              "SetEnv PATH=" + (dir / "shim").string() + ":/usr/bin:/bin\n");
-      started_ = testing::Shell("/usr/sbin/sshd -f sshd_config -E sshd.log", dir).exit_code == 0;
+      // sshd forks into the background before it binds the port, and writes
+      // its pid file once the port is bound: it listens when the file exists.
+      // One that could not bind (the port taken by another process) exits
+      // without writing it, and the next port is tried.
+      if (testing::Shell("/usr/sbin/sshd -f sshd_config -E sshd.log", dir).exit_code != 0) continue;
+      for (int i = 0; i < 200 && !started_; ++i) {
+        started_ = fs::exists(dir / "sshd.pid");
+        if (!started_) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
     }
     if (!started_) error_ = "sshd could not start: " + testing::ReadAll(dir / "sshd.log");
   }
