@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -404,6 +405,35 @@ std::string CommandReference(const CLI::App& app) {
   return out;
 }
 
+// The argument where a command belongs, when it names none of `app`'s
+// commands (a typo: `protocol rnu plan.yaml`); nothing when it names one or
+// there is none. Before the command only --log-level takes a value.
+std::optional<std::string> UnknownCommand(CLI::App& app, int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--log-level") {
+      ++i;
+      continue;
+    }
+    if (arg.empty() || arg[0] == '-') continue;
+    for (const CLI::App* sub : app.get_subcommands({}))
+      if (sub->get_name() == arg) return std::nullopt;
+    return arg;
+  }
+  return std::nullopt;
+}
+
+// "unknown command 'rnu' (did you mean 'run'?)", or the commands listed when
+// none is close (hidden ones, such as the rank worker, are neither).
+std::string UnknownCommandMessage(CLI::App& app, const std::string& word) {
+  std::vector<std::string> names;
+  for (const CLI::App* sub : app.get_subcommands({}))
+    if (!sub->get_group().empty()) names.push_back(sub->get_name());
+  const std::string close = DidYouMean(word, names);
+  return fmt::format("protocol: unknown command '{}' ({})\n", word,
+                     close.empty() ? "commands: " + Join(names, ", ") : fmt::format("did you mean '{}'?", close));
+}
+
 }  // namespace
 
 int RunCli(int argc, char** argv) {
@@ -455,6 +485,10 @@ int RunCli(int argc, char** argv) {
   } catch (const CLI::Success& e) {  // --help, --version
     return app.exit(e) == 0 ? kExitOk : kExitBadInput;
   } catch (const CLI::ParseError& e) {
+    if (const std::optional<std::string> word = UnknownCommand(app, argc, argv)) {
+      std::fputs(UnknownCommandMessage(app, *word).c_str(), stderr);
+      return kExitBadInput;
+    }
     app.exit(e);
     return kExitBadInput;
   }

@@ -185,6 +185,25 @@ TEST_CASE("cli: --log-level works before and after the subcommand") {
   CHECK(bad.err == "--log-level: loud not in {quiet,info,debug}\nRun with --help for more information.\n");
 }
 
+TEST_CASE("cli: an unknown command is named, with the near one or the list of commands") {
+  TempDir dir;
+  Output typo = Protocol({"rnu", "plan.yaml"}, dir.path);
+  CHECK(typo.exit_code == 2);
+  CHECK(typo.err == "protocol: unknown command 'rnu' (did you mean 'run'?)\n");
+  Output after_option = Protocol({"--log-level", "quiet", "reprot", "--db", "i.db"}, dir.path);
+  CHECK(after_option.exit_code == 2);
+  CHECK(after_option.err == "protocol: unknown command 'reprot' (did you mean 'report'?)\n");
+  Output far = Protocol({"estimate", "plan.yaml"}, dir.path);
+  CHECK(far.exit_code == 2);
+  CHECK(far.err ==
+        "protocol: unknown command 'estimate' (commands: run, validate, calibrate, list, show, report, import, "
+        "export, compare, backends)\n");
+  // No command at all is the parser's own message.
+  Output none = Protocol({}, dir.path);
+  CHECK(none.exit_code == 2);
+  CHECK(none.err == "A subcommand is required\nRun with --help for more information.\n");
+}
+
 TEST_CASE("cli report: --further-baseline chooses the baselines set against share beside fsdp, and the comment keeps it") {
   TempDir dir;
   WriteFile(dir.path / "pub.yaml", R"yaml(source: "published table (test fixture)"
