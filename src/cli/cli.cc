@@ -405,33 +405,61 @@ std::string CommandReference(const CLI::App& app) {
   return out;
 }
 
-// The argument where a command belongs, when it names none of `app`'s
-// commands (a typo: `protocol rnu plan.yaml`); nothing when it names one or
-// there is none. Before the command only --log-level takes a value.
-std::optional<std::string> UnknownCommand(CLI::App& app, int argc, char** argv) {
+// Where the command stands in argv: its index and word (0 and "" when there
+// is none). Before the command only --log-level takes a value.
+std::pair<int, std::string> CommandWord(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--log-level") {
       ++i;
       continue;
     }
-    if (arg.empty() || arg[0] == '-') continue;
-    for (const CLI::App* sub : app.get_subcommands({}))
-      if (sub->get_name() == arg) return std::nullopt;
-    return arg;
+    if (!arg.empty() && arg[0] != '-') return {i, arg};
   }
-  return std::nullopt;
+  return {0, ""};
 }
 
-// "unknown command 'rnu' (did you mean 'run'?)", or the commands listed when
-// none is close (hidden ones, such as the rank worker, are neither).
-std::string UnknownCommandMessage(CLI::App& app, const std::string& word) {
+// The long names ("--format") of the options `on` declares.
+std::vector<std::string> LongOptionNames(const CLI::App& on) {
   std::vector<std::string> names;
-  for (const CLI::App* sub : app.get_subcommands({}))
-    if (!sub->get_group().empty()) names.push_back(sub->get_name());
-  const std::string close = DidYouMean(word, names);
-  return fmt::format("protocol: unknown command '{}' ({})\n", word,
-                     close.empty() ? "commands: " + Join(names, ", ") : fmt::format("did you mean '{}'?", close));
+  for (const CLI::Option* o : on.get_options())
+    for (const std::string& name : o->get_lnames()) names.push_back("--" + name);
+  return names;
+}
+
+// For a command line the parser refused, the message that says what is wrong
+// where the parser's would not: a command `app` does not have (`protocol rnu
+// plan.yaml`), or an option its command does not have (`protocol report
+// --fromat md`), with the near one where one is close. Nothing otherwise:
+// the parser's own message serves.
+std::optional<std::string> UsageMessage(CLI::App& app, int argc, char** argv) {
+  const auto [at, word] = CommandWord(argc, argv);
+  if (word.empty()) return std::nullopt;
+  CLI::App* command = nullptr;
+  std::vector<std::string> commands;
+  for (CLI::App* sub : app.get_subcommands({})) {
+    if (sub->get_name() == word) command = sub;
+    if (!sub->get_group().empty()) commands.push_back(sub->get_name());  // not the hidden rank worker
+  }
+  if (command == nullptr) {
+    const std::string close = DidYouMean(word, commands);
+    return fmt::format("protocol: unknown command '{}' ({})\n", word,
+                       close.empty() ? "commands: " + Join(commands, ", ") : fmt::format("did you mean '{}'?", close));
+  }
+  for (int i = at + 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") break;  // the rest are arguments
+    if (arg.size() <= 2 || arg.compare(0, 2, "--") != 0) continue;
+    const std::string name = arg.substr(0, arg.find('='));
+    if (command->get_option_no_throw(name) != nullptr || app.get_option_no_throw(name) != nullptr) continue;
+    std::vector<std::string> options = LongOptionNames(*command);
+    for (const std::string& o : LongOptionNames(app)) options.push_back(o);
+    const std::string close = DidYouMean(name, options);
+    return fmt::format("protocol {}: unknown option '{}' ({})\n", word, name,
+                       close.empty() ? fmt::format("protocol {} --help lists its options", word)
+                                     : fmt::format("did you mean '{}'?", close));
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -485,8 +513,8 @@ int RunCli(int argc, char** argv) {
   } catch (const CLI::Success& e) {  // --help, --version
     return app.exit(e) == 0 ? kExitOk : kExitBadInput;
   } catch (const CLI::ParseError& e) {
-    if (const std::optional<std::string> word = UnknownCommand(app, argc, argv)) {
-      std::fputs(UnknownCommandMessage(app, *word).c_str(), stderr);
+    if (const std::optional<std::string> message = UsageMessage(app, argc, argv)) {
+      std::fputs(message->c_str(), stderr);
       return kExitBadInput;
     }
     app.exit(e);

@@ -185,7 +185,7 @@ TEST_CASE("cli: --log-level works before and after the subcommand") {
   CHECK(bad.err == "--log-level: loud not in {quiet,info,debug}\nRun with --help for more information.\n");
 }
 
-TEST_CASE("cli: an unknown command is named, with the near one or the list of commands") {
+TEST_CASE("cli: an unknown command or option is named, with the near one or where to look") {
   TempDir dir;
   Output typo = Protocol({"rnu", "plan.yaml"}, dir.path);
   CHECK(typo.exit_code == 2);
@@ -198,6 +198,16 @@ TEST_CASE("cli: an unknown command is named, with the near one or the list of co
   CHECK(far.err ==
         "protocol: unknown command 'estimate' (commands: run, validate, calibrate, list, show, report, import, "
         "export, compare, backends)\n");
+  // An option its command does not have: the near one, else where to look.
+  Output option = Protocol({"report", "--fromat", "md"}, dir.path);
+  CHECK(option.exit_code == 2);
+  CHECK(option.err == "protocol report: unknown option '--fromat' (did you mean '--format'?)\n");
+  Output with_value = Protocol({"--log-level", "quiet", "list", "--dbb=x.db"}, dir.path);
+  CHECK(with_value.exit_code == 2);
+  CHECK(with_value.err == "protocol list: unknown option '--dbb' (did you mean '--db'?)\n");
+  Output unlike = Protocol({"list", "--zzzzzzzz"}, dir.path);
+  CHECK(unlike.exit_code == 2);
+  CHECK(unlike.err == "protocol list: unknown option '--zzzzzzzz' (protocol list --help lists its options)\n");
   // No command at all is the parser's own message.
   Output none = Protocol({}, dir.path);
   CHECK(none.exit_code == 2);
