@@ -26,8 +26,8 @@
 // accumulated in float64; and, in a build with CUDA kernels
 // (PROTOCOL_CUDA_KERNELS), CUDA in float32, bfloat16 and float16, sums in
 // float32 (fused_cuda.h). The CUDA kernels are used only once SetCudaKernels
-// turned them on: they have been compiled (nvcc 12.4, sm_90) but not yet run
-// on a GPU, and tests/backends/gpu_test.cc holds them to the composite ops.
+// turned them on; tests/backends/gpu_test.cc holds them to the composite ops
+// (passed on an H200 with libtorch 2.11, docs/performance.md).
 // Elsewhere (float64, bf16 on the CPU, CUDA with them off) Available() is
 // false and model.cc runs its composite ops. Each kernel equals the
 // composite within the rounding of its accumulation order
