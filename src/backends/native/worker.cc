@@ -186,8 +186,8 @@ int RunInference(const WorkerCase& wc, CaseSetup& s, ProcessGroups& g, const Dis
   const auto& schedule = wc.inference.max_new_tokens;
   if (leader) {
     for (size_t i = static_cast<size_t>(g.group); i < schedule.size(); i += static_cast<size_t>(g.groups)) {
-      auto request =
-          ServeRequest(*model, *s.tokenizer, prompt, static_cast<int>(i), schedule[i], decoding, s.device, SteadySeconds, nullptr);
+      auto request = ServeRequest(*model, *s.tokenizer, prompt, static_cast<int>(i), schedule[i], decoding, s.device,
+                                  SteadySeconds, nullptr);
       if (!request.ok()) throw Failure(request.status().message());
       WorkerEvent e;
       e.kind = WorkerEvent::Kind::kRequest;

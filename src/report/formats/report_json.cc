@@ -26,14 +26,6 @@ Json CellJson(const ReportCell& c) {
   return j;
 }
 
-// `rows` as a JSON array, one to_json(row) each.
-template <typename Rows, typename ToJson>
-Json ArrayOf(const Rows& rows, ToJson to_json) {
-  Json out = Json::array();
-  for (const auto& row : rows) out.push_back(to_json(row));
-  return out;
-}
-
 Json RowsJson(const std::vector<ReportRow>& rows) {
   return ArrayOf(rows, [](const ReportRow& r) {
     return Json{{"label", r.label}, {"unit", r.unit}, {"cells", ArrayOf(r.cells, CellJson)}};

@@ -8,6 +8,14 @@
 
 namespace protocol {
 using Json = nlohmann::ordered_json;
+
+// `rows` as a JSON array: to_json(row) for each row, in order.
+template <typename Rows, typename ToJson>
+Json ArrayOf(const Rows& rows, ToJson to_json) {
+  Json out = Json::array();
+  for (const auto& row : rows) out.push_back(to_json(row));
+  return out;
+}
 }  // namespace protocol
 
 #endif  // PROTOCOL_RUNNER_BASE_JSON_H_

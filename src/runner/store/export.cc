@@ -268,17 +268,19 @@ Json EvalPointJson(const EvalPoint& p) {
 }
 
 Json TelemetryJson(const TelemetrySample& t) {
-  return Json{{"seconds", t.seconds}, {"node", t.node},   {"device", t.device},
-              {"quantity", t.quantity}, {"value", t.value}, {"unit", TelemetryUnit(t.quantity)}};
+  return Json{{"seconds", t.seconds},
+              {"node", t.node},
+              {"device", t.device},
+              {"quantity", t.quantity},
+              {"value", t.value},
+              {"unit", TelemetryUnit(t.quantity)}};
 }
 
 // A store read as JSON: an array of to_json(row), or the read's error.
 template <typename Rows, typename Row = typename Rows::value_type>
 Result<Json> JsonOf(Result<Rows> read, Json (*to_json)(const Row&)) {
   if (!read.ok()) return read.status();
-  Json out = Json::array();
-  for (const Row& row : *read) out.push_back(to_json(row));
-  return out;
+  return ArrayOf(*read, to_json);
 }
 // Stored (key, value) pairs (a run's context, a case's facts) as one object.
 Result<Json> JsonOf(Result<std::vector<std::pair<std::string, std::string>>> read) {
